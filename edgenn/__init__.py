@@ -1,0 +1,22 @@
+"""edgenn: an on-device neural-network inference runtime for Python.
+
+    import edgenn
+    sess = edgenn.InferenceSession("model.onnx", threads=1)   # or a .enn file / bytes
+    outputs = sess.run(None, {"input": x})
+"""
+from .errors import (EdgennError, GraphError, InputError, ModelFormatError,
+                     UnsupportedOpError)
+from .version import __version__
+
+__all__ = ["InferenceSession", "convert", "load", "save", "EdgennError", "GraphError",
+           "InputError", "ModelFormatError", "UnsupportedOpError", "__version__"]
+
+
+def __getattr__(name):  # keep `import edgenn` light: numba/onnx load on first use
+    if name == "InferenceSession":
+        from .runtime.session import InferenceSession
+        return InferenceSession
+    if name in ("convert", "load", "save"):
+        from . import api
+        return getattr(api, name)
+    raise AttributeError(name)

@@ -1,0 +1,171 @@
+"""ONNX ModelProto -> edgenn Graph.
+
+Every ONNX node goes through its converter (converters/onnx/<family>.py). Converters bring
+each op to one canonical form, that of the newest ONNX opset (axes/split/... as inputs,
+schema defaults filled in), so the shape rules and kernels handle one signature only.
+Ops with no converter use `generic`, which copies attributes and fills schema defaults.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from ...errors import GraphError, ModelFormatError, UnsupportedOpError
+from ...graph.dtypes import from_onnx
+from ...graph.ir import Graph, Node, ValueInfo
+from ...registry import CONVERTERS, REFERENCE, SHAPE_RULES
+
+MIN_OPSET, MAX_OPSET = 7, 21
+
+
+class ConvertContext:
+    """What a converter sees: the graph under construction, constants, the opset."""
+
+    def __init__(self, graph: Graph, opset: int):
+        self.graph = graph
+        self.opset = opset
+
+    def const(self, name: str) -> np.ndarray | None:
+        """The value of tensor `name` if it is a constant (initializer or Constant node)."""
+        return self.graph.consts.get(name) if name else None
+
+    def add_const(self, prefix: str, value) -> str:
+        return self.graph.add_const(prefix, np.asarray(value))
+
+    def emit(self, op: str, inputs: list[str], outputs: list[str], attrs: dict | None = None,
+             name: str = "") -> Node:
+        node = Node(op, list(inputs), list(outputs), dict(attrs or {}),
+                    name or self.graph.unique_name(op.lower()))
+        self.graph.nodes.append(node)
+        return node
+
+
+def attribute_values(onode: onnx.NodeProto) -> dict:
+    attrs = {}
+    for a in onode.attribute:
+        if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+            raise UnsupportedOpError({onode.op_type: [onode.name]},
+                                     "ops with sub-graphs (If/Loop/Scan) are not supported")
+        value = helper.get_attribute_value(a)
+        if isinstance(value, onnx.TensorProto):
+            value = numpy_helper.to_array(value)
+        elif isinstance(value, bytes):
+            value = value.decode("utf-8", "replace")
+        elif isinstance(value, list) and value and isinstance(value[0], bytes):
+            value = [v.decode("utf-8", "replace") for v in value]
+        attrs[a.name] = value
+    return attrs
+
+
+def schema_defaults(op: str, opset: int, domain: str = "") -> dict:
+    try:
+        schema = onnx.defs.get_schema(op, opset, domain)
+    except onnx.defs.SchemaError:
+        return {}
+    out = {}
+    for name, a in schema.attributes.items():
+        if a.default_value is not None and a.default_value.type:
+            value = helper.get_attribute_value(a.default_value)
+            if isinstance(value, bytes):
+                value = value.decode()
+            elif isinstance(value, onnx.TensorProto):
+                value = numpy_helper.to_array(value)
+            out[name] = value
+    return out
+
+
+def generic(onode: onnx.NodeProto, ctx: ConvertContext) -> None:
+    """Copy the node, with schema defaults filled in for absent attributes."""
+    attrs = schema_defaults(onode.op_type, ctx.opset)
+    attrs.update(attribute_values(onode))
+    ctx.emit(onode.op_type, list(onode.input), list(onode.output), attrs, onode.name)
+
+
+def _value_info(v: onnx.ValueInfoProto) -> ValueInfo:
+    t = v.type.tensor_type
+    if not v.type.HasField("tensor_type"):
+        raise UnsupportedOpError({"non-tensor value": [v.name]}, "only tensor inputs/outputs")
+    shape = []
+    for i, d in enumerate(t.shape.dim):
+        if d.HasField("dim_value") and d.dim_value >= 0:
+            shape.append(int(d.dim_value))
+        else:
+            shape.append(d.dim_param or f"{v.name}:{i}")
+    return ValueInfo(v.name, from_onnx(t.elem_type), tuple(shape))
+
+
+def _opset(model: onnx.ModelProto) -> int:
+    for o in model.opset_import:
+        if o.domain in ("", "ai.onnx"):
+            return int(o.version)
+    return MAX_OPSET
+
+
+def from_model(model: onnx.ModelProto) -> Graph:
+    """Convert a loaded ModelProto. Raises UnsupportedOpError listing every gap at once."""
+    from ...oplist import load_all
+    load_all()
+    opset = _opset(model)
+    if opset > MAX_OPSET + 1 or opset < MIN_OPSET:
+        raise ModelFormatError(f"ONNX opset {opset} is outside the supported "
+                               f"range {MIN_OPSET}..{MAX_OPSET}")
+    g = model.graph
+    consts = {}
+    for t in g.initializer:
+        try:
+            consts[t.name] = np.ascontiguousarray(numpy_helper.to_array(t))
+        except Exception as exc:
+            raise ModelFormatError(f"initializer {t.name!r} cannot be read: {exc}") from exc
+    const_names = set(consts)
+    graph = Graph(nodes=[], consts=consts,
+                  inputs=[_value_info(v) for v in g.input if v.name not in const_names],
+                  outputs=[_value_info(v) for v in g.output],
+                  meta={"opset": opset, "producer": model.producer_name,
+                        "source_nodes": len(g.node)})
+    ctx = ConvertContext(graph, opset)
+    missing: dict[str, list[str]] = {}
+    for i, onode in enumerate(g.node):
+        if not onode.name:
+            onode.name = f"{onode.op_type}_{i}"
+        if onode.domain not in ("", "ai.onnx"):
+            missing.setdefault(f"{onode.domain}.{onode.op_type}", []).append(onode.name)
+            continue
+        conv = CONVERTERS.get(onode.op_type)
+        if conv is None and not (onode.op_type in SHAPE_RULES and onode.op_type in REFERENCE):
+            missing.setdefault(onode.op_type, []).append(onode.name)
+            continue
+        try:
+            (conv or generic)(onode, ctx)
+        except UnsupportedOpError as exc:
+            for op, names in exc.unsupported.items():
+                missing.setdefault(op, []).extend(names)
+    if missing:
+        raise UnsupportedOpError(missing, "nothing was run; these ops need support first")
+    graph.validate()
+    return graph
+
+
+def load_onnx(source) -> onnx.ModelProto:
+    """Parse ONNX from a path or bytes. Protobuf parsing runs no code from the file."""
+    try:
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            return onnx.load_from_string(bytes(source))
+        base = os.path.dirname(os.path.abspath(source))
+        model = onnx.load(source, load_external_data=False)
+        if any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
+            onnx.external_data_helper.load_external_data_for_model(model, base)
+        return model
+    except (OSError, FileNotFoundError) as exc:
+        raise ModelFormatError(f"cannot read {source!r}: {exc}") from exc
+    except Exception as exc:
+        raise ModelFormatError(f"not a valid ONNX model: {exc}") from exc
+
+
+def import_onnx(source) -> Graph:
+    model = source if isinstance(source, onnx.ModelProto) else load_onnx(source)
+    if not model.graph.node and not model.graph.output:
+        raise ModelFormatError("the ONNX model has no graph")
+    return from_model(model)

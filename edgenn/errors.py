@@ -1,0 +1,33 @@
+"""One exception hierarchy. Every message names the node, op, input, shape or file involved."""
+
+
+class EdgennError(Exception):
+    """Base class of every error edgenn raises on purpose."""
+
+
+class ModelFormatError(EdgennError):
+    """A model file is corrupt, truncated, of an unknown kind or from a newer format version."""
+
+
+class UnsupportedOpError(EdgennError):
+    """The model uses ops (or op variants) edgenn does not implement.
+
+    `unsupported` maps op type -> list of node names, so a user sees every gap at once.
+    """
+
+    def __init__(self, unsupported: dict[str, list[str]], detail: str = ""):
+        self.unsupported = unsupported
+        lines = [f"  {op}: {', '.join(names[:8])}{' ...' if len(names) > 8 else ''}"
+                 for op, names in sorted(unsupported.items())]
+        msg = f"{len(unsupported)} unsupported op type(s):\n" + "\n".join(lines)
+        if detail:
+            msg += "\n" + detail
+        super().__init__(msg)
+
+
+class GraphError(EdgennError):
+    """The graph is malformed (dangling input, cycle, bad attribute, shape mismatch)."""
+
+
+class InputError(EdgennError):
+    """A run() call got a wrong input name, shape or dtype."""

@@ -1,0 +1,32 @@
+"""The one list of ops edgenn implements, gathered from the op families.
+
+Each family `F` has graph/shapes/F.py (declares `OPS` and the shape rules),
+kernels/reference/F.py (reference kernels) and converters/onnx/F.py (ONNX converters).
+`load_all()` imports all of them so the registries are complete.
+"""
+from __future__ import annotations
+
+import importlib
+
+FAMILIES = ("elementwise", "reduce", "nn", "tensor", "fused")
+# ops that exist only inside edgenn (produced by passes), so they need no ONNX converter
+INTERNAL_OPS = ("FusedAttention",)
+_loaded = False
+
+
+def load_all() -> None:
+    global _loaded
+    if _loaded:
+        return
+    for family in FAMILIES:
+        for package in ("graph.shapes", "kernels.reference", "converters.onnx"):
+            importlib.import_module(f"edgenn.{package}.{family}")
+    importlib.import_module("edgenn.kernels.fast")
+    _loaded = True
+
+
+def all_ops() -> list[str]:
+    ops: list[str] = []
+    for family in FAMILIES:
+        ops.extend(importlib.import_module(f"edgenn.graph.shapes.{family}").OPS)
+    return ops

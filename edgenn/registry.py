@@ -1,0 +1,82 @@
+"""Explicit registries: op type -> shape rule, reference kernel, ONNX converter, fast kernels.
+
+Each concern lives in its own small files (graph/shapes/*, kernels/reference/*,
+converters/onnx/*, kernels/fast/*); they register here through the decorators below.
+`edgenn.oplist.load_all()` imports every one of those files; `tests/test_registry.py`
+asserts that every op in `edgenn.oplist.OPS` has a shape rule, a reference kernel and
+(for ONNX ops) a converter.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+# op type -> rule(node, ins: list[TensorInfo | None]) -> list[TensorInfo]
+SHAPE_RULES: dict[str, Callable] = {}
+# op type -> ref(attrs: dict, inputs: list[np.ndarray | None]) -> list[np.ndarray]
+REFERENCE: dict[str, Callable] = {}
+# ONNX op type -> convert(onode: onnx.NodeProto, ctx: ConvertContext) -> None (adds IR nodes)
+CONVERTERS: dict[str, Callable] = {}
+# op type -> kernel specs, best first (filled by kernels/fast/*)
+KERNELS: dict[str, list["KernelSpec"]] = {}
+
+
+@dataclass
+class TensorInfo:
+    """What is known of one tensor at plan time: dtype, concrete shape, value if constant."""
+    dtype: str
+    shape: tuple[int, ...]
+    value: np.ndarray | None = None
+
+    @staticmethod
+    def of(array: np.ndarray) -> "TensorInfo":
+        return TensorInfo(array.dtype.name, tuple(int(d) for d in array.shape), array)
+
+
+@dataclass
+class KernelSpec:
+    """One implementation of an op.
+
+    supports(node, ins, outs) -> bool: capability filter (dtypes, attrs, shapes).
+    prepare(node, ins, outs) -> run(inputs, outputs): packs weights and picks tiles once;
+    the returned callable writes into the preallocated `outputs` arrays and allocates nothing
+    it can avoid. `ins` carry constant values (weights) where known.
+    """
+    op: str
+    name: str
+    prepare: Callable
+    supports: Callable = lambda node, ins, outs: True
+
+
+def _register(table: dict, ops: tuple[str, ...], fn: Callable) -> Callable:
+    for op in ops:
+        if op in table:
+            raise RuntimeError(f"{op} registered twice in {fn.__module__}")
+        table[op] = fn
+    return fn
+
+
+def shape_rule(*ops: str):
+    return lambda fn: _register(SHAPE_RULES, ops, fn)
+
+
+def reference(*ops: str):
+    return lambda fn: _register(REFERENCE, ops, fn)
+
+
+def converter(*ops: str):
+    return lambda fn: _register(CONVERTERS, ops, fn)
+
+
+def kernel(op: str, name: str, supports: Callable | None = None):
+    def deco(prepare: Callable) -> Callable:
+        spec = KernelSpec(op, name, prepare, supports or (lambda node, ins, outs: True))
+        KERNELS.setdefault(op, []).append(spec)
+        return prepare
+    return deco
+
+
+def attr(node: Any, key: str, default=None):
+    return node.attrs.get(key, default)
