@@ -87,7 +87,7 @@ class Graph:
 
     def add_const(self, prefix: str, value: np.ndarray) -> str:
         name = self.unique_name(prefix)
-        self.consts[name] = np.ascontiguousarray(value)
+        self.consts[name] = np.require(value, requirements="C")
         return name
 
     def note_fusion(self, kind: str, count: int = 1) -> None:

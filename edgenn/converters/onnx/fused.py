@@ -1,2 +1,1 @@
-"""(being written)"""
-OPS: tuple = ()
+"""FusedAttention is internal to edgenn (made by the fusion passes): no ONNX converter."""

@@ -116,7 +116,7 @@ def from_model(model: onnx.ModelProto) -> Graph:
     consts = {}
     for t in g.initializer:
         try:
-            consts[t.name] = np.ascontiguousarray(numpy_helper.to_array(t))
+            consts[t.name] = np.require(numpy_helper.to_array(t), requirements="C")
         except Exception as exc:
             raise ModelFormatError(f"initializer {t.name!r} cannot be read: {exc}") from exc
     const_names = set(consts)

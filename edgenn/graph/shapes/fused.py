@@ -1,2 +1,48 @@
-"""(being written)"""
-OPS: tuple = ()
+"""Shape rules of ops that exist only inside edgenn, produced by the fusion passes.
+
+FusedAttention(q, k_t, v[, mask]) -> y, attrs scale (default 1/sqrt(D)), mask_kind
+("add": mask is added to the scores; "bool": False masks a score out):
+    q (..., S, D), k_t (..., D, T) (K already transposed), v (..., T, Dv),
+    mask broadcastable to (..., S, T);  y = softmax(q @ k_t * scale + mask) @ v, (..., S, Dv).
+The leading dims (B, H for the usual (B, H, S, D)) broadcast like MatMul's batch dims.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import GraphError
+from ...registry import TensorInfo, shape_rule
+
+OPS = ("FusedAttention",)
+
+
+@shape_rule("FusedAttention")
+def fused_attention(node, ins):
+    q, kt, v = ins[0], ins[1], ins[2]
+    mask = ins[3] if len(ins) > 3 else None
+    where = f"{node.op} node {node.name!r}"
+    if min(len(q.shape), len(kt.shape), len(v.shape)) < 3:
+        raise GraphError(f"{where}: q {q.shape}, k_t {kt.shape}, v {v.shape} need rank >= 3")
+    if q.dtype not in ("float16", "float32", "float64") or kt.dtype != q.dtype \
+            or v.dtype != q.dtype:
+        raise GraphError(f"{where}: q, k_t, v must share one float dtype, got "
+                         f"{q.dtype}, {kt.dtype}, {v.dtype}")
+    s, d = q.shape[-2:]
+    t = kt.shape[-1]
+    if kt.shape[-2] != d or v.shape[-2] != t:
+        raise GraphError(f"{where}: q {q.shape} @ k_t {kt.shape} @ v {v.shape}: "
+                         f"inner dimensions differ")
+    kind = node.attrs.get("mask_kind", "add")
+    if kind not in ("add", "bool"):
+        raise GraphError(f"{where}: mask_kind {kind!r} must be 'add' or 'bool'")
+    try:
+        lead = np.broadcast_shapes(q.shape[:-2], kt.shape[:-2], v.shape[:-2])
+        if mask is not None:
+            target = (*lead, s, t)
+            if np.broadcast_shapes(mask.shape, target) != target:
+                raise ValueError(f"mask {mask.shape} does not broadcast to {target}")
+    except ValueError as exc:
+        raise GraphError(f"{where}: shapes q {q.shape}, k_t {kt.shape}, v {v.shape}"
+                         f"{'' if mask is None else f', mask {mask.shape}'} do not broadcast: "
+                         f"{exc}") from None
+    return [TensorInfo(q.dtype, (*lead, s, v.shape[-1]))]

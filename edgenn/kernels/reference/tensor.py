@@ -1,2 +1,528 @@
-"""(being written)"""
-OPS: tuple = ()
+"""Reference kernels of the tensor family: shape manipulation, indexing, data movement.
+
+Plain NumPy, dtype-agnostic: every kernel returns the dtype of its data input (or the
+dtype ONNX specifies: int64 for Shape/Size/NonZero/TopK indices). Inputs are never
+modified in place. The index arithmetic shared with the shape rules (graph/shapes/tensor.py)
+lives here as small functions of shapes and values that raise ValueError on bad input
+(the shape rule's caller turns that into a GraphError naming the node).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...graph.dtypes import from_onnx
+from ...registry import reference
+
+# -- index arithmetic shared with the shape rules -------------------------------------------
+
+
+def ints(value) -> list[int]:
+    """A constant int tensor (any rank) -> flat list of Python ints."""
+    return [int(v) for v in np.asarray(value).reshape(-1)]
+
+
+def norm_axis(axis: int, rank: int) -> int:
+    if not -rank <= axis < rank:
+        raise ValueError(f"axis {axis} is out of range for rank {rank}")
+    return axis % rank if rank else 0
+
+
+def norm_axes(axes, rank: int) -> list[int]:
+    out = [norm_axis(int(a), rank) for a in axes]
+    if len(set(out)) != len(out):
+        raise ValueError(f"axes {list(axes)} repeat an axis")
+    return out
+
+
+def reshape_target(in_shape, shape, allowzero: int) -> tuple[int, ...]:
+    """ONNX Reshape: 0 copies the input dim (unless allowzero), one -1 is inferred."""
+    shape = ints(shape)
+    out = []
+    for i, d in enumerate(shape):
+        if d == 0 and not allowzero:
+            if i >= len(in_shape):
+                raise ValueError(f"shape {shape}: 0 at position {i} has no input dim to copy")
+            d = in_shape[i]
+        elif d < -1:
+            raise ValueError(f"shape {shape} has a negative dim {d}")
+        out.append(d)
+    total = math.prod(in_shape)
+    if out.count(-1) > 1:
+        raise ValueError(f"shape {shape} has more than one -1")
+    if -1 in out:
+        if allowzero and 0 in shape:
+            raise ValueError(f"shape {shape}: -1 together with 0 under allowzero=1")
+        known = math.prod(d for d in out if d != -1)
+        if known == 0 or total % known:
+            raise ValueError(f"cannot reshape {tuple(in_shape)} into {shape}")
+        out[out.index(-1)] = total // known
+    if math.prod(out) != total:
+        raise ValueError(f"cannot reshape {tuple(in_shape)} ({total} elements) into {shape}")
+    return tuple(out)
+
+
+def flatten_shape(in_shape, axis: int) -> tuple[int, int]:
+    rank = len(in_shape)
+    if not -rank <= axis <= rank:
+        raise ValueError(f"axis {axis} out of range for rank {rank}")
+    axis = axis + rank if axis < 0 else axis
+    return math.prod(in_shape[:axis]), math.prod(in_shape[axis:])
+
+
+def transpose_perm(rank: int, perm) -> list[int]:
+    if perm is None or len(perm) == 0:
+        return list(range(rank))[::-1]
+    perm = [int(p) for p in perm]
+    if sorted(p % rank if rank else p for p in perm) != list(range(rank)) or \
+            any(not -rank <= p < rank for p in perm):
+        raise ValueError(f"perm {perm} is not a permutation of {rank} axes")
+    return [p % rank for p in perm]
+
+
+def squeeze_shape(in_shape, axes) -> tuple[int, ...]:
+    """axes None (or empty) squeezes every dim of size 1."""
+    if axes is None or len(np.asarray(axes).reshape(-1)) == 0:
+        return tuple(d for d in in_shape if d != 1)
+    axes = norm_axes(ints(axes), len(in_shape))
+    for a in axes:
+        if in_shape[a] != 1:
+            raise ValueError(f"cannot squeeze axis {a} of size {in_shape[a]}")
+    return tuple(d for i, d in enumerate(in_shape) if i not in axes)
+
+
+def unsqueeze_shape(in_shape, axes) -> tuple[int, ...]:
+    axes = ints(axes)
+    rank = len(in_shape) + len(axes)
+    axes = norm_axes(axes, rank)
+    rest = iter(in_shape)
+    return tuple(1 if i in axes else next(rest) for i in range(rank))
+
+
+def split_sizes(dim: int, split, num_outputs: int | None) -> list[int]:
+    """Sizes of the parts: explicit `split`, else `num_outputs` parts of ceil(dim / n)
+    with a smaller last part (opset 18)."""
+    if split is not None:
+        sizes = ints(split)
+        if any(s < 0 for s in sizes) or sum(sizes) != dim:
+            raise ValueError(f"split sizes {sizes} do not add up to dim {dim}")
+        return sizes
+    if not num_outputs or num_outputs < 1:
+        raise ValueError("Split needs a 'split' input or 'num_outputs'")
+    chunk = -(-dim // num_outputs)
+    sizes = [chunk] * (num_outputs - 1) + [dim - chunk * (num_outputs - 1)]
+    if sizes[-1] < 0:
+        raise ValueError(f"cannot split dim {dim} into {num_outputs} parts")
+    return sizes
+
+
+def slice_objects(in_shape, starts, ends, axes, steps) -> list[slice]:
+    """One Python slice per dim. ONNX's clamping of starts/ends (negative counts from the
+    end, out-of-range clamps, for negative steps end -1 means 'before index 0') is exactly
+    Python's slice semantics on the raw values, so raw values go straight into slice()."""
+    rank = len(in_shape)
+    starts, ends = ints(starts), ints(ends)
+    if len(starts) != len(ends):
+        raise ValueError(f"starts {starts} and ends {ends} differ in length")
+    axes = list(range(len(starts))) if axes is None else norm_axes(ints(axes), rank)
+    steps = [1] * len(starts) if steps is None else ints(steps)
+    if not len(axes) == len(steps) == len(starts):
+        raise ValueError("starts, ends, axes and steps differ in length")
+    out = [slice(None)] * rank
+    for a, s, e, st in zip(axes, starts, ends, steps):
+        if st == 0:
+            raise ValueError("slice step 0")
+        out[a] = slice(s, e, st)
+    return out
+
+
+def sliced_shape(in_shape, slices) -> tuple[int, ...]:
+    return tuple(len(range(*s.indices(d))) for s, d in zip(slices, in_shape))
+
+
+def shape_bounds(rank: int, start: int, end: int | None) -> tuple[int, int]:
+    def clamp(i):
+        i = i + rank if i < 0 else i
+        return min(max(i, 0), rank)
+    return clamp(start), clamp(rank if end is None else end)
+
+
+def pad_widths(rank: int, pads, axes) -> list[tuple[int, int]]:
+    """pads = [begin_0, begin_1, ..., end_0, end_1, ...] over `axes` (all axes if None)."""
+    pads = ints(pads)
+    axes = list(range(rank)) if axes is None else norm_axes(ints(axes), rank)
+    if len(pads) != 2 * len(axes):
+        raise ValueError(f"pads {pads} needs 2 values per axis for axes {axes}")
+    widths = [(0, 0)] * rank
+    n = len(axes)
+    for i, a in enumerate(axes):
+        widths[a] = (pads[i], pads[i + n])
+    return widths
+
+
+def padded_shape(in_shape, widths) -> tuple[int, ...]:
+    out = tuple(d + b + e for d, (b, e) in zip(in_shape, widths))
+    if any(d < 0 for d in out):
+        raise ValueError(f"pads {widths} crop more than the input shape {tuple(in_shape)}")
+    return out
+
+
+def range_count(start, limit, delta) -> int:
+    start, limit, delta = (np.asarray(v).reshape(()) for v in (start, limit, delta))
+    if delta == 0:
+        raise ValueError("Range delta is 0")
+    if start.dtype.kind in "iu":
+        a, d = int(limit) - int(start), int(delta)
+        return max(-((-a) // d), 0)
+    return max(math.ceil(float(limit.astype(np.float64) - start.astype(np.float64))
+                         / float(delta)), 0)
+
+
+def depth_to_space_shape(in_shape, b: int) -> tuple[int, ...]:
+    n, c, h, w = in_shape
+    if b < 1 or c % (b * b):
+        raise ValueError(f"channels {c} not divisible by blocksize^2 = {b * b}")
+    return n, c // (b * b), h * b, w * b
+
+
+def space_to_depth_shape(in_shape, b: int) -> tuple[int, ...]:
+    n, c, h, w = in_shape
+    if b < 1 or h % b or w % b:
+        raise ValueError(f"spatial dims {h}x{w} not divisible by blocksize {b}")
+    return n, c * b * b, h // b, w // b
+
+
+def gathernd_shape(data_shape, idx_shape, batch_dims: int) -> tuple[int, ...]:
+    b, k = batch_dims, idx_shape[-1]
+    if not b < min(len(data_shape), len(idx_shape)):
+        raise ValueError(f"batch_dims {b} must be below both ranks")
+    if tuple(data_shape[:b]) != tuple(idx_shape[:b]):
+        raise ValueError(f"batch dims differ: {data_shape[:b]} vs {idx_shape[:b]}")
+    if not 1 <= k <= len(data_shape) - b:
+        raise ValueError(f"indices last dim {k} must be in 1..{len(data_shape) - b}")
+    return tuple(idx_shape[:-1]) + tuple(data_shape[b + k:])
+
+
+def onehot_shape(idx_shape, depth: int, axis: int) -> tuple[int, ...]:
+    rank = len(idx_shape) + 1
+    axis = norm_axis(axis, rank)
+    return tuple(idx_shape[:axis]) + (depth,) + tuple(idx_shape[axis:])
+
+
+def depth_value(depth) -> int:
+    d = np.asarray(depth).reshape(-1)
+    if d.size != 1:
+        raise ValueError(f"depth must hold one value, got shape {np.shape(depth)}")
+    d = int(d[0])
+    if d < 1:
+        raise ValueError(f"depth {d} must be positive")
+    return d
+
+
+def topk_k(k, dim: int) -> int:
+    k = ints(k)
+    if len(k) != 1 or not 0 <= k[0] <= dim:
+        raise ValueError(f"k {k} must be one value in 0..{dim}")
+    return k[0]
+
+
+def _wrap_indices(idx: np.ndarray, dim, what: str) -> np.ndarray:
+    """Negative indices count from the end; out-of-range ones are an error."""
+    idx = np.asarray(idx).astype(np.int64, copy=False)
+    if np.any(idx >= dim) or np.any(idx < -dim):
+        raise ValueError(f"{what} index out of range for dim(s) {dim}")
+    return np.where(idx < 0, idx + dim, idx)
+
+
+# -- kernels ---------------------------------------------------------------------------------
+
+
+@reference("Reshape")
+def reshape(attrs, inputs):
+    x, shape = inputs
+    return [x.reshape(reshape_target(x.shape, shape, attrs.get("allowzero", 0)))]
+
+
+@reference("Flatten")
+def flatten(attrs, inputs):
+    x = inputs[0]
+    return [x.reshape(flatten_shape(x.shape, attrs.get("axis", 1)))]
+
+
+@reference("Transpose")
+def transpose(attrs, inputs):
+    x = inputs[0]
+    return [np.ascontiguousarray(np.transpose(x, transpose_perm(x.ndim, attrs.get("perm"))))]
+
+
+@reference("Squeeze")
+def squeeze(attrs, inputs):
+    x = inputs[0]
+    axes = inputs[1] if len(inputs) > 1 else None
+    return [x.reshape(squeeze_shape(x.shape, axes))]
+
+
+@reference("Unsqueeze")
+def unsqueeze(attrs, inputs):
+    x, axes = inputs
+    return [x.reshape(unsqueeze_shape(x.shape, axes))]
+
+
+@reference("Concat")
+def concat(attrs, inputs):
+    arrays = [a for a in inputs if a is not None]
+    axis = norm_axis(attrs["axis"], arrays[0].ndim)
+    return [np.concatenate(arrays, axis=axis)]
+
+
+@reference("Split")
+def split(attrs, inputs):
+    x = inputs[0]
+    sizes_in = inputs[1] if len(inputs) > 1 else None
+    axis = norm_axis(attrs.get("axis", 0), x.ndim)
+    sizes = split_sizes(x.shape[axis], sizes_in, attrs.get("num_outputs"))
+    bounds = np.cumsum([0] + sizes)
+    index = [slice(None)] * x.ndim
+    outs = []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        index[axis] = slice(int(lo), int(hi))
+        outs.append(np.ascontiguousarray(x[tuple(index)]))
+    return outs
+
+
+@reference("Slice")
+def slice_(attrs, inputs):
+    x, starts, ends = inputs[:3]
+    axes = inputs[3] if len(inputs) > 3 else None
+    steps = inputs[4] if len(inputs) > 4 else None
+    return [np.ascontiguousarray(x[tuple(slice_objects(x.shape, starts, ends, axes, steps))])]
+
+
+@reference("Gather")
+def gather(attrs, inputs):
+    x, idx = inputs
+    axis = norm_axis(attrs.get("axis", 0), x.ndim)
+    idx = _wrap_indices(idx, x.shape[axis], "Gather")
+    return [np.asarray(np.take(x, idx, axis=axis))]
+
+
+@reference("GatherElements")
+def gather_elements(attrs, inputs):
+    x, idx = inputs
+    axis = norm_axis(attrs.get("axis", 0), x.ndim)
+    idx = _wrap_indices(idx, x.shape[axis], "GatherElements")
+    return [np.take_along_axis(x, idx, axis=axis)]
+
+
+@reference("GatherND")
+def gather_nd(attrs, inputs):
+    # data (B..., D_b .. D_r-1), indices (B..., M..., k) -> (B..., M..., D_b+k ...)
+    x, idx = inputs
+    b = attrs.get("batch_dims", 0)
+    out_shape = gathernd_shape(x.shape, idx.shape, b)
+    k = idx.shape[-1]
+    nbatch = math.prod(x.shape[:b])
+    data = x.reshape((nbatch,) + x.shape[b:])
+    dims = np.array(x.shape[b:b + k], dtype=np.int64)
+    idx = _wrap_indices(idx.reshape(nbatch, -1, k), dims, "GatherND")
+    batch = np.arange(nbatch)[:, None]
+    picked = data[(batch,) + tuple(idx[..., j] for j in range(k))]
+    return [picked.reshape(out_shape)]
+
+
+_SCATTER_UFUNCS = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
+
+
+def _scatter(out: np.ndarray, where: tuple, updates: np.ndarray, reduction: str) -> None:
+    if reduction == "none":
+        out[where] = updates
+    elif reduction in _SCATTER_UFUNCS:
+        _SCATTER_UFUNCS[reduction].at(out, where, updates)
+    else:
+        raise ValueError(f"unknown reduction {reduction!r}")
+
+
+@reference("ScatterND")
+def scatter_nd(attrs, inputs):
+    # indices (M..., k) address slices data[i_0, .., i_k-1]; updates (M..., D_k ...)
+    x, idx, updates = inputs
+    k = idx.shape[-1]
+    dims = np.array(x.shape[:k], dtype=np.int64)
+    flat = _wrap_indices(idx.reshape(-1, k), dims, "ScatterND")
+    upd = updates.reshape((flat.shape[0],) + x.shape[k:])
+    out = x.copy()
+    _scatter(out, tuple(flat.T), upd, attrs.get("reduction", "none"))
+    return [out]
+
+
+@reference("ScatterElements")
+def scatter_elements(attrs, inputs):
+    x, idx, updates = inputs
+    axis = norm_axis(attrs.get("axis", 0), x.ndim)
+    idx = _wrap_indices(idx, x.shape[axis], "ScatterElements")
+    where = list(np.ix_(*[np.arange(d) for d in idx.shape]))  # open grid over idx
+    where[axis] = idx
+    out = x.copy()
+    _scatter(out, tuple(where), updates, attrs.get("reduction", "none"))
+    return [out]
+
+
+@reference("Shape")
+def shape(attrs, inputs):
+    x = inputs[0]
+    lo, hi = shape_bounds(x.ndim, attrs.get("start", 0), attrs.get("end"))
+    return [np.array(x.shape[lo:hi], dtype=np.int64)]
+
+
+@reference("Size")
+def size(attrs, inputs):
+    return [np.array(inputs[0].size, dtype=np.int64)]
+
+
+@reference("Expand")
+def expand(attrs, inputs):
+    x, shape = inputs
+    out = np.broadcast_shapes(x.shape, tuple(ints(shape)))
+    return [np.array(np.broadcast_to(x, out))]
+
+
+@reference("Tile")
+def tile(attrs, inputs):
+    x, repeats = inputs
+    reps = ints(repeats)
+    if len(reps) != x.ndim or any(r < 0 for r in reps):
+        raise ValueError(f"repeats {reps} must be {x.ndim} non-negative values")
+    return [np.tile(x, reps)]
+
+
+@reference("ConstantOfShape")
+def constant_of_shape(attrs, inputs):
+    value = attrs.get("value")
+    value = np.zeros(1, np.float32) if value is None else np.asarray(value).reshape(-1)
+    shape = ints(inputs[0])
+    if any(d < 0 for d in shape):
+        raise ValueError(f"negative dim in shape {shape}")
+    return [np.full(shape, value[0], dtype=value.dtype)]
+
+
+@reference("Range")
+def range_(attrs, inputs):
+    start, limit, delta = (np.asarray(v).reshape(()) for v in inputs)
+    n = range_count(start, limit, delta)
+    if start.dtype.kind in "iu":
+        values = int(start) + np.arange(n, dtype=np.int64) * int(delta)
+    else:  # start + i * delta, computed in float64 and rounded once
+        values = float(start) + np.arange(n, dtype=np.float64) * float(delta)
+    return [values.astype(start.dtype)]
+
+
+@reference("TopK")
+def topk(attrs, inputs):
+    x, k = inputs
+    axis = norm_axis(attrs.get("axis", -1), x.ndim)
+    k = topk_k(k, x.shape[axis])
+    if attrs.get("largest", 1):
+        # descending, ties by lower index first: stable ascending sort of the reversed
+        # axis, read backwards
+        order = np.argsort(np.flip(x, axis), axis=axis, kind="stable")
+        order = x.shape[axis] - 1 - np.flip(order, axis)
+    else:
+        order = np.argsort(x, axis=axis, kind="stable")
+    idx = np.take(order, np.arange(k), axis=axis).astype(np.int64, copy=False)
+    return [np.take_along_axis(x, idx, axis=axis), idx]
+
+
+@reference("Trilu")
+def trilu(attrs, inputs):
+    x = inputs[0]
+    k = int(np.asarray(inputs[1]).reshape(())) if len(inputs) > 1 and inputs[1] is not None \
+        else 0
+    rows, cols = x.shape[-2:]
+    diff = np.arange(cols)[None, :] - np.arange(rows)[:, None]  # j - i
+    keep = diff >= k if attrs.get("upper", 1) else diff <= k
+    return [np.where(keep, x, np.zeros((), x.dtype))]
+
+
+@reference("OneHot")
+def one_hot(attrs, inputs):
+    indices, depth, values = inputs
+    depth = depth_value(depth)
+    values = np.asarray(values).reshape(-1)
+    off, on = values[0], values[1]
+    axis = norm_axis(attrs.get("axis", -1), indices.ndim + 1)
+    idx = np.asarray(indices).astype(np.int64)
+    if not attrs.get("negative_indices_off", 0):  # opset >= 11: negatives count from the end
+        idx = np.where(idx < 0, idx + depth, idx)
+    # hot[..., d] is True where idx == d; out-of-range indices match no d
+    hot = idx[..., None] == np.arange(depth, dtype=np.int64)
+    hot = np.moveaxis(hot, -1, axis)
+    return [np.where(hot, on, off).astype(values.dtype, copy=False)]
+
+
+@reference("EyeLike")
+def eye_like(attrs, inputs):
+    x = inputs[0]
+    if x.ndim != 2:
+        raise ValueError(f"EyeLike needs a 2-D input, got shape {x.shape}")
+    dtype = x.dtype if attrs.get("dtype") is None else np.dtype(from_onnx(attrs["dtype"]))
+    return [np.eye(x.shape[0], x.shape[1], k=attrs.get("k", 0), dtype=dtype)]
+
+
+@reference("DepthToSpace")
+def depth_to_space(attrs, inputs):
+    # x (N, C, H, W) -> (N, C / b^2, H * b, W * b)
+    x = inputs[0]
+    b = attrs["blocksize"]
+    n, c, h, w = x.shape
+    out = depth_to_space_shape(x.shape, b)
+    if attrs.get("mode", "DCR") == "DCR":  # depth index = (bh * b + bw) * C' + c'
+        t = x.reshape(n, b, b, c // (b * b), h, w).transpose(0, 3, 4, 1, 5, 2)
+    else:  # CRD: depth index = (c' * b + bh) * b + bw
+        t = x.reshape(n, c // (b * b), b, b, h, w).transpose(0, 1, 4, 2, 5, 3)
+    return [np.ascontiguousarray(t).reshape(out)]
+
+
+@reference("SpaceToDepth")
+def space_to_depth(attrs, inputs):
+    # x (N, C, H, W) -> (N, C * b^2, H / b, W / b); inverse of DepthToSpace in the same mode
+    x = inputs[0]
+    b = attrs["blocksize"]
+    n, c, h, w = x.shape
+    out = space_to_depth_shape(x.shape, b)
+    t = x.reshape(n, c, h // b, b, w // b, b)
+    if attrs.get("mode", "DCR") == "DCR":
+        t = t.transpose(0, 3, 5, 1, 2, 4)
+    else:
+        t = t.transpose(0, 1, 3, 5, 2, 4)
+    return [np.ascontiguousarray(t).reshape(out)]
+
+
+_PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "edge", "wrap": "wrap"}
+
+
+@reference("Pad")
+def pad(attrs, inputs):
+    x, pads = inputs[:2]
+    value = inputs[2] if len(inputs) > 2 else None
+    axes = inputs[3] if len(inputs) > 3 else None
+    mode = attrs.get("mode", "constant")
+    if mode not in _PAD_MODES:
+        raise ValueError(f"unknown pad mode {mode!r}")
+    widths = pad_widths(x.ndim, pads, axes)
+    padded_shape(x.shape, widths)  # validates
+    # negative pads crop: do that first, then pad with the non-negative widths
+    crop = tuple(slice(max(-b, 0), d - max(-e, 0)) for d, (b, e) in zip(x.shape, widths))
+    x = x[crop]
+    widths = [(max(b, 0), max(e, 0)) for b, e in widths]
+    if mode == "constant":
+        fill = 0 if value is None or np.size(value) == 0 else np.asarray(value).reshape(-1)[0]
+        return [np.pad(x, widths, mode="constant", constant_values=np.array(fill).astype(x.dtype))]
+    return [np.pad(x, widths, mode=_PAD_MODES[mode])]
+
+
+@reference("NonZero")
+def non_zero(attrs, inputs):
+    x = inputs[0]
+    return [np.array(np.nonzero(x.reshape(x.shape or (1,))), dtype=np.int64).reshape(
+        max(x.ndim, 1), -1)]

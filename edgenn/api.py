@@ -1,0 +1,62 @@
+"""Model-level API: load any model source into an optimized Graph, convert, save."""
+from __future__ import annotations
+
+import os
+
+from .errors import ModelFormatError
+from .graph import format as enn
+from .graph.ir import Graph
+
+
+def _read_head(source) -> bytes:
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return bytes(source[:16])
+    try:
+        with open(source, "rb") as f:
+            return f.read(16)
+    except OSError as exc:
+        raise ModelFormatError(f"cannot read {source!r}: {exc}") from exc
+
+
+def is_enn(source) -> bool:
+    return enn.looks_like_enn(_read_head(source))
+
+
+def optimize(graph: Graph) -> Graph:
+    """The portable optimization pipeline (saved in .enn files)."""
+    from .graph.passes import optimize as run_pipeline
+    run_pipeline(graph)
+    return graph
+
+
+def load(source, optimized: bool = True) -> Graph:
+    """A Graph from a .onnx or .enn path, bytes, or an onnx.ModelProto.
+
+    ONNX is converted (and optimized unless `optimized=False`); .enn is memory-mapped."""
+    if not isinstance(source, (str, os.PathLike, bytes, bytearray, memoryview)):
+        from .converters.onnx.importer import import_onnx
+        graph = import_onnx(source)  # an onnx.ModelProto
+        return optimize(graph) if optimized else graph
+    if isinstance(source, os.PathLike):
+        source = os.fspath(source)
+    if is_enn(source):
+        from .oplist import load_all
+        load_all()
+        if isinstance(source, str):
+            return enn.load(source)
+        return enn.from_buffer(bytes(source))
+    from .converters.onnx.importer import import_onnx
+    graph = import_onnx(source)
+    return optimize(graph) if optimized else graph
+
+
+def save(graph: Graph, path: str) -> None:
+    enn.save(graph, path)
+
+
+def convert(source, output_path: str | None = None, optimized: bool = True) -> Graph:
+    """ONNX (path, bytes or ModelProto) -> optimized Graph, written to `output_path` if given."""
+    graph = load(source, optimized=optimized)
+    if output_path:
+        save(graph, output_path)
+    return graph

@@ -1,0 +1,219 @@
+"""The .enn file: one safetensors container holding the optimized graph and its tensors.
+
+Layout (safetensors: u64 header length, JSON header, raw little-endian tensor bytes):
+  header["__metadata__"] = {
+    "format": "edgenn", "format_version": "1",
+    "graph": JSON text of the graph (nodes, inputs, outputs, meta, tensor table),
+    "graph_crc32": crc32 of that text }
+  each stored blob is a safetensors tensor; the graph's tensor table maps a constant name
+  to {"codec": "raw", "blobs": {"data": <blob key>}, "crc32": {<blob key>: crc}}, so later
+  codecs (int8 per channel, sparse, entropy-coded) add blob roles without a format change.
+
+Reading memory-maps the file and wraps raw blobs with np.frombuffer: zero copies. Every
+length, offset, dtype and checksum is verified before use; nothing is unpickled or run.
+"""
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import struct
+import zlib
+
+import numpy as np
+
+from ..errors import ModelFormatError
+from .ir import Graph, Node, ValueInfo
+
+FORMAT = "edgenn"
+FORMAT_VERSION = 1
+_ST_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "I64": "int64",
+              "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8", "U16": "uint16",
+              "U32": "uint32", "U64": "uint64", "BOOL": "bool"}
+MAX_HEADER = 256 << 20
+
+
+# -- graph <-> JSON --------------------------------------------------------------------------
+def _attr_to_json(value):
+    if isinstance(value, np.ndarray):
+        return {"__ndarray__": value.dtype.name, "shape": list(value.shape),
+                "data": value.ravel().tolist()}
+    if isinstance(value, (np.floating, np.integer, np.bool_)):
+        return value.item()
+    if isinstance(value, (list, tuple)):
+        return [_attr_to_json(v) for v in value]
+    return value
+
+
+def _attr_from_json(value):
+    if isinstance(value, dict) and "__ndarray__" in value:
+        return np.array(value["data"], dtype=value["__ndarray__"]).reshape(value["shape"])
+    if isinstance(value, list):
+        return [_attr_from_json(v) for v in value]
+    return value
+
+
+def graph_to_json(graph: Graph, tensors: dict) -> str:
+    doc = {
+        "nodes": [{"op": n.op, "name": n.name, "inputs": n.inputs, "outputs": n.outputs,
+                   "attrs": {k: _attr_to_json(v) for k, v in n.attrs.items()}}
+                  for n in graph.nodes],
+        "inputs": [[v.name, v.dtype, list(v.shape)] for v in graph.inputs],
+        "outputs": [[v.name, v.dtype, list(v.shape)] for v in graph.outputs],
+        "meta": graph.meta,
+        "tensors": tensors,
+    }
+    return json.dumps(doc, separators=(",", ":"), default=_attr_to_json)
+
+
+def graph_from_json(text: str, consts: dict) -> Graph:
+    doc = json.loads(text)
+    nodes = [Node(n["op"], list(n["inputs"]), list(n["outputs"]),
+                  {k: _attr_from_json(v) for k, v in n["attrs"].items()}, n["name"])
+             for n in doc["nodes"]]
+    vi = lambda rows: [ValueInfo(name, dtype, tuple(shape)) for name, dtype, shape in rows]
+    return Graph(nodes, vi(doc["inputs"]), vi(doc["outputs"]), consts, doc["meta"])
+
+
+# -- write -----------------------------------------------------------------------------------
+def _crc(buf) -> int:
+    return zlib.crc32(buf) & 0xFFFFFFFF
+
+
+def encode_raw(name: str, array: np.ndarray) -> tuple[dict, dict]:
+    """-> (tensor table entry, {blob key: array})."""
+    array = np.require(array, requirements="C")
+    if array.dtype.byteorder == ">":
+        array = array.astype(array.dtype.newbyteorder("<"))
+    key = f"t:{name}"
+    return ({"codec": "raw", "blobs": {"data": key}, "crc32": {key: _crc(array.tobytes())}},
+            {key: array})
+
+
+def to_bytes(graph: Graph) -> bytes:
+    from safetensors.numpy import save
+    table, blobs = {}, {}
+    for name, array in graph.consts.items():
+        entry, entry_blobs = encode_raw(name, array)
+        table[name] = entry
+        blobs.update(entry_blobs)
+    text = graph_to_json(graph, table)
+    meta = {"format": FORMAT, "format_version": str(FORMAT_VERSION), "graph": text,
+            "graph_crc32": str(_crc(text.encode()))}
+    return save(blobs, metadata=meta)
+
+
+def save(graph: Graph, path: str) -> None:
+    data = to_bytes(graph)
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)  # never leave a half-written model behind
+
+
+# -- read ------------------------------------------------------------------------------------
+def looks_like_enn(head: bytes) -> bool:
+    return len(head) >= 10 and head[8:10] == b'{"'
+
+
+def _fail(what: str, source: str) -> ModelFormatError:
+    return ModelFormatError(f"{source}: {what}")
+
+
+def from_buffer(buf, source: str = "<bytes>") -> Graph:
+    """Parse a .enn held in `buf` (bytes or mmap); tensors are zero-copy views into it."""
+    size = len(buf)
+    if size < 8:
+        raise _fail(f"truncated: {size} bytes, not even a header length", source)
+    (n,) = struct.unpack_from("<Q", buf, 0)
+    if n < 2 or n > MAX_HEADER or 8 + n > size:
+        raise _fail(f"truncated or corrupt: header length {n} does not fit in {size} bytes",
+                    source)
+    try:
+        header = json.loads(bytes(buf[8:8 + n]).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise _fail(f"corrupt header ({exc})", source) from None
+    if not isinstance(header, dict) or not isinstance(header.get("__metadata__"), dict):
+        raise _fail("not an edgenn model (a safetensors file without edgenn metadata?)", source)
+    meta = header.pop("__metadata__")
+    if meta.get("format") != FORMAT:
+        raise _fail(f"not an edgenn model (format {meta.get('format')!r})", source)
+    try:
+        version = int(meta.get("format_version", ""))
+    except ValueError:
+        raise _fail("corrupt header: bad format_version", source) from None
+    if version > FORMAT_VERSION:
+        raise _fail(f"written by a newer edgenn (format version {version}; this edgenn "
+                    f"{_version()} reads up to {FORMAT_VERSION}): upgrade edgenn", source)
+    text = meta.get("graph", "")
+    if str(_crc(text.encode())) != meta.get("graph_crc32"):
+        raise _fail("graph description checksum mismatch (file corrupted)", source)
+    data_start, data_size = 8 + n, size - 8 - n
+    blobs = _read_blobs(buf, header, data_start, data_size, source)
+    try:
+        doc = json.loads(text)
+        consts = {name: _decode(name, entry, blobs, source)
+                  for name, entry in doc["tensors"].items()}
+        graph = graph_from_json(text, consts)
+    except ModelFormatError:
+        raise
+    except (KeyError, TypeError, ValueError) as exc:
+        raise _fail(f"corrupt graph description ({type(exc).__name__}: {exc})", source) from None
+    graph.validate()
+    return graph
+
+
+def _read_blobs(buf, header: dict, start: int, size: int, source: str) -> dict:
+    blobs, spans = {}, []
+    for key, info in header.items():
+        try:
+            dtype = np.dtype(_ST_DTYPES[info["dtype"]])
+            shape = tuple(int(d) for d in info["shape"])
+            lo, hi = (int(x) for x in info["data_offsets"])
+        except (KeyError, TypeError, ValueError):
+            raise _fail(f"corrupt entry for tensor {key!r}", source) from None
+        count = int(np.prod(shape, dtype=np.int64))
+        if min(shape, default=0) < 0 or not 0 <= lo <= hi <= size \
+                or hi - lo != count * dtype.itemsize:
+            raise _fail(f"tensor {key!r}: offsets [{lo}, {hi}) do not match shape {shape} "
+                        f"{dtype} in {size} data bytes (truncated?)", source)
+        spans.append((lo, hi))
+        blobs[key] = np.frombuffer(buf, dtype=dtype, count=count, offset=start + lo).reshape(shape)
+    spans.sort()
+    end = 0
+    for lo, hi in spans:
+        if lo != end:
+            raise _fail("tensor data overlaps or has gaps (corrupt)", source)
+        end = hi
+    if end != size:
+        raise _fail(f"{size - end} bytes of trailing data (corrupt or truncated)", source)
+    return blobs
+
+
+def _decode(name: str, entry: dict, blobs: dict, source: str) -> np.ndarray:
+    for key, crc in entry["crc32"].items():
+        if key not in blobs:
+            raise _fail(f"tensor {name!r}: blob {key!r} is missing", source)
+        if _crc(blobs[key]) != crc:
+            raise _fail(f"tensor {name!r}: checksum mismatch (file corrupted)", source)
+    codec = entry["codec"]
+    if codec != "raw":
+        raise _fail(f"tensor {name!r}: unknown codec {codec!r} (newer edgenn?)", source)
+    return blobs[entry["blobs"]["data"]]
+
+
+def _version() -> str:
+    from ..version import __version__
+    return __version__
+
+
+def load(path: str) -> Graph:
+    """Memory-map and parse a .enn file."""
+    try:
+        with open(path, "rb") as f:
+            if os.fstat(f.fileno()).st_size == 0:
+                raise _fail("empty file", path)
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except OSError as exc:
+        raise ModelFormatError(f"cannot read {path!r}: {exc}") from exc
+    return from_buffer(mm, path)

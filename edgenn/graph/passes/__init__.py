@@ -1,0 +1,16 @@
+"""Graph optimization passes: small named functions `pass(graph) -> changed`, each with a
+cheap op-type prefilter, composed into named pipelines (see pipeline.py)."""
+from .activation import fuse_activation, fuse_residual_add, normalize_hardswish
+from .attention import fuse_attention
+from .batchnorm import fold_conv_batchnorm
+from .fold import eliminate_dead_code, fold_constants, prune_unused_consts
+from .gelu import fuse_gelu
+from .gemm import matmul_add_to_gemm
+from .identity import remove_identity
+from .layernorm import fuse_layernorm
+from .pipeline import PIPELINES, optimize, run_pipeline
+
+__all__ = ["PIPELINES", "optimize", "run_pipeline", "fold_constants", "eliminate_dead_code",
+           "prune_unused_consts", "remove_identity", "fold_conv_batchnorm",
+           "fuse_residual_add", "fuse_activation", "normalize_hardswish",
+           "matmul_add_to_gemm", "fuse_layernorm", "fuse_gelu", "fuse_attention"]

@@ -1,0 +1,112 @@
+"""Scaled dot-product attention spelled as MatMul/Div/Add/Softmax/MatMul => FusedAttention.
+
+    s = MatMul(q, k_t) ; [s = s / c | s * c] ; [s = s + mask] ; p = Softmax(s, axis=-1)
+    y = MatMul(p, v)
+=>  y = FusedAttention(q, k_t, v[, mask]; scale)  = softmax(q @ k_t * scale + mask) @ v
+
+Every intermediate must be read by the next node only. A scale applied to q or k before
+the first MatMul stays where it is.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import Graph, Node
+from .util import View, new_node, rank_of, replace_chain, rewrite_each, sample_bindings
+
+
+def _last_axis(graph: Graph, view: View, softmax: Node, infos) -> bool:
+    axis = int(softmax.attrs.get("axis", -1))
+    if axis == -1:
+        return True
+    r = rank_of(graph, view, softmax.inputs[0], infos)
+    return r is not None and axis == r - 1
+
+
+def fuse_attention(graph: Graph) -> bool:
+    ops = graph.op_counts()
+    if "Softmax" not in ops or ops.get("MatMul", 0) < 2:
+        return False
+    infos = None
+
+    def rewrite(graph: Graph, view: View, sm: Node) -> bool:
+        nonlocal infos
+        if sm.op != "Softmax":
+            return False
+        pv = view.only_use(sm.outputs[0])
+        if pv is None or pv.op != "MatMul" or pv.inputs[0] != sm.outputs[0]:
+            return False
+        chain = [sm, pv]
+        t = sm.inputs[0]
+        mask = ""
+        node = view.prod(t)
+        if node is not None and node.op == "Add" and view.only_use(t) is sm:
+            # the scores side is the one that leads back to the MatMul
+            for s, m in (node.inputs, node.inputs[::-1]):
+                if _scores_chain(view, s) is not None:
+                    mask, t = m, s
+                    chain.insert(0, node)
+                    break
+            else:
+                return False
+        found = _scores_chain(view, t)
+        if found is None or view.only_use(t) is not chain[0]:
+            return False
+        qk, scale, pre = found
+        if infos is None:
+            infos = sample_bindings(graph)
+        if not _last_axis(graph, view, sm, infos[0]):
+            return False
+        ins = [qk.inputs[0], qk.inputs[1], pv.inputs[1]] + ([mask] if mask else [])
+        if not _shapes_fit(infos, ins, t):
+            return False
+        fused = new_node(graph, "FusedAttention", ins, pv.outputs, {"scale": float(scale)},
+                         "attention")
+        replace_chain(graph, [qk] + pre + chain, fused)
+        return True
+
+    count = rewrite_each(graph, rewrite)
+    if count:
+        graph.note_fusion("attention_fused", count)
+    return bool(count)
+
+
+def _shapes_fit(sets, ins, scores: str) -> bool:
+    """q, k_t, v of rank >= 3, and a mask that broadcasts to the scores without growing
+    them (the Add in the original graph may broadcast either way)."""
+    for infos in sets:
+        if any(i not in infos for i in ins + [scores]):
+            return False
+        if min(len(infos[i].shape) for i in ins[:3]) < 3:
+            return False
+        if len(ins) > 3:
+            target = tuple(infos[scores].shape)
+            try:
+                if np.broadcast_shapes(infos[ins[3]].shape, target) != target:
+                    return False
+            except ValueError:
+                return False
+    return True
+
+
+def _scores_chain(view: View, t: str):
+    """t = MatMul(q, k_t) [then / c or * c]: (matmul node, scale, [scale node])."""
+    node = view.prod(t)
+    if node is None:
+        return None
+    if node.op == "MatMul":
+        if view.is_const(node.inputs[1]) or view.is_const(node.inputs[0]):
+            return None
+        return node, 1.0, []
+    if node.op in ("Div", "Mul"):
+        co = view.const_operand(node)
+        if co is None or (node.op == "Div" and co[0] != node.inputs[0]) or co[1] == 0:
+            return None
+        mm = view.prod(co[0], "MatMul")
+        if mm is None or view.only_use(co[0]) is not node:
+            return None
+        if view.is_const(mm.inputs[1]) or view.is_const(mm.inputs[0]):
+            return None
+        scale = 1.0 / co[1] if node.op == "Div" else co[1]
+        return mm, scale, [node]
+    return None

@@ -1,0 +1,85 @@
+"""MatMul with constant 2-D weights (and a bias Add) => Gemm.
+
+Gemm here has edgenn's extended semantics: A may have rank > 2 when transA == 0,
+Gemm(A (..., K), B (K, N), C (N,)) -> (..., N).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import Graph, Node
+from .util import View, probe_infos, new_node, rank_of, replace_chain, rewrite_each
+
+GEMM_ATTRS = {"alpha": 1.0, "beta": 1.0, "transA": 0, "transB": 0}
+
+
+def _bias_vector(view: View, name: str, n: int, dtype) -> np.ndarray | None:
+    """A constant that is a bias over the last axis of size n, as an (n,) vector."""
+    c = view.const(name)
+    if c is None or c.dtype != dtype or c.size != n or c.ndim < 1 or c.shape[-1] != n:
+        return None
+    return c.reshape(n)
+
+
+def matmul_add_to_gemm(graph: Graph) -> bool:
+    """MatMul(A, W const 2-D) [+ Add(bias const (N,))] => Gemm(A, W[, bias]).
+
+    Also absorbs a bias Add that follows a Gemm with no C and no activation.
+    """
+    ops = graph.op_counts()
+    if "MatMul" not in ops and "Gemm" not in ops:
+        return False
+    infos = None
+
+    def rewrite(graph: Graph, view: View, node: Node) -> bool:
+        nonlocal infos
+        if node.op == "MatMul":
+            w = view.const(node.inputs[1])
+            if w is None or w.ndim != 2 or w.dtype.kind != "f" or view.is_const(node.inputs[0]):
+                return False
+            if infos is None:
+                infos = probe_infos(graph)
+            r = rank_of(graph, view, node.inputs[0], infos)
+            if r is not None and r < 2:
+                return False  # a 1-D MatMul drops an axis; Gemm would not
+            gemm = new_node(graph, "Gemm", [node.inputs[0], node.inputs[1]], node.outputs,
+                            dict(GEMM_ATTRS, activation="", activation_params=[]), node.name)
+            replace_chain(graph, [node], gemm)
+            return True
+        if node.op == "Gemm":
+            return _absorb_bias(graph, view, node)
+        return False
+
+    count = rewrite_each(graph, rewrite)
+    if count:
+        graph.note_fusion("matmul_to_gemm", count)
+    return bool(count)
+
+
+def _absorb_bias(graph: Graph, view: View, gemm: Node) -> bool:
+    if len(gemm.inputs) > 2 and gemm.inputs[2]:
+        return False
+    if gemm.attrs.get("activation"):
+        return False
+    w = view.const(gemm.inputs[1])
+    if w is None or w.ndim != 2:
+        return False
+    y = gemm.outputs[0]
+    add = view.only_use(y)
+    if add is None or add.op != "Add":
+        return False
+    other = view.other_input(add, y)
+    n = w.shape[0] if gemm.attrs.get("transB", 0) else w.shape[1]
+    bias = None if other is None else _bias_vector(view, other, n, w.dtype)
+    if bias is None:
+        return False
+    if view.const(other).ndim > 1:  # (1, ..., N) broadcasts; fine only if it adds no axes
+        r = rank_of(graph, view, gemm.inputs[0], probe_infos(graph))
+        if r is None or r < view.const(other).ndim:
+            return False
+    attrs = dict(gemm.attrs, beta=1.0)
+    fused = new_node(graph, "Gemm",
+                     [gemm.inputs[0], gemm.inputs[1], graph.add_const(gemm.name + "_C", bias)],
+                     [add.outputs[0]], attrs, gemm.name)
+    replace_chain(graph, [gemm, add], fused)
+    return True

@@ -1,0 +1,74 @@
+"""Named, ordered pass pipelines and `optimize`, which runs them to a fixed point.
+
+declutter: canonical clean-ups every graph gets (folding, identities, dead code).
+fuse:      pattern fusions, ordered so each sees the form the one before produced:
+           BN folds into Conv before the Conv takes a residual or an activation; the
+           HardSwish spellings become HardSwish before activation fusion; MatMul becomes
+           Gemm before Gemm takes its activation.
+all:       declutter, then fuse, then declutter again (fusions leave dead constants).
+"""
+from __future__ import annotations
+
+import time
+
+from ..ir import Graph
+from .activation import fuse_activation, fuse_residual_add, normalize_hardswish
+from .attention import fuse_attention
+from .batchnorm import fold_conv_batchnorm
+from .fold import eliminate_dead_code, fold_constants, prune_unused_consts
+from .gelu import fuse_gelu
+from .gemm import matmul_add_to_gemm
+from .identity import remove_identity
+from .layernorm import fuse_layernorm
+
+DECLUTTER = [fold_constants, remove_identity, eliminate_dead_code]
+FUSE = [fold_conv_batchnorm, fuse_layernorm, fuse_gelu, fuse_attention, normalize_hardswish,
+        matmul_add_to_gemm, fuse_residual_add, fuse_activation]
+
+PIPELINES = {
+    "none": [],
+    "declutter": DECLUTTER,
+    "fuse": FUSE,
+    "all": DECLUTTER + FUSE,
+}
+MAX_ROUNDS = 8
+
+
+def run_pipeline(graph: Graph, passes, report: dict, max_rounds: int = MAX_ROUNDS) -> None:
+    """Run `passes` in order, repeatedly, until a whole round changes nothing."""
+    for _ in range(max_rounds):
+        report["rounds"] += 1
+        changed = False
+        for p in passes:
+            t0 = time.perf_counter()
+            did = p(graph)
+            entry = report["passes"].setdefault(p.__name__, {"changed": 0, "seconds": 0.0})
+            entry["seconds"] += time.perf_counter() - t0
+            if did:
+                entry["changed"] += 1
+                prune_unused_consts(graph)
+                graph.toposort()
+                changed = True
+        if not changed:
+            return
+
+
+def optimize(graph: Graph, level: str = "all") -> dict:
+    """Optimize `graph` in place with the named pipeline; return a report of what changed."""
+    if level not in PIPELINES:
+        raise ValueError(f"unknown optimization level {level!r}; "
+                         f"choose one of {sorted(PIPELINES)}")
+    before_ops = dict(graph.op_counts())
+    before_fusions = dict(graph.meta.get("fusions", {}))
+    report = {"level": level, "rounds": 0, "passes": {},
+              "nodes_before": len(graph.nodes), "consts_before": len(graph.consts)}
+    run_pipeline(graph, PIPELINES[level], report)
+    prune_unused_consts(graph)
+    graph.validate()
+    fusions = graph.meta.get("fusions", {})
+    report.update(
+        nodes_after=len(graph.nodes), consts_after=len(graph.consts),
+        ops_before=before_ops, ops_after=dict(graph.op_counts()),
+        fusions={k: v - before_fusions.get(k, 0) for k, v in fusions.items()
+                 if v != before_fusions.get(k, 0)})
+    return report

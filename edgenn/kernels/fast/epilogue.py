@@ -1,0 +1,54 @@
+"""Fused epilogues applied in place on a conv/GEMM output: + bias, + residual, activation.
+
+Activation names and params follow the fused Conv/Gemm attributes set by the graph passes:
+activation in {"", Relu, Clip, HardSwish, HardSigmoid, Sigmoid, SiLU, LeakyRelu, Gelu}.
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import erf
+
+IN_PLACE = {"", "Relu", "Clip", "HardSwish", "HardSigmoid", "Sigmoid", "SiLU", "LeakyRelu",
+            "Gelu"}
+
+
+def activate(y: np.ndarray, kind: str, params, tmp: np.ndarray) -> None:
+    """y <- activation(y), in place; tmp is scratch of y's shape."""
+    if kind == "":
+        return
+    if kind == "Relu":
+        np.maximum(y, 0, out=y)
+    elif kind == "Clip":
+        np.clip(y, params[0], params[1], out=y)
+    elif kind == "HardSigmoid":
+        np.multiply(y, params[0], out=y)
+        np.add(y, params[1], out=y)
+        np.clip(y, 0, 1, out=y)
+    elif kind == "HardSwish":  # x * clip(x/6 + 1/2, 0, 1)
+        np.multiply(y, 1 / 6, out=tmp)
+        np.add(tmp, 0.5, out=tmp)
+        np.clip(tmp, 0, 1, out=tmp)
+        np.multiply(y, tmp, out=y)
+    elif kind in ("Sigmoid", "SiLU"):
+        np.negative(y, out=tmp)
+        np.exp(tmp, out=tmp)
+        np.add(tmp, 1, out=tmp)
+        if kind == "Sigmoid":
+            np.reciprocal(tmp, out=y)
+        else:
+            np.divide(y, tmp, out=y)
+    elif kind == "LeakyRelu":
+        np.multiply(y, params[0], out=tmp)
+        np.maximum(y, tmp, out=y)
+    elif kind == "Gelu":  # exact: x/2 (1 + erf(x/sqrt 2))
+        np.multiply(y, np.float32(1 / np.sqrt(2)), out=tmp)
+        erf(tmp, out=tmp)
+        np.add(tmp, 1, out=tmp)
+        np.multiply(tmp, 0.5, out=tmp)
+        np.multiply(y, tmp, out=y)
+    else:
+        raise AssertionError(kind)
+
+
+def supported(node) -> bool:
+    return node.attrs.get("activation", "") in IN_PLACE

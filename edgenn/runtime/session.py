@@ -1,0 +1,133 @@
+"""InferenceSession: onnxruntime's calling convention over edgenn's planned runtime."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import InputError
+from ..graph.ir import Graph
+from . import threads as thread_control
+from .plan import Plan, build
+
+_ONNX_TYPE = {"float32": "float", "float64": "double", "int64": "int64", "int32": "int32",
+              "int8": "int8", "uint8": "uint8", "bool": "bool", "float16": "float16",
+              "int16": "int16", "uint16": "uint16", "uint32": "uint32", "uint64": "uint64"}
+MAX_PLANS = 8  # plans kept for distinct input shapes
+
+
+@dataclass
+class NodeArg:
+    name: str
+    shape: list
+    type: str
+    dtype: str
+
+
+class InferenceSession:
+    """Run a model in-process.
+
+    model: path to .onnx or .enn, their bytes, an onnx.ModelProto or an edgenn Graph.
+    threads: Numba and BLAS threads together (1 is the edge default).
+    input_shapes: {name: shape} binds dynamic dims now (otherwise at the first run).
+    reference: run every node on its plain NumPy reference kernel (or EDGENN_REFERENCE=1).
+    """
+
+    def __init__(self, model, threads: int = 1, input_shapes: dict | None = None,
+                 reference: bool | None = None):
+        from ..api import load
+        self.graph: Graph = model if isinstance(model, Graph) else load(model)
+        self.threads = int(threads)
+        if self.threads < 1:
+            raise ValueError("threads must be >= 1")
+        if reference is None:
+            reference = os.environ.get("EDGENN_REFERENCE", "") not in ("", "0")
+        self.reference = reference
+        self._plans: dict[tuple, Plan] = {}
+        self._inputs = {v.name: v for v in self.graph.inputs}
+        shapes = {v.name: tuple(v.shape) for v in self.graph.inputs}
+        for name, shape in (input_shapes or {}).items():
+            shapes[name] = self._check_shape(name, tuple(int(d) for d in shape))
+        if all(_static(s) for s in shapes.values()):
+            self._plan(tuple(shapes[v.name] for v in self.graph.inputs))
+
+    # -- metadata (onnxruntime names) -------------------------------------------------------
+    def get_inputs(self) -> list[NodeArg]:
+        return [_arg(v) for v in self.graph.inputs]
+
+    def get_outputs(self) -> list[NodeArg]:
+        return [_arg(v) for v in self.graph.outputs]
+
+    @property
+    def plan(self) -> Plan | None:
+        """The most recently built plan (for inspection)."""
+        return next(reversed(self._plans.values()), None)
+
+    # -- running ---------------------------------------------------------------------------
+    def run(self, output_names, input_feed: dict) -> list[np.ndarray]:
+        feeds = self._check_feeds(input_feed)
+        outputs = self._check_outputs(output_names)
+        key = tuple(x.shape for x in feeds)
+        plan = self._plans.get(key) or self._plan(key)
+        thread_control.apply(self.threads)
+        return plan.run(feeds, outputs)
+
+    def _plan(self, key: tuple) -> Plan:
+        shapes = {v.name: s for v, s in zip(self.graph.inputs, key)}
+        thread_control.apply(self.threads)
+        plan = build(self.graph, shapes, reference=self.reference)
+        if len(self._plans) >= MAX_PLANS:
+            self._plans.pop(next(iter(self._plans)))
+        self._plans[key] = plan
+        return plan
+
+    def _check_outputs(self, output_names) -> list[str]:
+        known = [v.name for v in self.graph.outputs]
+        if output_names is None:
+            return known
+        if isinstance(output_names, str):
+            output_names = [output_names]
+        bad = [n for n in output_names if n not in known]
+        if bad:
+            raise InputError(f"unknown output name(s) {bad}; the model's outputs are {known}")
+        return list(output_names)
+
+    def _check_feeds(self, input_feed: dict) -> list[np.ndarray]:
+        if not isinstance(input_feed, dict):
+            raise InputError("inputs must be a dict {input name: array}")
+        unknown = [k for k in input_feed if k not in self._inputs]
+        missing = [k for k in self._inputs if k not in input_feed]
+        if unknown or missing:
+            expected = ", ".join(f"{v.name} {v.dtype}{list(v.shape)}" for v in self.graph.inputs)
+            raise InputError(f"unknown input(s) {unknown}, missing input(s) {missing}; "
+                             f"the model expects: {expected}")
+        feeds = []
+        for v in self.graph.inputs:
+            x = input_feed[v.name]
+            if not isinstance(x, np.ndarray):
+                x = np.asarray(x)
+            if x.dtype.name != v.dtype:
+                raise InputError(f"input {v.name!r} must be {v.dtype}, got {x.dtype.name}")
+            self._check_shape(v.name, x.shape)
+            feeds.append(x)
+        return feeds
+
+    def _check_shape(self, name: str, shape: tuple) -> tuple:
+        want = self._inputs[name].shape if name in self._inputs else None
+        if want is None:
+            raise InputError(f"unknown input {name!r}; inputs are {list(self._inputs)}")
+        ok = len(shape) == len(want) and all(
+            not isinstance(w, int) or w < 0 or w == s for w, s in zip(want, shape))
+        if not ok or any(s < 0 for s in shape):
+            raise InputError(f"input {name!r} has shape {tuple(shape)}, the model expects "
+                             f"{tuple(want)} (str = any size)")
+        return tuple(shape)
+
+
+def _static(shape) -> bool:
+    return all(isinstance(d, int) and d >= 0 for d in shape)
+
+
+def _arg(v) -> NodeArg:
+    return NodeArg(v.name, list(v.shape), f"tensor({_ONNX_TYPE.get(v.dtype, v.dtype)})", v.dtype)

@@ -1,0 +1,78 @@
+"""Train the embedded demo model: a small residual CNN on scikit-learn's 8x8 digits.
+
+Reproducible (fixed seeds); writes edgenn/models/digits.onnx and digits_samples.npz (the
+held-out test images the demo classifies). Needs torch and scikit-learn (test extras).
+    python scripts/make_demo_model.py
+"""
+import os
+
+import numpy as np
+import torch
+from sklearn.datasets import load_digits
+from torch import nn
+
+OUT = os.path.join(os.path.dirname(__file__), "..", "edgenn", "models")
+
+
+class Block(nn.Module):
+    """Inverted residual: 1x1 expand, 3x3 depthwise, 1x1 project, + input."""
+
+    def __init__(self, c, expand=2):
+        super().__init__()
+        h = c * expand
+        self.body = nn.Sequential(
+            nn.Conv2d(c, h, 1, bias=False), nn.BatchNorm2d(h), nn.ReLU6(),
+            nn.Conv2d(h, h, 3, padding=1, groups=h, bias=False), nn.BatchNorm2d(h), nn.ReLU6(),
+            nn.Conv2d(h, c, 1, bias=False), nn.BatchNorm2d(c))
+
+    def forward(self, x):
+        return x + self.body(x)
+
+
+class DigitsNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1, bias=False),
+                                  nn.BatchNorm2d(16), nn.ReLU())
+        self.blocks = nn.Sequential(Block(16), nn.Conv2d(16, 32, 3, stride=2, padding=1),
+                                    nn.Hardswish(), Block(32))
+        self.head = nn.Linear(32, 10)
+
+    def forward(self, x):
+        x = self.blocks(self.stem(x))
+        x = x.mean(dim=(2, 3))
+        return torch.softmax(self.head(x), dim=1)
+
+
+def main():
+    torch.manual_seed(0)
+    digits = load_digits()
+    x = (digits.images / 16.0).astype(np.float32)[:, None]
+    y = digits.target.astype(np.int64)
+    idx = np.random.default_rng(0).permutation(len(x))
+    train, test = idx[:1500], idx[1500:]
+    model = DigitsNet()
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    xt, yt = torch.from_numpy(x[train]), torch.from_numpy(y[train])
+    for epoch in range(30):
+        model.train()
+        for b in torch.randperm(len(train)).split(64):
+            opt.zero_grad()
+            logp = torch.log(model(xt[b]) + 1e-9)
+            nn.functional.nll_loss(logp, yt[b]).backward()
+            opt.step()
+    model.eval()
+    with torch.no_grad():
+        acc = (model(torch.from_numpy(x[test])).argmax(1).numpy() == y[test]).mean()
+    print(f"held-out accuracy: {acc:.4f} on {len(test)} images")
+    os.makedirs(OUT, exist_ok=True)
+    torch.onnx.export(model, (torch.from_numpy(x[:1]),), os.path.join(OUT, "digits.onnx"),
+                      input_names=["image"], output_names=["probs"], opset_version=13,
+                      dynamic_axes={"image": {0: "batch"}, "probs": {0: "batch"}},
+                      dynamo=False)
+    np.savez_compressed(os.path.join(OUT, "digits_samples.npz"), images=x[test],
+                        labels=y[test])
+
+
+if __name__ == "__main__":
+    main()

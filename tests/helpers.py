@@ -1,0 +1,35 @@
+"""Small builders shared by tests: one-node and few-node ONNX models."""
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def make_model(nodes, inputs, outputs, initializers=(), opset=17):
+    """inputs/outputs: [(name, np dtype, shape)]; initializers: {name: array}."""
+    def vi(name, dtype, shape):
+        return helper.make_tensor_value_info(
+            name, helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), shape)
+    graph = helper.make_graph(
+        nodes, "g", [vi(*i) for i in inputs], [vi(*o) for o in outputs],
+        [numpy_helper.from_array(np.asarray(v), k) for k, v in dict(initializers).items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+def ort_run(model, feeds):
+    import onnxruntime as ort
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    sess = ort.InferenceSession(model.SerializeToString(), opts,
+                                providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)
+
+
+def rel_err(a, b):
+    from edgenn.tools import rel_err as r
+    return r(a, b)
+
+
+__all__ = ["make_model", "ort_run", "rel_err", "TensorProto", "helper", "numpy_helper"]

@@ -1,0 +1,123 @@
+"""The planned runtime: input validation, memory planning, views, dynamic shapes."""
+import numpy as np
+import pytest
+from helpers import helper, make_model, ort_run, rel_err
+
+import edgenn
+from edgenn.errors import InputError, UnsupportedOpError
+from edgenn.runtime import memory
+
+
+def chain_model(n=6, c=8):
+    """x -> Conv -> Relu -> (Conv -> Relu)... -> Reshape -> y, plus a second output."""
+    rng = np.random.default_rng(1)
+    nodes, inits, prev = [], {}, "x"
+    for i in range(n):
+        inits[f"w{i}"] = rng.standard_normal((c, c, 3, 3)).astype(np.float32) * 0.2
+        inits[f"b{i}"] = rng.standard_normal(c).astype(np.float32)
+        nodes.append(helper.make_node("Conv", [prev, f"w{i}", f"b{i}"], [f"c{i}"],
+                                      pads=[1, 1, 1, 1], name=f"conv{i}"))
+        nodes.append(helper.make_node("Relu", [f"c{i}"], [f"r{i}"], name=f"relu{i}"))
+        prev = f"r{i}"
+    inits["shape"] = np.array([0, -1], np.int64)
+    nodes.append(helper.make_node("Reshape", [prev, "shape"], ["y"], name="flat"))
+    nodes.append(helper.make_node("Sigmoid", ["r0"], ["side"], name="side"))
+    return make_model(nodes, [("x", np.float32, ["N", c, 10, 10])],
+                      [("y", np.float32, ["N", c * 100]), ("side", np.float32, ["N", c, 10, 10])], inits)
+
+
+@pytest.fixture(scope="module")
+def chain():
+    return chain_model()
+
+
+def test_matches_onnxruntime_and_reference(chain):
+    x = np.random.default_rng(0).standard_normal((2, 8, 10, 10)).astype(np.float32)
+    want = ort_run(chain, {"x": x})
+    fast = edgenn.InferenceSession(chain.SerializeToString()).run(None, {"x": x})
+    ref = edgenn.InferenceSession(chain.SerializeToString(), reference=True).run(None, {"x": x})
+    for a, b, c in zip(fast, ref, want):
+        assert a.shape == c.shape
+        assert rel_err(a, c) <= 1e-5 and rel_err(b, c) <= 1e-5
+
+
+def test_memory_is_shared_and_views_cost_no_step(chain):
+    sess = edgenn.InferenceSession(chain.SerializeToString(), input_shapes={"x": (1, 8, 10, 10)})
+    plan = sess.plan
+    assert "Reshape" not in {s.node.op for s in plan.steps}
+    per_tensor = 8 * 10 * 10 * 4
+    # 13 tensors are written; liveness lets them share a handful of buffers
+    assert plan.planned_bytes <= 6 * per_tensor
+
+
+def test_outputs_are_not_aliased_between_runs(chain):
+    sess = edgenn.InferenceSession(chain.SerializeToString())
+    x = np.ones((1, 8, 10, 10), np.float32)
+    y1, _ = sess.run(None, {"x": x})
+    keep = y1.copy()
+    sess.run(None, {"x": -x})
+    np.testing.assert_array_equal(y1, keep)
+
+
+def test_dynamic_batch_plans_per_shape(chain):
+    sess = edgenn.InferenceSession(chain.SerializeToString())
+    for n in (1, 3, 1):
+        x = np.random.default_rng(n).standard_normal((n, 8, 10, 10)).astype(np.float32)
+        y, side = sess.run(["y", "side"], {"x": x})
+        assert y.shape == (n, 800) and rel_err(y, ort_run(chain, {"x": x})[0]) <= 1e-5
+    assert len(sess._plans) == 2
+
+
+def test_input_errors_name_what_was_expected(chain):
+    sess = edgenn.InferenceSession(chain.SerializeToString())
+    x = np.zeros((1, 8, 10, 10), np.float32)
+    with pytest.raises(InputError, match="unknown input.*'z'.*expects: x float32"):
+        sess.run(None, {"z": x})
+    with pytest.raises(InputError, match="missing input"):
+        sess.run(None, {})
+    with pytest.raises(InputError, match="'x' must be float32, got float64"):
+        sess.run(None, {"x": x.astype(np.float64)})
+    with pytest.raises(InputError, match=r"shape \(1, 7, 10, 10\).*expects"):
+        sess.run(None, {"x": np.zeros((1, 7, 10, 10), np.float32)})
+    with pytest.raises(InputError, match="unknown output"):
+        sess.run(["nope"], {"x": x})
+
+
+def test_metadata_like_onnxruntime(chain):
+    sess = edgenn.InferenceSession(chain.SerializeToString())
+    (inp,) = sess.get_inputs()
+    assert (inp.name, inp.shape, inp.type) == ("x", ["N", 8, 10, 10], "tensor(float)")
+    assert [o.name for o in sess.get_outputs()] == ["y", "side"]
+
+
+def test_unsupported_ops_listed_at_once():
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="ok"),
+             helper.make_node("DFT", ["a"], ["b"], name="dft1"),
+             helper.make_node("Det", ["x"], ["c"], name="det1"),
+             helper.make_node("DFT", ["b"], ["d"], name="dft2")]
+    model = helper.make_model(helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", 1, [2, 2])],
+        [helper.make_tensor_value_info("d", 1, None), helper.make_tensor_value_info("c", 1, None)]),
+        opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(UnsupportedOpError) as exc:
+        edgenn.InferenceSession(model.SerializeToString())
+    msg = str(exc.value)
+    assert "DFT: dft1, dft2" in msg and "Det: det1" in msg
+    assert exc.value.unsupported == {"DFT": ["dft1", "dft2"], "Det": ["det1"]}
+
+
+def test_buffer_assignment_never_overlaps_live_tensors():
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        lts = []
+        for i in range(rng.integers(1, 15)):
+            first = int(rng.integers(-1, 10))
+            lts.append(memory.Lifetime(f"t{i}", int(rng.integers(0, 1000)), first,
+                                       first + int(rng.integers(0, 6))))
+        owner, caps = memory.assign(lts)
+        for a in lts:
+            assert caps[owner[a.name]] >= a.nbytes
+            for b in lts:
+                if a is not b and owner[a.name] == owner[b.name]:
+                    # same buffer: one must be dead (last read) before the other is written
+                    assert a.last < b.first or b.last < a.first, (a, b)
