@@ -89,6 +89,20 @@ def cmd_check(args) -> int:
     return EXIT_OK if ok else EXIT_MISMATCH
 
 
+def cmd_bench(args) -> int:
+    from .bench import compare, table
+    from .runtime.session import InferenceSession
+    from .tools import random_feeds
+    shapes = _parse_shapes(args.shape)
+    feeds = _parse_inputs(args.input) or random_feeds(
+        InferenceSession(args.model, input_shapes=shapes or None), shapes)
+    peers = [p for p in (args.compare or "").split(",") if p]
+    runners = compare(args.model, feeds, args.threads, peers, rounds=args.rounds,
+                      shapes=shapes, reference=args.reference)
+    print(table(runners, args.threads))
+    return EXIT_OK
+
+
 def cmd_demo(args) -> int:
     from .demo import main as demo
     return demo(threads=args.threads)
@@ -120,6 +134,10 @@ def build_parser() -> argparse.ArgumentParser:
     k = model_cmd("check", "compare edgenn with onnxruntime on the same inputs", cmd_check)
     k.add_argument("--tolerance", type=float, default=1e-4,
                    help="max relative error max|a-b|/max|b| (default 1e-4)")
+    b = model_cmd("bench", "latency side by side with onnxruntime / MNN", cmd_bench)
+    b.add_argument("--compare", default="onnxruntime", help="comma list: onnxruntime,mnn")
+    b.add_argument("--rounds", type=int, default=20)
+    b.add_argument("--reference", action="store_true", help="time the reference kernels")
     i = sub.add_parser("inspect", help="ops, parameters, sizes and fusions of a model")
     i.add_argument("model")
     i.set_defaults(fn=cmd_inspect)

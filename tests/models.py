@@ -29,6 +29,7 @@ and onnxruntime's time.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -600,7 +601,7 @@ def nets():
             self.m = nn.ModuleList(YBottleneck(self.c, shortcut) for _ in range(n))
 
         def forward(self, x):
-            y = list(self.cv1(x).chunk(2, 1))
+            y = list(self.cv1(x).split((self.c, self.c), 1))   # YOLOv8 forward_split
             y.extend(m(y[-1]) for m in self.m)
             return self.cv2(torch.cat(y, 1))
 
@@ -845,19 +846,32 @@ class TorchModel:
             self.export(path)
         return path, self.feeds()
 
+    def module(self):
+        """The initialized torch module (eval mode); the same weights on every call."""
+        import torch
+        torch.manual_seed(SEED)
+        return self.make()
+
+    def torch_outputs(self, feeds: dict) -> list[np.ndarray]:
+        """The torch model's outputs on `feeds` (to check that the export is faithful)."""
+        import torch
+        with _one_torch_thread(), torch.no_grad():
+            out = self.module()(*(torch.from_numpy(v) for v in feeds.values()))
+        out = out if isinstance(out, tuple) else (out,)
+        return [o.numpy() for o in out]
+
     def export(self, path: Path) -> None:
         import onnx
         import torch
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        torch.manual_seed(SEED)
-        model = self.make()
-        example = (self.trace_feeds or self.feeds)()
-        args = tuple(torch.from_numpy(v) for v in example.values())
-        kw = dict(input_names=list(example), output_names=list(self.output_names),
-                  opset_version=self.opset)
-        with warnings.catch_warnings(), torch.no_grad():
+        with _one_torch_thread(), warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")
+            model = self.module()
+            example = (self.trace_feeds or self.feeds)()
+            args = tuple(torch.from_numpy(v) for v in example.values())
+            kw = dict(input_names=list(example), output_names=list(self.output_names),
+                      opset_version=self.opset)
             if self.dynamo:
                 dyn = None
                 if self.dynamic_axes:
@@ -872,6 +886,18 @@ class TorchModel:
                                   **kw)
         onnx.checker.check_model(str(tmp))
         os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def _one_torch_thread():
+    """torch on 1 thread: the 2-core machine is shared and export is faster so."""
+    import torch
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 @dataclasses.dataclass
@@ -908,8 +934,16 @@ def _classifier(factory, size=224, calib_size=None):
 
 
 def _yolo():
+    import torch
     model = nets().TinyYolo(img_size=320, w=16)
     _init_weights(model, SEED, yolo_batch(CALIB_IMAGES, 320))
+    det = model.detect
+    with torch.no_grad():          # YOLOv5 Detect._initialize_biases, small head weights
+        for conv, s in zip(det.m, det.STRIDES):
+            conv.weight.mul_(0.2)
+            b = conv.bias.view(det.na, -1)
+            b[:, 4] += math.log(8 / (320 / s) ** 2)        # objectness: ~8 objects per image
+            b[:, 5:] += math.log(0.6 / (det.nc - 0.99))     # class priors
     return model
 
 
@@ -1003,28 +1037,72 @@ ZOO: dict[str, Callable] = {m.name: m for m in _MODELS}
 SLOW = frozenset(m.name for m in _MODELS if m.slow)
 
 
-def build_all(names=None, cache_dir=None, verbose=True) -> dict:
-    """Build (export if needed) the zoo one model at a time; returns per-model info."""
+@dataclasses.dataclass
+class Case:
+    """A built zoo model: its file, its feeds and (lazily) onnxruntime's outputs."""
+    name: str
+    path: Path
+    feeds: dict
+    dynamic: bool                       # some input dim is symbolic in the file
+    _expected: list | None = None
+
+    @property
+    def expected(self) -> list[np.ndarray]:
+        if self._expected is None:
+            self._expected = ort_outputs(self.path, self.feeds)
+        return self._expected
+
+    @property
+    def input_shapes(self) -> dict | None:
+        """What to pass as InferenceSession(input_shapes=...) to bind symbolic dims."""
+        return {k: tuple(v.shape) for k, v in self.feeds.items()} if self.dynamic else None
+
+
+class ZooCache:
+    """Builds each zoo model once per process (export on first use), one at a time."""
+
+    def __init__(self, cache_dir=None):
+        self.cache_dir = Path(cache_dir or default_cache_dir())
+        self._cases: dict[str, Case] = {}
+
+    def __call__(self, name: str) -> Case:
+        if name not in self._cases:
+            path, feeds = ZOO[name](self.cache_dir)
+            self._cases[name] = Case(name, Path(path), feeds, has_dynamic_inputs(path))
+        return self._cases[name]
+
+
+def build_all(names=None, cache_dir=None, verbose=True, check_torch=False) -> dict:
+    """Build (export if needed) the zoo one model at a time; returns per-model info.
+
+    check_torch: also run each torch model and report rel_err(onnxruntime, torch).
+    """
     import time
     info = {}
     for name in names or ZOO:
+        entry = ZOO[name]
         t0 = time.perf_counter()
-        path, feeds = ZOO[name](cache_dir)
+        path, feeds = entry(cache_dir)
         t1 = time.perf_counter()
         outs = ort_outputs(path, feeds)
         t2 = time.perf_counter()
-        info[name] = dict(path=str(path), opset=opset_of(path), ops=op_types(path),
-                          build_s=t1 - t0, ort_s=t2 - t1,
-                          inputs={k: (v.shape, str(v.dtype)) for k, v in feeds.items()},
-                          outputs=[o.shape for o in outs],
-                          size_mb=os.path.getsize(path) / 1e6)
+        i = info[name] = dict(path=str(path), opset=opset_of(path), ops=op_types(path),
+                              build_s=t1 - t0, ort_s=t2 - t1,
+                              inputs={k: (v.shape, str(v.dtype)) for k, v in feeds.items()},
+                              outputs=[o.shape for o in outs],
+                              size_mb=os.path.getsize(path) / 1e6)
+        if check_torch and isinstance(entry, TorchModel):
+            i["torch_rel_err"] = [rel_err(o, r) for o, r in zip(outs, entry.torch_outputs(feeds))]
         if verbose:
-            i = info[name]
             print(f"{name}: opset {i['opset']}, {i['size_mb']:.1f} MB, build {i['build_s']:.1f}s, "
-                  f"ort {i['ort_s']:.2f}s, in {i['inputs']}, out {i['outputs']}\n"
-                  f"    {i['ops']}", flush=True)
+                  f"ort {i['ort_s']:.2f}s, in {i['inputs']}, out {i['outputs']}"
+                  + (f", ort-vs-torch {['%.1e' % e for e in i['torch_rel_err']]}"
+                     if "torch_rel_err" in i else "")
+                  + f"\n    {i['ops']}", flush=True)
     return info
 
 
 if __name__ == "__main__":
-    build_all(sys.argv[1:] or None)
+    args = sys.argv[1:]
+    check = "--check-torch" in args
+    build_all([a for a in args if not a.startswith("--")] or None, check_torch=check)

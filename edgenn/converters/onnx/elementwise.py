@@ -5,6 +5,7 @@ Ops not listed here need no converter: `generic` copies them with schema default
   Dropout  opset < 12: ratio attribute -> constant input; opset < 10: the mask has the
            input's type -> bool mask followed by CastLike
   Cast / CastLike: refuse string, bfloat16, float8, 4- and 2-bit types up front
+  Equal    refuse string inputs up front (edgenn's tensors are numeric)
 """
 from __future__ import annotations
 
@@ -72,6 +73,17 @@ def convert_castlike(onode, ctx):
     if target is not None and target not in NUMERIC_DTYPES:
         _refuse(onode, target)
     ctx.emit("CastLike", list(onode.input), list(onode.output), _attrs(onode, ctx), onode.name)
+
+
+@converter("Equal")
+def convert_equal(onode, ctx):
+    """Equal also compares strings (opset 19); edgenn's tensors are numeric only."""
+    for name in onode.input:
+        dtype = known_dtype(ctx, name)
+        if dtype is not None and dtype not in NUMERIC_DTYPES:
+            raise UnsupportedOpError({onode.op_type: [onode.name]},
+                                     f"Equal on {dtype} tensors is not supported")
+    ctx.emit("Equal", list(onode.input), list(onode.output), _attrs(onode, ctx), onode.name)
 
 
 @converter("Clip")

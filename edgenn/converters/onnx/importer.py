@@ -104,14 +104,31 @@ def _opset(model: onnx.ModelProto) -> int:
     return MAX_OPSET
 
 
+def _newer_than_supported(onode: onnx.NodeProto, opset: int) -> int | None:
+    """A model may declare an opset above MAX_OPSET. A node is accepted when its op is
+    unchanged since MAX_OPSET, or changed only in the types it admits (which the dtype
+    checks cover): it sets no attribute that the MAX_OPSET definition lacks.
+    -> the op's newer version when the node needs semantics we do not know, else None."""
+    if opset <= MAX_OPSET:
+        return None
+    try:
+        since = onnx.defs.get_schema(onode.op_type, opset).since_version
+        known = onnx.defs.get_schema(onode.op_type, MAX_OPSET).attributes
+    except onnx.defs.SchemaError:
+        return None  # unknown op or new op: reported as unsupported by the caller
+    if since <= MAX_OPSET or all(a.name in known for a in onode.attribute):
+        return None
+    return since
+
+
 def from_model(model: onnx.ModelProto) -> Graph:
     """Convert a loaded ModelProto. Raises UnsupportedOpError listing every gap at once."""
     from ...oplist import load_all
     load_all()
     opset = _opset(model)
-    if opset > MAX_OPSET + 1 or opset < MIN_OPSET:
-        raise ModelFormatError(f"ONNX opset {opset} is outside the supported "
-                               f"range {MIN_OPSET}..{MAX_OPSET}")
+    if opset < MIN_OPSET:
+        raise ModelFormatError(f"ONNX opset {opset} is older than the oldest supported "
+                               f"({MIN_OPSET})")
     g = model.graph
     consts = {}
     for t in g.initializer:
@@ -125,13 +142,17 @@ def from_model(model: onnx.ModelProto) -> Graph:
                   outputs=[_value_info(v) for v in g.output],
                   meta={"opset": opset, "producer": model.producer_name,
                         "source_nodes": len(g.node)})
-    ctx = ConvertContext(graph, opset)
+    ctx = ConvertContext(graph, min(opset, MAX_OPSET))
     missing: dict[str, list[str]] = {}
     for i, onode in enumerate(g.node):
         if not onode.name:
             onode.name = f"{onode.op_type}_{i}"
         if onode.domain not in ("", "ai.onnx"):
             missing.setdefault(f"{onode.domain}.{onode.op_type}", []).append(onode.name)
+            continue
+        newer = _newer_than_supported(onode, opset)
+        if newer:
+            missing.setdefault(f"{onode.op_type} (version {newer})", []).append(onode.name)
             continue
         conv = CONVERTERS.get(onode.op_type)
         if conv is None and not (onode.op_type in SHAPE_RULES and onode.op_type in REFERENCE):

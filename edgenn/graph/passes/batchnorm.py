@@ -121,3 +121,120 @@ def fold_conv_batchnorm(graph: Graph) -> bool:
     if count:
         graph.note_fusion("batchnorm_folded", count)
     return bool(count)
+
+
+# -- per-channel Mul / Add after Conv or Gemm (paddle exports conv bias and learnable
+# -- affine scales as separate nodes) ------------------------------------------------------
+def _channel_vector(c: np.ndarray, rank: int | None, axis_from_end: int, m: int):
+    """A constant that varies at most along one output-channel axis, as an (m,) vector.
+
+    `axis_from_end` is the channel axis counted from the end of an output of rank `rank`
+    (rank None: only 1-D or 1-element constants, which add no axes). None if it is not
+    such a constant, or if broadcasting it would add axes to the output.
+    """
+    if c.dtype.kind != "f":
+        return None
+    if c.size == 1 and (c.ndim <= 1 or (rank is not None and c.ndim <= rank)):
+        return np.full(m, c.reshape(-1)[0], dtype=np.float64)
+    if rank is None:
+        if c.ndim != 1 or axis_from_end != 1:
+            return None
+        rank = 1
+    if c.ndim > rank:
+        return None
+    shape = (1,) * (rank - c.ndim) + c.shape
+    ch = rank - axis_from_end
+    if any(d != 1 for i, d in enumerate(shape) if i != ch) or shape[ch] not in (1, m):
+        return None
+    return np.broadcast_to(c.reshape(-1).astype(np.float64), (m,))
+
+
+def fold_conv_affine(graph: Graph) -> bool:
+    """Conv/Gemm (constant weights, no activation yet) -> Mul or Add by a per-output-channel
+    (or scalar) constant => the scale folded into W (and B), the shift into B."""
+    ops = graph.op_counts()
+    if not ({"Mul", "Add"} & set(ops)) or not ({"Conv", "Gemm"} & set(ops)):
+        return False
+    infos = None
+
+    def rewrite(graph: Graph, view: View, node: Node) -> bool:
+        nonlocal infos
+        if node.op not in ("Mul", "Add") or len(node.inputs) != 2:
+            return False
+        for x, cname in (node.inputs, node.inputs[::-1]):
+            p = view.prod(x, ("Conv", "Gemm"))
+            c = view.const(cname)
+            if p is None or c is None or view.only_use(x) is not node:
+                continue
+            if p.attrs.get("activation") or (len(p.inputs) > 3 and p.inputs[3]):
+                continue
+            w = view.const(p.inputs[1])
+            if w is None or w.dtype != c.dtype:
+                continue
+            if p.op == "Conv":
+                v = _channel_vector(c, w.ndim, w.ndim - 1, w.shape[0])
+                ok = v is not None and _affine_conv(graph, view, p, node, v)
+            else:
+                if infos is None:
+                    infos = probe_infos(graph)
+                rank = rank_of(graph, view, p.inputs[0], infos)
+                ok = w.ndim == 2 and not p.attrs.get("transA", 0)
+                if ok:
+                    n = w.shape[0] if p.attrs.get("transB", 0) else w.shape[1]
+                    v = _channel_vector(c, rank, 1, n)
+                    ok = v is not None and _affine_gemm(graph, view, p, node, v)
+            if ok:
+                return True
+        return False
+
+    count = rewrite_each(graph, rewrite)
+    if count:
+        graph.note_fusion("affine_folded", count)
+    return bool(count)
+
+
+def _affine_conv(graph: Graph, view: View, conv: Node, node: Node, v) -> bool:
+    w = view.const(conv.inputs[1])
+    has_b = len(conv.inputs) > 2 and bool(conv.inputs[2])
+    b = view.const(conv.inputs[2]) if has_b else None
+    if has_b and b is None:
+        return False
+    b0 = np.zeros(w.shape[0]) if b is None else b.astype(np.float64)
+    if node.op == "Mul":
+        w = (w.astype(np.float64) * v.reshape((-1,) + (1,) * (w.ndim - 1))).astype(w.dtype)
+        b2 = None if b is None else b0 * v
+    else:
+        b2 = b0 + v
+    ins = [conv.inputs[0], graph.add_const(conv.name + "_W", w)]
+    if b2 is not None:
+        ins.append(graph.add_const(conv.name + "_B", b2.astype(w.dtype)))
+    conv.inputs = ins
+    conv.outputs = [node.outputs[0]]
+    replace_chain(graph, [conv, node], conv)
+    return True
+
+
+def _affine_gemm(graph: Graph, view: View, gemm: Node, node: Node, v) -> bool:
+    w = view.const(gemm.inputs[1])
+    trans_b = gemm.attrs.get("transB", 0)
+    n = v.shape[0]
+    c = None
+    if len(gemm.inputs) > 2 and gemm.inputs[2]:
+        c = view.const(gemm.inputs[2])
+        if c is None or c.size not in (1, n) or (c.ndim == 2 and c.shape[0] != 1) or c.ndim > 2:
+            return False
+    alpha, beta = float(gemm.attrs.get("alpha", 1.0)), float(gemm.attrs.get("beta", 1.0))
+    c0 = None if c is None else np.broadcast_to(c.astype(np.float64).reshape(-1), (n,)) * beta
+    w2 = w.astype(np.float64) * alpha
+    if node.op == "Mul":
+        w2 = w2 * (v[:, None] if trans_b else v[None, :])
+        c2 = None if c0 is None else c0 * v
+    else:
+        c2 = v if c0 is None else c0 + v
+    ins = [gemm.inputs[0], graph.add_const(gemm.name + "_W", w2.astype(w.dtype))]
+    if c2 is not None:
+        ins.append(graph.add_const(gemm.name + "_C", c2.astype(w.dtype)))
+    fused = new_node(graph, "Gemm", ins, [node.outputs[0]],
+                     dict(gemm.attrs, alpha=1.0, beta=1.0), gemm.name)
+    replace_chain(graph, [gemm, node], fused)
+    return True

@@ -45,6 +45,7 @@ def matmul_add_to_gemm(graph: Graph) -> bool:
             gemm = new_node(graph, "Gemm", [node.inputs[0], node.inputs[1]], node.outputs,
                             dict(GEMM_ATTRS, activation="", activation_params=[]), node.name)
             replace_chain(graph, [node], gemm)
+            _absorb_bias(graph, View(graph), gemm)
             return True
         if node.op == "Gemm":
             return _absorb_bias(graph, view, node)

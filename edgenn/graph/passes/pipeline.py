@@ -1,11 +1,13 @@
 """Named, ordered pass pipelines and `optimize`, which runs them to a fixed point.
 
-declutter: canonical clean-ups every graph gets (folding, identities, dead code).
+declutter: canonical clean-ups every graph gets (folding, identities, common
+           subexpressions, dead code).
 fuse:      pattern fusions, ordered so each sees the form the one before produced:
-           BN folds into Conv before the Conv takes a residual or an activation; the
-           HardSwish spellings become HardSwish before activation fusion; MatMul becomes
-           Gemm before Gemm takes its activation.
-all:       declutter, then fuse, then declutter again (fusions leave dead constants).
+           BN and per-channel Mul/Add fold into Conv before the Conv takes a residual or
+           an activation; the HardSwish spellings become HardSwish before activation
+           fusion; MatMul becomes Gemm before Gemm takes its residual and activation.
+all:       both, the whole list repeated until a round changes nothing (a fusion can
+           expose a fold and the other way round).
 """
 from __future__ import annotations
 
@@ -14,16 +16,18 @@ import time
 from ..ir import Graph
 from .activation import fuse_activation, fuse_residual_add, normalize_hardswish
 from .attention import fuse_attention
-from .batchnorm import fold_conv_batchnorm
+from .batchnorm import fold_conv_affine, fold_conv_batchnorm
+from .cse import eliminate_common_subexpressions
 from .fold import eliminate_dead_code, fold_constants, prune_unused_consts
 from .gelu import fuse_gelu
 from .gemm import matmul_add_to_gemm
 from .identity import remove_identity
 from .layernorm import fuse_layernorm
 
-DECLUTTER = [fold_constants, remove_identity, eliminate_dead_code]
-FUSE = [fold_conv_batchnorm, fuse_layernorm, fuse_gelu, fuse_attention, normalize_hardswish,
-        matmul_add_to_gemm, fuse_residual_add, fuse_activation]
+DECLUTTER = [fold_constants, remove_identity, eliminate_common_subexpressions,
+             eliminate_dead_code]
+FUSE = [fold_conv_batchnorm, fold_conv_affine, fuse_layernorm, fuse_gelu, fuse_attention,
+        normalize_hardswish, matmul_add_to_gemm, fuse_residual_add, fuse_activation]
 
 PIPELINES = {
     "none": [],

@@ -95,7 +95,9 @@ def variadic(node, ins):
 @shape_rule(*COMPARE)
 def compare(node, ins):
     _need(node, ins, 2)
-    _same_dtype(node, ins[:2])
+    if _same_dtype(node, ins[:2]) not in NUMERIC_DTYPES:
+        raise UnsupportedOpError({node.op: [node.name]},
+                                 f"{node.op} on {ins[0].dtype} tensors is not supported")
     return [TensorInfo("bool", broadcast(node, [ins[0].shape, ins[1].shape]))]
 
 
@@ -166,10 +168,20 @@ def dropout_rule(node, ins):
     for extra in ins[1:3]:
         if extra is not None and int(np.prod(extra.shape)) != 1:
             raise GraphError(f"{_where(node)}: ratio/training_mode must be scalars")
-    ratio, training = (ins + [None, None])[1:3]
-    if training is not None and training.value is not None and bool(training.value) and \
-            (ratio is None or ratio.value is None or float(ratio.value) != 0.0):
-        raise UnsupportedOpError({node.op: [node.name]},
-                                 "training-mode Dropout (random masks) is not supported")
+    ratio, training = (list(ins) + [None, None])[1:3]
+    if training is not None:
+        # inference only: a training flag must be a constant, and if true, ratio must be 0
+        if training.value is None:
+            raise UnsupportedOpError({node.op: [node.name]},
+                                     "Dropout with a runtime training_mode input is not "
+                                     "supported (inference only: make it a constant)")
+        if bool(np.asarray(training.value).reshape(())) and (
+                ratio is None or ratio.value is None or
+                float(np.asarray(ratio.value).reshape(())) != 0.0):
+            raise UnsupportedOpError({node.op: [node.name]},
+                                     "training-mode Dropout (random masks) is not supported")
     x = ins[0]
     return [TensorInfo(x.dtype, x.shape), TensorInfo("bool", x.shape)]
+
+# inputs that must be constants to plan a node (Dropout's flags decide inference vs training)
+CONST_INPUTS = {"Dropout": (1, 2)}

@@ -420,27 +420,26 @@ def resize_plan(node, attrs: dict, shape, roi, scales, sizes):
         for a, s in zip(axes, given.tolist()):
             if not s > 0:
                 raise GraphError(f"{_where(node)}: scales must be > 0, got {given.tolist()}")
-            scale[a] = float(s)
-            out[a] = int(math.floor(float(s) * shape[a]))
+            # float32 product, as ONNX Runtime (and PyTorch's floor(10 * 0.7) = 7) have it
+            scale[a] = float(np.float32(s))
+            out[a] = int(np.floor(np.float32(s) * np.float32(shape[a])))
     else:
         want = [int(v) for v in given.tolist()]
         if any(v < 0 for v in want) or any(shape[a] == 0 for a in axes):
             raise GraphError(f"{_where(node)}: cannot resize {tuple(shape)} to sizes {want}")
         if policy == "stretch":
             for a, v in zip(axes, want):
-                out[a], scale[a] = v, v / shape[a]
+                out[a], scale[a] = v, float(np.float32(v) / np.float32(shape[a]))
         elif policy in ("not_larger", "not_smaller"):
-            ratios = [v / shape[a] for a, v in zip(axes, want)]
+            ratios = [np.float32(v) / np.float32(shape[a]) for a, v in zip(axes, want)]
             s = min(ratios) if policy == "not_larger" else max(ratios)
             for a in axes:
-                out[a] = int(math.floor(s * shape[a] + 0.5))
-                scale[a] = s
+                out[a] = int(np.floor(s * np.float32(shape[a]) + np.float32(0.5)))
+                scale[a] = float(s)
         else:
             raise GraphError(f"{_where(node)}: unknown keep_aspect_ratio_policy {policy!r}")
     start, end = [0.0] * rank, [1.0] * rank
-    if ctm == "tf_crop_and_resize":
-        if roi is None or roi.size == 0:
-            raise GraphError(f"{_where(node)}: tf_crop_and_resize needs the roi input")
+    if ctm == "tf_crop_and_resize" and roi is not None and roi.size:  # absent: whole input
         roi = roi.reshape(-1).astype(np.float64)
         if roi.size != 2 * len(axes):
             raise GraphError(f"{_where(node)}: roi {roi.tolist()} needs {2 * len(axes)} values")
@@ -464,9 +463,8 @@ def _const(node, info, what: str):
 def resize(node, ins):
     x = ins[0]
     ins = list(ins) + [None] * (4 - len(ins))
-    roi = _const(node, ins[1], "roi") if \
-        node.attrs.get("coordinate_transformation_mode") == "tf_crop_and_resize" else None
-    out, *_ = resize_plan(node, node.attrs, x.shape, roi, _const(node, ins[2], "scales"),
+    # roi moves the sampling grid but never the output shape: it need not be constant
+    out, *_ = resize_plan(node, node.attrs, x.shape, None, _const(node, ins[2], "scales"),
                           _const(node, ins[3], "sizes"))
     return [TensorInfo(x.dtype, out)]
 

@@ -109,3 +109,6 @@ def cumsum_rule(node, ins):
     if axis.value is not None:
         normalize_axes(node, [int(np.asarray(axis.value).reshape(()))], len(x.shape))
     return [TensorInfo(x.dtype, x.shape)]
+
+# inputs that determine output shapes: must be constants for shape inference (planning)
+CONST_INPUTS = {op: (1,) for op in REDUCE_OPS}

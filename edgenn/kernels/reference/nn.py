@@ -402,32 +402,42 @@ def _cubic(d: np.ndarray, a: float) -> np.ndarray:
 
 
 def _source_coords(ctm: str, n_out: int, n_in: int, scale: float, start: float, end: float):
-    """x_original for each output index along one axis (float64); also the extrapolated mask."""
-    o = np.arange(n_out, dtype=np.float64)
+    """x_original for each output index along one axis; also the extrapolated mask.
+
+    Computed in float32 like ONNX Runtime, so nearest-neighbour ties (e.g. 8 / 1.6f) fall
+    the same way; returned as float64 for the tap arithmetic.
+    """
+    f = np.float32
+    o = np.arange(n_out, dtype=f)
+    scale, n_in_f, half = f(scale), f(n_in), f(0.5)
+    # the resized length before flooring to an integer: ONNX (and its conformance data)
+    # uses it for align_corners and tf_crop_and_resize when `scales` is given
+    length = scale * n_in_f
     outside = None
     if ctm == "half_pixel":
-        xo = (o + 0.5) / scale - 0.5
+        xo = (o + half) / scale - half
     elif ctm == "half_pixel_symmetric":
-        adjustment = n_out / (scale * n_in)
-        offset = n_in / 2 * (1 - adjustment)
-        xo = offset + (o + 0.5) / scale - 0.5
+        adjustment = f(n_out) / length
+        offset = n_in_f / f(2) * (f(1) - adjustment)
+        xo = offset + (o + half) / scale - half
     elif ctm == "pytorch_half_pixel":
-        xo = (o + 0.5) / scale - 0.5 if n_out > 1 else np.zeros(n_out)
+        xo = (o + half) / scale - half if n_out > 1 else np.zeros(n_out, f)
     elif ctm == "align_corners":
-        xo = o * (n_in - 1) / (n_out - 1) if n_out > 1 else np.zeros(n_out)
+        xo = o * (n_in_f - f(1)) / (length - f(1)) if n_out > 1 else np.zeros(n_out, f)
     elif ctm == "asymmetric":
         xo = o / scale
     elif ctm == "tf_half_pixel_for_nn":  # opset 11-12
-        xo = (o + 0.5) / scale
+        xo = (o + half) / scale
     elif ctm == "tf_crop_and_resize":
+        start, end = f(start), f(end)
         if n_out > 1:
-            xo = start * (n_in - 1) + o * (end - start) * (n_in - 1) / (n_out - 1)
+            xo = start * (n_in_f - f(1)) + o * (end - start) * (n_in_f - f(1)) / (length - f(1))
         else:
-            xo = np.full(n_out, 0.5 * (start + end) * (n_in - 1))
+            xo = np.full(n_out, half * (start + end) * (n_in_f - f(1)), f)
         outside = (xo < 0) | (xo > n_in - 1)
     else:
         raise ValueError(f"unknown coordinate_transformation_mode {ctm!r}")
-    return xo, outside
+    return xo.astype(np.float64), outside
 
 
 def _axis_taps(attrs: dict, xo: np.ndarray, n_in: int, scale: float):

@@ -75,10 +75,9 @@ def transpose_perm(rank: int, perm) -> list[int]:
     if perm is None or len(perm) == 0:
         return list(range(rank))[::-1]
     perm = [int(p) for p in perm]
-    if sorted(p % rank if rank else p for p in perm) != list(range(rank)) or \
-            any(not -rank <= p < rank for p in perm):
+    if sorted(perm) != list(range(rank)):
         raise ValueError(f"perm {perm} is not a permutation of {rank} axes")
-    return [p % rank for p in perm]
+    return perm
 
 
 def squeeze_shape(in_shape, axes) -> tuple[int, ...]:
@@ -322,10 +321,10 @@ def gather_nd(attrs, inputs):
     b = attrs.get("batch_dims", 0)
     out_shape = gathernd_shape(x.shape, idx.shape, b)
     k = idx.shape[-1]
-    nbatch = math.prod(x.shape[:b])
+    nbatch, m = math.prod(x.shape[:b]), math.prod(idx.shape[b:-1])
     data = x.reshape((nbatch,) + x.shape[b:])
     dims = np.array(x.shape[b:b + k], dtype=np.int64)
-    idx = _wrap_indices(idx.reshape(nbatch, -1, k), dims, "GatherND")
+    idx = _wrap_indices(idx.reshape(nbatch, m, k), dims, "GatherND")
     batch = np.arange(nbatch)[:, None]
     picked = data[(batch,) + tuple(idx[..., j] for j in range(k))]
     return [picked.reshape(out_shape)]

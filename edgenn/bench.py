@@ -1,0 +1,101 @@
+"""Side-by-side latency: edgenn vs onnxruntime vs MNN on one model, in one process.
+
+Rounds are interleaved (edgenn, ort, mnn, edgenn, ort, mnn, ...) so machine noise hits
+every runtime alike; medians are the headline. Used by `edgenn bench` and bench/.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class Runner:
+    name: str
+    run: callable
+    load_s: float
+    times: list = field(default_factory=list)
+
+
+def edgenn_runner(model, threads, shapes, reference=False) -> Runner:
+    from .runtime.session import InferenceSession
+    t0 = time.perf_counter()
+    sess = InferenceSession(model, threads=threads, input_shapes=shapes or None,
+                            reference=reference)
+    load = time.perf_counter() - t0
+    return Runner("edgenn-ref" if reference else "edgenn",
+                  lambda feeds: sess.run(None, feeds), load)
+
+
+def onnxruntime_runner(model, threads, shapes=None) -> Runner:
+    import onnxruntime as ort
+    t0 = time.perf_counter()
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    sess = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
+    return Runner("onnxruntime", lambda feeds: sess.run(None, feeds), time.perf_counter() - t0)
+
+
+def mnn_runner(model, threads, shapes=None) -> Runner:
+    """Convert with MNN's own mnnconvert, run through MNN.nn with numThread = threads."""
+    import MNN.expr as F
+    import MNN.nn as nn
+    import onnx
+    exe = shutil.which("mnnconvert")
+    if exe is None:
+        raise RuntimeError("mnnconvert not found (pip install mnn)")
+    proto = onnx.load(model, load_external_data=False)
+    inputs = [i.name for i in proto.graph.input
+              if i.name not in {t.name for t in proto.graph.initializer}]
+    outputs = [o.name for o in proto.graph.output]
+    t0 = time.perf_counter()
+    tmp = tempfile.mkdtemp(prefix="edgenn-mnn-")
+    path = os.path.join(tmp, "model.mnn")
+    subprocess.run([exe, "-f", "ONNX", "--modelFile", model, "--MNNModel", path,
+                    "--bizCode", "edgenn"], check=True, capture_output=True)
+    rt = nn.create_runtime_manager(({"backend": "CPU", "numThread": threads,
+                                     "precision": "high"},))
+    module = nn.load_module_from_file(path, inputs, outputs, runtime_manager=rt)
+
+    def run(feeds):
+        xs = [F.const(np.ascontiguousarray(feeds[n]), list(feeds[n].shape), F.NCHW)
+              for n in inputs]
+        return [np.asarray(y.read()) for y in module.forward(xs)]
+    return Runner("mnn", run, time.perf_counter() - t0)
+
+
+PEERS = {"onnxruntime": onnxruntime_runner, "mnn": mnn_runner}
+
+
+def compare(model: str, feeds: dict, threads: int = 1, peers=("onnxruntime",),
+            rounds: int = 20, warmup: int = 3, shapes=None, reference=False) -> list[Runner]:
+    runners = [edgenn_runner(model, threads, shapes, reference)]
+    runners += [PEERS[p](model, threads, shapes) for p in peers]
+    for r in runners:
+        for _ in range(warmup):
+            r.run(feeds)
+    for _ in range(rounds):
+        for r in runners:
+            t0 = time.perf_counter()
+            r.run(feeds)
+            r.times.append(time.perf_counter() - t0)
+    return runners
+
+
+def table(runners: list[Runner], threads: int) -> str:
+    base = float(np.median(runners[0].times))
+    rows = [f"{'runtime':12} {'median ms':>10} {'min':>8} {'max':>8} {'load ms':>9} "
+            f"{'vs ' + runners[0].name:>12}   ({threads} thread(s), {len(runners[0].times)} "
+            f"interleaved rounds)"]
+    for r in runners:
+        med = float(np.median(r.times))
+        rows.append(f"{r.name:12} {med * 1e3:10.2f} {min(r.times) * 1e3:8.2f} "
+                    f"{max(r.times) * 1e3:8.2f} {r.load_s * 1e3:9.1f} {med / base:11.2f}x")
+    return "\n".join(rows)

@@ -1,0 +1,42 @@
+"""Shared pytest fixtures."""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+
+def _writable(d: Path) -> bool:
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=d):
+            pass
+        return True
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def model_cache_dir(tmp_path_factory) -> Path:
+    """Where exported zoo models are cached across runs.
+
+    $EDGENN_TEST_MODELS if set, else ~/.cache/edgenn-test-models; a per-session pytest tmp
+    dir if neither is writable. Inside it, tests/models.py keys files by a hash of its own
+    source (and the torch/onnx versions), so an edit to a builder re-exports.
+    """
+    from models import CACHE_ENV, default_cache_dir
+    d = default_cache_dir()
+    if _writable(d):
+        return d
+    if os.environ.get(CACHE_ENV):
+        pytest.fail(f"${CACHE_ENV}={d} is not a writable directory")
+    return tmp_path_factory.mktemp("edgenn-test-models")
+
+
+@pytest.fixture(scope="session")
+def zoo(model_cache_dir):
+    """zoo(name) -> models.Case (path, feeds, expected onnxruntime outputs), built once."""
+    from models import ZooCache
+    return ZooCache(model_cache_dir)

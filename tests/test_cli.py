@@ -1,0 +1,86 @@
+"""The `edgenn` command: every subcommand, exit codes, and no raw tracebacks on user errors."""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from helpers import helper, make_model
+
+from edgenn.cli import EXIT_MISMATCH, EXIT_OK, EXIT_REJECTED, main
+from edgenn.demo import DEMO_MODEL
+
+
+def run_cli(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    return code, out, err
+
+
+def test_convert_inspect_run_round_trip(tmp_path, capsys):
+    enn = str(tmp_path / "d.enn")
+    code, out, _ = run_cli(capsys, "convert", DEMO_MODEL, "-o", enn)
+    assert code == EXIT_OK and "wrote" in out
+    code, out, _ = run_cli(capsys, "inspect", enn)
+    assert code == EXIT_OK and "Conv x" in out and "fused activations" in out
+    x = np.load(DEMO_MODEL.replace("digits.onnx", "digits_samples.npz"))["images"][:4]
+    np.save(tmp_path / "x.npy", x)
+    code, out, _ = run_cli(capsys, "run", enn, "--input", f"image={tmp_path / 'x.npy'}",
+                           "--output-dir", str(tmp_path / "out"))
+    assert code == EXIT_OK
+    probs = np.load(tmp_path / "out" / "probs.npy")
+    assert probs.shape == (4, 10) and np.allclose(probs.sum(1), 1, atol=1e-5)
+
+
+def test_check_reports_and_fails_on_tolerance(capsys):
+    code, out, _ = run_cli(capsys, "check", DEMO_MODEL)
+    assert code == EXIT_OK and "max relative error" in out and "probs" in out
+    code, out, _ = run_cli(capsys, "check", DEMO_MODEL, "--tolerance", "0")
+    assert code in (EXIT_OK, EXIT_MISMATCH)  # 0 only if bit-exact with onnxruntime
+
+
+def test_demo(capsys):
+    code, out, _ = run_cli(capsys, "demo")
+    assert code == EXIT_OK
+    accuracy = float(out.split("held-out digits: ")[1].split("%")[0])
+    assert accuracy >= 95.0
+
+
+@pytest.mark.parametrize("make_bad", [
+    lambda p: p.write_bytes(b""),
+    lambda p: p.write_bytes(b"\x08\x00\x00garbage"),
+    lambda p: p.write_bytes(open(DEMO_MODEL, "rb").read()[:5000]),
+])
+def test_corrupt_files_exit_3_with_a_message(tmp_path, capsys, make_bad):
+    bad = tmp_path / "bad.onnx"
+    make_bad(bad)
+    for cmd in ("run", "inspect"):
+        code, _, err = run_cli(capsys, cmd, str(bad))
+        assert code == EXIT_REJECTED and err.startswith("edgenn: error:")
+
+
+def test_missing_file_and_bad_input(tmp_path, capsys):
+    code, _, err = run_cli(capsys, "run", str(tmp_path / "nope.onnx"))
+    assert code == EXIT_REJECTED and "nope.onnx" in err
+    np.save(tmp_path / "x.npy", np.zeros((1, 1, 8, 8), np.float64))
+    code, _, err = run_cli(capsys, "run", DEMO_MODEL, "--input", f"image={tmp_path / 'x.npy'}")
+    assert code == EXIT_REJECTED and "must be float32, got float64" in err
+    code, _, err = run_cli(capsys, "run", DEMO_MODEL, "--input", f"img={tmp_path / 'x.npy'}")
+    assert code == EXIT_REJECTED and "unknown input" in err
+
+
+def test_unsupported_op_lists_nodes(tmp_path, capsys):
+    model = make_model([helper.make_node("Det", ["x"], ["y"], name="my_det")],
+                       [("x", np.float32, [2, 2])], [("y", np.float32, [])])
+    path = tmp_path / "det.onnx"
+    path.write_bytes(model.SerializeToString())
+    code, _, err = run_cli(capsys, "convert", str(path), "-o", str(tmp_path / "o.enn"))
+    assert code == EXIT_REJECTED and "Det: my_det" in err
+
+
+def test_console_script_and_usage_errors():
+    r = subprocess.run([sys.executable, "-m", "edgenn.cli", "frobnicate"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    r = subprocess.run(["edgenn", "--help"], capture_output=True, text=True)
+    assert r.returncode == 0 and "convert" in r.stdout

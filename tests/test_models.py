@@ -1,0 +1,95 @@
+"""End-to-end model tests over the zoo (tests/models.py).
+
+For every model: edgenn's outputs match onnxruntime's (rel_err <= 1e-4 on each output,
+same shapes and dtypes), and a model converted to .enn runs bit-identically to the model
+loaded from ONNX. `test_import` checks only the ONNX importer (no kernels run), so the list
+of ops a model still lacks is one quick command away:
+
+    pytest tests/test_models.py -k import
+    pytest tests/test_models.py                  # everything (CI)
+    pytest tests/test_models.py -m "not slow"    # skip ResNet-50, MiniLM-L6, PP-OCR det
+
+Exported models are cached (see conftest.model_cache_dir); the first run exports them.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from models import SLOW, ZOO, ModelUnavailable, rel_err
+
+TOL = 1e-4
+NAMES = [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in ZOO]
+
+
+def _case(zoo, name):
+    try:
+        return zoo(name)
+    except ModelUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+def _session_class():
+    try:
+        from edgenn.runtime.session import InferenceSession
+    except ImportError as exc:
+        pytest.skip(f"edgenn runtime is not available yet: {exc}")
+    return InferenceSession
+
+
+def _run(source, case) -> list[np.ndarray]:
+    sess = _session_class()(str(source), threads=1, input_shapes=case.input_shapes)
+    # copies: a session may hand out its own preallocated output buffers
+    return [np.array(o, copy=True) for o in sess.run(None, case.feeds)]
+
+
+_edgenn_onnx_outputs: dict[str, list[np.ndarray]] = {}   # per model, reused by round trip
+
+
+def _onnx_outputs(case) -> list[np.ndarray]:
+    if case.name not in _edgenn_onnx_outputs:
+        _edgenn_onnx_outputs[case.name] = _run(case.path, case)
+    return _edgenn_onnx_outputs[case.name]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_import(name, zoo):
+    """The ONNX importer accepts every node of the model (lists all missing ops at once)."""
+    from edgenn.converters.onnx.importer import import_onnx
+    case = _case(zoo, name)
+    graph = import_onnx(str(case.path))
+    assert graph.nodes
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_matches_onnxruntime(name, zoo):
+    case = _case(zoo, name)
+    expected = case.expected
+    got = _onnx_outputs(case)
+    assert len(got) == len(expected), f"{name}: {len(got)} outputs, onnxruntime {len(expected)}"
+    errors = []
+    for i, (g, e) in enumerate(zip(got, expected)):
+        assert g.shape == e.shape, f"{name} output {i}: shape {g.shape}, onnxruntime {e.shape}"
+        assert g.dtype == e.dtype, f"{name} output {i}: dtype {g.dtype}, onnxruntime {e.dtype}"
+        assert np.isfinite(g).all() or not np.isfinite(e).all(), f"{name} output {i}: non-finite"
+        errors.append(rel_err(g, e))
+    assert max(errors) <= TOL, f"{name}: rel_err per output {['%.2e' % x for x in errors]}"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_enn_round_trip(name, zoo, tmp_path):
+    """convert(.onnx -> .enn), then the .enn session gives bit-identical outputs."""
+    import edgenn
+    case = _case(zoo, name)
+    _session_class()
+    enn = tmp_path / f"{name}.enn"
+    edgenn.convert(str(case.path), str(enn))
+    assert enn.stat().st_size > 0
+    from_onnx = _onnx_outputs(case)
+    from_enn = _run(enn, case)
+    assert len(from_enn) == len(from_onnx)
+    for i, (a, b) in enumerate(zip(from_enn, from_onnx)):
+        assert a.dtype == b.dtype and a.shape == b.shape, f"{name} output {i}"
+        assert np.array_equal(a, b, equal_nan=a.dtype.kind == "f"), (
+            f"{name} output {i}: .enn differs from .onnx, max |diff| "
+            f"{np.max(np.abs(a.astype(np.float64) - b)):.3e}")
