@@ -31,3 +31,13 @@ class GraphError(EdgennError):
 
 class InputError(EdgennError):
     """A run() call got a wrong input name, shape or dtype."""
+
+
+class DataDependentShapeError(UnsupportedOpError):
+    """An output shape depends on runtime data (e.g. a Reshape whose shape is computed from
+    input values, not input shapes). edgenn plans shapes at load, so it refuses these."""
+
+    def __init__(self, op: str, node: str, what: str):
+        super().__init__({op: [node]}, f"input {what!r} of {op} node {node!r} must be known "
+                         f"when the input shapes are bound; it is computed from runtime "
+                         f"data (data-dependent shapes are not supported)")

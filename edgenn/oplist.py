@@ -30,3 +30,12 @@ def all_ops() -> list[str]:
     for family in FAMILIES:
         ops.extend(importlib.import_module(f"edgenn.graph.shapes.{family}").OPS)
     return ops
+
+
+def const_inputs() -> dict[str, tuple[int, ...]]:
+    """op -> indices of the inputs whose values decide output shapes (Reshape's shape,
+    Reduce axes, Resize sizes...): the planner needs them constant, as real models have."""
+    out: dict[str, tuple[int, ...]] = {}
+    for family in FAMILIES:
+        out.update(importlib.import_module(f"edgenn.graph.shapes.{family}").CONST_INPUTS)
+    return out

@@ -80,3 +80,14 @@ def kernel(op: str, name: str, supports: Callable | None = None):
 
 def attr(node: Any, key: str, default=None):
     return node.attrs.get(key, default)
+
+
+def const_value(node: Any, info: "TensorInfo | None", what: str):
+    """The value of a shape-deciding input (Reshape's shape, Reduce axes, Resize sizes...).
+    -> None if the input is omitted; DataDependentShapeError if it is not constant."""
+    if info is None:
+        return None
+    if info.value is None:
+        from .errors import DataDependentShapeError
+        raise DataDependentShapeError(node.op, node.name, what)
+    return info.value

@@ -36,6 +36,7 @@ import hashlib
 import math
 import os
 import sys
+import types
 import warnings
 from pathlib import Path
 from typing import Callable
@@ -204,10 +205,10 @@ def ocr_line_crop(which: str) -> np.ndarray:
     return _rgb(crops[which])
 
 
-def ppocr_det_feeds(hw=(192, 384)) -> dict:
+def ppocr_det_feeds(hw=(192, 384), image="page") -> dict:
     """RapidOCR DetPreProcess: resize to multiples of 32, x/255, (x-0.5)/0.5, CHW."""
     from skimage import data
-    img = _rgb(data.page())
+    img = _rgb(getattr(data, image)())
     x = (_resize(img, hw) / 255.0 - 0.5) / 0.5
     return {"x": np.ascontiguousarray(x.transpose(2, 0, 1)[None], dtype=np.float32)}
 
@@ -775,9 +776,9 @@ def nets():
             mean = torch.sum(h * m, 1) / torch.clamp(m.sum(1), min=1e-9)
             return h, pooled, nn.functional.normalize(mean, p=2, dim=1)
 
-    ns = dict(locals())
-    return type("Nets", (), {k: v for k, v in ns.items() if isinstance(v, type)
-                             and issubclass(v, nn.Module)})
+    classes = {k: v for k, v in dict(locals()).items()
+               if isinstance(v, type) and issubclass(v, nn.Module)}
+    return types.SimpleNamespace(**classes)
 
 
 def _init_weights(model, seed: int, calib=None, std=None) -> None:
@@ -1036,6 +1037,67 @@ _MODELS = [
 ZOO: dict[str, Callable] = {m.name: m for m in _MODELS}
 SLOW = frozenset(m.name for m in _MODELS if m.slow)
 
+# The ops each model is in the zoo for ("-Op": must be absent). A torch upgrade that changes
+# what the exporter emits (e.g. folds BatchNormalization away) fails test_zoo_key_ops.
+_CNN_BN = {"Conv", "BatchNormalization"}
+KEY_OPS: dict[str, set[str]] = {
+    "mobilenet_v1-op11": _CNN_BN | {"AveragePool", "Reshape", "Gemm"},
+    "mobilenet_v2-op13": _CNN_BN | {"Clip", "Add", "GlobalAveragePool", "Flatten"},
+    "mobilenet_v2-op17": _CNN_BN | {"Clip"},
+    "mobilenet_v2-dynamo18": {"Conv", "Clip", "ReduceMean", "-BatchNormalization"},
+    "mobilenet_v3_small-op13": _CNN_BN | {"HardSigmoid", "Mul", "-HardSwish"},
+    "mobilenet_v3_small-op17": _CNN_BN | {"HardSwish", "HardSigmoid", "GlobalAveragePool"},
+    "resnet18-op11": _CNN_BN | {"MaxPool", "Add", "Relu"},
+    "resnet18-op17": _CNN_BN | {"MaxPool", "Add"},
+    "resnet50-op17": _CNN_BN | {"MaxPool", "Add"},
+    "squeezenet1_1-op11": {"Conv", "Concat", "MaxPool", "-BatchNormalization"},
+    "shufflenet_v2-op11": _CNN_BN | {"Slice", "Concat", "Reshape", "Transpose", "ReduceMean"},
+    "shufflenet_v2-op18": _CNN_BN | {"Slice", "Concat", "Reshape", "Transpose", "ReduceMean"},
+    "efficientnet_lite0-op13": _CNN_BN | {"Pad", "Clip"},
+    "yolo_tiny-op11": _CNN_BN | {"Resize", "Split", "Slice", "Sigmoid", "Transpose", "Pow"},
+    "yolo_tiny-op18": _CNN_BN | {"Resize", "Split", "Slice", "Sigmoid", "Transpose", "Pow"},
+    "bert_tiny-op11": {"Gather", "Where", "Expand", "Cast", "Erf", "Softmax", "Shape",
+                       "Unsqueeze", "Concat", "Reshape", "ReduceMean", "-LayerNormalization"},
+    "bert_tiny-op14": {"Erf", "ReduceMean", "Pow", "Sqrt", "-LayerNormalization"},
+    "bert_tiny-op17": {"LayerNormalization", "Erf", "Where", "Shape", "Reshape"},
+    "bert_tiny-op20": {"LayerNormalization", "Gelu", "-Erf"},
+    "bert_tiny-dynamo18": {"LayerNormalization", "MatMul", "Softmax"},
+    "minilm_l6-op17": {"LayerNormalization", "Erf", "Where", "Shape", "Reshape"},
+    "minilm_l6-op14": {"ReduceMean", "Erf", "-LayerNormalization"},
+}
+
+# Other input shapes for models with symbolic dims: a session must rebind its plan.
+ALT_FEEDS: dict[str, Callable[[], dict]] = {
+    "bert_tiny-op17": lambda: token_batch([13, 7, 20], 20, BERT_TINY["vocab"], 3),
+    "bert_tiny-dynamo18": lambda: token_batch([13, 7, 20], 20, BERT_TINY["vocab"], 3),
+    "ppocr_v4_det": lambda: ppocr_det_feeds((224, 448)),   # (text() at 160x448: no text found)
+    "ppocr_v4_rec": lambda: {"x": np.concatenate(
+        [ppocr_line_feeds(ocr_line_crop(c), 48, 480)["x"] for c in ("title", "line2")])},
+    "ppocr_mobile_v2_cls": lambda: {"x": np.concatenate(
+        [ppocr_line_feeds(ocr_line_crop(c), 48, 192)["x"] for c in ("word", "title", "line2")])},
+}
+
+
+def prune_cache(cache_dir, keep: int = 3) -> None:
+    """Mark this version's cache dir as used; delete all but the `keep` latest used ones.
+
+    Every edit of this file makes a new ~600 MB version dir, so old ones must go.
+    """
+    import shutil
+    import time
+    cache_dir = Path(cache_dir)
+    mine = cache_dir / source_hash()
+    mine.mkdir(parents=True, exist_ok=True)
+    (mine / ".last_used").write_text(str(time.time()))
+    versions = []
+    for d in cache_dir.iterdir():
+        if d.is_dir() and len(d.name) == 16 and all(ch in "0123456789abcdef" for ch in d.name):
+            stamp = d / ".last_used"
+            versions.append((stamp.stat().st_mtime if stamp.exists() else d.stat().st_mtime, d))
+    for _, d in sorted(versions, reverse=True)[keep:]:
+        if d != mine:
+            shutil.rmtree(d, ignore_errors=True)
+
 
 @dataclasses.dataclass
 class Case:
@@ -1061,9 +1123,10 @@ class Case:
 class ZooCache:
     """Builds each zoo model once per process (export on first use), one at a time."""
 
-    def __init__(self, cache_dir=None):
+    def __init__(self, cache_dir=None, keep: int = 3):
         self.cache_dir = Path(cache_dir or default_cache_dir())
         self._cases: dict[str, Case] = {}
+        prune_cache(self.cache_dir, keep)
 
     def __call__(self, name: str) -> Case:
         if name not in self._cases:

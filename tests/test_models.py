@@ -2,8 +2,9 @@
 
 For every model: edgenn's outputs match onnxruntime's (rel_err <= 1e-4 on each output,
 same shapes and dtypes), and a model converted to .enn runs bit-identically to the model
-loaded from ONNX. `test_import` checks only the ONNX importer (no kernels run), so the list
-of ops a model still lacks is one quick command away:
+loaded from ONNX. Models with symbolic input dims are also run without `input_shapes`, on
+two different shapes in turn (models.ALT_FEEDS). `test_import` checks only the ONNX
+importer (no kernels run), so the list of ops a model still lacks is one quick command away:
 
     pytest tests/test_models.py -k import
     pytest tests/test_models.py                  # everything (CI)
@@ -16,7 +17,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from models import SLOW, ZOO, ModelUnavailable, rel_err
+from models import (ALT_FEEDS, KEY_OPS, SLOW, ZOO, ModelUnavailable, op_types,
+                    ort_outputs, rel_err)
 
 TOL = 1e-4
 NAMES = [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in ZOO]
@@ -50,6 +52,16 @@ def _onnx_outputs(case) -> list[np.ndarray]:
     if case.name not in _edgenn_onnx_outputs:
         _edgenn_onnx_outputs[case.name] = _run(case.path, case)
     return _edgenn_onnx_outputs[case.name]
+
+
+@pytest.mark.parametrize("name", sorted(KEY_OPS))
+def test_zoo_key_ops(name, zoo):
+    """The exported file still has the ops the model is in the zoo for."""
+    ops = op_types(_case(zoo, name).path)
+    want = {op for op in KEY_OPS[name] if not op.startswith("-")}
+    banned = {op[1:] for op in KEY_OPS[name] if op.startswith("-")}
+    assert not want - set(ops), f"{name}: missing {sorted(want - set(ops))}; has {ops}"
+    assert not banned & set(ops), f"{name}: unexpected {sorted(banned & set(ops))}"
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -93,3 +105,19 @@ def test_enn_round_trip(name, zoo, tmp_path):
         assert np.array_equal(a, b, equal_nan=a.dtype.kind == "f"), (
             f"{name} output {i}: .enn differs from .onnx, max |diff| "
             f"{np.max(np.abs(a.astype(np.float64) - b)):.3e}")
+
+
+@pytest.mark.parametrize("name", sorted(ALT_FEEDS))
+def test_dynamic_input_shapes(name, zoo):
+    """No input_shapes given: dims bind at the first run, a new shape rebinds, and going
+    back to the first shape still gives the right answer."""
+    case = _case(zoo, name)
+    sess = _session_class()(str(case.path), threads=1)
+    alt = ALT_FEEDS[name]()
+    for i, feeds in enumerate((case.feeds, alt, case.feeds)):
+        expected = case.expected if feeds is case.feeds else ort_outputs(case.path, feeds)
+        got = sess.run(None, feeds)
+        errors = [rel_err(g, e) for g, e in zip(got, expected)]
+        shapes = {k: v.shape for k, v in feeds.items()}
+        assert len(got) == len(expected) and max(errors) <= TOL, (
+            f"{name} run {i} with {shapes}: rel_err per output {['%.2e' % x for x in errors]}")

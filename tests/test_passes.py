@@ -746,3 +746,34 @@ def test_fold_conv_affine_not_for_spatial_or_shared():
               {"W": rand(2, 3, 1, 1), "sp": rand(1, 1, 1, 5), "s": c(2.0)})
     g, changed = check(m, {"x": rand(1, 3, 5, 5)}, P.fold_conv_affine)
     assert not changed
+
+
+# -- fold_input_affine ----------------------------------------------------------------------------
+@pytest.mark.parametrize("group", [1, 2])
+def test_fold_input_affine_into_unpadded_conv(group):
+    nodes = [helper.make_node("HardSwish", ["x"], ["h"]),
+             helper.make_node("Mul", ["a", "h"], ["ha"]),
+             helper.make_node("Add", ["ha", "b"], ["hb"]),
+             helper.make_node("Conv", ["hb", "W", "B"], ["y"], group=group)]
+    m = model(nodes, [("x", [1, 4, 5, 5])], [("y", [1, 6, 5, 5])],
+              {"a": c([0.7]), "b": c([-0.4]), "W": rand(6, 4 // group, 1, 1), "B": rand(6)})
+    g, _ = check(m, {"x": rand(1, 4, 5, 5)}, P.fold_input_affine, rtol=1e-4)
+    assert ops(g) == {"HardSwish": 1, "Conv": 1}
+
+
+def test_fold_input_affine_not_into_padded_conv():
+    nodes = [helper.make_node("Add", ["x", "b"], ["xb"]),
+             helper.make_node("Conv", ["xb", "W"], ["y"], pads=[1, 1, 1, 1])]
+    m = model(nodes, [("x", [1, 2, 4, 4])], [("y", [1, 3, 4, 4])],
+              {"b": c(0.5), "W": rand(3, 2, 3, 3)})
+    g, changed = check(m, {"x": rand(1, 2, 4, 4)}, P.fold_input_affine)
+    assert not changed
+
+
+def test_optimize_is_idempotent_on_bert_layer(tmp_path):
+    m, feeds = _torch_bert_layer(str(tmp_path / "bert.onnx"), dynamic=True)
+    g = import_onnx(m)
+    P.optimize(g)
+    again = P.optimize(g)
+    assert again["fusions"] == {} and again["rounds"] == 1
+    assert again["nodes_before"] == again["nodes_after"]

@@ -19,6 +19,8 @@ from ...graph.ir import Graph, Node, ValueInfo
 from ...registry import CONVERTERS, REFERENCE, SHAPE_RULES
 
 MIN_OPSET, MAX_OPSET = 7, 21
+# attributes added after MAX_OPSET whose semantics the kernels implement
+KNOWN_NEWER_ATTRIBUTES = {"SpaceToDepth": {"mode"}}
 
 
 class ConvertContext:
@@ -104,19 +106,24 @@ def _opset(model: onnx.ModelProto) -> int:
     return MAX_OPSET
 
 
-def _newer_than_supported(onode: onnx.NodeProto, opset: int) -> int | None:
-    """A model may declare an opset above MAX_OPSET. A node is accepted when its op is
-    unchanged since MAX_OPSET, or changed only in the types it admits (which the dtype
-    checks cover): it sets no attribute that the MAX_OPSET definition lacks.
-    -> the op's newer version when the node needs semantics we do not know, else None."""
-    if opset <= MAX_OPSET:
+def _unknown_version(onode: onnx.NodeProto, opset: int) -> int | None:
+    """Models may declare opsets outside MIN_OPSET..MAX_OPSET. A node is accepted when its
+    op's definition at the model's opset is one we implement: the same definition as at
+    the nearest supported opset, or a newer one that changed only the types it admits
+    (the dtype checks cover those) and so sets no attribute our definition lacks.
+    -> the op's version when it needs semantics we do not know, else None."""
+    nearest = min(max(opset, MIN_OPSET), MAX_OPSET)
+    if opset == nearest:
         return None
     try:
         since = onnx.defs.get_schema(onode.op_type, opset).since_version
-        known = onnx.defs.get_schema(onode.op_type, MAX_OPSET).attributes
+        ours = onnx.defs.get_schema(onode.op_type, nearest)
     except onnx.defs.SchemaError:
-        return None  # unknown op or new op: reported as unsupported by the caller
-    if since <= MAX_OPSET or all(a.name in known for a in onode.attribute):
+        return None  # an op unknown at one of the two: the caller reports what it lacks
+    if since == ours.since_version:
+        return None
+    known = set(ours.attributes) | KNOWN_NEWER_ATTRIBUTES.get(onode.op_type, set())
+    if opset > MAX_OPSET and all(a.name in known for a in onode.attribute):
         return None
     return since
 
@@ -126,9 +133,6 @@ def from_model(model: onnx.ModelProto) -> Graph:
     from ...oplist import load_all
     load_all()
     opset = _opset(model)
-    if opset < MIN_OPSET:
-        raise ModelFormatError(f"ONNX opset {opset} is older than the oldest supported "
-                               f"({MIN_OPSET})")
     g = model.graph
     consts = {}
     for t in g.initializer:
@@ -142,7 +146,7 @@ def from_model(model: onnx.ModelProto) -> Graph:
                   outputs=[_value_info(v) for v in g.output],
                   meta={"opset": opset, "producer": model.producer_name,
                         "source_nodes": len(g.node)})
-    ctx = ConvertContext(graph, min(opset, MAX_OPSET))
+    ctx = ConvertContext(graph, min(max(opset, MIN_OPSET), MAX_OPSET))
     missing: dict[str, list[str]] = {}
     for i, onode in enumerate(g.node):
         if not onode.name:
@@ -150,7 +154,7 @@ def from_model(model: onnx.ModelProto) -> Graph:
         if onode.domain not in ("", "ai.onnx"):
             missing.setdefault(f"{onode.domain}.{onode.op_type}", []).append(onode.name)
             continue
-        newer = _newer_than_supported(onode, opset)
+        newer = _unknown_version(onode, opset)
         if newer:
             missing.setdefault(f"{onode.op_type} (version {newer})", []).append(onode.name)
             continue

@@ -12,9 +12,9 @@ import numpy as np
 
 from ...graph.shapes.reduce import REDUCE_OPS, SOFTMAX_OPS
 from ...registry import converter
-from .importer import attribute_values, schema_defaults
+from .importer import MAX_OPSET, attribute_values, schema_defaults
 
-NEWEST = 21  # newest opset edgenn reads; its signature is the canonical one
+NEWEST = MAX_OPSET  # newest opset edgenn reads; its signature is the canonical one
 
 
 @converter(*REDUCE_OPS)

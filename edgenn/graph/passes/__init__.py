@@ -2,7 +2,7 @@
 cheap op-type prefilter, composed into named pipelines (see pipeline.py)."""
 from .activation import fuse_activation, fuse_residual_add, normalize_hardswish
 from .attention import fuse_attention
-from .batchnorm import fold_conv_affine, fold_conv_batchnorm
+from .affine import fold_conv_affine, fold_conv_batchnorm, fold_input_affine
 from .cse import eliminate_common_subexpressions
 from .fold import eliminate_dead_code, fold_constants, prune_unused_consts
 from .gelu import fuse_gelu
@@ -14,6 +14,7 @@ from .pipeline import PIPELINES, optimize, run_pipeline
 __all__ = ["PIPELINES", "optimize", "run_pipeline",
            "fold_constants", "eliminate_dead_code", "prune_unused_consts",
            "eliminate_common_subexpressions", "remove_identity",
-           "fold_conv_batchnorm", "fold_conv_affine", "fuse_residual_add", "fuse_activation",
+           "fold_conv_batchnorm", "fold_conv_affine", "fold_input_affine",
+           "fuse_residual_add", "fuse_activation",
            "normalize_hardswish", "matmul_add_to_gemm", "fuse_layernorm", "fuse_gelu",
            "fuse_attention"]

@@ -16,7 +16,7 @@ import time
 from ..ir import Graph
 from .activation import fuse_activation, fuse_residual_add, normalize_hardswish
 from .attention import fuse_attention
-from .batchnorm import fold_conv_affine, fold_conv_batchnorm
+from .affine import fold_conv_affine, fold_conv_batchnorm, fold_input_affine
 from .cse import eliminate_common_subexpressions
 from .fold import eliminate_dead_code, fold_constants, prune_unused_consts
 from .gelu import fuse_gelu
@@ -26,8 +26,9 @@ from .layernorm import fuse_layernorm
 
 DECLUTTER = [fold_constants, remove_identity, eliminate_common_subexpressions,
              eliminate_dead_code]
-FUSE = [fold_conv_batchnorm, fold_conv_affine, fuse_layernorm, fuse_gelu, fuse_attention,
-        normalize_hardswish, matmul_add_to_gemm, fuse_residual_add, fuse_activation]
+FUSE = [fold_conv_batchnorm, fold_conv_affine, fold_input_affine, fuse_layernorm, fuse_gelu,
+        fuse_attention, normalize_hardswish, matmul_add_to_gemm, fuse_residual_add,
+        fuse_activation]
 
 PIPELINES = {
     "none": [],

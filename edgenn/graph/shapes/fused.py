@@ -46,3 +46,5 @@ def fused_attention(node, ins):
                          f"{'' if mask is None else f', mask {mask.shape}'} do not broadcast: "
                          f"{exc}") from None
     return [TensorInfo(q.dtype, (*lead, s, v.shape[-1]))]
+
+CONST_INPUTS: dict = {}

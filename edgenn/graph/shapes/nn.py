@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from ...errors import GraphError
-from ...registry import TensorInfo, shape_rule
+from ...registry import TensorInfo, const_value, shape_rule
 
 OPS = ("Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool",
        "GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool",
@@ -453,10 +453,7 @@ def resize_plan(node, attrs: dict, shape, roi, scales, sizes):
 def _const(node, info, what: str):
     if info is None or int(np.prod(info.shape)) == 0:
         return None
-    if info.value is None:
-        raise GraphError(f"{_where(node)}: input {what} must be a constant to know the "
-                         f"output shape")
-    return np.asarray(info.value)
+    return np.asarray(const_value(node, info, what))
 
 
 @shape_rule("Resize")
@@ -478,3 +475,6 @@ def upsample(node, ins):
         raise GraphError(f"{_where(node)}: scales must have {len(x.shape)} values")
     return [TensorInfo(x.dtype, tuple(int(math.floor(float(s) * d))
                                       for s, d in zip(scales.tolist(), x.shape)))]
+
+# op -> indices of inputs whose values determine output shapes (constants at plan time)
+CONST_INPUTS = {"Resize": (1, 2, 3), "Upsample": (1,)}

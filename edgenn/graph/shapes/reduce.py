@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import GraphError
-from ...registry import TensorInfo, shape_rule
+from ...registry import TensorInfo, const_value, shape_rule
 
 REDUCE_OPS = ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
               "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp")
@@ -45,8 +45,7 @@ def reduce_axes(node, ins) -> tuple[int, ...] | None:
     elif int(np.prod(axes_in.shape)) == 0:
         axes = ()
     else:
-        raise GraphError(f"{_where(node)}: the axes input must be a constant to infer the "
-                         f"output shape")
+        const_value(node, axes_in, "axes")  # raises: the axes come from runtime data
     if not axes:
         if node.attrs.get("noop_with_empty_axes", 0):
             return None

@@ -22,7 +22,7 @@ import numpy as np
 from ...errors import GraphError, UnsupportedOpError
 from ...kernels.reference import tensor as ref
 from ..dtypes import from_onnx
-from ...registry import TensorInfo, shape_rule
+from ...registry import TensorInfo, const_value, shape_rule
 
 # Constant is converter-only (its value goes into Graph.consts): see
 # converters/onnx/tensor.py CONVERTER_ONLY.
@@ -50,11 +50,7 @@ def _const(node, ins, i, what: str, optional: bool = False):
         if optional:
             return None
         raise GraphError(f"{node.op} node {node.name!r}: missing input {what!r}")
-    if info.value is None:
-        raise GraphError(f"{node.op} node {node.name!r}: input {what!r} must be a constant "
-                         f"(known when the graph input shapes are bound), it is computed "
-                         f"from runtime data")
-    return info.value
+    return const_value(node, info, what)
 
 
 def _check(node, ok: bool, msg: str) -> None:

@@ -2,8 +2,9 @@
 
 Every kernel returns arrays of exactly the dtype its shape rule promises: float32 in,
 float32 out (numpy scalar promotion is undone with `.astype(x.dtype, copy=False)`).
-Inputs are never written to; a kernel may return an input itself (Identity, Dropout). Floating-point domain errors (log(-1), 1/0, ...) give the
-IEEE results (nan, inf) silently, as ONNX Runtime does.
+Inputs are never written to; a kernel may return an input itself (Identity, Dropout).
+Floating-point domain errors (log(-1), 1/0, ...) give the IEEE results (nan, inf)
+silently, as ONNX Runtime does.
 """
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ def _quiet(fn):
 def _sigmoid(x):
     # exp of -|x| never overflows: 1/(1+e) for x >= 0, e/(1+e) for x < 0
     e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+    r = 1 / (1 + e)
+    return np.where(x >= 0, r, e * r)
 
 
 def _softplus(x):

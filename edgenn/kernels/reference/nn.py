@@ -89,6 +89,9 @@ def conv(attrs, inputs):
     x, w = inputs[0], inputs[1]                     # x (N, C, S...), w (M, C/g, K...)
     b = inputs[2] if len(inputs) > 2 else None      # (M,)
     z = inputs[3] if len(inputs) > 3 else None      # fused addend, output-shaped
+    if x.dtype == np.float16:  # accumulate half precision in float32, as real kernels do
+        wide = [None if i is None else i.astype(np.float32) for i in inputs]
+        return [conv(attrs, wide)[0].astype(np.float16)]
     group = int(attrs.get("group", 1))
     n, c = x.shape[:2]
     m, cg = w.shape[:2]

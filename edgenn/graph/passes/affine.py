@@ -1,10 +1,17 @@
-"""Folding inference BatchNormalization into the Conv / Gemm / MatMul before it."""
+"""Folding constant affine maps into the weights of a Conv / Gemm.
+
+fold_conv_batchnorm: inference BatchNormalization after Conv / Gemm / MatMul.
+fold_conv_affine:    per-output-channel (or scalar) Mul / Add after Conv / Gemm (paddle
+                     exports conv biases and learnable scales as separate nodes).
+fold_input_affine:   scalar Mul / Add before an unpadded Conv.
+"""
 from __future__ import annotations
 
 import numpy as np
 
 from ..ir import Graph, Node
-from .util import View, probe_infos, new_node, rank_of, replace_chain, rewrite_each
+from .util import (View, new_node, probe_infos, rank_of, remove_nodes, replace_chain,
+                   rewrite_each)
 
 
 def _bn_affine(view: View, bn: Node):
@@ -73,8 +80,9 @@ def _fold_into_matmul(graph: Graph, view: View, mm: Node, bn: Node, s, t) -> boo
     w = view.const(mm.inputs[1])
     if w is None or w.dtype.kind != "f" or w.ndim != 2 or w.shape[1] != s.shape[0]:
         return False
+    w2 = (w.astype(np.float64) * s[None, :]).astype(w.dtype)
     fused = new_node(graph, "Gemm",
-                     [mm.inputs[0], graph.add_const(mm.name + "_W", (w * s[None, :]).astype(w.dtype)),
+                     [mm.inputs[0], graph.add_const(mm.name + "_W", w2),
                       graph.add_const(mm.name + "_C", t.astype(w.dtype))],
                      [bn.outputs[0]], {"alpha": 1.0, "beta": 1.0, "transA": 0, "transB": 0,
                                        "activation": "", "activation_params": []}, mm.name)
@@ -123,8 +131,7 @@ def fold_conv_batchnorm(graph: Graph) -> bool:
     return bool(count)
 
 
-# -- per-channel Mul / Add after Conv or Gemm (paddle exports conv bias and learnable
-# -- affine scales as separate nodes) ------------------------------------------------------
+# -- per-channel Mul / Add after Conv or Gemm ----------------------------------------------
 def _channel_vector(c: np.ndarray, rank: int | None, axis_from_end: int, m: int):
     """A constant that varies at most along one output-channel axis, as an (m,) vector.
 
@@ -237,4 +244,71 @@ def _affine_gemm(graph: Graph, view: View, gemm: Node, node: Node, v) -> bool:
     fused = new_node(graph, "Gemm", ins, [node.outputs[0]],
                      dict(gemm.attrs, alpha=1.0, beta=1.0), gemm.name)
     replace_chain(graph, [gemm, node], fused)
+    return True
+
+
+# -- scalar Mul / Add before an unpadded Conv (PP-OCR's learnable affine after activations)
+def _unpadded(conv: Node) -> bool:
+    pads = conv.attrs.get("pads") or []
+    return conv.attrs.get("auto_pad", "NOTSET") in ("NOTSET", "VALID") and \
+        not any(int(p) for p in pads)
+
+
+def fold_input_affine(graph: Graph) -> bool:
+    """Mul(x, a) / Add(x, b) with scalar constants, read only by a Conv with no padding =>
+    W' = a W;  B' = B + b * sum of W over its input channels and taps.
+
+    Padding would pad with zeros where the original saw b, so padded Convs are left alone.
+    """
+    ops = graph.op_counts()
+    if "Conv" not in ops or not ({"Mul", "Add"} & set(ops)):
+        return False
+
+    folded = 0
+
+    def rewrite(graph: Graph, view: View, conv: Node) -> bool:
+        nonlocal folded
+        n = 0
+        while _fold_one(graph, view, conv):  # a chain x * a + b folds step by step
+            n += 1
+            view = View(graph)
+        folded += n
+        return n > 0
+
+    rewrite_each(graph, rewrite)
+    if folded:
+        graph.note_fusion("input_affine_folded", folded)
+    return bool(folded)
+
+
+def _fold_one(graph: Graph, view: View, conv: Node) -> bool:
+    if conv.op != "Conv" or not _unpadded(conv):
+        return False
+    x = conv.inputs[0]
+    node = view.prod(x, ("Mul", "Add"))
+    if node is None or view.only_use(x) is not conv:
+        return False
+    co = view.const_operand(node)
+    w = view.const(conv.inputs[1])
+    if co is None or w is None or w.dtype.kind != "f":
+        return False
+    k_value = view.const(view.other_input(node, co[0]))
+    if k_value.dtype != w.dtype or k_value.ndim > w.ndim:
+        return False
+    has_b = len(conv.inputs) > 2 and bool(conv.inputs[2])
+    b = view.const(conv.inputs[2]) if has_b else None
+    if has_b and b is None:
+        return False
+    src, k = co
+    w64 = w.astype(np.float64)
+    b0 = np.zeros(w.shape[0]) if b is None else b.astype(np.float64)
+    if node.op == "Mul":
+        w_new, b_new = w64 * k, (None if b is None else b0)
+    else:
+        w_new, b_new = w64, b0 + k * w64.reshape(w.shape[0], -1).sum(axis=1)
+    w_name = graph.add_const(conv.name + "_W", w_new.astype(w.dtype))
+    bias = "" if b_new is None else graph.add_const(conv.name + "_B", b_new.astype(w.dtype))
+    z = list(conv.inputs[3:])  # the fused residual, if any, stays 4th
+    conv.inputs = [src, w_name, bias] + z if (bias or z) else [src, w_name]
+    remove_nodes(graph, [node])
     return True
