@@ -24,8 +24,9 @@ keeps BatchNormalization nodes (with the default EVAL it folds them into the Con
 weights). A few `*-dynamo18` entries use the dynamo exporter (torch.export + onnxscript,
 its default optimizer on), which cannot go below opset 18.
 
-Run `python tests/models.py [names...]` to build the zoo and print each model's op types
-and onnxruntime's time.
+Run `python tests/models.py [--check-torch] [names...]` to build the zoo one model at a
+time and print each model's op types and onnxruntime's time (--check-torch: also compare
+onnxruntime with the torch model, i.e. check that the export is faithful).
 """
 from __future__ import annotations
 

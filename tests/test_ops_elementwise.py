@@ -1,165 +1,27 @@
-"""Elementwise family: ONNX node cases, shape rules, reference kernels against onnxruntime,
-old-opset converters (Clip, Dropout), refused casts.
+"""Elementwise family: shape rules, reference kernels against onnxruntime, old-opset
+converters (Clip, Dropout), refused casts. ONNX node cases: tests/test_node_cases.py.
 
-The node-case helpers here (`node_case_results`) are shared with tests/test_ops_reduce.py.
+The model helpers here (`make_model`, `compare_ort`, `node`) are shared with
+tests/test_ops_reduce.py.
 """
 from __future__ import annotations
 
-import types
-import warnings
-
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
+from helpers import ort_run
 from onnx import TensorProto, helper, numpy_helper
 
-import nodecases
-from edgenn.converters.onnx.importer import MAX_OPSET, MIN_OPSET, import_onnx
+from edgenn.converters.onnx.importer import import_onnx
 from edgenn.errors import GraphError, UnsupportedOpError
 from edgenn.graph.infer import execute, infer
 from edgenn.graph.ir import Node
 from edgenn.graph.shapes import elementwise as ew_shapes
-from edgenn.graph.shapes import reduce as reduce_shapes
 from edgenn.oplist import load_all
 from edgenn.registry import SHAPE_RULES, TensorInfo
 
 load_all()
 OPS = ew_shapes.OPS
-CONST_INPUTS = {**ew_shapes.CONST_INPUTS, **reduce_shapes.CONST_INPUTS}
-
-_LOWBIT = ("FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "FLOAT8E8M0",
-           "FLOAT4E2M1", "INT4", "UINT4", "INT2", "UINT2", "BFLOAT16")
-
-
-def _refused_casts() -> dict[str, str]:
-    """Cast/CastLike cases to or from types edgenn refuses (bfloat16, float8, 4/2-bit)."""
-    out = {}
-    for c in _all_cases():
-        if not c.name.startswith(("test_cast_", "test_castlike_")):
-            continue
-        words = c.name.replace("test_castlike_", "").replace("test_cast_", "").split("_")
-        if any(w in _LOWBIT for w in words):
-            out[c.name] = "bfloat16 / float8 / 4-bit / 2-bit casts are not supported"
-    return out
-
-
-# Cases this family refuses on purpose (UnsupportedOpError), with the reason.
-REFUSED: dict[str, str] = {
-    "test_training_dropout": "training-mode Dropout draws a random mask: inference only",
-    "test_training_dropout_mask": "training-mode Dropout draws a random mask",
-    "test_training_dropout_default": "training-mode Dropout draws a random mask",
-    "test_training_dropout_default_mask": "training-mode Dropout draws a random mask",
-    "test_equal_string": "string tensors are not supported",
-    "test_equal_string_broadcast": "string tensors are not supported",
-    "test_identity_opt": "optional-typed graph inputs are not supported (importer)",
-    "test_identity_sequence": "sequence-typed graph inputs are not supported (importer)",
-}
-
-
-# -- ONNX backend node cases (shared with test_ops_reduce.py) --------------------------------
-
-def _all_cases():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return nodecases.all_cases()
-
-
-def _array(v):
-    return numpy_helper.to_array(v) if isinstance(v, onnx.TensorProto) else v
-
-
-def at_supported_opset(case):
-    """The node cases are stamped with the newest opset (up to 28; Not with 1). Our ops'
-    signatures did not change outside MIN_OPSET..MAX_OPSET except by new types (Cast,
-    Mod, BitShift, Celu, ReduceLogSum*) and float Mod with fmod=0 (opset 28), which we
-    implement anyway, so such cases are run at the nearest supported opset. Data sets
-    stored as TensorProto (float16/float64 casts) are turned into arrays."""
-    model = onnx.ModelProto()
-    model.CopyFrom(case.model)
-    for o in model.opset_import:
-        if o.domain in ("", "ai.onnx"):
-            o.version = min(max(o.version, MIN_OPSET), MAX_OPSET) \
-                if not MIN_OPSET <= o.version <= MAX_OPSET + 1 else o.version
-    data = [([_array(v) for v in ins], [_array(v) for v in outs])
-            for ins, outs in case.data_sets]
-    return types.SimpleNamespace(name=case.name, model=model, data_sets=data)
-
-
-def freeze_plan_inputs(case) -> list:
-    """One case per data set, with the inputs that decide shapes or the plan (Reduce* axes,
-    Dropout's ratio/training_mode) made initializers, as they are in real models: the
-    planned runtime plans by input shapes, before it sees data."""
-    out = []
-    for inputs, expected in case.data_sets:
-        model = onnx.ModelProto()
-        model.CopyFrom(case.model)
-        g = model.graph
-        values = dict(zip([i.name for i in g.input], inputs))
-        frozen = {n.input[i] for n in g.node for i in CONST_INPUTS.get(n.op_type, ())
-                  if i < len(n.input) and n.input[i] in values}
-        for name in frozen:
-            g.initializer.append(numpy_helper.from_array(np.asarray(values[name]), name))
-        kept = [i for i in g.input if i.name not in frozen]
-        del g.input[:]
-        g.input.extend(kept)
-        out.append(types.SimpleNamespace(name=case.name, model=model, data_sets=[
-            ([values[i.name] for i in kept], expected)]))
-    return out
-
-
-def node_case_results(cases, use_session: bool, monkeypatch) -> dict[str, list]:
-    if not use_session:
-        monkeypatch.setattr(nodecases, "_session", lambda model_bytes: None)
-    results = {"passed": [], "refused": [], "failed": []}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for case in cases:
-            case = at_supported_opset(case)
-            runs = freeze_plan_inputs(case) if use_session else [case]
-            statuses = []
-            for run in runs:
-                try:
-                    statuses.append(nodecases.run_case(run))
-                except Exception as exc:  # noqa: BLE001 - a crash is a failure
-                    statuses.append(("failed", [f"{type(exc).__name__}: {exc}"]))
-            bad = [s for s in statuses if s[0] != "passed"]
-            status, failures = bad[0] if bad else ("passed", [])
-            results[status].append((case.name, failures))
-    return results
-
-
-def session_usable() -> bool:
-    try:
-        from edgenn.runtime.session import InferenceSession  # noqa: F401
-        return True
-    except ImportError:
-        return False
-
-
-def check_node_cases(cases, refused: dict, use_session: bool, monkeypatch, label: str,
-                     min_passed: int) -> None:
-    if use_session and not session_usable():
-        pytest.skip("runtime session not available")
-    results = node_case_results(cases, use_session, monkeypatch)
-    print(f"\n{label} node cases ({'session' if use_session else 'execute'}): "
-          f"{len(results['passed'])} passed, {len(results['refused'])} refused, "
-          f"{len(results['failed'])} failed")
-    assert not results["failed"], results["failed"]
-    assert {name for name, _ in results["refused"]} == set(refused), \
-        sorted({name for name, _ in results["refused"]} ^ set(refused))
-    assert len(results["passed"]) >= min_passed
-
-
-def _family_cases():
-    return [c for c in _all_cases() if nodecases.case_ops(c) and nodecases.case_ops(c) <= set(OPS)]
-
-
-@pytest.mark.parametrize("use_session", [False, True], ids=["execute", "session"])
-def test_node_cases(use_session, monkeypatch):
-    refused = {**REFUSED, **_refused_casts()}
-    check_node_cases(_family_cases(), refused, use_session, monkeypatch, "elementwise",
-                     min_passed=350)
 
 
 # -- helpers -------------------------------------------------------------------------------
@@ -189,8 +51,7 @@ def make_model(nodes, feeds: dict, consts: dict | None = None, opset: int = 17,
 
 def compare_ort(model, feeds, rtol=1e-5, atol=1e-6):
     """Run with onnxruntime and edgenn's reference interpreter; dtypes, shapes, values."""
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    want = sess.run(None, feeds)
+    want = ort_run(model, feeds)
     got = list(execute(import_onnx(model), feeds).values())
     assert len(got) == len(want)
     for g, w in zip(got, want):
@@ -416,8 +277,7 @@ def test_cast_from_string_refused():
 def _dropout_check(model):
     """y matches onnxruntime; the mask is all ones per the ONNX spec (onnxruntime 1.32
     returns an all-false mask in inference mode, so the mask is checked on its own)."""
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    want_y = sess.run(None, {"x": X})[0]
+    want_y = ort_run(model, {"x": X})[0]
     y, m = execute(import_onnx(model), {"x": X}).values()
     np.testing.assert_array_equal(y, want_y)
     assert y.dtype == want_y.dtype

@@ -1,123 +1,28 @@
-"""nn and fused op families: ONNX node cases, onnxruntime agreement, shape rules, fused forms.
+"""nn and fused op families: onnxruntime agreement, shape rules, fused forms. ONNX node
+cases: tests/test_node_cases.py.
 
 Run: python -m pytest -x -q tests/test_ops_nn.py
 """
 from __future__ import annotations
 
 import math
-import types
-import warnings
 
 import numpy as np
 import onnx
 import pytest
+from helpers import ort_run
 from onnx import TensorProto, helper
 
-import nodecases
 from edgenn.converters.onnx.importer import import_onnx
-from edgenn.errors import GraphError, UnsupportedOpError
+from edgenn.errors import DataDependentShapeError, GraphError, UnsupportedOpError
 from edgenn.graph.infer import evaluate, execute, infer_node
 from edgenn.graph.ir import Node
 from edgenn.graph.shapes import fused as fused_shapes
-from edgenn.graph.shapes import nn as nn_shapes
 from edgenn.oplist import load_all
 from edgenn.registry import TensorInfo
 
-ort = pytest.importorskip("onnxruntime")
+pytest.importorskip("onnxruntime")
 load_all()
-
-# Variants refused on purpose (UnsupportedOpError at import), with the reason.
-REFUSED = {
-    "test_batchnorm_example_training_mode": "BatchNormalization training_mode=1 (inference only)",
-    "test_batchnorm_epsilon_training_mode": "BatchNormalization training_mode=1 (inference only)",
-}
-# Cases whose stored expected output is itself inexact: for these edgenn must agree with
-# onnxruntime instead (onnxruntime misses the stored data by the same amount).
-BAD_EXPECTED = {
-    "test_averagepool_2d_ceil_last_window_starts_on_pad":
-        "expected values are rounded to 4 decimals (error 5.6e-5 > atol 1e-5)",
-}
-
-
-# inputs that determine output shapes: the planned runtime needs them as constants (as they
-# are in real models), so the session run turns them into initializers
-SHAPE_INPUTS = {"Resize": (1, 2, 3), "Upsample": (1,)}
-
-
-def _freeze_shape_inputs(case) -> list:
-    """One case per data set, with the shape-determining inputs made initializers."""
-    out = []
-    for inputs, expected in case.data_sets:
-        model = onnx.ModelProto()
-        model.CopyFrom(case.model)
-        g = model.graph
-        values = dict(zip([i.name for i in g.input], inputs))
-        frozen = {n.input[i] for n in g.node for i in SHAPE_INPUTS.get(n.op_type, ())
-                  if i < len(n.input) and n.input[i] in values}
-        for name in frozen:
-            g.initializer.append(onnx.numpy_helper.from_array(np.asarray(values[name]), name))
-        kept = [i for i in g.input if i.name not in frozen]
-        del g.input[:]
-        g.input.extend(kept)
-        out.append(types.SimpleNamespace(name=case.name, model=model, data_sets=[
-            ([values[i.name] for i in kept], expected)]))
-    return out
-
-
-def _run_cases(ops, use_session: bool):
-    results = {"passed": [], "refused": [], "failed": []}
-    saved = nodecases._session
-    if not use_session:
-        nodecases._session = lambda model_bytes: None
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            for case in nodecases.cases_for(ops):
-                if case.name in BAD_EXPECTED:
-                    continue
-                runs = _freeze_shape_inputs(case) if use_session else [case]
-                statuses = [nodecases.run_case(c) for c in runs]
-                bad = [st for st in statuses if st[0] != "passed"]
-                status, failures = bad[0] if bad else ("passed", [])
-                results[status].append((case.name, failures[:2]))
-    finally:
-        nodecases._session = saved
-    return results
-
-
-def _check_cases(results, family):
-    print(f"\n{family}: {len(results['passed'])} passed, {len(results['refused'])} refused, "
-          f"{len(results['failed'])} failed")
-    assert results["failed"] == []
-    assert {name for name, _ in results["refused"]} == set(REFUSED), results["refused"]
-    assert len(results["passed"]) >= 150
-
-
-def test_node_cases_reference_interpreter():
-    _check_cases(_run_cases(nn_shapes.OPS, use_session=False), "nn (execute)")
-
-
-def test_node_cases_session():
-    try:
-        import edgenn.runtime.session  # noqa: F401
-    except ImportError:
-        pytest.skip("no runtime session yet")
-    _check_cases(_run_cases(nn_shapes.OPS, use_session=True), "nn (session)")
-
-
-def test_bad_expected_cases_match_onnxruntime():
-    cases = [c for c in nodecases.all_cases() if c.name in BAD_EXPECTED]
-    assert len(cases) == len(BAD_EXPECTED)
-    for case in cases:
-        graph = import_onnx(case.model)
-        sess = ort.InferenceSession(case.model.SerializeToString())
-        for inputs, _ in case.data_sets:
-            names = [i.name for i in case.model.graph.input][:len(inputs)]
-            feeds = dict(zip(names, inputs))
-            got = list(execute(graph, feeds).values())
-            want = sess.run(None, feeds)
-            for g, w in zip(got, want):
-                assert _rel_err(g, w) <= 1e-5, case.name
 
 
 # -- onnxruntime agreement ------------------------------------------------------------------------
@@ -148,8 +53,7 @@ def _model(op, feeds: dict, consts: dict, attrs: dict, opset: int = 19, n_out: i
 
 def _compare(op, feeds, consts=None, attrs=None, opset=19, n_out=1, tol=1e-4, input_order=None):
     model = _model(op, feeds, consts or {}, attrs or {}, opset, n_out, input_order)
-    want = ort.InferenceSession(model.SerializeToString(),
-                                providers=["CPUExecutionProvider"]).run(None, feeds)
+    want = ort_run(model, feeds)
     got = list(execute(import_onnx(model), feeds).values())
     for g, w in zip(got, want):
         assert g.dtype == w.dtype and g.shape == w.shape, (op, g.dtype, g.shape, w.dtype, w.shape)
@@ -424,13 +328,17 @@ def test_shape_rules():
     ("MatMul", [(3, 4), (5, 6)], {}),
     ("Gemm", [(3, 4), (5, 6)], {}),
     ("Gemm", [(2, 3, 4), (4, 6)], {"transA": 1}),
-    ("Resize", [(1, 3, 4, 4), None, (4,)], {}),                             # scales not constant
     ("BatchNormalization", [(1, 3, 4, 4), (3,), (3,), (3,), (3,)], {"training_mode": 1}),
     ("MaxPool", [(1, 3, 4, 4)], {"kernel_shape": [2]}),
 ])
 def test_shape_rule_errors(op, shapes, attrs):
     with pytest.raises(GraphError, match=op):
         _infer(op, shapes, attrs)
+
+
+def test_resize_scales_not_constant_is_data_dependent_error():
+    with pytest.raises(DataDependentShapeError, match="'scales' of Resize node"):
+        _infer("Resize", [(1, 3, 4, 4), None, (4,)], {})
 
 
 def test_unsupported_variants_are_refused():

@@ -1,111 +1,20 @@
-"""Tensor family (shape manipulation, indexing, data movement): node cases, shape rules,
-reference kernels against onnxruntime, old-opset converters, constant folding."""
+"""Tensor family (shape manipulation, indexing, data movement): shape rules, reference
+kernels against onnxruntime, old-opset converters, constant folding. ONNX node cases:
+tests/test_node_cases.py."""
 from __future__ import annotations
-
-import types
-import warnings
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
+from helpers import ort_run
 from onnx import TensorProto, helper, numpy_helper
 
-import nodecases
-from edgenn.converters.onnx.importer import MAX_OPSET, import_onnx
-from edgenn.converters.onnx.tensor import CONVERTER_ONLY
-from edgenn.errors import GraphError, UnsupportedOpError
+from edgenn.converters.onnx.importer import import_onnx
+from edgenn.errors import DataDependentShapeError, GraphError, UnsupportedOpError
 from edgenn.graph.infer import execute, infer
-from edgenn.graph.shapes.tensor import CONST_INPUTS, OPS
 
 INT64_MAX = np.iinfo(np.int64).max
 INT64_MIN = np.iinfo(np.int64).min
-
-# Node cases this family refuses on purpose (UnsupportedOpError), with the reason.
-REFUSED: dict[str, str] = {}
-# Through the planned runtime (shapes inferred at load, before any data is seen):
-REFUSED_SESSION: dict[str, str] = {
-    **REFUSED,
-    "test_nonzero_example": "NonZero on runtime data has a data-dependent output shape; "
-                            "NonZero is supported only where it folds to a constant",
-}
-
-
-# -- ONNX backend node cases ---------------------------------------------------------------
-
-
-def _at_supported_opset(case):
-    """The node cases are stamped with the newest opset (up to 28); the importer accepts
-    up to MAX_OPSET + 1. Our ops' signatures did not change after opset 21 except by new
-    types and attributes (SpaceToDepth mode, Range stash_type) that the generic converter
-    copies anyway, so the cases are run at min(opset, MAX_OPSET)."""
-    model = onnx.ModelProto()
-    model.CopyFrom(case.model)
-    for o in model.opset_import:
-        if o.domain in ("", "ai.onnx") and o.version > MAX_OPSET:
-            o.version = MAX_OPSET
-    return types.SimpleNamespace(name=case.name, model=model, data_sets=case.data_sets)
-
-
-def _freeze_shape_inputs(case) -> list:
-    """One case per data set, with the inputs that determine shapes (Reshape's shape, Slice's
-    starts, ...) turned into initializers: the planned runtime plans by input shapes, so it
-    needs those as constants, as they are in real models. NonZero stays data-dependent."""
-    out = []
-    for inputs, expected in case.data_sets:
-        model = onnx.ModelProto()
-        model.CopyFrom(case.model)
-        g = model.graph
-        values = dict(zip([i.name for i in g.input], inputs))
-        frozen = {n.input[i] for n in g.node for i in CONST_INPUTS.get(n.op_type, ())
-                  if i < len(n.input) and n.input[i] in values}
-        for name in frozen:
-            g.initializer.append(numpy_helper.from_array(np.asarray(values[name]), name))
-        kept = [i for i in g.input if i.name not in frozen]
-        del g.input[:]
-        g.input.extend(kept)
-        out.append(types.SimpleNamespace(name=case.name, model=model, data_sets=[
-            ([values[i.name] for i in kept], expected)]))
-    return out
-
-
-def _cases():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return nodecases.cases_for(set(OPS) | set(CONVERTER_ONLY))
-
-
-def _run_all(monkeypatch, use_session: bool, refused: dict):
-    if not use_session:
-        monkeypatch.setattr(nodecases, "_session", lambda model_bytes: None)
-    results = {"passed": [], "refused": [], "failed": []}
-    for case in _cases():
-        case = _at_supported_opset(case)
-        runs = _freeze_shape_inputs(case) if use_session else [case]
-        statuses = [nodecases.run_case(c) for c in runs]
-        bad = [s for s in statuses if s[0] != "passed"]
-        status, failures = bad[0] if bad else ("passed", [])
-        results[status].append((case.name, failures))
-    print(f"\ntensor node cases ({'session' if use_session else 'execute'}): "
-          f"{len(results['passed'])} passed, {len(results['refused'])} refused, "
-          f"{len(results['failed'])} failed")
-    assert not results["failed"], results["failed"]
-    assert {name for name, _ in results["refused"]} == set(refused), results["refused"]
-    assert len(results["passed"]) >= 160
-
-
-def test_node_cases_execute(monkeypatch):
-    _run_all(monkeypatch, use_session=False, refused=REFUSED)
-
-
-def test_node_cases_session(monkeypatch):
-    try:  # the planned runtime is written in parallel; run through it once it works
-        from edgenn.runtime.session import InferenceSession
-        InferenceSession(_model([helper.make_node("Shape", ["x"], ["y"])],
-                                {"x": np.zeros((2, 3), np.float32)}).SerializeToString())
-    except (ImportError, NotImplementedError) as exc:
-        pytest.skip(f"runtime session not usable yet: {exc!r}")
-    _run_all(monkeypatch, use_session=True, refused=REFUSED_SESSION)
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -142,8 +51,7 @@ def _model(nodes, feeds: dict, consts: dict | None = None, opset: int = 17,
 
 
 def _compare(model, feeds, exact=True):
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    want = sess.run(None, feeds)
+    want = ort_run(model, feeds)
     got = list(execute(import_onnx(model), feeds).values())
     assert len(got) == len(want)
     for g, w in zip(got, want):
@@ -519,9 +427,9 @@ def test_torch_shape_chain_folds():
     _compare(m, {"x": X})
 
 
-def test_non_constant_shape_input_is_graph_error():
+def test_non_constant_shape_input_is_data_dependent_error():
     m = _model([_node("Reshape", ["x", "s"])], {"x": X, "s": np.array([6, 20], np.int64)})
-    with pytest.raises(GraphError, match="Reshape.*shape.*constant"):
+    with pytest.raises(DataDependentShapeError, match="'shape' of Reshape node"):
         infer(import_onnx(m))
 
 

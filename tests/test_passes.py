@@ -6,9 +6,9 @@ import math
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from helpers import make_model, ort_run
+from onnx import TensorProto, helper
 
 from edgenn.converters.onnx.importer import import_onnx
 from edgenn.graph import passes as P
@@ -21,15 +21,8 @@ RNG = np.random.default_rng(0)
 # -- helpers ---------------------------------------------------------------------------------
 def model(nodes, inputs, outputs, inits=(), opset=17):
     """inputs/outputs: [(name, shape)] float32 (shape entries may be str: symbolic)."""
-    g = helper.make_graph(
-        nodes, "t",
-        [helper.make_tensor_value_info(n, F, s) for n, s in inputs],
-        [helper.make_tensor_value_info(n, F, s) for n, s in outputs],
-        [numpy_helper.from_array(np.asarray(v), k) for k, v in dict(inits).items()])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 8
-    onnx.checker.check_model(m)
-    return m
+    return make_model(nodes, [(n, np.float32, s) for n, s in inputs],
+                      [(n, np.float32, s) for n, s in outputs], inits, opset)
 
 
 def rand(*shape):
@@ -37,9 +30,7 @@ def rand(*shape):
 
 
 def run_ort(m, feeds):
-    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
-    names = [o.name for o in sess.get_outputs()]
-    return dict(zip(names, sess.run(None, feeds)))
+    return dict(zip([o.name for o in m.graph.output], ort_run(m, feeds)))
 
 
 def assert_close(a, b, rtol=1e-5, atol=1e-5):
