@@ -21,7 +21,6 @@ from edgenn.graph.shapes import fused as fused_shapes
 from edgenn.oplist import load_all
 from edgenn.registry import TensorInfo
 
-pytest.importorskip("onnxruntime")
 load_all()
 
 
