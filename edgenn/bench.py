@@ -64,9 +64,12 @@ def mnn_runner(model, threads, shapes=None) -> Runner:
                                      "precision": "high"},))
     module = nn.load_module_from_file(path, inputs, outputs, runtime_manager=rt)
 
+    dtypes = {"float32": F.float, "float64": F.double, "int32": F.int, "int64": F.int64,
+              "uint8": F.uint8}
+
     def run(feeds):
-        xs = [F.const(np.ascontiguousarray(feeds[n]), list(feeds[n].shape), F.NCHW)
-              for n in inputs]
+        xs = [F.const(np.ascontiguousarray(feeds[n]), list(feeds[n].shape), F.NCHW,
+                      dtypes[feeds[n].dtype.name]) for n in inputs]
         return [np.asarray(y.read()) for y in module.forward(xs)]
     return Runner("mnn", run, time.perf_counter() - t0)
 

@@ -46,6 +46,19 @@ class Plan:
             call()
         return [self.outputs[name].copy() for name in output_names]
 
+    def profile(self, feeds: list[np.ndarray], rounds: int = 5) -> list[tuple[Step, float]]:
+        """Median seconds of every step over `rounds` runs: where the time goes."""
+        import time
+        for buf, x in zip(self.input_buffers, feeds):
+            np.copyto(buf, x)
+        times = np.zeros((rounds, len(self.steps)))
+        for r in range(rounds):
+            for k, step in enumerate(self.steps):
+                t0 = time.perf_counter()
+                step.call()
+                times[r, k] = time.perf_counter() - t0
+        return list(zip(self.steps, np.median(times, axis=0)))
+
 
 def specialize(graph: Graph, shapes: dict[str, tuple[int, ...]]
                ) -> tuple[list[Node], dict[str, TensorInfo]]:

@@ -1,0 +1,37 @@
+"""Interleaved side-by-side latency on zoo models: edgenn (reference kernels), edgenn
+(current fast kernels), onnxruntime, MNN. Medians of --rounds, after warm-up.
+    python scripts/compare_models.py --threads 1 mobilenet_v2-op13 resnet18-op17 ..."""
+import argparse
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+from models import ZOO  # noqa: E402
+
+from edgenn.bench import PEERS, edgenn_runner, table  # noqa: E402
+
+p = argparse.ArgumentParser()
+p.add_argument("models", nargs="+")
+p.add_argument("--threads", type=int, default=1)
+p.add_argument("--rounds", type=int, default=15)
+p.add_argument("--peers", default="onnxruntime,mnn")
+args = p.parse_args()
+for name in args.models:
+    path, feeds = ZOO[name]()
+    shapes = {k: v.shape for k, v in feeds.items()}
+    runners = [edgenn_runner(str(path), args.threads, shapes, reference=True),
+               edgenn_runner(str(path), args.threads, shapes)]
+    runners += [PEERS[peer](str(path), args.threads, shapes) for peer in args.peers.split(",")]
+    for r in runners:
+        for _ in range(3):
+            r.run(feeds)
+    for _ in range(args.rounds):
+        for r in runners:
+            import time
+            t0 = time.perf_counter()
+            r.run(feeds)
+            r.times.append(time.perf_counter() - t0)
+    print(f"\n== {name} {[tuple(v.shape) for v in feeds.values()]}")
+    print(table(runners[1:] + runners[:1], args.threads))
