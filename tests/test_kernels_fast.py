@@ -1,79 +1,37 @@
 """Every fast kernel against its reference, forced (not trusting the selector), over edge
 shapes: tails, stride 2, padding, dilation, 1x1 spatial, one channel, batch > 1, fused
-epilogues (bias, residual, each activation)."""
-import itertools
+epilogues (bias, residual, each activation).
+
+Cases per op live in tests/kernel_cases/<topic>.py as `CASES = {op: generator}`; a
+generator yields (node, inputs) or (node, inputs, const_indices); the inputs at
+const_indices (default {1, 2}: weights, bias) are constants at plan time."""
+import glob
+import importlib
+import os
 
 import numpy as np
 import pytest
 
 from edgenn.graph.infer import infer_node
-from edgenn.graph.ir import Node
 from edgenn.oplist import load_all
 from edgenn.registry import KERNELS, REFERENCE, TensorInfo
 
 load_all()
-ACTS = [("", []), ("Relu", []), ("Clip", [0.0, 6.0]), ("HardSwish", []),
-        ("HardSigmoid", [0.2, 0.5]), ("Sigmoid", []), ("SiLU", []), ("LeakyRelu", [0.1]),
-        ("Gelu", [])]
 
 
-def conv_cases():
-    rng = np.random.default_rng(0)
-    geoms = [  # n, c, h, w, m, k, stride, pad, dil, group
-        (1, 3, 17, 13, 8, 3, 1, 1, 1, 1), (2, 5, 9, 9, 7, 3, 2, 1, 1, 1),
-        (1, 16, 8, 8, 32, 1, 1, 0, 1, 1), (1, 16, 9, 7, 12, 1, 2, 0, 1, 1),
-        (1, 1, 1, 1, 4, 1, 1, 0, 1, 1), (1, 4, 10, 10, 6, 5, 1, 2, 1, 1),
-        (1, 4, 12, 11, 4, 3, 1, 2, 2, 1), (1, 6, 7, 7, 3, 3, 3, 0, 1, 1),
-        (1, 8, 15, 15, 8, 3, 1, 1, 1, 8), (2, 12, 14, 9, 12, 3, 2, 1, 1, 12),
-        (1, 5, 11, 11, 5, 5, 2, 2, 1, 5), (1, 3, 9, 9, 3, 3, 1, 2, 2, 3),
-        (1, 7, 1, 1, 7, 3, 1, 1, 1, 7), (1, 4, 6, 6, 8, 3, 1, 1, 1, 2),
-    ]
-    for (n, c, h, w, m, k, s, p, d, g), (act, params), residual in itertools.product(
-            geoms, ACTS[:4], (False, True)):
-        x = rng.standard_normal((n, c, h, w)).astype(np.float32)
-        wt = rng.standard_normal((m, c // g, k, k)).astype(np.float32)
-        b = rng.standard_normal(m).astype(np.float32)
-        attrs = dict(kernel_shape=[k, k], strides=[s, s], pads=[p] * 4, dilations=[d, d],
-                     group=g, auto_pad="NOTSET", activation=act, activation_params=params)
-        oh = (h + 2 * p - d * (k - 1) - 1) // s + 1
-        ow = (w + 2 * p - d * (k - 1) - 1) // s + 1
-        inputs = [x, wt, b]
-        if residual:
-            inputs.append(rng.standard_normal((n, m, oh, ow)).astype(np.float32))
-        yield Node("Conv", ["x", "w", "b", "z"][:len(inputs)], ["y"], attrs, "conv"), inputs
-    for act, params in ACTS[4:]:  # the remaining activations on one geometry
-        x = rng.standard_normal((1, 4, 6, 6)).astype(np.float32)
-        wt = rng.standard_normal((4, 4, 3, 3)).astype(np.float32)
-        attrs = dict(kernel_shape=[3, 3], strides=[1, 1], pads=[1] * 4, dilations=[1, 1],
-                     group=1, auto_pad="NOTSET", activation=act, activation_params=params)
-        yield Node("Conv", ["x", "w"], ["y"], attrs, "conv"), [x, wt]
+def _collect_cases() -> dict:
+    """op -> generator of (node, inputs), from every tests/kernel_cases/*.py (CASES dict)."""
+    cases = {}
+    for path in sorted(glob.glob(os.path.join(os.path.dirname(__file__), "kernel_cases", "[!_]*.py"))):
+        name = os.path.splitext(os.path.basename(path))[0]
+        module = importlib.import_module(f"kernel_cases.{name}")
+        for op, gen in module.CASES.items():
+            assert op not in cases, f"{op} cases defined twice"
+            cases[op] = gen
+    return cases
 
 
-def gemm_cases():
-    rng = np.random.default_rng(1)
-    for (lead, k, n), trans_b, (act, params) in itertools.product(
-            [((1,), 1, 1), ((5,), 17, 3), ((2, 7), 16, 33), ((3, 4, 5), 8, 8)],
-            (0, 1), ACTS[::2]):
-        a = rng.standard_normal(lead + (k,)).astype(np.float32)
-        b = rng.standard_normal((n, k) if trans_b else (k, n)).astype(np.float32)
-        c = rng.standard_normal(n).astype(np.float32)
-        attrs = dict(alpha=0.7, beta=1.3, transA=0, transB=trans_b, activation=act,
-                     activation_params=params)
-        yield Node("Gemm", ["a", "b", "c"], ["y"], attrs, "gemm"), [a, b, c]
-    a = rng.standard_normal((6, 4)).astype(np.float32)  # transA, no C
-    yield Node("Gemm", ["a", "b"], ["y"], dict(alpha=1.0, beta=1.0, transA=1, transB=0),
-               "gemm"), [a, rng.standard_normal((6, 3)).astype(np.float32)]
-
-
-def matmul_cases():
-    rng = np.random.default_rng(2)
-    for sa, sb in [((3, 4), (4, 5)), ((2, 3, 4), (4, 6)), ((2, 1, 3, 4), (5, 4, 2)),
-                   ((1, 12, 16, 32), (1, 12, 32, 16))]:
-        yield Node("MatMul", ["a", "b"], ["y"], {}, "mm"), [
-            rng.standard_normal(sa).astype(np.float32), rng.standard_normal(sb).astype(np.float32)]
-
-
-CASES = {"Conv": conv_cases, "Gemm": gemm_cases, "MatMul": matmul_cases}
+CASES = _collect_cases()
 
 
 def test_every_fast_kernel_has_cases():
@@ -84,9 +42,11 @@ def test_every_fast_kernel_has_cases():
                          ids=lambda s: s.name)
 def test_fast_kernel_matches_reference(spec):
     covered = 0
-    for node, inputs in CASES[spec.op]():
-        # weights (every input but the first and the residual) are constants at plan time
-        ins = [TensorInfo.of(v) if 0 < i < 3 else TensorInfo(v.dtype.name, v.shape)
+    for node, inputs, *const in CASES[spec.op]():
+        # constant inputs (weights, bias; by default inputs 1 and 2) carry values at plan time
+        const = const[0] if const else {1, 2}
+        ins = [None if v is None else
+               TensorInfo.of(v) if i in const else TensorInfo(v.dtype.name, v.shape)
                for i, v in enumerate(inputs)]
         outs = infer_node(node, ins, fold=False)
         if not spec.supports(node, ins, outs):

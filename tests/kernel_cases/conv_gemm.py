@@ -1,0 +1,69 @@
+"""Kernel test cases for Conv, Gemm and MatMul: edge geometries and every fused epilogue."""
+import itertools
+
+import numpy as np
+
+from edgenn.graph.ir import Node
+
+ACTS = [("", []), ("Relu", []), ("Clip", [0.0, 6.0]), ("HardSwish", []),
+        ("HardSigmoid", [0.2, 0.5]), ("Sigmoid", []), ("SiLU", []), ("LeakyRelu", [0.1]),
+        ("Gelu", [])]
+
+
+def conv_cases():
+    rng = np.random.default_rng(0)
+    geoms = [  # n, c, h, w, m, k, stride, pad, dil, group
+        (1, 3, 17, 13, 8, 3, 1, 1, 1, 1), (2, 5, 9, 9, 7, 3, 2, 1, 1, 1),
+        (1, 16, 8, 8, 32, 1, 1, 0, 1, 1), (1, 16, 9, 7, 12, 1, 2, 0, 1, 1),
+        (1, 1, 1, 1, 4, 1, 1, 0, 1, 1), (1, 4, 10, 10, 6, 5, 1, 2, 1, 1),
+        (1, 4, 12, 11, 4, 3, 1, 2, 2, 1), (1, 6, 7, 7, 3, 3, 3, 0, 1, 1),
+        (1, 8, 15, 15, 8, 3, 1, 1, 1, 8), (2, 12, 14, 9, 12, 3, 2, 1, 1, 12),
+        (1, 5, 11, 11, 5, 5, 2, 2, 1, 5), (1, 3, 9, 9, 3, 3, 1, 2, 2, 3),
+        (1, 7, 1, 1, 7, 3, 1, 1, 1, 7), (1, 4, 6, 6, 8, 3, 1, 1, 1, 2),
+    ]
+    for (n, c, h, w, m, k, s, p, d, g), (act, params), residual in itertools.product(
+            geoms, ACTS[:4], (False, True)):
+        x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+        wt = rng.standard_normal((m, c // g, k, k)).astype(np.float32)
+        b = rng.standard_normal(m).astype(np.float32)
+        attrs = dict(kernel_shape=[k, k], strides=[s, s], pads=[p] * 4, dilations=[d, d],
+                     group=g, auto_pad="NOTSET", activation=act, activation_params=params)
+        oh = (h + 2 * p - d * (k - 1) - 1) // s + 1
+        ow = (w + 2 * p - d * (k - 1) - 1) // s + 1
+        inputs = [x, wt, b]
+        if residual:
+            inputs.append(rng.standard_normal((n, m, oh, ow)).astype(np.float32))
+        yield Node("Conv", ["x", "w", "b", "z"][:len(inputs)], ["y"], attrs, "conv"), inputs
+    for act, params in ACTS[4:]:  # the remaining activations on one geometry
+        x = rng.standard_normal((1, 4, 6, 6)).astype(np.float32)
+        wt = rng.standard_normal((4, 4, 3, 3)).astype(np.float32)
+        attrs = dict(kernel_shape=[3, 3], strides=[1, 1], pads=[1] * 4, dilations=[1, 1],
+                     group=1, auto_pad="NOTSET", activation=act, activation_params=params)
+        yield Node("Conv", ["x", "w"], ["y"], attrs, "conv"), [x, wt]
+
+
+def gemm_cases():
+    rng = np.random.default_rng(1)
+    for (lead, k, n), trans_b, (act, params) in itertools.product(
+            [((1,), 1, 1), ((5,), 17, 3), ((2, 7), 16, 33), ((3, 4, 5), 8, 8)],
+            (0, 1), ACTS[::2]):
+        a = rng.standard_normal(lead + (k,)).astype(np.float32)
+        b = rng.standard_normal((n, k) if trans_b else (k, n)).astype(np.float32)
+        c = rng.standard_normal(n).astype(np.float32)
+        attrs = dict(alpha=0.7, beta=1.3, transA=0, transB=trans_b, activation=act,
+                     activation_params=params)
+        yield Node("Gemm", ["a", "b", "c"], ["y"], attrs, "gemm"), [a, b, c]
+    a = rng.standard_normal((6, 4)).astype(np.float32)  # transA, no C
+    yield Node("Gemm", ["a", "b"], ["y"], dict(alpha=1.0, beta=1.0, transA=1, transB=0),
+               "gemm"), [a, rng.standard_normal((6, 3)).astype(np.float32)]
+
+
+def matmul_cases():
+    rng = np.random.default_rng(2)
+    for sa, sb in [((3, 4), (4, 5)), ((2, 3, 4), (4, 6)), ((2, 1, 3, 4), (5, 4, 2)),
+                   ((1, 12, 16, 32), (1, 12, 32, 16))]:
+        yield Node("MatMul", ["a", "b"], ["y"], {}, "mm"), [
+            rng.standard_normal(sa).astype(np.float32), rng.standard_normal(sb).astype(np.float32)]
+
+
+CASES = {"Conv": conv_cases, "Gemm": gemm_cases, "MatMul": matmul_cases}
