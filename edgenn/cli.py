@@ -48,9 +48,10 @@ def cmd_convert(args) -> int:
 def cmd_run(args) -> int:
     import numpy as np
     from .runtime.session import InferenceSession
-    from .tools import random_feeds
-    sess = InferenceSession(args.model, threads=args.threads,
-                            input_shapes=_parse_shapes(args.shape) or None)
+    from .tools import progress_printer, random_feeds
+    sess = InferenceSession(args.model, threads=args.threads, tune=args.tune,
+                            input_shapes=_parse_shapes(args.shape) or None,
+                            progress=progress_printer())
     feeds = _parse_inputs(args.input) or random_feeds(sess, _parse_shapes(args.shape))
     t0 = time.perf_counter()
     outputs = sess.run(None, feeds)
@@ -73,8 +74,14 @@ def _safe(name: str) -> str:
 
 
 def cmd_inspect(args) -> int:
-    from .tools import describe
+    from .tools import describe, describe_plan, progress_printer
     print(describe(args.model))
+    if args.plan:
+        from .runtime.session import InferenceSession
+        sess = InferenceSession(args.model, threads=args.threads, tune=args.tune,
+                                input_shapes=_parse_shapes(args.shape) or None,
+                                progress=progress_printer())
+        print(describe_plan(sess))
     return EXIT_OK
 
 
@@ -126,6 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
         s.add_argument("--shape", action="append", metavar="NAME=D1,D2,..",
                        help="bind an input's dynamic dims")
         s.add_argument("--input", action="append", metavar="NAME=FILE.npy")
+        s.add_argument("--tune", choices=("off", "cached", "full"), default=None,
+                       help="kernel choice at load: off (no timing), cached (default), "
+                            "full (retime); or EDGENN_TUNE")
         s.set_defaults(fn=fn)
         return s
 
@@ -138,9 +148,10 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--compare", default="onnxruntime", help="comma list: onnxruntime,mnn")
     b.add_argument("--rounds", type=int, default=20)
     b.add_argument("--reference", action="store_true", help="time the reference kernels")
-    i = sub.add_parser("inspect", help="ops, parameters, sizes and fusions of a model")
-    i.add_argument("model")
-    i.set_defaults(fn=cmd_inspect)
+    i = model_cmd("inspect", "ops, parameters, sizes, fusions; --plan: kernels chosen",
+                  cmd_inspect)
+    i.add_argument("--plan", action="store_true",
+                   help="also build the plan: per layer the candidates, times and choice")
     d = sub.add_parser("demo", help="convert, check and run the embedded default model")
     d.add_argument("--threads", type=int, default=1)
     d.set_defaults(fn=cmd_demo)

@@ -48,6 +48,7 @@ class KernelSpec:
     name: str
     prepare: Callable
     supports: Callable = lambda node, ins, outs: True
+    cost: Callable | None = None   # cost(node, ins, outs) -> relative cost or None
 
 
 def _register(table: dict, ops: tuple[str, ...], fn: Callable) -> Callable:
@@ -70,9 +71,10 @@ def converter(*ops: str):
     return lambda fn: _register(CONVERTERS, ops, fn)
 
 
-def kernel(op: str, name: str, supports: Callable | None = None):
+def kernel(op: str, name: str, supports: Callable | None = None, cost: Callable | None = None):
+    """Register `prepare` as one implementation of `op` (see KernelSpec)."""
     def deco(prepare: Callable) -> Callable:
-        spec = KernelSpec(op, name, prepare, supports or (lambda node, ins, outs: True))
+        spec = KernelSpec(op, name, prepare, supports or (lambda node, ins, outs: True), cost)
         KERNELS.setdefault(op, []).append(spec)
         return prepare
     return deco

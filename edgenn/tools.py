@@ -104,3 +104,38 @@ def describe(model) -> str:
     lines.append("passes applied: " + (", ".join(f"{k} x{v}" for k, v in fusions.items())
                                        or "none"))
     return "\n".join(lines)
+
+
+def describe_plan(sess) -> str:
+    """Per step of the (most recent) plan: op, node, output shape, the kernel chosen, why,
+    and the measured time of every candidate when they were timed."""
+    plan = sess.plan
+    if plan is None:
+        raise InputError("no plan yet: the model has dynamic input dims; give --shape")
+    rows = [f"plan: {len(plan.steps)} steps ({plan.folded_nodes} nodes folded at load), "
+            f"{plan.planned_bytes / 1e6:.2f} MB of activation buffers, tune={sess.tune}, "
+            f"{sess.threads} thread(s)"]
+    for k, step in enumerate(plan.steps):
+        c = step.choice
+        times = ", ".join(f"{name} {t * 1e3:.3f} ms" for name, t in
+                          sorted(c.times.items(), key=lambda kv: kv[1]))
+        rows.append(f"{k:4} {step.node.op:18} {step.node.name[:40]:40} -> {c.kernel}"
+                    f"  [{c.reason}]" + (f"  {{{times}}}" if times else ""))
+    return "\n".join(rows)
+
+
+def progress_printer(stream=None, after_s: float = 1.0):
+    """A progress(done, total) callback that reports on stderr once planning is slow."""
+    import sys
+    stream = stream or sys.stderr
+    start = time.perf_counter()
+    shown = [False]
+
+    def progress(done: int, total: int) -> None:
+        if time.perf_counter() - start < after_s and not shown[0]:
+            return
+        shown[0] = True
+        end = "\n" if done == total else ""
+        stream.write(f"\rplanning and tuning kernels: {done}/{total} layers{end}")
+        stream.flush()
+    return progress

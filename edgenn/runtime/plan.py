@@ -14,9 +14,9 @@ import numpy as np
 from ..errors import UnsupportedOpError
 from ..graph.infer import infer, unsupported_ops
 from ..graph.ir import Graph, Node
-from ..registry import REFERENCE, TensorInfo
+from ..registry import TensorInfo
 from . import memory
-from .select import Choice, choose
+from .select import Choice, Tuner, choose
 
 # ops whose output is the input's bytes under another shape: planned as views, no step
 VIEW_OPS = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"}
@@ -87,7 +87,8 @@ def _is_view(node: Node, infos: dict[str, TensorInfo]) -> bool:
         int(np.prod(src.shape)) == int(np.prod(dst.shape))
 
 
-def build(graph: Graph, shapes: dict[str, tuple[int, ...]], reference: bool = False) -> Plan:
+def build(graph: Graph, shapes: dict[str, tuple[int, ...]], reference: bool = False,
+          tuner: Tuner | None = None) -> Plan:
     missing = unsupported_ops(graph)
     if missing:
         raise UnsupportedOpError(missing)
@@ -140,14 +141,18 @@ def build(graph: Graph, shapes: dict[str, tuple[int, ...]], reference: bool = Fa
 
     # 3. kernels --------------------------------------------------------------------------
     steps = []
-    for n in steps_nodes:
+    for k, n in enumerate(steps_nodes):
         ins = [infos[i] if i else None for i in n.inputs]
         outs = [infos[o] if o else None for o in n.outputs]
-        choice = choose(n, ins, outs, reference=reference)
+        choice = choose(n, ins, outs, reference=reference, tuner=tuner)
+        if tuner is not None and tuner.progress is not None:
+            tuner.progress(k + 1, len(steps_nodes))
         in_arrays = [array_of(i) for i in n.inputs]
         out_arrays = [arrays[o] if o else None for o in n.outputs]  # None: omitted output
         call = functools.partial(choice.run, in_arrays, out_arrays)
         steps.append(Step(n, choice, call))
+    if tuner is not None:
+        tuner.finish()
     outputs = {name: array_of(name) for name in output_names}
     plan = Plan([v.name for v in graph.inputs], [arrays[v.name] for v in graph.inputs],
                 steps, outputs, planned_bytes=sum(capacities),
@@ -158,14 +163,3 @@ def build(graph: Graph, shapes: dict[str, tuple[int, ...]], reference: bool = Fa
 
 def _nbytes(info: TensorInfo) -> int:
     return int(np.prod(info.shape, dtype=np.int64)) * np.dtype(info.dtype).itemsize
-
-
-def reference_runner(node: Node):
-    """Wrap a reference kernel as a step callable: compute, then copy into the outputs."""
-    ref, attrs = REFERENCE[node.op], node.attrs
-
-    def run(inputs, outputs):
-        for out, value in zip(outputs, ref(attrs, inputs)):
-            if out is not None:
-                np.copyto(out, value, casting="unsafe")
-    return run

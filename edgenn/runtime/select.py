@@ -1,15 +1,31 @@
-"""Algorithm choice, in one readable place (DESIGN principle 5).
+"""Algorithm choice, in one readable place (DESIGN principles 5 and 6).
 
-Filter the registered kernels of an op by capability; take the first that fits (issue #3
-adds measured timing and a cost model here); fall back to the reference kernel. The
-choice is a named, inspectable value kept on each plan step.
+For each node: the registered kernels of its op are filtered by capability (`supports`);
+a cost model, where a kernel has one, prunes hopeless candidates; then, with more than one
+left, the choice is measured on this CPU: every candidate is first checked against the
+reference kernel on the real shapes (a wrong one is never timed), then timed (warm-up,
+median), and the fastest is bound. Results are cached per CPU (runtime/tunecache.py).
+
+tune modes (InferenceSession(tune=...) or EDGENN_TUNE): "off" = no timing, cost model
+else registry order; "cached" (default) = time only what the cache lacks; "full" = retime.
+The choice is a named, inspectable value kept on each plan step.
 """
 from __future__ import annotations
 
+import os
+import time
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..graph.ir import Node
-from ..registry import KERNELS
+from ..registry import KERNELS, REFERENCE
+from . import tunecache
+
+TUNE_MODES = ("off", "cached", "full")
+CHECK_RTOL = 1e-4          # a candidate must match the reference this closely to be timed
+COST_PRUNE = 4.0           # drop candidates the cost model says are 4x worse than the best
+MIN_REPEATS, MAX_REPEATS, TIME_PER_CANDIDATE = 3, 15, 0.05  # seconds
 
 
 @dataclass
@@ -18,16 +34,146 @@ class Choice:
     run: callable                  # run(inputs, outputs)
     candidates: list[str] = field(default_factory=list)
     reason: str = ""
+    times: dict = field(default_factory=dict)   # kernel -> median seconds (when timed)
 
 
-def choose(node: Node, ins, outs, reference: bool = False) -> Choice:
-    from .plan import reference_runner
+@dataclass
+class Tuner:
+    """State of the choices for one plan: mode, cache, the timing budget left."""
+    mode: str = "cached"
+    threads: int = 1
+    budget_s: float = 20.0
+    progress: callable = None      # progress(done, total) during timing
+    spent_s: float = 0.0
+    changed: bool = False
+
+    @staticmethod
+    def resolve_mode(mode: str | None) -> str:
+        mode = mode or os.environ.get("EDGENN_TUNE", "") or "cached"
+        if mode not in TUNE_MODES:
+            raise ValueError(f"tune must be one of {TUNE_MODES}, got {mode!r}")
+        return mode
+
+    def finish(self) -> None:
+        if self.changed:
+            tunecache.save(self.threads)
+
+
+def reference_runner(node: Node):
+    """Wrap a reference kernel as a step callable: compute, then copy into the outputs."""
+    ref, attrs = REFERENCE[node.op], node.attrs
+
+    def run(inputs, outputs):
+        for out, value in zip(outputs, ref(attrs, inputs)):
+            if out is not None:
+                np.copyto(out, value, casting="unsafe")
+    return run
+
+
+def choose(node: Node, ins, outs, reference: bool = False, tuner: Tuner | None = None) -> Choice:
     specs = KERNELS.get(node.op, [])
     names = [s.name for s in specs] + ["reference"]
-    if not reference:
-        for spec in specs:
-            if spec.supports(node, ins, outs):
-                return Choice(spec.name, spec.prepare(node, ins, outs), names,
-                              "first capable kernel")
-    why = "reference mode" if reference else "no specialised kernel applies"
-    return Choice("reference", reference_runner(node), names, why)
+    if reference:
+        return Choice("reference", reference_runner(node), names, "reference mode")
+    capable = [s for s in specs if s.supports(node, ins, outs)]
+    if not capable:
+        return Choice("reference", reference_runner(node), names, "no specialised kernel applies")
+    capable = _prune_by_cost(capable, node, ins, outs)
+    if len(capable) == 1:
+        spec = capable[0]
+        return Choice(spec.name, spec.prepare(node, ins, outs), names, "only capable kernel")
+    tuner = tuner or Tuner(mode="off")
+    key = tunecache.node_key(node, ins)
+    cache = tunecache.load(tuner.threads) if tuner.mode != "off" else {}
+    hit = cache.get(key)
+    by_name = {s.name: s for s in capable}
+    if tuner.mode == "cached" and hit and hit.get("kernel") in by_name:
+        spec = by_name[hit["kernel"]]
+        return Choice(spec.name, spec.prepare(node, ins, outs), names, "cached timing",
+                      dict(hit.get("times", {})))
+    if tuner.mode == "off" or tuner.spent_s >= tuner.budget_s:
+        spec = capable[0]
+        why = "tuning off: first capable" if tuner.mode == "off" else "tuning budget spent"
+        return Choice(spec.name, spec.prepare(node, ins, outs), names, why)
+    t0 = time.perf_counter()
+    choice = _measure(node, ins, outs, capable, names)
+    tuner.spent_s += time.perf_counter() - t0
+    cache[key] = {"kernel": choice.kernel, "times": choice.times}
+    tuner.changed = True
+    return choice
+
+
+def _prune_by_cost(specs, node, ins, outs):
+    costs = {s.name: s.cost(node, ins, outs) for s in specs if s.cost is not None}
+    costs = {k: v for k, v in costs.items() if v is not None}
+    if len(costs) < 2:
+        return specs
+    best = min(costs.values())
+    return [s for s in specs if costs.get(s.name) is None or costs[s.name] <= COST_PRUNE * best]
+
+
+def _sample_inputs(ins, rng) -> list:
+    """Constants as they are; runtime inputs random (floats ~N(0,1), ints small)."""
+    arrays = []
+    for info in ins:
+        if info is None:
+            arrays.append(None)
+        elif info.value is not None:
+            arrays.append(info.value)
+        elif info.dtype.startswith("float"):
+            arrays.append(rng.standard_normal(info.shape).astype(info.dtype))
+        elif info.dtype == "bool":
+            arrays.append(rng.random(info.shape) < 0.5)
+        else:
+            arrays.append(np.zeros(info.shape, info.dtype))
+    return arrays
+
+
+def _measure(node, ins, outs, specs, names) -> Choice:
+    rng = np.random.default_rng(0)
+    inputs = _sample_inputs(ins, rng)
+    want = REFERENCE[node.op](node.attrs, inputs)
+    outputs = [None if o is None else np.empty(o.shape, o.dtype) for o in outs]
+    times, runs, rejected = {}, {}, []
+    for spec in specs:
+        try:
+            run = spec.prepare(node, ins, outs)
+            run(inputs, outputs)
+        except Exception as exc:  # noqa: BLE001 - a broken candidate is dropped, not fatal
+            rejected.append(f"{spec.name} raised {type(exc).__name__}")
+            continue
+        if not _matches(outputs, want):
+            rejected.append(f"{spec.name} disagrees with the reference")
+            continue
+        samples = []
+        deadline = time.perf_counter() + TIME_PER_CANDIDATE
+        while len(samples) < MIN_REPEATS or (len(samples) < MAX_REPEATS
+                                             and time.perf_counter() < deadline):
+            t0 = time.perf_counter()
+            run(inputs, outputs)
+            samples.append(time.perf_counter() - t0)
+        times[spec.name] = float(np.median(samples))
+        runs[spec.name] = run
+    if not runs:
+        return Choice("reference", reference_runner(node), names,
+                      "every candidate failed its check: " + "; ".join(rejected))
+    best = min(times, key=times.get)
+    why = "fastest measured" + (f" ({'; '.join(rejected)})" if rejected else "")
+    return Choice(best, runs[best], names, why, times)
+
+
+def _matches(outputs, want) -> bool:
+    for got, ref in zip(outputs, want):
+        if got is None:
+            continue
+        ref = np.asarray(ref)
+        if got.shape != ref.shape:
+            return False
+        if ref.dtype.kind in "fc":
+            scale = max(float(np.max(np.abs(ref))) if ref.size else 0.0, 1e-6)
+            if not np.all(np.isfinite(got) == np.isfinite(ref)) or \
+                    float(np.nanmax(np.abs(got - ref), initial=0.0)) > CHECK_RTOL * scale:
+                return False
+        elif not np.array_equal(got, ref):
+            return False
+    return True

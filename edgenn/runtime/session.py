@@ -10,6 +10,7 @@ from ..errors import InputError
 from ..graph.ir import Graph
 from . import threads as thread_control
 from .plan import Plan, build
+from .select import Tuner
 
 _ONNX_TYPE = {"float32": "float", "float64": "double", "int64": "int64", "int32": "int32",
               "int8": "int8", "uint8": "uint8", "bool": "bool", "float16": "float16",
@@ -32,10 +33,13 @@ class InferenceSession:
     threads: Numba and BLAS threads together (1 is the edge default).
     input_shapes: {name: shape} binds dynamic dims now (otherwise at the first run).
     reference: run every node on its plain NumPy reference kernel (or EDGENN_REFERENCE=1).
+    tune: "off" | "cached" (default) | "full", or EDGENN_TUNE: how kernels are chosen at
+        load (runtime/select.py); `progress(done, total)` is called while planning.
     """
 
     def __init__(self, model, threads: int = 1, input_shapes: dict | None = None,
-                 reference: bool | None = None):
+                 reference: bool | None = None, tune: str | None = None,
+                 progress=None):
         from ..api import load
         self.graph: Graph = model if isinstance(model, Graph) else load(model)
         self.threads = int(threads)
@@ -44,6 +48,8 @@ class InferenceSession:
         if reference is None:
             reference = os.environ.get("EDGENN_REFERENCE", "") not in ("", "0")
         self.reference = reference
+        self.tune = Tuner.resolve_mode(tune)
+        self._progress = progress
         self._plans: dict[tuple, Plan] = {}
         self._inputs = {v.name: v for v in self.graph.inputs}
         shapes = {v.name: tuple(v.shape) for v in self.graph.inputs}
@@ -76,7 +82,8 @@ class InferenceSession:
     def _plan(self, key: tuple) -> Plan:
         shapes = {v.name: s for v, s in zip(self.graph.inputs, key)}
         thread_control.apply(self.threads)
-        plan = build(self.graph, shapes, reference=self.reference)
+        tuner = Tuner(self.tune, self.threads, progress=self._progress)
+        plan = build(self.graph, shapes, reference=self.reference, tuner=tuner)
         if len(self._plans) >= MAX_PLANS:
             self._plans.pop(next(iter(self._plans)))
         self._plans[key] = plan

@@ -1,0 +1,87 @@
+"""On-disk cache of autotuning results, one JSON file per CPU + edgenn version + threads.
+
+Key of one entry: op, the attributes that change the work, input shapes/dtypes and which
+inputs are constant. The file name carries what must never mix: CPU name and features
+(from llvmlite, as Numba sees them), edgenn version, thread count. A second load of the
+same model does no timing.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+
+import numpy as np
+
+_lock = threading.Lock()
+_loaded: dict[str, dict] = {}
+
+
+def cache_dir() -> str:
+    base = os.environ.get("EDGENN_CACHE_DIR",
+                          os.path.join(os.path.expanduser("~"), ".cache", "edgenn"))
+    return os.path.join(base, "tune")
+
+
+def cpu_signature() -> str:
+    try:
+        import llvmlite.binding as llvm
+        name = llvm.get_host_cpu_name()
+        features = llvm.get_host_cpu_features().flatten()
+    except Exception:  # noqa: BLE001 - no llvmlite: fall back to the platform
+        import platform
+        name, features = platform.processor() or platform.machine(), ""
+    return f"{name}-{hashlib.sha1(features.encode()).hexdigest()[:10]}"
+
+
+def _path(threads: int) -> str:
+    from ..version import __version__
+    return os.path.join(cache_dir(), f"{cpu_signature()}-v{__version__}-t{threads}.json")
+
+
+def _plain(value):
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (np.integer, np.floating)):
+        return value.item()
+    return value
+
+
+def node_key(node, ins) -> str:
+    """What decides which algorithm wins: op, attributes, shapes, dtypes, constness."""
+    sig = {"op": node.op, "attrs": {k: _plain(v) for k, v in sorted(node.attrs.items())},
+           "ins": [None if i is None else [i.dtype, list(i.shape), i.value is not None]
+                   for i in ins]}
+    return hashlib.sha1(json.dumps(sig, sort_keys=True).encode()).hexdigest()
+
+
+def load(threads: int) -> dict:
+    path = _path(threads)
+    with _lock:
+        if path not in _loaded:
+            try:
+                with open(path) as f:
+                    data = json.load(f)
+                _loaded[path] = data if isinstance(data, dict) else {}
+            except (OSError, ValueError):
+                _loaded[path] = {}  # missing or corrupt cache: retune
+        return _loaded[path]
+
+
+def save(threads: int) -> None:
+    path = _path(threads)
+    with _lock:
+        data = _loaded.get(path)
+        if data is None:
+            return
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            tmp = f"{path}.tmp{os.getpid()}"
+            with open(tmp, "w") as f:
+                json.dump(data, f, indent=0, sort_keys=True)
+            os.replace(tmp, path)
+        except OSError:
+            pass  # a read-only home: tuning still works, it just is not remembered

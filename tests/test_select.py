@@ -1,0 +1,120 @@
+"""The load-time autotuner: correctness before timing, fastest wins, cached per CPU."""
+import time
+
+import numpy as np
+import pytest
+
+from edgenn.graph.ir import Node
+from edgenn.oplist import load_all
+from edgenn.registry import KERNELS, KernelSpec, TensorInfo
+from edgenn.runtime import select, tunecache
+
+load_all()
+
+
+def relu_kernel(delay=0.0, wrong=False, calls=None):
+    def prepare(node, ins, outs):
+        if calls is not None:
+            calls.append(node.name)
+
+        def run(inputs, outputs):
+            if delay:
+                time.sleep(delay)
+            np.maximum(inputs[0], 0, out=outputs[0])
+            if wrong:
+                outputs[0] += 1
+        return run
+    return prepare
+
+
+@pytest.fixture
+def fake_relu_kernels(monkeypatch, tmp_path):
+    """Replace Relu's kernels with: slow-correct, fast-wrong, fast-correct."""
+    monkeypatch.setenv("EDGENN_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(tunecache, "_loaded", {})
+    calls = []
+    specs = [KernelSpec("Relu", "slow", relu_kernel(delay=0.002, calls=calls)),
+             KernelSpec("Relu", "wrong", relu_kernel(wrong=True, calls=calls)),
+             KernelSpec("Relu", "fast", relu_kernel(calls=calls))]
+    monkeypatch.setitem(KERNELS, "Relu", specs)
+    return calls
+
+
+def node_and_infos(shape=(4, 64)):
+    node = Node("Relu", ["x"], ["y"], {}, "r")
+    return node, [TensorInfo("float32", shape)], [TensorInfo("float32", shape)]
+
+
+def test_wrong_candidate_never_wins_and_fastest_is_bound(fake_relu_kernels):
+    node, ins, outs = node_and_infos()
+    choice = select.choose(node, ins, outs, tuner=select.Tuner(mode="full"))
+    assert choice.kernel == "fast"
+    assert set(choice.times) == {"slow", "fast"}       # "wrong" was never timed
+    assert "wrong disagrees with the reference" in choice.reason
+    x = np.array([[-1.0, 2.0]], np.float32)
+    y = np.empty_like(x)
+    choice.run([x], [y])
+    np.testing.assert_array_equal(y, [[0.0, 2.0]])
+
+
+def test_cache_hit_does_no_timing_and_survives_reload(fake_relu_kernels, monkeypatch):
+    node, ins, outs = node_and_infos()
+    tuner = select.Tuner(mode="cached")
+    select.choose(node, ins, outs, tuner=tuner)
+    tuner.finish()                                      # written to disk
+    monkeypatch.setattr(tunecache, "_loaded", {})       # a new process
+    fake_relu_kernels.clear()
+    choice = select.choose(node, ins, outs, tuner=select.Tuner(mode="cached"))
+    assert choice.kernel == "fast" and choice.reason == "cached timing"
+    assert fake_relu_kernels == ["r"]                   # only the winner was prepared
+
+
+def test_modes_off_and_full(fake_relu_kernels):
+    node, ins, outs = node_and_infos()
+    off = select.choose(node, ins, outs, tuner=select.Tuner(mode="off"))
+    assert off.kernel == "slow" and not off.times      # registry order, nothing timed
+    select.choose(node, ins, outs, tuner=select.Tuner(mode="cached"))
+    fake_relu_kernels.clear()
+    full = select.choose(node, ins, outs, tuner=select.Tuner(mode="full"))
+    assert full.reason.startswith("fastest measured") and len(fake_relu_kernels) == 3
+
+
+def test_key_separates_shapes_constness_and_threads(fake_relu_kernels, tmp_path):
+    node, ins, _ = node_and_infos()
+    k1 = tunecache.node_key(node, ins)
+    assert k1 != tunecache.node_key(node, [TensorInfo("float32", (4, 65))])
+    assert k1 != tunecache.node_key(node, [TensorInfo("float32", (4, 64),
+                                                        np.zeros((4, 64), np.float32))])
+    assert tunecache._path(1) != tunecache._path(2)
+    assert str(tmp_path) in tunecache._path(1)
+
+
+def test_corrupt_cache_is_ignored(fake_relu_kernels):
+    import os
+    path = tunecache._path(1)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write("{not json")
+    node, ins, outs = node_and_infos()
+    assert select.choose(node, ins, outs, tuner=select.Tuner(mode="cached")).kernel == "fast"
+
+
+def test_cost_model_prunes(monkeypatch, fake_relu_kernels):
+    specs = KERNELS["Relu"]
+    specs[0].cost = lambda node, ins, outs: 100.0   # "slow": hopeless by the model
+    specs[2].cost = lambda node, ins, outs: 1.0
+    node, ins, outs = node_and_infos()
+    choice = select.choose(node, ins, outs, tuner=select.Tuner(mode="full"))
+    assert "slow" not in choice.times
+
+
+def test_budget_spent_falls_back_without_timing(fake_relu_kernels):
+    node, ins, outs = node_and_infos()
+    tuner = select.Tuner(mode="full", budget_s=0.0)
+    choice = select.choose(node, ins, outs, tuner=tuner)
+    assert choice.reason == "tuning budget spent" and not choice.times
+
+
+def test_bad_mode():
+    with pytest.raises(ValueError, match="tune must be one of"):
+        select.Tuner.resolve_mode("sometimes")
