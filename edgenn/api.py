@@ -40,8 +40,8 @@ def load(source, optimized: bool = True) -> Graph:
     if isinstance(source, os.PathLike):
         source = os.fspath(source)
     if is_enn(source):
-        from .oplist import load_all
-        load_all()
+        from .oplist import load_kernels
+        load_kernels()
         if isinstance(source, str):
             return enn.load(source)
         return enn.from_buffer(bytes(source))

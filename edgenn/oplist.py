@@ -11,18 +11,26 @@ import importlib
 FAMILIES = ("elementwise", "reduce", "nn", "tensor", "fused")
 # ops that exist only inside edgenn (produced by passes), so they need no ONNX converter
 INTERNAL_OPS = ("FusedAttention",)
-_loaded = False
+_loaded: set[str] = set()
+
+
+def load_kernels() -> None:
+    """Shape rules, reference and fast kernels: what running a model needs."""
+    if "kernels" not in _loaded:
+        for family in FAMILIES:
+            for package in ("graph.shapes", "kernels.reference"):
+                importlib.import_module(f"edgenn.{package}.{family}")
+        importlib.import_module("edgenn.kernels.fast")
+        _loaded.add("kernels")
 
 
 def load_all() -> None:
-    global _loaded
-    if _loaded:
-        return
-    for family in FAMILIES:
-        for package in ("graph.shapes", "kernels.reference", "converters.onnx"):
-            importlib.import_module(f"edgenn.{package}.{family}")
-    importlib.import_module("edgenn.kernels.fast")
-    _loaded = True
+    """Everything, ONNX converters included (they import onnx: not needed for .enn)."""
+    load_kernels()
+    if "converters" not in _loaded:
+        for family in FAMILIES:
+            importlib.import_module(f"edgenn.converters.onnx.{family}")
+        _loaded.add("converters")
 
 
 def all_ops() -> list[str]:

@@ -14,6 +14,7 @@ import numpy as np
 from ..errors import UnsupportedOpError
 from ..graph.infer import infer, unsupported_ops
 from ..graph.ir import Graph, Node
+from ..oplist import load_kernels
 from ..registry import TensorInfo
 from . import memory
 from .select import Choice, Tuner, choose
@@ -89,6 +90,7 @@ def _is_view(node: Node, infos: dict[str, TensorInfo]) -> bool:
 
 def build(graph: Graph, shapes: dict[str, tuple[int, ...]], reference: bool = False,
           tuner: Tuner | None = None) -> Plan:
+    load_kernels()
     missing = unsupported_ops(graph)
     if missing:
         raise UnsupportedOpError(missing)

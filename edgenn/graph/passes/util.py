@@ -187,8 +187,8 @@ def known_infos(graph: Graph, input_shapes: dict | None = None,
     unknown. Shape/Size of a tensor of known shape get values, so the Shape ->
     Gather -> Unsqueeze -> Concat chains torch emits fold when inputs are static.
     """
-    from ...oplist import load_all
-    load_all()
+    from ...oplist import load_kernels
+    load_kernels()
     infos: dict[str, TensorInfo] = {name: TensorInfo.of(v) for name, v in graph.consts.items()}
     for v in graph.inputs:
         shape = (input_shapes or {}).get(v.name, v.shape)
