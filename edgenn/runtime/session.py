@@ -84,6 +84,7 @@ class InferenceSession:
         thread_control.apply(self.threads)
         tuner = Tuner(self.tune, self.threads, progress=self._progress)
         plan = build(self.graph, shapes, reference=self.reference, tuner=tuner)
+        thread_control.apply(self.threads)  # kernels may have imported numba while planning
         if len(self._plans) >= MAX_PLANS:
             self._plans.pop(next(iter(self._plans)))
         self._plans[key] = plan
