@@ -7,6 +7,14 @@ from setuptools import Extension, setup
 extensions = [
     Extension("edgenn.kernels.fast._im2col", ["edgenn/kernels/fast/_im2col.pyx"],
               include_dirs=[np.get_include()], extra_compile_args=["-O3"]),
+    Extension("edgenn.kernels.fast._sgemm", ["edgenn/kernels/fast/_sgemm.pyx"],
+              include_dirs=[np.get_include(), "edgenn/kernels/fast"], extra_compile_args=["-O3"]),
+    Extension("edgenn.kernels.fast._winograd", ["edgenn/kernels/fast/_winograd.pyx"],
+              include_dirs=["edgenn/kernels/fast"], extra_compile_args=["-O3"],
+              depends=[f"edgenn/kernels/fast/_winograd{s}.h" for s in ("", "_tmpl", "_loops")]),
+    Extension("edgenn.kernels.fast._dwc8", ["edgenn/kernels/fast/_dwc8.pyx"],
+              include_dirs=["edgenn/kernels/fast"], extra_compile_args=["-O3"],
+              depends=["edgenn/kernels/fast/_dwc8.h"]),
 ]
 
 setup(ext_modules=cythonize(extensions, compiler_directives={"language_level": 3}))

@@ -68,7 +68,7 @@ def mnn_runner(model, threads, shapes=None) -> Runner:
               "uint8": F.uint8}
 
     def run(feeds):
-        xs = [F.const(np.ascontiguousarray(feeds[n]), list(feeds[n].shape), F.NCHW,
+        xs = [F.const(np.require(feeds[n], requirements="C"), list(feeds[n].shape), F.NCHW,
                       dtypes[feeds[n].dtype.name]) for n in inputs]
         return [np.asarray(y.read()) for y in module.forward(xs)]
     return Runner("mnn", run, time.perf_counter() - t0)

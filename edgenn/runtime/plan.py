@@ -50,10 +50,10 @@ class Plan:
     def profile(self, feeds: list[np.ndarray], rounds: int = 5) -> list[tuple[Step, float]]:
         """Median seconds of every step over `rounds` runs: where the time goes."""
         import time
-        for buf, x in zip(self.input_buffers, feeds):
-            np.copyto(buf, x)
         times = np.zeros((rounds, len(self.steps)))
         for r in range(rounds):
+            for buf, x in zip(self.input_buffers, feeds):  # buffers are reused: refill
+                np.copyto(buf, x)
             for k, step in enumerate(self.steps):
                 t0 = time.perf_counter()
                 step.call()

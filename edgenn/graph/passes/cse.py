@@ -17,7 +17,7 @@ def _key(value) -> object:
     """A hashable, exact key of an attribute value or constant."""
     if isinstance(value, np.ndarray):
         return ("a", value.dtype.str, value.shape,
-                hashlib.sha1(np.ascontiguousarray(value).tobytes()).hexdigest())
+                hashlib.sha1(np.require(value, requirements="C").tobytes()).hexdigest())
     if isinstance(value, (list, tuple)):
         return ("l", tuple(_key(v) for v in value))
     if isinstance(value, dict):

@@ -68,7 +68,7 @@ def fold_constants(graph: Graph) -> bool:
             continue
         for o, v in zip(node.outputs, values):
             if o:
-                graph.consts[o] = np.ascontiguousarray(v)
+                graph.consts[o] = np.require(v, requirements="C")
         folded.append(node)
     if not folded:
         return False

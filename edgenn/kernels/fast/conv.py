@@ -42,7 +42,7 @@ def prepare(node, ins, outs):
     m, _, kh, kw = w.shape
     _, _, oh, ow = y.shape
     (sh, sw), (ph, pw), (dh, dw) = geometry(node, x.shape, w.shape, y.shape)
-    wmat = np.ascontiguousarray(w.reshape(m, c * kh * kw), dtype=np.float32)
+    wmat = np.require(w.reshape(m, c * kh * kw), dtype=np.float32, requirements="C")
     bias = ins[2].value.reshape(m, 1).astype(np.float32) if len(ins) > 2 and ins[2] else None
     direct = kh == kw == 1 and sh == sw == 1 and ph == pw == 0 and not any(
         node.attrs.get("pads") or [0])

@@ -1,71 +1,158 @@
-"""Depthwise 2-D convolution (group == C == M, one filter per channel) in Numba.
+"""Depthwise 2-D convolution (group == C == M, one filter per channel).
 
 x (N, C, H, W), w (C, 1, KH, KW) -> y (N, C, OH, OW); any kernel size, stride, dilation
-and padding; bias, residual and activation in the same pass where cheap."""
+and padding; y = act(conv(x, w) + B + Z), the bias, residual Z and activation applied
+while the output is still in registers or L1 (no extra pass over memory).
+
+Two algorithms, both registered (the selector times them):
+- depthwise_c8 (C, _dwc8.h; the default): eight channels interleaved per SIMD vector, so
+  every tap of every output pixel is one AVX2 multiply-add whatever the stride, and small
+  planes (7x7, 14x14) cost no more per pixel than large ones. Single-threaded.
+- depthwise_numba (_window_jit.py): per channel, a padded polyphase copy of the plane turns
+  every tap into a contiguous run over the output rows; nine taps at a time, held in
+  scalars. Threads (numba.set_num_threads > 1) split the channels.
+"""
 from __future__ import annotations
 
 import numpy as np
 
 from ...registry import kernel
-from . import epilogue
 from .conv import geometry
 
-_jit = None
+CHUNK = 2048        # output floats computed per block (8 KB: stays in L1 with its taps)
+BLOCK = 32          # = _window_jit.BLOCK (not imported: that module imports numba)
+C8_AVX2 = True      # False forces the portable build of the c8 loops (tests)
+ACT_CODES = {"": 0, "Relu": 1, "Clip": 2, "HardSigmoid": 3, "HardSwish": 4, "Sigmoid": 5,
+             "SiLU": 6, "LeakyRelu": 7, "Gelu": 8}
 
 
-def _compiled():
-    global _jit
-    if _jit is None:
-        import numba
+def _jit():
+    from . import _window_jit   # imports numba: only once a model plans this kernel
+    return _window_jit
 
-        @numba.njit(cache=True, nogil=True)
-        def depthwise(x, w, bias, y, sh, sw, ph, pw, dh, dw):
-            n, c, h, wd = x.shape
-            _, _, oh, ow = y.shape
-            kh, kw = w.shape[2], w.shape[3]
-            for b in range(n):
-                for ch in range(c):
-                    for oy in range(oh):
-                        for ox in range(ow):
-                            acc = np.float32(0.0)
-                            for i in range(kh):
-                                iy = oy * sh - ph + i * dh
-                                if iy < 0 or iy >= h:
-                                    continue
-                                for j in range(kw):
-                                    ix = ox * sw - pw + j * dw
-                                    if 0 <= ix < wd:
-                                        acc += x[b, ch, iy, ix] * w[ch, 0, i, j]
-                            y[b, ch, oy, ox] = acc + bias[ch]
-        _jit = depthwise
-    return _jit
+
+def act_params(node) -> tuple[int, np.float32, np.float32]:
+    """-> (activation code, p0, p1) of the fused activation of `node`."""
+    act = node.attrs.get("activation", "")
+    p = [float(v) for v in (node.attrs.get("activation_params") or [])]
+    if act == "HardSigmoid" and not p:
+        p = [0.2, 0.5]
+    if act == "LeakyRelu" and not p:
+        p = [0.01]
+    p += [0.0] * (2 - len(p))
+    return ACT_CODES[act], np.float32(p[0]), np.float32(p[1])
+
+
+class Polyphase:
+    """Geometry of the padded polyphase plane for a window op on an (H, W) input with
+    output (OH, OW): strides (sh, sw), pads begin (ph, pw), dilations (dh, dw), kernel
+    (kh, kw). off[t] are the flat tap offsets (row-major taps), size the plane length."""
+
+    def __init__(self, oh, ow, kh, kw, strides, pads, dilations):
+        (self.sh, self.sw), (self.ph, self.pw), (dh, dw) = strides, pads, dilations
+        qi = [(i * dh) // self.sh for i in range(kh)]
+        qj = [(j * dw) // self.sw for j in range(kw)]
+        self.hq, self.wq = oh + max(qi), ow + max(qj)
+        plane = self.hq * self.wq
+        self.off = np.array([(((i * dh) % self.sh) * self.sw + (j * dw) % self.sw) * plane
+                             + qi[i] * self.wq + qj[j]
+                             for i in range(kh) for j in range(kw)], np.int64)
+        self.rows = max(1, min(oh, CHUNK // self.wq))
+        # runs are rounded up to whole blocks of BLOCK floats: reads then reach up to
+        # max(qj) + BLOCK cells past the last phase block (dropped columns)
+        self.size = self.sh * self.sw * plane + self.wq + 2 * BLOCK
+        self.tmp = self.rows * self.wq + BLOCK
+
+    def scratch(self, threads: int, fill: float) -> tuple[np.ndarray, np.ndarray]:
+        """-> (P (threads, size) pre-filled with the pad value, tmp (threads, rows*wq+))."""
+        return (np.full((threads, self.size), fill, np.float32),
+                np.zeros((threads, self.tmp), np.float32))
+
+    def args(self):
+        return self.ph, self.pw, self.sh, self.sw, self.hq, self.wq, self.rows
+
+
+def c8_plane(size, out, kernel, strides, pads, dil):
+    """Padded channel-interleaved plane of the c8 kernels (_dwc8.h): -> (Hp, Wp, tap
+    offsets ((i*dh)*Wp + j*dw)*8). It holds the whole padded input and every window."""
+    hp, wp = (max(i + p, (o - 1) * s + (k - 1) * d + 1)
+              for i, p, o, s, k, d in zip(size, pads, out, strides, kernel, dil))
+    off = np.array([(i * dil[0] * wp + j * dil[1]) * 8
+                    for i in range(kernel[0]) for j in range(kernel[1])], np.int64)
+    return hp, wp, off
+
+
+def max_threads() -> int:
+    import numba
+    return int(numba.config.NUMBA_NUM_THREADS)
 
 
 def _supports(node, ins, outs) -> bool:
     x, w = ins[0], ins[1]
     return (len(x.shape) == 4 and x.dtype == "float32" and w.value is not None
             and node.attrs.get("group", 1) == x.shape[1] == w.shape[0] and w.shape[1] == 1
-            and epilogue.supported(node)
-            and (len(ins) < 3 or ins[2] is None or ins[2].value is not None))
+            and node.attrs.get("activation", "") in ACT_CODES
+            and (len(ins) < 3 or ins[2] is None or ins[2].value is not None)
+            and (len(ins) < 4 or ins[3] is None or tuple(ins[3].shape) == tuple(outs[0].shape)))
+
+
+@kernel("Conv", "depthwise_c8", supports=_supports)
+def prepare_c8(node, ins, outs):
+    """Eight channels per SIMD vector (C, _dwc8.h)."""
+    from ._dwc8 import dwc8
+    x, w, y = ins[0], ins[1].value, outs[0]
+    c, _, kh, kw = w.shape
+    h, wd, oh, ow = x.shape[2], x.shape[3], y.shape[2], y.shape[3]
+    strides, pads, dil = geometry(node, x.shape, w.shape, y.shape)
+    hp, wp, off = c8_plane((h, wd), (oh, ow), (kh, kw), strides, pads, dil)
+    groups = -(-c // 8)
+    w8 = np.zeros((groups * 8, kh * kw), np.float32)       # (channel, tap) -> (g, tap, lane)
+    w8[:c] = w.reshape(c, kh * kw)
+    w8 = np.require(w8.reshape(groups, 8, kh * kw).transpose(0, 2, 1), requirements="C")
+    b8 = np.zeros(groups * 8, np.float32)
+    if len(ins) > 2 and ins[2] is not None:
+        b8[:c] = ins[2].value
+    b8 = b8.reshape(groups, 8)
+    q = np.zeros(hp * wp * 8, np.float32)
+    obuf = np.empty(ow * 8, np.float32)
+    has_z = len(ins) > 3 and ins[3] is not None
+    mode, p0, p1 = act_params(node)
+    dummy = np.zeros((1, 1, 1, 1), np.float32)
+
+    def run(inputs, outputs):
+        dwc8(inputs[0], w8, b8, off, inputs[3] if has_z else dummy, outputs[0], q, obuf,
+             *strides, *pads, hp, wp, mode, p0, p1, has_z, C8_AVX2)
+    return run
 
 
 @kernel("Conv", "depthwise_numba", supports=_supports)
-def prepare(node, ins, outs):
-    fn = _compiled()
+def prepare_numba(node, ins, outs):
+    """Per-channel polyphase rows (Numba, _window_jit.py); threaded over channels."""
+    import numba
+    jit = _jit()
     x, w, y = ins[0], ins[1].value, outs[0]
-    (sh, sw), (ph, pw), (dh, dw) = geometry(node, x.shape, w.shape, y.shape)
-    wc = np.ascontiguousarray(w, dtype=np.float32)
-    c = w.shape[0]
-    bias = (ins[2].value.astype(np.float32) if len(ins) > 2 and ins[2] is not None
-            else np.zeros(c, np.float32))
-    tmp = np.empty(y.shape, np.float32)
-    act, params = node.attrs.get("activation", ""), node.attrs.get("activation_params", [])
+    c, _, kh, kw = w.shape
+    n, _, oh, ow = y.shape
+    strides, pads, dil = geometry(node, x.shape, w.shape, y.shape)
+    geo = Polyphase(oh, ow, kh, kw, strides, pads, dil)
+    taps = np.require(w.reshape(c, kh * kw), dtype=np.float32, requirements="C")
+    bias = (np.require(ins[2].value, dtype=np.float32, requirements="C")
+            if len(ins) > 2 and ins[2] is not None else np.zeros(c, np.float32))
     has_z = len(ins) > 3 and ins[3] is not None
+    mode, p0, p1 = act_params(node)
+    threads = min(max_threads(), n * c)
+    P, tmp = geo.scratch(threads, 0.0)
+    dummy = np.zeros((1, 1, 1, 1), np.float32)
+    off, g = geo.off, geo.args()
+    serial, parallel = jit.depthwise, jit.depthwise_par
 
     def run(inputs, outputs):
-        out = outputs[0]
-        fn(inputs[0], wc, bias, out, sh, sw, ph, pw, dh, dw)
-        if has_z:
-            np.add(out, inputs[3], out=out)
-        epilogue.activate(out, act, params, tmp)
+        z = inputs[3] if has_z else dummy
+        nt = min(threads, numba.get_num_threads())
+        if nt > 1:
+            parallel(nt, inputs[0], taps, off, bias, z, has_z, outputs[0], P, tmp, *g,
+                     mode, p0, p1)
+        else:
+            serial(inputs[0], taps, off, bias, z, has_z, outputs[0], P, tmp, *g, mode, p0, p1)
     return run
+

@@ -21,7 +21,7 @@ def prepare_gemm(node, ins, outs):
     alpha, beta = float(at.get("alpha", 1.0)), float(at.get("beta", 1.0))
     trans_a = bool(at.get("transA", 0))
     bmat = ins[1].value.T if at.get("transB", 0) else ins[1].value
-    bmat = np.ascontiguousarray(bmat * np.float32(alpha), dtype=np.float32)
+    bmat = np.require(bmat * np.float32(alpha), dtype=np.float32, requirements="C")
     k, n = bmat.shape
     c = ins[2].value if len(ins) > 2 and ins[2] is not None else None
     c_const = c is not None
@@ -30,8 +30,22 @@ def prepare_gemm(node, ins, outs):
     has_c_input = len(ins) > 2 and ins[2] is not None and not c_const
     has_z = len(ins) > 3 and ins[3] is not None
     rows = int(np.prod(outs[0].shape[:-1]))
-    tmp = np.empty((rows, n), np.float32)
     act, params = at.get("activation", ""), at.get("activation_params", [])
+    if act == "Gelu" and c_const and not has_z and not trans_a and c.size == n \
+            and c.shape[-1:] == (n,):
+        # bias + exact GELU in one vectorized Numba pass over y (rows, n)
+        from .transformer import jit
+        bias_gelu = jit("bias_gelu_rows").bias_gelu_rows
+        cvec = np.require(c.reshape(n), requirements="C")
+
+        def run_bias_gelu(inputs, outputs):
+            y = outputs[0].reshape(rows, n)
+            np.matmul(inputs[0].reshape(rows, k), bmat, out=y)
+            bias_gelu(y, cvec)
+        return run_bias_gelu
+    if act == "Gelu":
+        epilogue.gelu_numba()  # compile (or load) now, not on the first run
+    tmp = np.empty((rows, n), np.float32)
 
     def run(inputs, outputs):
         a = inputs[0].T if trans_a else inputs[0].reshape(rows, k)

@@ -131,7 +131,7 @@ def conv(attrs, inputs):
             y = y.transpose((1, 0, 2 + nsp) + tuple(range(2, 2 + nsp))).reshape(n, m, *out)
     if b is not None:
         y = y + b.astype(x.dtype, copy=False).reshape((m,) + (1,) * nsp)
-    return [np.ascontiguousarray(_epilogue(y, attrs, z)).astype(x.dtype, copy=False)]
+    return [np.require(_epilogue(y, attrs, z), requirements="C").astype(x.dtype, copy=False)]
 
 
 @reference("ConvTranspose")
@@ -392,7 +392,7 @@ def gemm(attrs, inputs):
         y = y + (c * beta if beta != 1.0 else c)
     if y.dtype != a.dtype:
         y = (np.rint(y) if a.dtype.kind in "iu" else y).astype(a.dtype)
-    return [np.ascontiguousarray(_epilogue(y, attrs, z)).astype(a.dtype, copy=False)]
+    return [np.require(_epilogue(y, attrs, z), requirements="C").astype(a.dtype, copy=False)]
 
 
 # -- Resize ------------------------------------------------------------------------------------

@@ -186,4 +186,4 @@ def ref_cumsum(attrs, inputs):
                              axis=axis)
     if attrs.get("reverse", 0):
         out = np.flip(out, axis)
-    return [np.ascontiguousarray(out)]
+    return [np.require(out, requirements="C")]

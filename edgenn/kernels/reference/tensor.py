@@ -252,7 +252,7 @@ def flatten(attrs, inputs):
 @reference("Transpose")
 def transpose(attrs, inputs):
     x = inputs[0]
-    return [np.ascontiguousarray(np.transpose(x, transpose_perm(x.ndim, attrs.get("perm"))))]
+    return [np.require(np.transpose(x, transpose_perm(x.ndim, attrs.get("perm"))), requirements="C")]
 
 
 @reference("Squeeze")
@@ -286,7 +286,7 @@ def split(attrs, inputs):
     outs = []
     for lo, hi in zip(bounds[:-1], bounds[1:]):
         index[axis] = slice(int(lo), int(hi))
-        outs.append(np.ascontiguousarray(x[tuple(index)]))
+        outs.append(np.require(x[tuple(index)], requirements="C"))
     return outs
 
 
@@ -295,7 +295,7 @@ def slice_(attrs, inputs):
     x, starts, ends = inputs[:3]
     axes = inputs[3] if len(inputs) > 3 else None
     steps = inputs[4] if len(inputs) > 4 else None
-    return [np.ascontiguousarray(x[tuple(slice_objects(x.shape, starts, ends, axes, steps))])]
+    return [np.require(x[tuple(slice_objects(x.shape, starts, ends, axes, steps))], requirements="C")]
 
 
 @reference("Gather")
@@ -479,7 +479,7 @@ def depth_to_space(attrs, inputs):
         t = x.reshape(n, b, b, c // (b * b), h, w).transpose(0, 3, 4, 1, 5, 2)
     else:  # CRD: depth index = (c' * b + bh) * b + bw
         t = x.reshape(n, c // (b * b), b, b, h, w).transpose(0, 1, 4, 2, 5, 3)
-    return [np.ascontiguousarray(t).reshape(out)]
+    return [np.require(t, requirements="C").reshape(out)]
 
 
 @reference("SpaceToDepth")
@@ -494,7 +494,7 @@ def space_to_depth(attrs, inputs):
         t = t.transpose(0, 3, 5, 1, 2, 4)
     else:
         t = t.transpose(0, 1, 3, 5, 2, 4)
-    return [np.ascontiguousarray(t).reshape(out)]
+    return [np.require(t, requirements="C").reshape(out)]
 
 
 _PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "edge", "wrap": "wrap"}

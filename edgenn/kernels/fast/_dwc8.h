@@ -1,0 +1,400 @@
+/* Depthwise 2-D convolution and 2-D pooling, eight channels per SIMD vector ("c8"), for
+ * _dwc8.pyx.
+ *
+ * x (N, C, H, W) -> y (N, C, OH, OW), float32, NCHW. Per image and group of eight channels
+ * c0..c0+7: the planes are interleaved into a zero-padded Q (Hp, Wp, 8); then every tap of
+ * every output pixel is one 8-lane multiply-add whatever the stride or dilation, with no
+ * bounds checks and no short rows (7x7 and 14x14 planes are as efficient as 112x112).
+ * The epilogue (bias, residual z, activation) is applied to the accumulator in registers,
+ * then each output row of the group is scattered back to the eight NCHW planes.
+ * MaxPool (Q padded with -inf) and AveragePool (Q padded with 0, sum / count) are the same
+ * loops with max or plain sums over the taps, in the reference's tap order.
+ *
+ * Two builds of the same loops: dwc8_avx2 (AVX2+FMA, chosen at run time when the CPU has
+ * them) and dwc8_generic (any x86-64; plain C over the eight lanes).
+ */
+#include <math.h>
+#include <string.h>
+#include <immintrin.h>
+
+enum { ACT_NONE, ACT_RELU, ACT_CLIP, ACT_HARDSIGMOID, ACT_HARDSWISH, ACT_SIGMOID, ACT_SILU,
+       ACT_LEAKYRELU, ACT_GELU };
+
+enum { KIND_CONV, KIND_MAX, KIND_AVG };
+
+typedef struct {
+    int kind;                       /* depthwise conv, MaxPool or AveragePool */
+    const float *cnt;               /* AveragePool: counted cells of each window (OH, OW) */
+    int N, C, H, W, OH, OW, T;      /* T taps, row-major (i, j) */
+    int sh, sw, ph, pw, Hp, Wp;     /* strides, pads begin, padded plane */
+    int mode; float p0, p1;         /* activation code and params */
+    int has_z;
+} dwc8_geom;
+
+/* Interleave channels c0..c0+nl-1 of image xb (C, H, W) into Q (Hp, Wp, 8). */
+static void dwc8_pack(const float *xb, int c0, int nl, float *Q, const dwc8_geom *g)
+{
+    const long plane = (long)g->H * g->W;
+    for (int l = 0; l < nl; l++) {
+        const float *src = xb + (long)(c0 + l) * plane;
+        for (int iy = 0; iy < g->H; iy++) {
+            float *dst = Q + (((long)(iy + g->ph) * g->Wp + g->pw) * 8 + l);
+            const float *s = src + (long)iy * g->W;
+            for (int ix = 0; ix < g->W; ix++)
+                dst[ix * 8] = s[ix];
+        }
+    }
+}
+
+/* r[0..7] <- its 8x8 transpose. */
+__attribute__((target("avx2,fma")))
+static inline void dwc8_transpose8(__m256 r[8])
+{
+    __m256 t[8], u[8];
+    for (int k = 0; k < 8; k += 2) {
+        t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]);
+        t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
+    }
+    for (int k = 0; k < 8; k += 4) {
+        u[k] = _mm256_shuffle_ps(t[k], t[k + 2], 0x44);
+        u[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], 0xEE);
+        u[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0x44);
+        u[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0xEE);
+    }
+    for (int k = 0; k < 4; k++) {
+        r[k] = _mm256_permute2f128_ps(u[k], u[k + 4], 0x20);
+        r[k + 4] = _mm256_permute2f128_ps(u[k], u[k + 4], 0x31);
+    }
+}
+
+/* dwc8_pack for a full group (nl == 8), eight pixels at a time through a transpose; the
+ * tail is one more block ending at the last pixel (overlapping writes are idempotent);
+ * rows narrower than eight in scalar. */
+__attribute__((target("avx2,fma")))
+static void dwc8_pack_avx2(const float *xb, int c0, float *Q, const dwc8_geom *g)
+{
+    const long plane = (long)g->H * g->W;
+    const float *src = xb + (long)c0 * plane;
+    const int W = g->W;
+    for (int iy = 0; iy < g->H; iy++) {
+        float *dst = Q + ((long)(iy + g->ph) * g->Wp + g->pw) * 8;
+        const float *s = src + (long)iy * W;
+        __m256 r[8];
+        if (W < 8) {                    /* (masked loads measured slower here) */
+            for (int ix = 0; ix < W; ix++)
+                for (int l = 0; l < 8; l++)
+                    dst[ix * 8 + l] = s[l * plane + ix];
+            continue;
+        }
+        for (int ix = 0; ix < W; ix += 8) {
+            if (ix > W - 8)
+                ix = W - 8;
+            for (int l = 0; l < 8; l++)
+                r[l] = _mm256_loadu_ps(s + l * plane + ix);
+            dwc8_transpose8(r);
+            for (int p = 0; p < 8; p++)
+                _mm256_storeu_ps(dst + (ix + p) * 8, r[p]);
+        }
+    }
+}
+
+/* dwc8_unpack_row for a full group (nl == 8), eight pixels at a time; tails as in the
+ * pack. */
+__attribute__((target("avx2,fma")))
+static void dwc8_unpack_row_avx2(const float *obuf, float *yb, int c0, int oy,
+                                 const dwc8_geom *g)
+{
+    const long plane = (long)g->OH * g->OW;
+    const int OW = g->OW;
+    float *d = yb + (long)c0 * plane + (long)oy * OW;
+    __m256 r[8];
+    if (OW < 8) {                       /* (masked stores are slow on AMD) */
+        for (int l = 0; l < 8; l++)
+            for (int ox = 0; ox < OW; ox++)
+                d[l * plane + ox] = obuf[ox * 8 + l];
+        return;
+    }
+    for (int ox = 0; ox < OW; ox += 8) {
+        if (ox > OW - 8)
+            ox = OW - 8;
+        for (int p = 0; p < 8; p++)
+            r[p] = _mm256_loadu_ps(obuf + (ox + p) * 8);
+        dwc8_transpose8(r);
+        for (int l = 0; l < 8; l++)
+            _mm256_storeu_ps(d + l * plane + ox, r[l]);
+    }
+}
+
+static double dwc8_sigmoid(double v)
+{
+    double e = exp(-fabs(v));
+    return v >= 0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
+}
+
+/* Scalar activation of n floats in place: the fallback build, and the transcendental
+ * activations of both builds. */
+static void dwc8_act_scalar(float *a, int n, const dwc8_geom *g)
+{
+    const float p0 = g->p0, p1 = g->p1;
+    for (int i = 0; i < n; i++) {
+        float v = a[i], t;
+        switch (g->mode) {
+        case ACT_RELU: a[i] = v < 0.0f ? 0.0f : v; break;
+        case ACT_CLIP: v = v < p0 ? p0 : v; a[i] = v > p1 ? p1 : v; break;
+        case ACT_HARDSIGMOID:
+            t = v * p0 + p1; t = t < 0.0f ? 0.0f : t; a[i] = t > 1.0f ? 1.0f : t; break;
+        case ACT_HARDSWISH:
+            t = v * (1.0f / 6.0f) + 0.5f; t = t < 0.0f ? 0.0f : t; t = t > 1.0f ? 1.0f : t;
+            a[i] = v * t; break;
+        case ACT_SIGMOID: a[i] = (float)dwc8_sigmoid(v); break;
+        case ACT_SILU: a[i] = (float)(v * dwc8_sigmoid(v)); break;
+        case ACT_LEAKYRELU: a[i] = v >= 0.0f ? v : v * p0; break;
+        case ACT_GELU: a[i] = (float)(0.5 * v * (1.0 + erf(v * 0.7071067811865476))); break;
+        default: break;
+        }
+    }
+}
+
+/* Scatter lanes l < nl of the row buffer (OW, 8) to row oy of planes c0+l of yb. */
+static void dwc8_unpack_row(const float *obuf, float *yb, int c0, int nl, int oy,
+                            const dwc8_geom *g)
+{
+    const long plane = (long)g->OH * g->OW;
+    for (int l = 0; l < nl; l++) {
+        float *d = yb + (long)(c0 + l) * plane + (long)oy * g->OW;
+        for (int ox = 0; ox < g->OW; ox++)
+            d[ox] = obuf[ox * 8 + l];
+    }
+}
+
+/* The activation of one accumulator vector, in registers (the cheap activations). */
+typedef struct { __m256 zero, one, lo, hi, sixth, half; } dwc8_actc;
+
+__attribute__((target("avx2,fma"), always_inline))
+static inline __m256 dwc8_act8(__m256 v, int mode, const dwc8_actc *k)
+{
+    /* constant first: max/min return their second operand on NaN, so NaN propagates
+     * as in the reference */
+    switch (mode) {
+    case ACT_RELU: return _mm256_max_ps(k->zero, v);
+    case ACT_CLIP: return _mm256_min_ps(k->hi, _mm256_max_ps(k->lo, v));
+    case ACT_HARDSIGMOID:
+        return _mm256_min_ps(k->one, _mm256_max_ps(k->zero, _mm256_fmadd_ps(v, k->lo, k->hi)));
+    case ACT_HARDSWISH:
+        return _mm256_mul_ps(v, _mm256_min_ps(
+            k->one, _mm256_max_ps(k->zero, _mm256_fmadd_ps(v, k->sixth, k->half))));
+    case ACT_LEAKYRELU:                 /* v >= 0 ? v : v * alpha */
+        return _mm256_blendv_ps(_mm256_mul_ps(v, k->lo), v,
+                                _mm256_cmp_ps(v, k->zero, _CMP_GE_OQ));
+    default: return v;
+    }
+}
+
+/* Row oy of one group into obuf (OW, 8): taps (w: the nine 3x3 tap vectors when T == 9),
+ * + bias, then the activation in registers (mode; ACT_NONE when the caller still has to
+ * add a residual or apply a transcendental activation). */
+__attribute__((target("avx2,fma"), always_inline))
+static inline void dwc8_row_avx2(const float *Q, const __m256 *w, const float *w8,
+                                 __m256 bias, const long *off, float *obuf, int oy,
+                                 int mode, const dwc8_actc *k, const dwc8_geom *g)
+{
+    const int T = g->T, OW = g->OW;
+    const long sx = (long)g->sw * 8;
+    const float *q = Q + (long)oy * g->sh * g->Wp * 8;
+    if (T == 9) {                       /* 3x3: the taps held in registers */
+        const long o1 = off[1], o2 = off[2], o3 = off[3], o4 = off[4], o5 = off[5],
+            o6 = off[6], o7 = off[7], o8 = off[8];
+        for (int ox = 0; ox < OW; ox++, q += sx) {
+            __m256 a = _mm256_fmadd_ps(w[0], _mm256_loadu_ps(q), bias);
+            __m256 b = _mm256_mul_ps(w[1], _mm256_loadu_ps(q + o1));
+            a = _mm256_fmadd_ps(w[2], _mm256_loadu_ps(q + o2), a);
+            b = _mm256_fmadd_ps(w[3], _mm256_loadu_ps(q + o3), b);
+            a = _mm256_fmadd_ps(w[4], _mm256_loadu_ps(q + o4), a);
+            b = _mm256_fmadd_ps(w[5], _mm256_loadu_ps(q + o5), b);
+            a = _mm256_fmadd_ps(w[6], _mm256_loadu_ps(q + o6), a);
+            b = _mm256_fmadd_ps(w[7], _mm256_loadu_ps(q + o7), b);
+            a = _mm256_fmadd_ps(w[8], _mm256_loadu_ps(q + o8), a);
+            _mm256_storeu_ps(obuf + ox * 8, dwc8_act8(_mm256_add_ps(a, b), mode, k));
+        }
+        return;
+    }
+    int ox = 0;                         /* any kernel: four pixels, four FMA chains */
+    for (; ox + 4 <= OW; ox += 4, q += 4 * sx) {
+        __m256 a0 = bias, a1 = bias, a2 = bias, a3 = bias;
+        for (int t = 0; t < T; t++) {
+            const __m256 wt = _mm256_loadu_ps(w8 + t * 8);
+            const float *p = q + off[t];
+            a0 = _mm256_fmadd_ps(wt, _mm256_loadu_ps(p), a0);
+            a1 = _mm256_fmadd_ps(wt, _mm256_loadu_ps(p + sx), a1);
+            a2 = _mm256_fmadd_ps(wt, _mm256_loadu_ps(p + 2 * sx), a2);
+            a3 = _mm256_fmadd_ps(wt, _mm256_loadu_ps(p + 3 * sx), a3);
+        }
+        _mm256_storeu_ps(obuf + ox * 8, dwc8_act8(a0, mode, k));
+        _mm256_storeu_ps(obuf + ox * 8 + 8, dwc8_act8(a1, mode, k));
+        _mm256_storeu_ps(obuf + ox * 8 + 16, dwc8_act8(a2, mode, k));
+        _mm256_storeu_ps(obuf + ox * 8 + 24, dwc8_act8(a3, mode, k));
+    }
+    for (; ox < OW; ox++, q += sx) {
+        __m256 a = bias;
+        for (int t = 0; t < T; t++)
+            a = _mm256_fmadd_ps(_mm256_loadu_ps(w8 + t * 8), _mm256_loadu_ps(q + off[t]), a);
+        _mm256_storeu_ps(obuf + ox * 8, dwc8_act8(a, mode, k));
+    }
+}
+
+/* All output rows of one group (channels c0 .. c0+nl-1) into yb: rows, residual (zc:
+ * plane c0 of z, planes `plane` apart, or NULL), activation, scatter to the NCHW planes. */
+__attribute__((target("avx2,fma")))
+static void dwc8_group_avx2(const float *Q, const float *w8, const float *b8, const long *off,
+                            int nl, const float *zc, float *obuf, float *yb, int c0,
+                            const dwc8_geom *g)
+{
+    const long plane = (long)g->OH * g->OW;
+    const int OW = g->OW;
+    dwc8_actc k = { _mm256_setzero_ps(), _mm256_set1_ps(1.0f), _mm256_set1_ps(g->p0),
+                    _mm256_set1_ps(g->p1), _mm256_set1_ps(1.0f / 6.0f), _mm256_set1_ps(0.5f) };
+    __m256 w[9];
+    for (int t = 0; t < 9 && t < g->T; t++)
+        w[t] = _mm256_loadu_ps(w8 + t * 8);
+    const __m256 bias = _mm256_loadu_ps(b8);
+    /* activation in registers unless a residual comes first or it needs libm */
+    const int late = zc != NULL || g->mode == ACT_SIGMOID || g->mode == ACT_SILU
+        || g->mode == ACT_GELU;
+    const int mode = late ? ACT_NONE : g->mode;
+    for (int oy = 0; oy < g->OH; oy++) {
+        dwc8_row_avx2(Q, w, w8, bias, off, obuf, oy, mode, &k, g);
+        if (late) {
+            if (zc)
+                for (int l = 0; l < nl; l++)
+                    for (int ox = 0; ox < OW; ox++)
+                        obuf[ox * 8 + l] += zc[l * plane + (long)oy * OW + ox];
+            dwc8_act_scalar(obuf, OW * 8, g);
+        }
+        if (nl == 8)
+            dwc8_unpack_row_avx2(obuf, yb, c0, oy, g);
+        else
+            dwc8_unpack_row(obuf, yb, c0, nl, oy, g);
+    }
+}
+
+static void dwc8_row_generic(const float *Q, const float *w8, const float *b8, const long *off,
+                             int nl, const float *zrow, long zplane, float *obuf, int oy,
+                             const dwc8_geom *g)
+{
+    const int T = g->T, OW = g->OW;
+    const long sx = (long)g->sw * 8;
+    const float *q = Q + (long)oy * g->sh * g->Wp * 8;
+    for (int ox = 0; ox < OW; ox++, q += sx) {
+        float a[8];
+        for (int l = 0; l < 8; l++)
+            a[l] = b8[l];
+        for (int t = 0; t < T; t++)
+            for (int l = 0; l < 8; l++)
+                a[l] += w8[t * 8 + l] * q[off[t] + l];
+        memcpy(obuf + ox * 8, a, sizeof a);
+    }
+    if (zrow) {
+        for (int l = 0; l < nl; l++)
+            for (int ox = 0; ox < OW; ox++)
+                obuf[ox * 8 + l] += zrow[l * zplane + ox];
+    }
+    if (g->mode != ACT_NONE)
+        dwc8_act_scalar(obuf, OW * 8, g);
+}
+
+/* Row oy of one group of MaxPool / AveragePool into obuf (OW, 8). */
+__attribute__((target("avx2,fma")))
+static void dwc8_pool_row_avx2(const float *Q, const long *off, float *obuf, int oy,
+                               const dwc8_geom *g)
+{
+    const int T = g->T, OW = g->OW;
+    const long sx = (long)g->sw * 8;
+    const float *q = Q + (long)oy * g->sh * g->Wp * 8;
+    for (int ox = 0; ox < OW; ox++, q += sx) {
+        __m256 a = _mm256_loadu_ps(q + off[0]);
+        if (g->kind == KIND_MAX) {       /* max(v, a): v if v > a, as the reference */
+            for (int t = 1; t < T; t++)
+                a = _mm256_max_ps(_mm256_loadu_ps(q + off[t]), a);
+        } else {
+            for (int t = 1; t < T; t++)
+                a = _mm256_add_ps(a, _mm256_loadu_ps(q + off[t]));
+            a = _mm256_div_ps(a, _mm256_set1_ps(g->cnt[(long)oy * OW + ox]));
+        }
+        _mm256_storeu_ps(obuf + ox * 8, a);
+    }
+}
+
+static void dwc8_pool_row_generic(const float *Q, const long *off, float *obuf, int oy,
+                                  const dwc8_geom *g)
+{
+    const int T = g->T, OW = g->OW;
+    const long sx = (long)g->sw * 8;
+    const float *q = Q + (long)oy * g->sh * g->Wp * 8;
+    for (int ox = 0; ox < OW; ox++, q += sx) {
+        for (int l = 0; l < 8; l++) {
+            float a = q[off[0] + l];
+            if (g->kind == KIND_MAX) {
+                for (int t = 1; t < T; t++) {
+                    float v = q[off[t] + l];
+                    a = v > a ? v : a;
+                }
+            } else {
+                for (int t = 1; t < T; t++)
+                    a += q[off[t] + l];
+                a /= g->cnt[(long)oy * OW + ox];
+            }
+            obuf[ox * 8 + l] = a;
+        }
+    }
+}
+
+/* The whole layer. w8 (G, T, 8) and b8 (G, 8): channel g*8+l in lane l (zero past C;
+ * unused by pools); off (T,) tap offsets in Q, ((i*dh)*Wp + j*dw)*8; Q (Hp*Wp*8) filled
+ * once with the pad value (0, or -inf for MaxPool), pads never written; obuf (OW*8);
+ * z (N, C, OH, OW) or NULL. */
+static int dwc8_run(int avx2, const float *x, const float *w8, const float *b8,
+                    const long *off, const float *z, float *y, float *Q, float *obuf,
+                    const dwc8_geom *g)
+{
+    const int G = (g->C + 7) / 8;
+    const long plane = (long)g->OH * g->OW;
+    for (int b = 0; b < g->N; b++) {
+        const float *xb = x + (long)b * g->C * g->H * g->W;
+        float *yb = y + (long)b * g->C * plane;
+        const float *zb = z ? z + (long)b * g->C * plane : NULL;
+        for (int gi = 0; gi < G; gi++) {
+            const int c0 = gi * 8, nl = g->C - c0 < 8 ? g->C - c0 : 8;
+            if (avx2 && nl == 8)
+                dwc8_pack_avx2(xb, c0, Q, g);
+            else
+                dwc8_pack(xb, c0, nl, Q, g);
+            if (g->kind == KIND_CONV && avx2) {
+                dwc8_group_avx2(Q, w8 + (long)gi * g->T * 8, b8 + gi * 8, off, nl,
+                                zb ? zb + (long)c0 * plane : NULL, obuf, yb, c0, g);
+                continue;
+            }
+            for (int oy = 0; oy < g->OH; oy++) {
+                const float *zrow = zb ? zb + (long)c0 * plane + (long)oy * g->OW : NULL;
+                if (g->kind != KIND_CONV) {
+                    if (avx2)
+                        dwc8_pool_row_avx2(Q, off, obuf, oy, g);
+                    else
+                        dwc8_pool_row_generic(Q, off, obuf, oy, g);
+                } else
+                    dwc8_row_generic(Q, w8 + (long)gi * g->T * 8, b8 + gi * 8, off, nl, zrow,
+                                     plane, obuf, oy, g);
+                if (avx2 && nl == 8)
+                    dwc8_unpack_row_avx2(obuf, yb, c0, oy, g);
+                else
+                    dwc8_unpack_row(obuf, yb, c0, nl, oy, g);
+            }
+        }
+    }
+    return 0;
+}
+
+static int dwc8_cpu_has_avx2(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}

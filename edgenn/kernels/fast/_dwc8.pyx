@@ -1,0 +1,89 @@
+# cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+# cython: language_level=3
+"""Depthwise 2-D convolution and pooling, eight channels per SIMD vector: the C loops of
+_dwc8.h.
+
+dwc8(x, w8, b8, off, z, y, Q, obuf, ...) computes y = act(depthwise(x) + b + z) for the
+whole layer (depthwise.py, prepare_c8, packs the operands); pool8(...) MaxPool or
+AveragePool (pool.py)."""
+
+cdef extern from "_dwc8.h" nogil:
+    ctypedef struct dwc8_geom:
+        int kind
+        const float *cnt
+        int N, C, H, W, OH, OW, T
+        int sh, sw, ph, pw, Hp, Wp
+        int mode
+        float p0, p1
+        int has_z
+    int dwc8_run(int avx2, const float *x, const float *w8, const float *b8,
+                 const long *off, const float *z, float *y, float *Q, float *obuf,
+                 const dwc8_geom *g)
+    int dwc8_cpu_has_avx2()
+
+
+cdef bint _avx2 = dwc8_cpu_has_avx2()
+HAS_AVX2 = _avx2
+
+
+def dwc8(const float[:, :, :, ::1] x, const float[:, :, ::1] w8, const float[:, ::1] b8,
+         const long[::1] off, const float[:, :, :, ::1] z, float[:, :, :, ::1] y,
+         float[::1] Q, float[::1] obuf, int sh, int sw, int ph, int pw, int Hp, int Wp,
+         int mode, float p0, float p1, bint has_z, bint avx2):
+    """x (N, C, H, W) -> y (N, C, OH, OW); z like y when has_z (else any 4-D array);
+    w8 (ceil(C/8), T, 8), b8 (ceil(C/8), 8), off (T,), Q (>= Hp*Wp*8, zeroed), obuf (OW*8)."""
+    cdef dwc8_geom g
+    g.kind, g.cnt = 0, NULL
+    g.N, g.C, g.H, g.W = x.shape[0], x.shape[1], x.shape[2], x.shape[3]
+    g.OH, g.OW, g.T = y.shape[2], y.shape[3], off.shape[0]
+    g.sh, g.sw, g.ph, g.pw, g.Hp, g.Wp = sh, sw, ph, pw, Hp, Wp
+    g.mode, g.p0, g.p1, g.has_z = mode, p0, p1, has_z
+    cdef const float *zp = &z[0, 0, 0, 0] if has_z else NULL
+    cdef int use_avx2 = avx2 and _avx2
+    with nogil:
+        dwc8_run(use_avx2, &x[0, 0, 0, 0], &w8[0, 0, 0], &b8[0, 0], &off[0], zp,
+                 &y[0, 0, 0, 0], &Q[0], &obuf[0], &g)
+
+
+def pool8(const float[:, :, :, ::1] x, const long[::1] off, const float[:, ::1] cnt,
+          float[:, :, :, ::1] y, float[::1] Q, float[::1] obuf, int sh, int sw, int ph, int pw,
+          int Hp, int Wp, bint is_max, bint avx2):
+    """MaxPool (is_max; Q pre-filled with -inf) or AveragePool (Q zeroed; cnt (OH, OW) the
+    number of counted cells of each window): x (N, C, H, W) -> y (N, C, OH, OW)."""
+    cdef dwc8_geom g
+    g.kind = 1 if is_max else 2
+    g.cnt = &cnt[0, 0]
+    g.N, g.C, g.H, g.W = x.shape[0], x.shape[1], x.shape[2], x.shape[3]
+    g.OH, g.OW, g.T = y.shape[2], y.shape[3], off.shape[0]
+    g.sh, g.sw, g.ph, g.pw, g.Hp, g.Wp = sh, sw, ph, pw, Hp, Wp
+    g.mode, g.p0, g.p1, g.has_z = 0, 0, 0, 0
+    cdef int use_avx2 = avx2 and _avx2
+    with nogil:
+        dwc8_run(use_avx2, &x[0, 0, 0, 0], NULL, NULL, &off[0], NULL, &y[0, 0, 0, 0], &Q[0],
+                 &obuf[0], &g)
+
+
+def global_pool(const float[:, ::1] x, float[::1] y, bint is_max):
+    """x (R, S) -> y (R,): mean (accumulated in double, four lanes) or max of each row."""
+    cdef Py_ssize_t R = x.shape[0], S = x.shape[1], S4 = S - S % 4, r, i
+    cdef double a0, a1, a2, a3
+    cdef float m, v
+    with nogil:
+        for r in range(R):
+            if is_max:
+                m = x[r, 0]
+                for i in range(1, S):
+                    v = x[r, i]
+                    if v > m:
+                        m = v
+                y[r] = m
+            else:
+                a0 = a1 = a2 = a3 = 0
+                for i in range(0, S4, 4):
+                    a0 += x[r, i]
+                    a1 += x[r, i + 1]
+                    a2 += x[r, i + 2]
+                    a3 += x[r, i + 3]
+                for i in range(S4, S):
+                    a0 += x[r, i]
+                y[r] = <float>(((a0 + a1) + (a2 + a3)) / S)

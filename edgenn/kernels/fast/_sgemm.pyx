@@ -1,0 +1,179 @@
+# cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+# cython: language_level=3
+"""Python face of sgemm.h: packed fp32 GEMM with a fused epilogue (bias per row or per
+column, residual Z, activation), AVX2+FMA when the CPU has it, portable C otherwise.
+
+    g = SGemm(M, N, K, packed_a=pack_a(W))          # conv: weights are the constant A
+    g.run(x2d_or_image, out2d, z2d)                 # out (M, N) = act(W @ B + bias + Z)
+    g = SGemm(M, N, K, packed_b=pack_b(Bmat))       # Gemm: constant B
+    g.run(a2d, out2d, z2d)                          # out (M, N) = act(A @ Bmat + ...)
+"""
+import numpy as np
+
+cdef extern from "sgemm.h" nogil:
+    ctypedef struct sg_epi:
+        const float *bias_row
+        const float *bias_col
+        const float *z
+        long ldz
+        int act
+        float p0, p1
+    ctypedef struct sg_operand:
+        const float *packed
+        const float *src
+        long rs, cs
+    ctypedef struct sg_conv:
+        const float *x
+        int C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow
+    int SG_MR, SG_NR
+    int sg_have_avx2()
+    long sg_packed_a_size(long M, long K)
+    long sg_packed_b_size(long K, long N)
+    long sg_workspace_size(long M, long N, long K, int pack_a, int pack_b)
+    void sg_pack_a(const float *src, long rs, long cs, long i0, long mc, long k0, long kc,
+                   float *dst)
+    void sg_pack_b(const float *src, long rs, long cs, long k0, long kc, long j0, long nc,
+                   float *dst)
+    void sg_gemm(long M, long N, long K, const sg_operand *a, const sg_operand *b,
+                 const sg_conv *conv, float *C, long ldc, const sg_epi *e, float *ws,
+                 int use_avx2, int direct_b)
+
+ACTIVATIONS = {"": 0, "Relu": 1, "Clip": 2, "HardSwish": 3, "HardSigmoid": 4, "Sigmoid": 5,
+               "SiLU": 6, "LeakyRelu": 7, "Gelu": 8}
+MR, NR = SG_MR, SG_NR
+HAVE_AVX2 = bool(sg_have_avx2())
+
+
+def pack_a(const float[:, :] a):
+    """A (M, K), any strides -> packed MR-row panels (1-D float32) for SGemm(packed_a=)."""
+    cdef long m = a.shape[0], k = a.shape[1]
+    out = np.zeros(max(sg_packed_a_size(m, k), 1), np.float32)
+    cdef float[::1] o = out
+    if m and k:
+        sg_pack_a(&a[0, 0], a.strides[0] // 4, a.strides[1] // 4, 0, m, 0, k, &o[0])
+    return out
+
+
+def pack_b(const float[:, :] b):
+    """B (K, N), any strides -> packed NR-column panels (1-D float32) for SGemm(packed_b=)."""
+    cdef long k = b.shape[0], n = b.shape[1]
+    out = np.zeros(max(sg_packed_b_size(k, n), 1), np.float32)
+    cdef float[::1] o = out
+    if k and n:
+        sg_pack_b(&b[0, 0], b.strides[0] // 4, b.strides[1] // 4, 0, k, 0, n, &o[0])
+    return out
+
+
+cdef class SGemm:
+    """One planned product out (M, N) = act(A (M, K) @ B (K, N) + bias + Z).
+
+    Exactly one of packed_a / packed_b is given (the constant operand, from pack_a/pack_b);
+    run() gets the other one. conv = (C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow) makes
+    run() take B as one image x (C, H, W) and pack its im2col columns on the fly;
+    direct_b=True reads a unit-stride B in place (no packing; 1x1 convs). Activation
+    params as in the fused Conv/Gemm attrs; force_portable skips the AVX2 path."""
+    cdef long M, N, K
+    cdef object keep            # arrays whose buffers the C structs point into
+    cdef float[::1] ws
+    cdef sg_epi epi
+    cdef sg_operand const_op
+    cdef int a_is_const, is_conv, use_avx2, direct_b
+    cdef sg_conv geom
+
+    def __init__(self, long M, long N, long K, packed_a=None, packed_b=None, bias_row=None,
+                 bias_col=None, str act="", params=(), conv=None, bint force_portable=False,
+                 bint direct_b=False):
+        assert (packed_a is None) != (packed_b is None), "one constant operand"
+        self.M, self.N, self.K = M, N, K
+        self.a_is_const = packed_a is not None
+        packed = np.require(packed_a if self.a_is_const else packed_b, np.float32, requirements="C")
+        need = sg_packed_a_size(M, K) if self.a_is_const else sg_packed_b_size(K, N)
+        assert packed.size >= need, "packed operand too small"
+        br = None if bias_row is None else np.require(bias_row, np.float32, requirements="C").ravel()
+        bc = None if bias_col is None else np.require(bias_col, np.float32, requirements="C").ravel()
+        assert br is None or br.size == M
+        assert bc is None or bc.size == N
+        self.keep = (packed, br, bc)
+        cdef float[::1] pv = packed
+        self.const_op.packed = &pv[0]
+        self.const_op.src = NULL
+        cdef const float[::1] v
+        self.epi.bias_row = NULL
+        self.epi.bias_col = NULL
+        if br is not None:
+            v = br
+            self.epi.bias_row = &v[0]
+        if bc is not None:
+            v = bc
+            self.epi.bias_col = &v[0]
+        self.epi.z = NULL
+        self.epi.act = ACTIVATIONS[act]
+        p = [float(t) for t in params]
+        if act == "HardSigmoid" and not p:
+            p = [0.2, 0.5]
+        if act == "LeakyRelu" and not p:
+            p = [0.01]
+        p += [0.0] * (2 - len(p))
+        self.epi.p0, self.epi.p1 = p[0], p[1]
+        self.is_conv = conv is not None
+        if self.is_conv:
+            assert self.a_is_const
+            (self.geom.C, self.geom.H, self.geom.W, self.geom.kh, self.geom.kw, self.geom.sh,
+             self.geom.sw, self.geom.ph, self.geom.pw, self.geom.dh, self.geom.dw,
+             self.geom.oh, self.geom.ow) = conv
+            assert K == self.geom.C * self.geom.kh * self.geom.kw
+            assert N == self.geom.oh * self.geom.ow
+        self.ws = np.zeros(sg_workspace_size(M, N, K, not self.a_is_const, self.a_is_const),
+                           np.float32)
+        self.use_avx2 = HAVE_AVX2 and not force_portable
+        self.direct_b = direct_b
+
+    @property
+    def simd(self):
+        return "avx2" if self.use_avx2 else "portable"
+
+    def run(self, src, float[:, ::1] out, const float[:, ::1] z=None):
+        """src: B (K, N) (any strides), or the image (C, H, W) for conv, when A is the
+        constant; A (M, K) (any strides) when B is. out (M, N) C-contiguous; z like out."""
+        cdef sg_operand var
+        cdef const float[:, :] s2
+        cdef const float[:, :, ::1] s3
+        cdef sg_epi e = self.epi
+        cdef const sg_conv *gp = NULL
+        cdef sg_conv g
+        assert out.shape[0] == self.M and out.shape[1] == self.N
+        if self.M == 0 or self.N == 0:
+            return
+        if z is not None:
+            assert z.shape[0] == self.M and z.shape[1] == self.N
+            e.z = &z[0, 0]
+            e.ldz = z.strides[0] // 4
+        var.packed = NULL
+        if self.is_conv:
+            s3 = src
+            assert (s3.shape[0] == self.geom.C and s3.shape[1] == self.geom.H
+                    and s3.shape[2] == self.geom.W)
+            g = self.geom
+            g.x = &s3[0, 0, 0]
+            gp = &g
+            var.src = NULL
+            var.rs = var.cs = 0
+        else:
+            s2 = src
+            if self.a_is_const:
+                assert s2.shape[0] == self.K and s2.shape[1] == self.N
+            else:
+                assert s2.shape[0] == self.M and s2.shape[1] == self.K
+            var.src = &s2[0, 0]
+            var.rs = s2.strides[0] // 4
+            var.cs = s2.strides[1] // 4
+        cdef float *ws = &self.ws[0]
+        cdef float *c = &out[0, 0]
+        cdef long ldc = out.strides[0] // 4
+        with nogil:
+            if self.a_is_const:
+                sg_gemm(self.M, self.N, self.K, &self.const_op, &var, gp, c, ldc, &e, ws,
+                        self.use_avx2, self.direct_b)
+            else:
+                sg_gemm(self.M, self.N, self.K, &var, &self.const_op, NULL, c, ldc, &e, ws,
+                        self.use_avx2, 0)

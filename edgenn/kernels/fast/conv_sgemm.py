@@ -1,0 +1,111 @@
+"""Conv and Gemm on edgenn's own packed sgemm (_sgemm.pyx / sgemm.h), epilogue fused into
+the GEMM's register tiles: no extra passes for bias, residual or activation.
+
+conv_sgemm: group-1 2-D conv, x (N, C, H, W), W (M, C, KH, KW) -> y (N, M, OH, OW). The
+weights are the constant A (M, C*KH*KW), packed once; per image, B (C*KH*KW, OH*OW) is
+either x itself (1x1, stride 1, no padding: read in place) or packed block by block
+straight from the image (implicit im2col, never materialized).
+
+gemm_sgemm: Gemm with a constant B; A (..., K) or A^T per call, C constant (per column,
+per row, scalar or full), alpha and beta folded at prepare."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...registry import kernel
+from . import epilogue
+from .conv import geometry
+
+
+def _sgemm():
+    from . import _sgemm
+    return _sgemm
+
+
+def _conv_supports(node, ins, outs) -> bool:
+    x, w = ins[0], ins[1]
+    return (len(x.shape) == 4 and x.dtype == "float32" and w.value is not None
+            and len(w.shape) == 4 and node.attrs.get("group", 1) == 1
+            and epilogue.supported(node) and int(np.prod(w.shape[1:])) > 0
+            and (len(ins) < 3 or ins[2] is None or ins[2].value is not None))
+
+
+@kernel("Conv", "conv_sgemm", supports=_conv_supports)
+def prepare_conv(node, ins, outs):
+    sg = _sgemm()
+    x, w, y = ins[0], ins[1].value, outs[0]
+    n, c, h, wd = x.shape
+    m, _, kh, kw = w.shape
+    _, _, oh, ow = y.shape
+    (sh, sw), (ph, pw), (dh, dw) = geometry(node, x.shape, w.shape, y.shape)
+    k, npix = c * kh * kw, oh * ow
+    bias = ins[2].value.reshape(m) if len(ins) > 2 and ins[2] is not None else None
+    direct = (kh == kw == 1 and sh == sw == 1 and ph == pw == 0 and (oh, ow) == (h, wd))
+    g = sg.SGemm(m, npix, k, packed_a=sg.pack_a(np.asarray(w, np.float32).reshape(m, k)),
+                 bias_row=bias, act=node.attrs.get("activation", ""),
+                 params=node.attrs.get("activation_params", []) or [],
+                 conv=None if direct else (c, h, wd, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow),
+                 direct_b=direct)
+    has_z = len(ins) > 3 and ins[3] is not None
+    gemm = g.run
+
+    def run(inputs, outputs):
+        xs, out = inputs[0], outputs[0]
+        z = inputs[3] if has_z else None
+        for b in range(n):
+            src = xs[b].reshape(c, h * wd) if direct else xs[b]
+            gemm(src, out[b].reshape(m, npix), None if z is None else z[b].reshape(m, npix))
+    return run
+
+
+def _gemm_bias(node, ins, outs):
+    """-> (bias_row, bias_col, const_z) from Gemm's constant C (times beta), or None if C
+    is not constant. Rows = every output dim but the last."""
+    n = outs[0].shape[-1]
+    rows = int(np.prod(outs[0].shape[:-1]))
+    if len(ins) < 3 or ins[2] is None:
+        return None, None, None
+    if ins[2].value is None:
+        return None
+    c = np.asarray(ins[2].value, np.float32) * np.float32(node.attrs.get("beta", 1.0))
+    if c.size == 1:
+        return None, np.full(n, c.reshape(()), np.float32), None
+    if c.shape[-1] == n and c.size == n:
+        return None, c.reshape(n), None
+    if c.ndim == 2 and c.shape == (rows, 1):
+        return c.reshape(rows), None, None
+    return None, None, np.ascontiguousarray(np.broadcast_to(c, (rows, n)))
+
+
+def _gemm_supports(node, ins, outs) -> bool:
+    a, b = ins[0], ins[1]
+    if not (a.dtype == b.dtype == "float32" and b.value is not None and len(b.shape) == 2
+            and (len(a.shape) == 2 or not node.attrs.get("transA", 0))
+            and epilogue.supported(node) and a.shape[-1 if not node.attrs.get("transA", 0)
+                                                     else 0] > 0):
+        return False
+    bias = _gemm_bias(node, ins, outs)
+    has_z = len(ins) > 3 and ins[3] is not None
+    return bias is not None and not (bias[2] is not None and has_z)
+
+
+@kernel("Gemm", "gemm_sgemm", supports=_gemm_supports)
+def prepare_gemm(node, ins, outs):
+    sg = _sgemm()
+    at = node.attrs
+    trans_a = bool(at.get("transA", 0))
+    bmat = ins[1].value.T if at.get("transB", 0) else ins[1].value
+    bmat = np.asarray(bmat, np.float32) * np.float32(at.get("alpha", 1.0))
+    k, n = bmat.shape
+    rows = int(np.prod(outs[0].shape[:-1]))
+    bias_row, bias_col, const_z = _gemm_bias(node, ins, outs)
+    g = sg.SGemm(rows, n, k, packed_b=sg.pack_b(bmat), bias_row=bias_row, bias_col=bias_col,
+                 act=at.get("activation", ""), params=at.get("activation_params", []) or [])
+    has_z = len(ins) > 3 and ins[3] is not None
+    gemm = g.run
+
+    def run(inputs, outputs):
+        a = inputs[0].T if trans_a else inputs[0].reshape(rows, k)
+        z = np.require(inputs[3], requirements="C").reshape(rows, n) if has_z else const_z
+        gemm(a, outputs[0].reshape(rows, n), z)
+    return run

@@ -1,0 +1,295 @@
+"""Elementwise and data-movement kernels writing straight into the planned output.
+
+Most are the NumPy ufunc with `out=`: the reference computes a fresh array that the
+runtime then copies into the output buffer (an allocation plus a copy per step); these
+write once, in place. Sigmoid, Erf and the exact Gelu use the vectorized Numba helpers of
+transformer.py. Transpose copies a transposed view after merging axes that stay adjacent.
+
+float32 only (inputs and output), except where noted (Cast from any numeric type, Gather
+indices, Where's bool condition, Expand).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...registry import kernel
+from ..reference.tensor import transpose_perm
+
+F32 = "float32"
+
+
+def _all_f32(ins, outs) -> bool:
+    return all(i is None or i.dtype == F32 for i in ins) and outs[0].dtype == F32
+
+
+# -- binary, with broadcasting ------------------------------------------------------------------
+
+BINARY = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide,
+          "Pow": np.power}
+
+
+# ops that may raise numpy's FP warnings on ordinary data (x/0, log(-1), ...) run under
+# errstate(ignore): IEEE results, silently, as the reference. That costs ~10 us a call
+# here, so Add/Sub/Mul (only overflow, rare) and the exact ops skip it.
+QUIET = {"Div", "Pow", "Exp", "Log", "Sqrt", "Reciprocal", "Sin", "Cos"}
+
+
+def _binary(op: str, ufunc):
+    @kernel(op, f"{op.lower()}_ufunc",
+            supports=lambda node, ins, outs: len(ins) == 2 and _all_f32(ins, outs))
+    def prepare(node, ins, outs):
+        def run(inputs, outputs):
+            ufunc(inputs[0], inputs[1], out=outputs[0])
+
+        def run_quiet(inputs, outputs):
+            with np.errstate(all="ignore"):
+                ufunc(inputs[0], inputs[1], out=outputs[0])
+        return run_quiet if op in QUIET else run
+    return prepare
+
+
+for _op, _uf in BINARY.items():
+    _binary(_op, _uf)
+
+
+# -- variadic Max / Min / Sum (any number of inputs, broadcasting) -----------------------------
+
+def _variadic(op: str, ufunc):
+    @kernel(op, f"{op.lower()}_ufunc",
+            supports=lambda node, ins, outs: len([i for i in ins if i is not None]) >= 1
+            and _all_f32(ins, outs))
+    def prepare(node, ins, outs):
+        def run(inputs, outputs):
+            xs = [x for x in inputs if x is not None]
+            y = outputs[0]
+            if len(xs) == 1:
+                np.copyto(y, xs[0])
+                return
+            ufunc(xs[0], xs[1], out=y)
+            for x in xs[2:]:
+                ufunc(y, x, out=y)
+        return run
+    return prepare
+
+
+for _op, _uf in (("Max", np.maximum), ("Min", np.minimum), ("Sum", np.add)):
+    _variadic(_op, _uf)
+
+
+# -- unary ----------------------------------------------------------------------------------------
+
+def _ufunc_unary(ufunc):
+    def prepare(node, ins, outs):
+        def run(inputs, outputs):
+            ufunc(inputs[0], out=outputs[0])
+
+        def run_quiet(inputs, outputs):
+            with np.errstate(all="ignore"):
+                ufunc(inputs[0], out=outputs[0])
+        return run_quiet if node.op in QUIET else run
+    return prepare
+
+
+UNARY = {"Relu": None, "Tanh": np.tanh, "Exp": np.exp, "Log": np.log, "Sqrt": np.sqrt,
+         "Neg": np.negative, "Abs": np.abs, "Reciprocal": np.reciprocal, "Floor": np.floor,
+         "Ceil": np.ceil, "Sin": np.sin, "Cos": np.cos}
+
+
+def _unary_supports(node, ins, outs) -> bool:
+    return _all_f32(ins, outs)
+
+
+for _op, _uf in UNARY.items():
+    if _uf is not None:
+        kernel(_op, f"{_op.lower()}_ufunc", supports=_unary_supports)(_ufunc_unary(_uf))
+
+
+@kernel("Relu", "relu_ufunc", supports=_unary_supports)
+def prepare_relu(node, ins, outs):
+    zero = np.float32(0)
+
+    def run(inputs, outputs):
+        np.maximum(inputs[0], zero, out=outputs[0])
+    return run
+
+
+@kernel("LeakyRelu", "leakyrelu_ufunc", supports=_unary_supports)
+def prepare_leaky(node, ins, outs):
+    alpha = np.float32(node.attrs.get("alpha", 0.01))
+
+    def run(inputs, outputs):  # y = x >= 0 ? x : alpha x = max(x, alpha x) for alpha <= 1
+        x, y = inputs[0], outputs[0]
+        np.multiply(x, alpha, out=y)
+        np.maximum(y, x, out=y)
+
+    def run_general(inputs, outputs):
+        x, y = inputs[0], outputs[0]
+        np.multiply(x, alpha, out=y)
+        np.copyto(y, x, where=x >= 0)
+    return run if 0 <= alpha <= 1 else run_general
+
+
+@kernel("HardSigmoid", "hardsigmoid_ufunc", supports=_unary_supports)
+def prepare_hardsigmoid(node, ins, outs):
+    alpha = np.float32(node.attrs.get("alpha", 0.2))
+    beta = np.float32(node.attrs.get("beta", 0.5))
+
+    def run(inputs, outputs):
+        y = outputs[0]
+        np.multiply(inputs[0], alpha, out=y)
+        np.add(y, beta, out=y)
+        np.clip(y, 0, 1, out=y)
+    return run
+
+
+@kernel("HardSwish", "hardswish_ufunc", supports=_unary_supports)
+def prepare_hardswish(node, ins, outs):
+    sixth, half = np.float32(1 / 6), np.float32(0.5)
+
+    def run(inputs, outputs):  # x * clip(x/6 + 1/2, 0, 1)
+        x, y = inputs[0], outputs[0]
+        np.multiply(x, sixth, out=y)
+        np.add(y, half, out=y)
+        np.clip(y, 0, 1, out=y)
+        np.multiply(y, x, out=y)
+    return run
+
+
+@kernel("Clip", "clip_ufunc",
+        supports=lambda node, ins, outs: ins[0].dtype == F32 and outs[0].dtype == F32 and all(
+            i is None or (i.value is not None and i.value.size == 1) for i in ins[1:]))
+def prepare_clip(node, ins, outs):
+    """min/max are constant scalars (omitted = unbounded); min > max gives max, as the
+    reference (max applied after min)."""
+    lo = ins[1].value.reshape(()).astype(np.float32) if len(ins) > 1 and ins[1] else None
+    hi = ins[2].value.reshape(()).astype(np.float32) if len(ins) > 2 and ins[2] else None
+
+    def run(inputs, outputs):
+        x, y = inputs[0], outputs[0]
+        if lo is not None:
+            np.maximum(x, lo, out=y)
+            x = y
+        if hi is not None:
+            np.minimum(x, hi, out=y)
+        elif lo is None:
+            np.copyto(y, x)
+    return run
+
+
+def _jit(*warm):
+    from .transformer import jit
+    return jit(*warm)
+
+
+@kernel("Sigmoid", "sigmoid_numba", supports=_unary_supports)
+def prepare_sigmoid(node, ins, outs):
+    from .transformer import scratch
+    fn = _jit("sigmoid").sigmoid
+    sc = scratch(int(np.prod(ins[0].shape)))
+
+    def run(inputs, outputs):
+        fn(inputs[0].reshape(-1), outputs[0].reshape(-1), sc)
+    return run
+
+
+@kernel("Erf", "erf_numba", supports=_unary_supports)
+def prepare_erf(node, ins, outs):
+    fn = _jit("erf").erf
+
+    def run(inputs, outputs):
+        fn(inputs[0].reshape(-1), outputs[0].reshape(-1))
+    return run
+
+
+# -- data movement --------------------------------------------------------------------------------
+
+def _merged_transpose(shape, perm):
+    """Drop size-1 axes and merge input axes that stay adjacent and in order under perm:
+    -> (input shape, perm) of the smallest equivalent transpose."""
+    keep = [a for a in range(len(shape)) if shape[a] != 1]
+    p = [a for a in perm if shape[a] != 1]
+    rank_of = {a: i for i, a in enumerate(keep)}
+    p = [rank_of[a] for a in p]
+    shp = [shape[a] for a in keep]
+    groups = []  # runs of consecutive input axes, in output order
+    for a in p:
+        if groups and groups[-1][-1] + 1 == a:
+            groups[-1].append(a)
+        else:
+            groups.append([a])
+    order = sorted(range(len(groups)), key=lambda g: groups[g][0])
+    new_shape = [int(np.prod([shp[a] for a in groups[g]])) for g in order]
+    pos = {g: i for i, g in enumerate(order)}
+    return tuple(new_shape), tuple(pos[g] for g in range(len(groups)))
+
+
+@kernel("Transpose", "transpose_copy",
+        supports=lambda node, ins, outs: ins[0].dtype == outs[0].dtype == F32)
+def prepare_transpose(node, ins, outs):
+    shape = tuple(ins[0].shape)
+    perm = transpose_perm(len(shape), node.attrs.get("perm"))
+    src_shape, p = _merged_transpose(shape, perm)
+    dst_shape = tuple(src_shape[a] for a in p)
+
+    def run(inputs, outputs):
+        np.copyto(outputs[0].reshape(dst_shape),
+                  inputs[0].reshape(src_shape).transpose(p))
+    return run
+
+
+def _gather_supports(node, ins, outs) -> bool:
+    return (ins[0].dtype == outs[0].dtype == F32 and ins[1].dtype in ("int64", "int32")
+            and len(ins[0].shape) >= 1)
+
+
+@kernel("Gather", "gather_take", supports=_gather_supports)
+def prepare_gather(node, ins, outs):
+    """np.take into the output; indices checked (negative ones count from the end, out of
+    range is an error, as the reference)."""
+    axis = int(node.attrs.get("axis", 0)) % len(ins[0].shape)
+    dim = ins[0].shape[axis]
+    const = ins[1].value
+    if const is not None:
+        from ..reference.tensor import _wrap_indices
+        const = np.asarray(_wrap_indices(const, dim, "Gather"))
+
+    def run(inputs, outputs):
+        idx = const
+        if idx is None:
+            idx = inputs[1]
+            if idx.size and (idx.max() >= dim or idx.min() < -dim):
+                raise ValueError(f"Gather index out of range for dim(s) {dim}")
+        np.take(inputs[0], idx, axis=axis, out=outputs[0], mode="wrap")
+    return run
+
+
+@kernel("Cast", "cast_copy",
+        supports=lambda node, ins, outs: outs[0].dtype == F32
+        and ins[0].dtype in ("float32", "float64", "float16", "int64", "int32", "int8",
+                             "uint8", "bool"))
+def prepare_cast(node, ins, outs):
+    def run(inputs, outputs):
+        np.copyto(outputs[0], inputs[0], casting="unsafe")
+    return run
+
+
+@kernel("Where", "where_copyto",
+        supports=lambda node, ins, outs: ins[0].dtype == "bool" and ins[1].dtype == F32
+        and ins[2].dtype == F32 and outs[0].dtype == F32)
+def prepare_where(node, ins, outs):
+    def run(inputs, outputs):  # y = y-branch, then the x-branch where cond (broadcasting)
+        cond, x, y = inputs
+        np.copyto(outputs[0], y)
+        np.copyto(outputs[0], x, where=cond)
+    return run
+
+
+@kernel("Expand", "expand_copyto",
+        supports=lambda node, ins, outs: ins[0].dtype == outs[0].dtype and ins[0].dtype in (
+            "float32", "float64", "int64", "int32", "bool"))
+def prepare_expand(node, ins, outs):
+    """Any of these dtypes: a broadcasting copy (the attention-mask path of BERT-likes is
+    int64)."""
+    def run(inputs, outputs):
+        np.copyto(outputs[0], inputs[0])  # the output shape is the broadcast shape
+    return run

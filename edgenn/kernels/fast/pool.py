@@ -1,0 +1,122 @@
+"""2-D pooling: MaxPool and AveragePool (C c8 loops, and Numba rows), GlobalAveragePool and
+GlobalMaxPool (C). x (N, C, H, W) float32 -> y (N, C, OH, OW).
+
+MaxPool / AveragePool: any kernel, strides, pads / auto_pad, ceil_mode, dilations;
+count_include_pad for AveragePool. The window geometry is the reference's
+(graph.shapes.nn.window_geometry); the loops are the depthwise ones (depthwise.py) with max
+or sum over the taps: pads hold -inf (max) or 0 (sum), and an average divides by the number
+of cells each window counts. MaxPool's optional Indices output stays on the reference.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...graph.shapes.nn import window_geometry
+from ...registry import kernel
+from . import depthwise
+from .depthwise import Polyphase, _jit, c8_plane, max_threads
+
+
+def _window_supports(node, ins, outs) -> bool:
+    x = ins[0]
+    return (len(x.shape) == 4 and x.dtype == "float32"
+            and len(node.attrs.get("kernel_shape") or []) == 2
+            and (len(node.outputs) < 2 or not node.outputs[1]))
+
+
+def _geometry(node, x_shape, y_shape):
+    """-> (kernel, strides, pads begin, dilations, counts (OH, OW) float32 of AveragePool)."""
+    a = node.attrs
+    kernel = [int(k) for k in a["kernel_shape"]]
+    out, begin, end, strides, dil = window_geometry(node, a, x_shape[2:], kernel,
+                                                    bool(a.get("ceil_mode", 0)))
+    assert list(out) == list(y_shape[2:]), (out, y_shape)
+    counts = []
+    for size, o, b, e, s, d, k in zip(x_shape[2:], out, begin, end, strides, dil, kernel):
+        lo, hi = (-b, size + e) if a.get("count_include_pad", 0) else (0, size)
+        pos = np.arange(o)[:, None] * s - b + np.arange(k)[None, :] * d  # (O, K) cells
+        counts.append(((pos >= lo) & (pos < hi)).sum(axis=1))
+    cnt = np.require(np.outer(*counts), dtype=np.float32, requirements="C")
+    return kernel, strides, begin, dil, cnt
+
+
+def _prepare_c8(node, ins, outs, is_max: bool):
+    from ._dwc8 import pool8
+    x, y = ins[0], outs[0]
+    kernel, strides, pads, dil, cnt = _geometry(node, x.shape, y.shape)
+    hp, wp, off = c8_plane(x.shape[2:], y.shape[2:], kernel, strides, pads, dil)
+    q = np.full(hp * wp * 8, -np.inf if is_max else 0.0, np.float32)
+    obuf = np.empty(y.shape[3] * 8, np.float32)
+
+    def run(inputs, outputs):
+        pool8(inputs[0], off, cnt, outputs[0], q, obuf, *strides, *pads, hp, wp, is_max,
+              depthwise.C8_AVX2)
+    return run
+
+
+def _prepare_numba(node, ins, outs, is_max: bool):
+    import numba
+    jit = _jit()
+    x, y = ins[0], outs[0]
+    kernel, strides, pads, dil, cnt = _geometry(node, x.shape, y.shape)
+    n, c, oh, ow = y.shape
+    geo = Polyphase(oh, ow, kernel[0], kernel[1], strides, pads, dil)
+    threads = min(max_threads(), n * c)
+    P, tmp = geo.scratch(threads, -np.inf if is_max else 0.0)
+    # 1 / count laid out like the tmp rows (row pitch wq; 1 in the dropped columns)
+    inv = np.ones((oh, geo.wq), np.float32)
+    inv[:, :ow] = 1 / cnt
+    inv = np.concatenate([inv.ravel(), np.ones(geo.tmp, np.float32)])
+    ones = np.ones(kernel[0] * kernel[1], np.float32)
+    off, g = geo.off, geo.args()
+
+    def run(inputs, outputs):
+        nt = min(threads, numba.get_num_threads())
+        if nt > 1:
+            jit.pool_par(nt, inputs[0], off, ones, inv, is_max, outputs[0], P, tmp, *g)
+        else:
+            jit.pool(inputs[0], off, ones, inv, is_max, outputs[0], P, tmp, *g)
+    return run
+
+
+@kernel("MaxPool", "maxpool_c8", supports=_window_supports)
+def prepare_maxpool_c8(node, ins, outs):
+    return _prepare_c8(node, ins, outs, True)
+
+
+@kernel("AveragePool", "avgpool_c8", supports=_window_supports)
+def prepare_avgpool_c8(node, ins, outs):
+    return _prepare_c8(node, ins, outs, False)
+
+
+@kernel("MaxPool", "maxpool_numba", supports=_window_supports)
+def prepare_maxpool_numba(node, ins, outs):
+    return _prepare_numba(node, ins, outs, True)
+
+
+@kernel("AveragePool", "avgpool_numba", supports=_window_supports)
+def prepare_avgpool_numba(node, ins, outs):
+    return _prepare_numba(node, ins, outs, False)
+
+
+def _global_supports(node, ins, outs) -> bool:
+    return len(ins[0].shape) == 4 and ins[0].dtype == "float32"
+
+
+def _prepare_global(node, ins, outs, is_max: bool):
+    from ._dwc8 import global_pool
+    n, c, h, w = ins[0].shape
+
+    def run(inputs, outputs):
+        global_pool(inputs[0].reshape(n * c, h * w), outputs[0].reshape(n * c), is_max)
+    return run
+
+
+@kernel("GlobalAveragePool", "global_avgpool_c", supports=_global_supports)
+def prepare_global_avg(node, ins, outs):
+    return _prepare_global(node, ins, outs, False)
+
+
+@kernel("GlobalMaxPool", "global_maxpool_c", supports=_global_supports)
+def prepare_global_max(node, ins, outs):
+    return _prepare_global(node, ins, outs, True)

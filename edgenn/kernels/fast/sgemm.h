@@ -1,0 +1,503 @@
+/* edgenn packed single-precision GEMM with a fused epilogue.
+ *
+ *   C (M, N) row-major = act(A (M, K) @ B (K, N) + bias_row[m] + bias_col[n] + Z (M, N))
+ *
+ * BLIS-style: A is packed into micro-panels of SG_MR rows (for each panel, K columns of
+ * SG_MR values: Ap[(panel*K + k)*MR + r], zero-padded rows), B into micro-panels of SG_NR
+ * columns (Bp[(panel*kc + k)*NR + c], zero-padded columns). The micro-kernel keeps an
+ * MR x NR = 6 x 16 accumulator tile in 12 YMM registers (broadcast A, 2 loads of B, 12 FMA
+ * per k) and applies the epilogue on the register tile before the store.
+ *
+ * Either operand may be "prepacked" (a constant packed once at plan time: conv weights are
+ * A, a Gemm's constant B is B) or packed per call, block by block, from a strided matrix;
+ * B may also be packed straight from an NCHW image (implicit im2col, see sg_pack_b_conv).
+ *
+ * SIMD: the AVX2+FMA functions carry __attribute__((target)) and are used only when the
+ * CPU reports both features at run time; otherwise (or when forced) a portable C
+ * micro-kernel runs (compiled for the baseline ISA, auto-vectorized by the compiler).
+ */
+#ifndef EDGENN_SGEMM_H
+#define EDGENN_SGEMM_H
+
+#include <math.h>
+#include <stddef.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define SG_X86 1
+#else
+#define SG_X86 0
+#endif
+
+#define SG_MR 6
+#define SG_NR 16
+
+enum { SG_NONE = 0, SG_RELU, SG_CLIP, SG_HARDSWISH, SG_HARDSIGMOID, SG_SIGMOID, SG_SILU,
+       SG_LEAKYRELU, SG_GELU };
+
+typedef struct {
+    const float *bias_row;   /* (M,) added to row m, or NULL */
+    const float *bias_col;   /* (N,) added to column n, or NULL */
+    const float *z;          /* (M, N) with row stride ldz, or NULL */
+    long ldz;
+    int act;
+    float p0, p1;            /* Clip min/max, HardSigmoid alpha/beta, LeakyRelu alpha */
+} sg_epi;
+
+/* One operand of the product: a prepacked buffer, or a strided matrix packed per block. */
+typedef struct {
+    const float *packed;     /* prepacked panels over the full K, or NULL */
+    const float *src;        /* else element (i, k) of A / (k, j) of B at src[i*rs + k*cs] */
+    long rs, cs;
+} sg_operand;
+
+/* 2-D conv geometry for packing B straight from one image x (C, H, W): row k of B is tap
+ * (c, i, j) = (k / (KH*KW), k / KW % KH, k % KW), column n is output pixel (n / OW, n % OW). */
+typedef struct {
+    const float *x;
+    int C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow;
+} sg_conv;
+
+/* ---------------------------------------------------------------- scalar epilogue */
+
+static inline float sg_act1(float v, int act, float p0, float p1) {
+    switch (act) {
+    case SG_RELU: return v > 0.f ? v : 0.f;
+    case SG_CLIP: return v < p0 ? p0 : (v > p1 ? p1 : v);
+    case SG_HARDSWISH: {
+        float t = v * (1.f / 6.f) + 0.5f;
+        t = t < 0.f ? 0.f : (t > 1.f ? 1.f : t);
+        return v * t;
+    }
+    case SG_HARDSIGMOID: {
+        float t = v * p0 + p1;
+        return t < 0.f ? 0.f : (t > 1.f ? 1.f : t);
+    }
+    case SG_SIGMOID: return 1.f / (1.f + expf(-v));
+    case SG_SILU: return v / (1.f + expf(-v));
+    case SG_LEAKYRELU: return v >= 0.f ? v : v * p0;
+    case SG_GELU: return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
+    default: return v;
+    }
+}
+
+/* Store an mr x nr corner of the full MR x NR tile `acc` into C at (m0, n0):
+ * C = acc (+ C if accumulating), then the epilogue if this is the last K block. */
+static void sg_store_scalar(const float *acc, float *c, long ldc, int mr, int nr, int accum,
+                            int last, const sg_epi *e, long m0, long n0) {
+    for (int r = 0; r < mr; r++) {
+        float *cr = c + r * ldc;
+        const float *ar = acc + r * SG_NR;
+        for (int j = 0; j < nr; j++) {
+            float v = ar[j] + (accum ? cr[j] : 0.f);
+            if (last) {
+                if (e->bias_row) v += e->bias_row[m0 + r];
+                if (e->bias_col) v += e->bias_col[n0 + j];
+                if (e->z) v += e->z[(m0 + r) * e->ldz + n0 + j];
+                v = sg_act1(v, e->act, e->p0, e->p1);
+            }
+            cr[j] = v;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- portable micro-kernel */
+
+static void sg_ukr_c(long kc, const float *a, const float *b, long ldb, float *c, long ldc,
+                     int mr, int nr, int accum, int last, const sg_epi *e, long m0, long n0) {
+    float acc[SG_MR * SG_NR];
+    memset(acc, 0, sizeof(acc));
+    for (long k = 0; k < kc; k++) {
+        for (int r = 0; r < SG_MR; r++) {
+            float av = a[k * SG_MR + r];
+            for (int j = 0; j < SG_NR; j++) acc[r * SG_NR + j] += av * b[k * ldb + j];
+        }
+    }
+    sg_store_scalar(acc, c, ldc, mr, nr, accum, last, e, m0, n0);
+}
+
+/* ---------------------------------------------------------------- AVX2 + FMA */
+#if SG_X86
+#define SG_AVX2 __attribute__((target("avx2,fma")))
+
+/* exp(x) for x in about [-87, 88] (clamped), Cephes-style: 2^n * p(r), rel err ~2e-7. */
+SG_AVX2 static inline __m256 sg_exp8(__m256 x) {
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.3f));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.f)));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n),
+                                                   _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+/* erf(x), Abramowitz & Stegun 7.1.26: |error| <= 1.5e-7 (plus float rounding). */
+SG_AVX2 static inline __m256 sg_erf8(__m256 x) {
+    const __m256 sign = _mm256_set1_ps(-0.f);
+    __m256 ax = _mm256_andnot_ps(sign, x);
+    __m256 t = _mm256_div_ps(_mm256_set1_ps(1.f),
+                             _mm256_fmadd_ps(ax, _mm256_set1_ps(0.3275911f), _mm256_set1_ps(1.f)));
+    __m256 p = _mm256_set1_ps(1.061405429f);
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-1.453152027f));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(1.421413741f));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-0.284496736f));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(0.254829592f));
+    p = _mm256_mul_ps(p, t);
+    __m256 y = _mm256_fnmadd_ps(p, sg_exp8(_mm256_mul_ps(_mm256_sub_ps(_mm256_setzero_ps(), ax), ax)),
+                                _mm256_set1_ps(1.f));
+    return _mm256_or_ps(y, _mm256_and_ps(sign, x));
+}
+
+SG_AVX2 static inline __m256 sg_act8(__m256 v, int act, float p0, float p1) {
+    const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.f);
+    switch (act) {
+    case SG_RELU: return _mm256_max_ps(v, zero);
+    case SG_CLIP: return _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(p0)), _mm256_set1_ps(p1));
+    case SG_HARDSWISH: {
+        __m256 t = _mm256_fmadd_ps(v, _mm256_set1_ps(1.f / 6.f), _mm256_set1_ps(0.5f));
+        return _mm256_mul_ps(v, _mm256_min_ps(_mm256_max_ps(t, zero), one));
+    }
+    case SG_HARDSIGMOID: {
+        __m256 t = _mm256_fmadd_ps(v, _mm256_set1_ps(p0), _mm256_set1_ps(p1));
+        return _mm256_min_ps(_mm256_max_ps(t, zero), one);
+    }
+    case SG_SIGMOID:
+        return _mm256_div_ps(one, _mm256_add_ps(one, sg_exp8(_mm256_sub_ps(zero, v))));
+    case SG_SILU:
+        return _mm256_div_ps(v, _mm256_add_ps(one, sg_exp8(_mm256_sub_ps(zero, v))));
+    case SG_LEAKYRELU: {
+        __m256 neg = _mm256_cmp_ps(v, zero, _CMP_LT_OQ);
+        return _mm256_blendv_ps(v, _mm256_mul_ps(v, _mm256_set1_ps(p0)), neg);
+    }
+    case SG_GELU: {
+        __m256 er = sg_erf8(_mm256_mul_ps(v, _mm256_set1_ps(0.70710678118654752f)));
+        return _mm256_mul_ps(_mm256_mul_ps(v, _mm256_set1_ps(0.5f)), _mm256_add_ps(one, er));
+    }
+    default: return v;
+    }
+}
+
+/* Finish one 8-column row of the tile and store it. */
+SG_AVX2 static inline void sg_row_out8(__m256 v, float *cr, int accum, int last,
+                                       const sg_epi *e, long m, long n0) {
+    if (accum) v = _mm256_add_ps(v, _mm256_loadu_ps(cr));
+    if (last) {
+        if (e->bias_row) v = _mm256_add_ps(v, _mm256_broadcast_ss(e->bias_row + m));
+        if (e->bias_col) v = _mm256_add_ps(v, _mm256_loadu_ps(e->bias_col + n0));
+        if (e->z) v = _mm256_add_ps(v, _mm256_loadu_ps(e->z + m * e->ldz + n0));
+        if (e->act) v = sg_act8(v, e->act, e->p0, e->p1);
+    }
+    _mm256_storeu_ps(cr, v);
+}
+
+/* Finish one row of the tile (two vectors, columns n0..n0+15) and store it. */
+SG_AVX2 static inline void sg_row_out(__m256 lo, __m256 hi, float *cr, int accum, int last,
+                                      const sg_epi *e, long m, long n0) {
+    if (accum) {
+        lo = _mm256_add_ps(lo, _mm256_loadu_ps(cr));
+        hi = _mm256_add_ps(hi, _mm256_loadu_ps(cr + 8));
+    }
+    if (last) {
+        if (e->bias_row) {
+            __m256 bv = _mm256_broadcast_ss(e->bias_row + m);
+            lo = _mm256_add_ps(lo, bv);
+            hi = _mm256_add_ps(hi, bv);
+        }
+        if (e->bias_col) {
+            lo = _mm256_add_ps(lo, _mm256_loadu_ps(e->bias_col + n0));
+            hi = _mm256_add_ps(hi, _mm256_loadu_ps(e->bias_col + n0 + 8));
+        }
+        if (e->z) {
+            const float *zr = e->z + m * e->ldz + n0;
+            lo = _mm256_add_ps(lo, _mm256_loadu_ps(zr));
+            hi = _mm256_add_ps(hi, _mm256_loadu_ps(zr + 8));
+        }
+        if (e->act) {
+            lo = sg_act8(lo, e->act, e->p0, e->p1);
+            hi = sg_act8(hi, e->act, e->p0, e->p1);
+        }
+    }
+    _mm256_storeu_ps(cr, lo);
+    _mm256_storeu_ps(cr + 8, hi);
+}
+
+/* MRC x (8*NV) tile (MRC <= 6, NV in {1, 2}): a = packed A micro-panel (kc x MR),
+ * b = packed B micro-panel (kc x NR); only the first 8*NV columns are read. Named
+ * accumulators with constant guards, so each inlined instance keeps them in registers. */
+SG_AVX2 static inline __attribute__((always_inline)) void sg_ukr_avx2_t(
+        long kc, const float *a, const float *b, long ldb, float *c, long ldc, int mr, int nr,
+        int accum, int last, const sg_epi *e, long m0, long n0, const int MRC, const int NV) {
+    const __m256 z = _mm256_setzero_ps();
+    __m256 c00 = z, c01 = z, c10 = z, c11 = z, c20 = z, c21 = z;
+    __m256 c30 = z, c31 = z, c40 = z, c41 = z, c50 = z, c51 = z;
+#define SG_ROW(R, A0, A1)                                                   \
+    if (MRC > R) {                                                          \
+        __m256 av = _mm256_broadcast_ss(a + R);                             \
+        A0 = _mm256_fmadd_ps(av, b0, A0);                                   \
+        if (NV == 2) A1 = _mm256_fmadd_ps(av, b1, A1);                      \
+    }
+#define SG_STEP                                                             \
+    {                                                                       \
+        __m256 b0 = _mm256_loadu_ps(b), b1 = z;                             \
+        if (NV == 2) b1 = _mm256_loadu_ps(b + 8);                           \
+        SG_ROW(0, c00, c01) SG_ROW(1, c10, c11) SG_ROW(2, c20, c21)         \
+        SG_ROW(3, c30, c31) SG_ROW(4, c40, c41) SG_ROW(5, c50, c51)         \
+        a += SG_MR;                                                         \
+        b += ldb;                                                           \
+    }
+    long k = 0;
+    for (; k + 4 <= kc; k += 4) {
+        SG_STEP SG_STEP SG_STEP SG_STEP
+    }
+    for (; k < kc; k++) SG_STEP
+#undef SG_STEP
+#undef SG_ROW
+    if (mr == MRC && nr == 8 * NV) {
+#define SG_OUT(R, A0, A1)                                                                \
+        if (MRC > R) {                                                                   \
+            if (NV == 2) sg_row_out(A0, A1, c + R * ldc, accum, last, e, m0 + R, n0);    \
+            else sg_row_out8(A0, c + R * ldc, accum, last, e, m0 + R, n0);               \
+        }
+        SG_OUT(0, c00, c01) SG_OUT(1, c10, c11) SG_OUT(2, c20, c21)
+        SG_OUT(3, c30, c31) SG_OUT(4, c40, c41) SG_OUT(5, c50, c51)
+#undef SG_OUT
+    } else {  /* ragged corner: spill, then the scalar store writes the mr x nr part */
+        float buf[SG_MR * SG_NR];
+#define SG_SPILL(R, A0, A1)                                                      \
+        _mm256_storeu_ps(buf + R * SG_NR, A0);                                   \
+        _mm256_storeu_ps(buf + R * SG_NR + 8, A1);
+        SG_SPILL(0, c00, c01) SG_SPILL(1, c10, c11) SG_SPILL(2, c20, c21)
+        SG_SPILL(3, c30, c31) SG_SPILL(4, c40, c41) SG_SPILL(5, c50, c51)
+#undef SG_SPILL
+        sg_store_scalar(buf, c, ldc, mr, nr, accum, last, e, m0, n0);
+    }
+}
+
+#define SG_UKR(MRC, NV)                                                                   \
+    SG_AVX2 static void sg_ukr_avx2_##MRC##x##NV(long kc, const float *a, const float *b,  \
+            long ldb, float *c, long ldc, int mr, int nr, int accum, int last,             \
+            const sg_epi *e, long m0, long n0) {                                          \
+        sg_ukr_avx2_t(kc, a, b, ldb, c, ldc, mr, nr, accum, last, e, m0, n0, MRC, NV);     \
+    }
+SG_UKR(1, 1) SG_UKR(2, 1) SG_UKR(3, 1) SG_UKR(4, 1) SG_UKR(5, 1) SG_UKR(6, 1)
+SG_UKR(1, 2) SG_UKR(2, 2) SG_UKR(3, 2) SG_UKR(4, 2) SG_UKR(5, 2) SG_UKR(6, 2)
+#undef SG_UKR
+
+/* Dispatch on the tile actually needed: rows mr (1..6), 8 or 16 columns. */
+static void sg_ukr_avx2(long kc, const float *a, const float *b, long ldb, float *c, long ldc,
+                        int mr, int nr, int accum, int last, const sg_epi *e, long m0,
+                        long n0) {
+    typedef void (*fn_t)(long, const float *, const float *, long, float *, long, int, int,
+                         int, int, const sg_epi *, long, long);
+    static const fn_t table[2][SG_MR] = {
+        {sg_ukr_avx2_1x1, sg_ukr_avx2_2x1, sg_ukr_avx2_3x1, sg_ukr_avx2_4x1, sg_ukr_avx2_5x1,
+         sg_ukr_avx2_6x1},
+        {sg_ukr_avx2_1x2, sg_ukr_avx2_2x2, sg_ukr_avx2_3x2, sg_ukr_avx2_4x2, sg_ukr_avx2_5x2,
+         sg_ukr_avx2_6x2}};
+    table[nr > 8][mr - 1](kc, a, b, ldb, c, ldc, mr, nr, accum, last, e, m0, n0);
+}
+
+static int sg_have_avx2(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+#else
+static int sg_have_avx2(void) { return 0; }
+#endif
+
+typedef void (*sg_ukr_t)(long, const float *, const float *, long, float *, long, int, int,
+                         int, int, const sg_epi *, long, long);
+
+/* ---------------------------------------------------------------- packing */
+
+/* A rows [i0, i0+mc), columns [k0, k0+kc) of a strided matrix -> MR panels (kc x MR). */
+static void sg_pack_a(const float *src, long rs, long cs, long i0, long mc, long k0, long kc,
+                      float *dst) {
+    for (long p = 0; p < mc; p += SG_MR) {
+        int mr = mc - p < SG_MR ? (int)(mc - p) : SG_MR;
+        const float *s = src + (i0 + p) * rs + k0 * cs;
+        for (long k = 0; k < kc; k++) {
+            int r = 0;
+            for (; r < mr; r++) dst[r] = s[r * rs + k * cs];
+            for (; r < SG_MR; r++) dst[r] = 0.f;
+            dst += SG_MR;
+        }
+    }
+}
+
+/* B rows [k0, k0+kc), columns [j0, j0+nc) of a strided matrix -> NR panels (kc x NR). */
+static void sg_pack_b(const float *src, long rs, long cs, long k0, long kc, long j0, long nc,
+                      float *dst) {
+    for (long p = 0; p < nc; p += SG_NR) {
+        int nr = nc - p < SG_NR ? (int)(nc - p) : SG_NR;
+        const float *s = src + k0 * rs + (j0 + p) * cs;
+        if (cs == 1 && nr == SG_NR) {
+            for (long k = 0; k < kc; k++, dst += SG_NR) memcpy(dst, s + k * rs, SG_NR * 4);
+        } else {
+            for (long k = 0; k < kc; k++, dst += SG_NR) {
+                int j = 0;
+                for (; j < nr; j++) dst[j] = s[k * rs + j * cs];
+                for (; j < SG_NR; j++) dst[j] = 0.f;
+            }
+        }
+    }
+}
+
+/* Implicit im2col: B rows [k0, k0+kc), output pixels [j0, j0+nc) of a conv -> NR panels.
+ * Each panel's pixels are split into runs within one output row; a run whose input span
+ * lies inside the image (stride 1) is a plain copy, other runs check each pixel. */
+static void sg_pack_b_conv(const sg_conv *g, long k0, long kc, long j0, long nc, float *dst) {
+    const long khw = (long)g->kh * g->kw;
+    for (long p = 0; p < nc; p += SG_NR) {
+        int nr = nc - p < SG_NR ? (int)(nc - p) : SG_NR;
+        /* runs: (first column in panel, length, output row, first output column) */
+        int run_col[SG_NR + 1], run_len[SG_NR + 1], run_oy[SG_NR + 1], run_ox[SG_NR + 1];
+        int nrun = 0;
+        for (int j = 0; j < nr;) {
+            long pix = j0 + p + j;
+            int oy = (int)(pix / g->ow), ox = (int)(pix % g->ow);
+            int len = g->ow - ox < nr - j ? g->ow - ox : nr - j;
+            run_col[nrun] = j; run_len[nrun] = len; run_oy[nrun] = oy; run_ox[nrun] = ox;
+            nrun++;
+            j += len;
+        }
+        long c = k0 / khw, rem = k0 % khw;
+        int ti = (int)(rem / g->kw), tj = (int)(rem % g->kw);
+        for (long k = 0; k < kc; k++, dst += SG_NR) {
+            const float *plane = g->x + c * (long)g->H * g->W;
+            for (int r = 0; r < nrun; r++) {
+                float *d = dst + run_col[r];
+                int len = run_len[r];
+                int iy = run_oy[r] * g->sh - g->ph + ti * g->dh;
+                if (iy < 0 || iy >= g->H) {
+                    memset(d, 0, len * 4);
+                    continue;
+                }
+                const float *row = plane + (long)iy * g->W;
+                int ix = run_ox[r] * g->sw - g->pw + tj * g->dw;
+                if (g->sw == 1 && ix >= 0 && ix + len <= g->W) {
+                    memcpy(d, row + ix, len * 4);
+                } else {
+                    for (int t = 0; t < len; t++, ix += g->sw)
+                        d[t] = (ix >= 0 && ix < g->W) ? row[ix] : 0.f;
+                }
+            }
+            for (int j = nr; j < SG_NR; j++) dst[j] = 0.f;
+            if (++tj == g->kw) {
+                tj = 0;
+                if (++ti == g->kh) { ti = 0; c++; }
+            }
+        }
+    }
+}
+
+/* Pack a whole constant operand once (full K): A -> MR panels, B -> NR panels. Sizes:
+ * sg_packed_a_size(M, K) = ceil(M/MR)*MR*K floats, sg_packed_b_size(K, N) = ceil(N/NR)*NR*K. */
+static long sg_packed_a_size(long M, long K) { return (M + SG_MR - 1) / SG_MR * SG_MR * K; }
+static long sg_packed_b_size(long K, long N) { return (N + SG_NR - 1) / SG_NR * SG_NR * K; }
+
+/* ---------------------------------------------------------------- blocking + driver */
+
+typedef struct { long kc, mc, nc; } sg_blocks;
+
+/* KC: K in balanced blocks of <= 384 (a 16-column B micro-panel of kc rows stays in L1);
+ * MC: the A block (mc x kc) in about 192 KiB of L2; NC: the packed B block in ~1 MiB. */
+static sg_blocks sg_choose_blocks(long M, long N, long K) {
+    sg_blocks b;
+    long nk = (K + 383) / 384;
+    b.kc = (K + nk - 1) / nk;
+    b.mc = (192 * 1024 / 4 / b.kc) / SG_MR * SG_MR;
+    if (b.mc < SG_MR) b.mc = SG_MR;
+    if (b.mc > M) b.mc = (M + SG_MR - 1) / SG_MR * SG_MR;
+    b.nc = (1024 * 1024 / 4 / b.kc) / SG_NR * SG_NR;
+    if (b.nc < SG_NR) b.nc = SG_NR;
+    if (b.nc > N) b.nc = (N + SG_NR - 1) / SG_NR * SG_NR;
+    return b;
+}
+
+/* Workspace floats a call needs for the operands it packs itself. */
+static long sg_workspace_size(long M, long N, long K, int pack_a, int pack_b) {
+    sg_blocks b = sg_choose_blocks(M, N, K);
+    return (pack_a ? b.mc * b.kc : 0) + (pack_b ? b.nc * b.kc : 0) + b.kc * SG_NR + 64;
+}
+
+/* C (M, N), row stride ldc = act(A @ B + epilogue). A/B: prepacked or strided (`a`, `b`),
+ * or B from a conv image (`conv` != NULL). direct_b (B strided with unit column stride):
+ * the micro-kernel reads full 16-column panels of B in place, only the ragged last panel
+ * is packed. ws: sg_workspace_size floats. */
+static void sg_gemm(long M, long N, long K, const sg_operand *a, const sg_operand *b,
+                    const sg_conv *conv, float *C, long ldc, const sg_epi *e, float *ws,
+                    int use_avx2, int direct_b) {
+    sg_ukr_t ukr = sg_ukr_c;
+#if SG_X86
+    if (use_avx2) ukr = sg_ukr_avx2;
+#endif
+    sg_blocks bl = sg_choose_blocks(M, N, K);
+    int pack_a = a->packed == NULL, pack_b = b->packed == NULL;
+    direct_b = direct_b && pack_b && !conv && b->cs == 1;
+    float *wa = ws, *wb = ws + (pack_a ? bl.mc * bl.kc : 0);
+    for (long jc = 0; jc < N; jc += bl.nc) {
+        long nc = N - jc < bl.nc ? N - jc : bl.nc;
+        long nfull = direct_b ? nc / SG_NR * SG_NR : 0;   /* columns read in place */
+        for (long pc = 0; pc < K; pc += bl.kc) {
+            long kc = K - pc < bl.kc ? K - pc : bl.kc;
+            int accum = pc > 0, last = pc + kc == K;
+            /* B block (kc x nc): NR panels, panel stride b_ps floats, starting at bblk */
+            const float *bblk;
+            long b_ps;
+            if (pack_b) {
+                if (conv) sg_pack_b_conv(conv, pc, kc, jc, nc, wb);
+                else if (nfull < nc)
+                    sg_pack_b(b->src, b->rs, b->cs, pc, kc, jc + nfull, nc - nfull, wb);
+                bblk = wb;
+                b_ps = kc * SG_NR;
+            } else {
+                bblk = b->packed + (jc / SG_NR) * K * SG_NR + pc * SG_NR;
+                b_ps = K * SG_NR;
+            }
+            for (long ic = 0; ic < M; ic += bl.mc) {
+                long mc = M - ic < bl.mc ? M - ic : bl.mc;
+                const float *ablk;
+                long a_ps;
+                if (pack_a) {
+                    sg_pack_a(a->src, a->rs, a->cs, ic, mc, pc, kc, wa);
+                    ablk = wa;
+                    a_ps = kc * SG_MR;
+                } else {
+                    ablk = a->packed + (ic / SG_MR) * K * SG_MR + pc * SG_MR;
+                    a_ps = K * SG_MR;
+                }
+                /* macro-kernel: the B micro-panel stays in L1 across the A panels */
+                for (long jr = 0; jr < nc; jr += SG_NR) {
+                    int nr = nc - jr < SG_NR ? (int)(nc - jr) : SG_NR;
+                    const float *bp;
+                    long ldb;
+                    if (jr < nfull) {
+                        bp = b->src + pc * b->rs + jc + jr;
+                        ldb = b->rs;
+                    } else {
+                        bp = bblk + ((jr - nfull) / SG_NR) * b_ps;
+                        ldb = SG_NR;
+                    }
+                    for (long ir = 0; ir < mc; ir += SG_MR) {
+                        int mr = mc - ir < SG_MR ? (int)(mc - ir) : SG_MR;
+                        long m0 = ic + ir, n0 = jc + jr;
+                        ukr(kc, ablk + (ir / SG_MR) * a_ps, bp, ldb, C + m0 * ldc + n0, ldc,
+                            mr, nr, accum, last, e, m0, n0);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#endif

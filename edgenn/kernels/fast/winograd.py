@@ -1,0 +1,227 @@
+"""Winograd convolution F(m x m, 3 x 3) for 3x3, stride 1, dilation 1, group 1 convs (Lavin &
+Gray 2016): per m x m output tile, Y = A^T [(G g G^T) ⊙ (B^T d B)] A.
+
+x (N, C, H, W), W (K, C, 3, 3) -> y (N, K, OH, OW), float32, with bias, residual z and the
+activation fused into the output transform.
+
+- prepare: U = G g G^T for every (k, c), stored (alpha^2, K, C) (float64 math, float32 result);
+  all scratch is allocated here.
+- run, per block of tile rows (tiles of every image in one sequence, so batch > 1 adds tiles):
+  input transform x -> V (alpha^2, C, Tb) in C (_winograd.h), then alpha^2 independent GEMMs
+  M[xi] = U[xi] (K x C) @ V[xi] (C x Tb) by one stacked np.matmul into a preallocated buffer
+  (OpenBLAS, no copies: V[xi] is C-contiguous), then the output transform + epilogue in C.
+  Blocks keep V and M near L2 size.
+
+Error grows with m (the interpolation points 2, 1/2 ... widen the transforms' dynamic range):
+max |y - ref| / max |ref| on ResNet-18's real activations is <= 8e-7 for F(2,3), <= 6e-6 for
+F(4,3), <= 1.3e-5 for F(6,3) (tests/test_winograd.py checks the growth on realistic data).
+Registered: winograd_f23, winograd_f43; each carries a cost estimate (`winograd_seconds`).
+"""
+from __future__ import annotations
+
+import math
+from fractions import Fraction as Fr
+
+import numpy as np
+
+from ...registry import kernel
+from . import epilogue
+from .conv import geometry
+
+# ---- transform matrices (float64; the C code in _winograd.h has their closed forms) --------
+
+_MATRICES = {
+    2: dict(
+        BT=[[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]],
+        G=[[1, 0, 0], [Fr(1, 2), Fr(1, 2), Fr(1, 2)], [Fr(1, 2), Fr(-1, 2), Fr(1, 2)], [0, 0, 1]],
+        AT=[[1, 1, 1, 0], [0, 1, -1, -1]]),
+    4: dict(
+        BT=[[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0],
+            [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]],
+        G=[[Fr(1, 4), 0, 0], [Fr(-1, 6), Fr(-1, 6), Fr(-1, 6)], [Fr(-1, 6), Fr(1, 6), Fr(-1, 6)],
+           [Fr(1, 24), Fr(1, 12), Fr(1, 6)], [Fr(1, 24), Fr(-1, 12), Fr(1, 6)], [0, 0, 1]],
+        AT=[[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0],
+            [0, 1, -1, 8, -8, 1]]),
+    # points 0, 1, -1, 2, -2, 1/2, -1/2, inf
+    6: dict(
+        BT=[[1, 0, Fr(-21, 4), 0, Fr(21, 4), 0, -1, 0],
+            [0, 1, 1, Fr(-17, 4), Fr(-17, 4), 1, 1, 0],
+            [0, -1, 1, Fr(17, 4), Fr(-17, 4), -1, 1, 0],
+            [0, Fr(1, 2), Fr(1, 4), Fr(-5, 2), Fr(-5, 4), 2, 1, 0],
+            [0, Fr(-1, 2), Fr(1, 4), Fr(5, 2), Fr(-5, 4), -2, 1, 0],
+            [0, 2, 4, Fr(-5, 2), -5, Fr(1, 2), 1, 0],
+            [0, -2, 4, Fr(5, 2), -5, Fr(-1, 2), 1, 0],
+            [0, -1, 0, Fr(21, 4), 0, Fr(-21, 4), 0, 1]],
+        G=[[1, 0, 0], [Fr(-2, 9), Fr(-2, 9), Fr(-2, 9)], [Fr(-2, 9), Fr(2, 9), Fr(-2, 9)],
+           [Fr(1, 90), Fr(1, 45), Fr(2, 45)], [Fr(1, 90), Fr(-1, 45), Fr(2, 45)],
+           [Fr(32, 45), Fr(16, 45), Fr(8, 45)], [Fr(32, 45), Fr(-16, 45), Fr(8, 45)],
+           [0, 0, 1]],
+        AT=[[1, 1, 1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, Fr(1, 2), Fr(-1, 2), 0],
+            [0, 1, 1, 4, 4, Fr(1, 4), Fr(1, 4), 0], [0, 1, -1, 8, -8, Fr(1, 8), Fr(-1, 8), 0],
+            [0, 1, 1, 16, 16, Fr(1, 16), Fr(1, 16), 0],
+            [0, 1, -1, 32, -32, Fr(1, 32), Fr(-1, 32), 1]]),
+}
+
+
+def matrices(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """-> (B^T (alpha, alpha), G (alpha, 3), A^T (m, alpha)) of F(m, 3), float64."""
+    d = _MATRICES[m]
+    return tuple(np.array([[float(v) for v in row] for row in d[k]]) for k in ("BT", "G", "AT"))
+
+
+def weight_transform(w: np.ndarray, m: int) -> np.ndarray:
+    """w (K, C, 3, 3) -> U (alpha^2, K, C) float32, U[i*alpha + j, k, c] = (G w[k, c] G^T)[i, j]."""
+    _, g, _ = matrices(m)
+    alpha = m + 2
+    u = np.einsum("ia,kcab,jb->ijkc", g, w.astype(np.float64), g, optimize=True)
+    return np.require(u.reshape(alpha * alpha, *w.shape[:2]), dtype=np.float32, requirements="C")
+
+
+# ---- cost model -----------------------------------------------------------------------------
+
+# Rates measured here (1 thread, Zen 3, OpenBLAS 0.3.31): transforms in ns per element of V
+# (alpha^2 * C * tiles) and of M (alpha^2 * K * tiles), tiles rounded up to the 8 lanes a
+# vector handles; sgemm GFLOP/s falls with the narrow dimension n as peak * n / (n + half)
+# (n = tiles for the alpha^2 GEMMs: 12 GFLOP/s at 4 tiles, 21 at 16, 26 at 49, 29 at 196).
+_NS_IN = {2: 0.8, 4: 0.9, 6: 2.2}
+_NS_OUT = {2: 0.5, 4: 0.7, 6: 1.3}
+_GEMM_PEAK, _GEMM_HALF = 30.0, 8.0      # alpha^2 GEMMs (K x C) @ (C x tiles)
+_IM2COL_PEAK, _IM2COL_HALF = 28.0, 4.0  # (K x 9C) @ (9C x pixels), im2col included
+
+
+def _sgemm_seconds(flops: float, n: int, peak: float, half: float) -> float:
+    return flops / (peak * 1e9 * n / (n + half))
+
+
+def winograd_seconds(c: int, k: int, h: int, w: int, m: int, batch: int = 1) -> float:
+    """Estimated seconds of Winograd F(m, 3) on a 3x3 stride-1 conv, c -> k channels, output
+    h x w: input transform + alpha^2 GEMMs (K x C) @ (C x tiles) + output transform."""
+    a2 = (m + 2) ** 2
+    th, tw = math.ceil(h / m), math.ceil(w / m)
+    tiles, lanes = batch * th * tw, batch * th * math.ceil(tw / 8) * 8
+    gemm = _sgemm_seconds(2.0 * a2 * k * c * tiles, tiles, _GEMM_PEAK, _GEMM_HALF)
+    return gemm + a2 * lanes * (_NS_IN[m] * c + _NS_OUT[m] * k) * 1e-9
+
+
+def direct_seconds(c: int, k: int, h: int, w: int, batch: int = 1) -> float:
+    """Estimated seconds of the im2col + sgemm conv (conv_gemm) on the same conv."""
+    return batch * _sgemm_seconds(2.0 * 9 * k * c * h * w, h * w, _IM2COL_PEAK, _IM2COL_HALF)
+
+
+def winograd_cost_ratio(c: int, k: int, h: int, w: int, m: int) -> float:
+    """Estimated time of the im2col + sgemm conv over the time of Winograd F(m, 3), for a 3x3
+    stride-1 conv with c input and k output channels and an h x w output (batch 1).
+
+    > 1: Winograd is expected to win by that factor; below ~0.7 it is hopeless and the
+    autotuner can skip timing it. The idea of MNN's `bestWinogradUnit` (direct cost against
+    input transform + alpha^2 GEMMs + output transform per tile; MNN keeps the best unit and
+    none below 1), here in seconds from rates measured on this machine, so the transforms
+    and the skinny GEMMs of few tiles (7x7 outputs, 512 channels) are priced honestly.
+    ResNet-18 (1 thread), model vs measured: 64ch 56x56 F(4,3) 2.9 vs 3.1; 128ch 28x28
+    F(4,3) 3.1 vs 2.9; 256ch 14x14 F(2,3) 2.0 vs 1.8; 512ch 7x7 F(2,3) 1.27 vs 1.27,
+    F(4,3) 1.11 vs 1.09, F(6,3) 0.59 vs 0.60.
+    """
+    return direct_seconds(c, k, h, w) / winograd_seconds(c, k, h, w, m)
+
+
+def _cost(m: int):
+    """KernelSpec.cost: estimated seconds (comparable with other kernels' estimates)."""
+    def cost(node, ins, outs):
+        n, c = ins[0].shape[:2]
+        _, k, oh, ow = outs[0].shape
+        return winograd_seconds(c, k, oh, ow, m, n)
+    return cost
+
+
+# ---- the kernel -----------------------------------------------------------------------------
+
+# fused in C; the rest ("Sigmoid", "SiLU", "Gelu") run afterwards through epilogue.activate
+_C_ACT = {"": 0, "Relu": 1, "Clip": 2, "LeakyRelu": 3, "HardSigmoid": 4, "HardSwish": 5}
+_BLOCK_BYTES = 2 << 20     # V + M of one block of tile rows: about L2 + some L3 (measured)
+_MIN_BLOCK_TILES = 64      # fewer tiles make the per-xi GEMMs too skinny for OpenBLAS
+
+
+def _supports(node, ins, outs) -> bool:
+    x, w = ins[0], ins[1]
+    a = node.attrs
+    return (len(x.shape) == 4 and x.dtype == "float32" and w.value is not None
+            and tuple(w.shape[2:]) == (3, 3) and a.get("group", 1) == 1
+            and list(a.get("strides") or [1, 1]) == [1, 1]
+            and list(a.get("dilations") or [1, 1]) == [1, 1]
+            and epilogue.supported(node)
+            and (len(ins) < 3 or ins[2] is None or ins[2].value is not None))
+
+
+def _prepare(node, ins, outs, m: int, block_bytes: int = _BLOCK_BYTES):
+    from . import _winograd as cw
+    x, w, y = ins[0], ins[1].value, outs[0]
+    n, c, h, wd = x.shape
+    k = w.shape[0]
+    _, _, oh, ow = y.shape
+    _, (ph, pw), _ = geometry(node, x.shape, w.shape, y.shape)
+    alpha = m + 2
+    a2 = alpha * alpha
+    u = weight_transform(w, m)
+    bias = (np.require(ins[2].value, dtype=np.float32, requirements="C")
+            if len(ins) > 2 and ins[2] is not None else None)
+    has_z = len(ins) > 3 and ins[3] is not None
+    act, params = node.attrs.get("activation", ""), list(node.attrs.get("activation_params", []))
+    cact = _C_ACT.get(act, 0)
+    post = act if act not in _C_ACT else ""
+    p0 = float(params[0]) if params else 0.0
+    p1 = float(params[1]) if len(params) > 1 else 0.0
+    if act == "Clip":
+        p0 = p0 if params else -np.inf
+        p1 = p1 if len(params) > 1 else np.inf
+
+    # tiles: th x tw per image, all images' tile rows in one sequence, blocked by rows
+    th, tw = -(-oh // m), -(-ow // m)
+    twp = -(-tw // 8) * 8
+    rows_total = n * th
+    per_row = a2 * (c + k) * tw * 4  # bytes of V and M per tile row
+    nrows = max(1, block_bytes // per_row, -(-_MIN_BLOCK_TILES // tw))
+    nrows = -(-rows_total // -(-rows_total // nrows))  # balance the blocks
+    blocks = [(r, min(nrows, rows_total - r)) for r in range(0, rows_total, nrows)]
+
+    vbuf = np.empty(a2 * c * nrows * tw, np.float32)
+    mbuf = np.zeros(a2 * k * nrows * tw + 8, np.float32)  # +8: the output pass reads ahead
+    views = []
+    for r0, nr in blocks:
+        tb = nr * tw
+        views.append((r0, nr, vbuf[:a2 * c * tb], vbuf[:a2 * c * tb].reshape(a2, c, tb),
+                      mbuf[:a2 * k * tb], mbuf[:a2 * k * tb].reshape(a2, k, tb)))
+    pbuf = np.empty((nrows * m + 2) * alpha * twp, np.float32)
+    xp = np.zeros(twp * m + alpha, np.float32)
+    zeros = np.zeros(alpha * twp, np.float32)
+    qbuf = np.empty(m * alpha * twp, np.float32)
+    rowbuf = np.empty(twp * m, np.float32)
+    tmp = np.empty(y.shape, np.float32) if post else None
+    cin, cout, matmul = cw.input_transform, cw.output_transform, np.matmul
+
+    def run(inputs, outputs):
+        xs, out = inputs[0], outputs[0]
+        z = inputs[3] if has_z else None
+        for r0, nr, vflat, v3, mflat, m3 in views:
+            cin(m, xs, ph, pw, th, tw, twp, r0, nr, vflat, pbuf, xp, zeros)
+            matmul(u, v3, out=m3)
+            cout(m, mflat, out, th, tw, twp, r0, nr, bias, z, cact, p0, p1, qbuf, rowbuf)
+        if post:
+            epilogue.activate(out, post, params, tmp)
+    return run
+
+
+@kernel("Conv", "winograd_f23", supports=_supports, cost=_cost(2))
+def prepare_f23(node, ins, outs):
+    return _prepare(node, ins, outs, 2)
+
+
+@kernel("Conv", "winograd_f43", supports=_supports, cost=_cost(4))
+def prepare_f43(node, ins, outs):
+    return _prepare(node, ins, outs, 4)
+
+
+# F(6,3) works (tests/test_winograd.py) but is not registered: on ResNet-18 it is never faster
+# than F(4,3) here (the transforms cost twice as much and the tiles pad more), and its error,
+# ~1.3e-5 of max |y| on real activations, misses the 1e-5 every registered kernel is held to.
+def prepare_f63(node, ins, outs):
+    return _prepare(node, ins, outs, 6)

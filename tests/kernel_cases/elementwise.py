@@ -1,0 +1,156 @@
+"""Kernel test cases for the elementwise and data-movement kernels: every broadcasting
+form (scalar, row, column, both sides, rank change), 0-d and one-element tensors, IEEE
+edge values, merged and unmerged transposes, constant and run-time Gather indices."""
+import numpy as np
+
+from edgenn.graph.ir import Node
+
+RT = set()            # every input a run-time tensor
+F = np.float32
+
+BCAST = [  # (a shape, b shape)
+    ((2, 3, 4), (2, 3, 4)), ((2, 3, 4), ()), ((), (2, 3, 4)), ((2, 3, 4), (4,)),
+    ((2, 3, 4), (3, 1)), ((2, 1, 4), (1, 3, 1)), ((1,), (5, 1)), ((1, 32, 24, 16), (1,)),
+    ((1,), (1, 64, 6, 10)), ((1, 240, 6, 8), (1, 240, 1, 1)), ((7,), (7,)), ((1,), ()),
+]
+
+
+def _rng(seed):
+    return np.random.default_rng(seed)
+
+
+def binary_cases(op):
+    def gen():
+        rng = _rng(10)
+        for sa, sb in BCAST:
+            a = rng.standard_normal(sa).astype(F)
+            b = rng.standard_normal(sb).astype(F)
+            if op == "Pow":
+                a = np.abs(a) + F(0.5)
+            if op == "Div":
+                b = np.where(np.abs(b) < 0.1, F(0.5), b).astype(F)
+            yield Node(op, ["a", "b"], ["y"], {}, op.lower()), [a, b], RT
+            yield Node(op, ["a", "b"], ["y"], {}, op.lower()), [a, b]  # b constant
+        if op == "Pow":
+            x = np.abs(_rng(11).standard_normal((3, 5))).astype(F)
+            for e in (2.0, 0.5, 3.0, -1.0):
+                yield Node(op, ["a", "b"], ["y"], {}, "pow"), [x, np.array(e, F)]
+    return gen
+
+
+def variadic_cases(op):
+    def gen():
+        rng = _rng(12)
+        for shapes in [[(2, 3)], [(2, 3), (3,)], [(4, 1), (1, 5), (4, 5)],
+                       [(2, 3, 4), (), (3, 1), (2, 3, 4)]]:
+            xs = [rng.standard_normal(s).astype(F) for s in shapes]
+            yield Node(op, [f"x{i}" for i in range(len(xs))], ["y"], {}, op.lower()), xs, RT
+    return gen
+
+
+def unary_cases(op, attrs=None, domain=None):
+    def gen():
+        rng = _rng(13)
+        for shape in [(1, 480, 1, 40), (3, 5, 7), (9,), (), (1,), (2, 4097)]:
+            x = (rng.standard_normal(shape) * 3).astype(F)
+            if domain == "pos":
+                x = np.abs(x) + F(0.1)
+            yield Node(op, ["x"], ["y"], dict(attrs or {}), op.lower()), [x], RT
+        if domain is None:  # IEEE edge values
+            x = np.array([0.0, -0.0, 1e-30, -1e-30, 80.0, -80.0, 100.0, -100.0, 1e30,
+                          -1e30, 0.5, -0.5], F)
+            if op in ("Exp",):
+                x = np.clip(x, -80, 80).astype(F)
+            if op in ("Reciprocal",):
+                x = x[np.abs(x) > 1e-20]
+            yield Node(op, ["x"], ["y"], dict(attrs or {}), op.lower()), [x], RT
+    return gen
+
+
+def clip_cases():
+    rng = _rng(14)
+    x = (rng.standard_normal((3, 4, 5)) * 4).astype(F)
+    for lo, hi in [(0.0, 6.0), (-1.0, None), (None, 2.0), (None, None), (3.0, 1.0)]:
+        ins, names = [x], ["x"]
+        if lo is not None or hi is not None:
+            ins.append(None if lo is None else np.array(lo, F))
+            names.append("" if lo is None else "lo")
+        if hi is not None:
+            ins.append(np.array(hi, F))
+            names.append("hi")
+        yield Node("Clip", names, ["y"], {}, "clip"), ins
+
+
+def transpose_cases():
+    rng = _rng(15)
+    for shape, perm in [((1, 128, 12, 32), [0, 2, 1, 3]), ((1, 128, 12, 32), [0, 2, 3, 1]),
+                        ((1, 12, 128, 32), [0, 2, 1, 3]), ((1, 40, 3, 8, 15), [2, 0, 3, 1, 4]),
+                        ((1, 8, 40, 15), [0, 1, 3, 2]), ((1, 1, 40, 120), [0, 3, 1, 2]),
+                        ((2, 3, 4), None), ((2, 3, 4), [0, 1, 2]), ((5, 1, 7), [2, 1, 0]),
+                        ((1,), [0]), ((), []), ((3, 1, 1, 2), [3, 2, 1, 0]),
+                        ((2, 3, 4, 5), [1, 2, 3, 0])]:
+        x = rng.standard_normal(shape).astype(F)
+        attrs = {} if perm is None else {"perm": perm}
+        yield Node("Transpose", ["x"], ["y"], attrs, "tr"), [x], RT
+
+
+def gather_cases():
+    rng = _rng(16)
+    table = rng.standard_normal((50, 8)).astype(F)
+    for idx, axis in [(np.array([[0, 3, 49, 7, -1, -50]]), 0), (np.array(5), 0),
+                      (np.array([[1, 0], [2, 2]]), 1), (np.array(-2), 1)]:
+        for dt in (np.int64, np.int32):
+            i = idx.astype(dt)
+            node = Node("Gather", ["x", "i"], ["y"], {"axis": axis}, "gather")
+            yield node, [table, i], RT
+            yield node, [table, i], {0, 1}  # table and indices constant
+            yield node, [table, i], {0}     # embedding: constant table, run-time ids
+    x = rng.standard_normal((1, 128, 384)).astype(F)
+    yield Node("Gather", ["x", "i"], ["y"], {"axis": 1}, "gather"), [x, np.array(0)]
+
+
+def cast_cases():
+    rng = _rng(17)
+    for x in [rng.integers(-5, 5, (1, 1, 128, 128)).astype(np.int64),
+              rng.integers(0, 255, (3, 4)).astype(np.uint8), rng.random((2, 5)) < 0.5,
+              rng.standard_normal((4, 3)).astype(np.float64),
+              rng.standard_normal((4, 3)).astype(F), rng.integers(-9, 9, (6,)).astype(np.int32),
+              rng.standard_normal((2, 2)).astype(np.float16)]:
+        yield Node("Cast", ["x"], ["y"], {"to": 1}, "cast"), [x], RT
+
+
+def where_cases():
+    rng = _rng(18)
+    for sc, sx, sy in [((1, 1, 128, 128), (), (1, 1, 128, 128)), ((3, 4), (3, 4), (3, 4)),
+                       ((4,), (3, 1), ()), ((2, 1, 3), (1, 5, 1), (2, 5, 3)), ((), (3,), (3,))]:
+        c = rng.random(sc) < 0.5
+        x = rng.standard_normal(sx).astype(F)
+        y = rng.standard_normal(sy).astype(F)
+        yield Node("Where", ["c", "x", "y"], ["o"], {}, "where"), [c, x, y], RT
+        yield Node("Where", ["c", "x", "y"], ["o"], {}, "where"), [c, x, y], {1}
+
+
+def expand_cases():
+    rng = _rng(19)
+    for sx, shape in [((1, 1), (1, 384)), ((3, 1), (2, 3, 4)), ((4,), (1,)), ((), (2, 2)),
+                      ((2, 1, 3), (1, 4, 1)), ((5,), (5,))]:
+        x = rng.standard_normal(sx).astype(F)
+        yield Node("Expand", ["x", "s"], ["y"], {}, "expand"), [x, np.array(shape, np.int64)], {1}
+    # other dtypes (values small enough to compare exactly in the float32 test buffer)
+    for dt in (np.int64, np.int32, np.float64, bool):
+        x = rng.integers(0, 2, (1, 1, 1, 128)).astype(dt)
+        yield (Node("Expand", ["x", "s"], ["y"], {}, "expand"),
+               [x, np.array([1, 1, 128, 1], np.int64)], {1})
+
+
+CASES = {op: binary_cases(op) for op in ("Add", "Sub", "Mul", "Div", "Pow")}
+CASES.update({op: variadic_cases(op) for op in ("Max", "Min", "Sum")})
+CASES.update({op: unary_cases(op) for op in ("Relu", "Tanh", "Neg", "Abs", "Floor", "Ceil",
+                                             "Sin", "Cos", "Sigmoid", "Erf", "HardSwish")})
+CASES.update({"Exp": unary_cases("Exp"), "Log": unary_cases("Log", domain="pos"),
+              "Sqrt": unary_cases("Sqrt", domain="pos"), "Reciprocal": unary_cases("Reciprocal"),
+              "LeakyRelu": lambda: (c for a in (0.1, 0.0, 1.0, 3.0, -0.5)
+                                    for c in unary_cases("LeakyRelu", {"alpha": a})()),
+              "HardSigmoid": unary_cases("HardSigmoid", {"alpha": 0.3, "beta": 0.4}),
+              "Clip": clip_cases, "Transpose": transpose_cases, "Gather": gather_cases,
+              "Cast": cast_cases, "Where": where_cases, "Expand": expand_cases})

@@ -1,0 +1,178 @@
+"""edgenn's packed sgemm (kernels/fast/_sgemm.pyx + sgemm.h) against float64 matmul:
+exact results on integer data, tails around the 6 x 16 micro-tile and the K blocks, both
+operand layouts (constant A packed / constant B packed), B read in place, implicit im2col,
+every epilogue, the AVX2 path and the forced portable path."""
+import itertools
+
+import numpy as np
+import pytest
+
+from edgenn.kernels.fast import _sgemm as sg
+from edgenn.kernels.reference.nn import apply_activation
+
+PATHS = [True, False] if sg.HAVE_AVX2 else [True]   # force_portable
+ACTS = [("", []), ("Relu", []), ("Clip", [-0.5, 0.7]), ("HardSwish", []),
+        ("HardSigmoid", [0.2, 0.5]), ("Sigmoid", []), ("SiLU", []), ("LeakyRelu", [0.1]),
+        ("Gelu", [])]
+TAILS = [1, 2, 5, 6, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65]
+
+
+def _rel(got, want):
+    return float(np.max(np.abs(got - want))) / max(float(np.max(np.abs(want))), 1e-6)
+
+
+def _check(got, a, b, what):
+    """max |got - want| <= 1e-5 * scale, want in float64; scale = max |want|, or, where
+    cancellation leaves that tiny (one dot product of 385 random terms), max(|A| @ |B|) /
+    sqrt(K): the size a sum of K random-sign terms reaches, fp32 rounding scales with it."""
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    mag = np.abs(a).astype(np.float64) @ np.abs(b) / np.sqrt(a.shape[1])
+    scale = max(float(np.max(np.abs(want))), float(np.max(mag)), 1e-6)
+    err = float(np.max(np.abs(got - want))) / scale
+    assert err <= 1e-5, (what, err)
+
+
+def _run(mode, a, b, force_portable, bias_row=None, bias_col=None, z=None, act="",
+         params=()):
+    """out = act(a @ b + bias + z) through SGemm with `mode` in {A, B, direct}."""
+    m, k = a.shape
+    n = b.shape[1]
+    if mode == "B":
+        g = sg.SGemm(m, n, k, packed_b=sg.pack_b(b), bias_row=bias_row, bias_col=bias_col,
+                     act=act, params=params, force_portable=force_portable)
+        src = a
+    else:
+        g = sg.SGemm(m, n, k, packed_a=sg.pack_a(a), bias_row=bias_row, bias_col=bias_col,
+                     act=act, params=params, force_portable=force_portable,
+                     direct_b=mode == "direct")
+        src = b
+    assert g.simd == ("portable" if force_portable else "avx2")
+    out = np.full((m, n), np.nan, np.float32)
+    g.run(src, out, z)
+    return out
+
+
+@pytest.mark.parametrize("portable", PATHS)
+@pytest.mark.parametrize("mode", ["A", "B", "direct"])
+def test_exact_on_small_integers(mode, portable):
+    # products and sums of small integers are exact in fp32: any packing slip shows
+    rng = np.random.default_rng(0)
+    for m, n, k in [(1, 1, 1), (7, 17, 5), (13, 33, 400), (65, 31, 900)]:
+        a = rng.integers(-3, 4, (m, k)).astype(np.float32)
+        b = rng.integers(-3, 4, (k, n)).astype(np.float32)
+        want = (a.astype(np.int64) @ b.astype(np.int64)).astype(np.float32)
+        assert np.array_equal(_run(mode, a, b, portable), want), (m, n, k)
+
+
+@pytest.mark.parametrize("portable", PATHS)
+@pytest.mark.parametrize("mode", ["A", "B", "direct"])
+def test_tails_around_the_tile(mode, portable):
+    rng = np.random.default_rng(1)
+    shapes = [(m, n, k) for m, n in itertools.product(TAILS, TAILS)
+              for k in (rng.choice(TAILS),)]
+    shapes += [(m, n, k) for m in (1, 6, 13) for n in (1, 16, 49) for k in (383, 385, 1000)]
+    for m, n, k in shapes:
+        a = rng.standard_normal((m, k)).astype(np.float32)
+        b = rng.standard_normal((k, n)).astype(np.float32)
+        _check(_run(mode, a, b, portable), a, b, (m, n, k))
+
+
+@pytest.mark.parametrize("portable", PATHS)
+def test_large(portable):
+    rng = np.random.default_rng(2)
+    for m, n, k in [(64, 3136, 576), (512, 49, 4608), (130, 1000, 700)]:
+        a = rng.standard_normal((m, k)).astype(np.float32)
+        b = rng.standard_normal((k, n)).astype(np.float32)
+        for mode in ("A", "B", "direct"):
+            _check(_run(mode, a, b, portable), a, b, (mode, m, n, k))
+
+
+@pytest.mark.parametrize("portable", PATHS)
+@pytest.mark.parametrize("act,params", ACTS)
+def test_every_epilogue(act, params, portable):
+    rng = np.random.default_rng(3)
+    for (m, n, k), mode in itertools.product([(6, 16, 8), (13, 37, 20), (20, 50, 700)],
+                                             ["A", "B", "direct"]):
+        a = (rng.standard_normal((m, k)) / np.sqrt(k) * 3).astype(np.float32)
+        b = rng.standard_normal((k, n)).astype(np.float32)
+        br = rng.standard_normal(m).astype(np.float32)
+        bc = rng.standard_normal(n).astype(np.float32)
+        z = rng.standard_normal((m, n)).astype(np.float32)
+        y = a.astype(np.float64) @ b + br[:, None] + bc[None, :] + z
+        want = apply_activation(y, act, params)
+        got = _run(mode, a, b, portable, bias_row=br, bias_col=bc, z=z, act=act,
+                   params=params)
+        assert _rel(got, want) <= 1e-5, (act, mode, m, n, k)
+
+
+def test_activation_extremes():
+    # exp/erf approximations at large |x| (saturation, no inf/nan)
+    x = np.array([-1e4, -100, -88, -87.5, -20, -3, -1e-3, 0, 1e-3, 3, 20, 88, 100, 1e4],
+                 np.float32)
+    m, n = 1, x.size
+    for act in ("Sigmoid", "SiLU", "Gelu"):
+        for portable in PATHS:
+            got = _run("A", np.ones((1, 1), np.float32), x.reshape(1, n), portable, act=act)
+            want = apply_activation(x.astype(np.float64), act, [])
+            assert np.all(np.isfinite(got))
+            assert np.allclose(got.ravel(), want, rtol=1e-5, atol=1e-6), (act, got, want)
+
+
+def _conv_ref(x, w, s, p, d):
+    """x (C, H, W), w (M, C, KH, KW) -> (M, OH*OW), float64, by explicit taps."""
+    c, h, wd = x.shape
+    m, _, kh, kw = w.shape
+    xp = np.pad(x.astype(np.float64), ((0, 0), (p, p), (p, p)))
+    oh = (h + 2 * p - d * (kh - 1) - 1) // s + 1
+    ow = (wd + 2 * p - d * (kw - 1) - 1) // s + 1
+    y = np.zeros((m, oh, ow))
+    for i in range(kh):
+        for j in range(kw):
+            patch = xp[:, i * d:i * d + s * (oh - 1) + 1:s, j * d:j * d + s * (ow - 1) + 1:s]
+            y += np.einsum("mc,chw->mhw", w[:, :, i, j].astype(np.float64), patch)
+    return y.reshape(m, oh * ow), oh, ow
+
+
+@pytest.mark.parametrize("portable", PATHS)
+def test_implicit_im2col(portable):
+    rng = np.random.default_rng(4)
+    for c, h, wd, m, k, s, p, d in [(3, 17, 13, 8, 3, 1, 1, 1), (5, 9, 9, 7, 3, 2, 1, 1),
+                                    (16, 9, 7, 12, 1, 2, 0, 1), (4, 12, 11, 4, 3, 1, 2, 2),
+                                    (64, 14, 14, 20, 3, 1, 1, 1), (6, 5, 40, 9, 5, 3, 2, 1),
+                                    (2, 1, 1, 3, 3, 1, 1, 1)]:
+        x = rng.standard_normal((c, h, wd)).astype(np.float32)
+        w = rng.standard_normal((m, c, k, k)).astype(np.float32)
+        want, oh, ow = _conv_ref(x, w, s, p, d)
+        g = sg.SGemm(m, oh * ow, c * k * k, packed_a=sg.pack_a(w.reshape(m, -1)),
+                     conv=(c, h, wd, k, k, s, s, p, p, d, d, oh, ow), force_portable=portable)
+        got = np.full((m, oh * ow), np.nan, np.float32)
+        g.run(x, got)
+        assert _rel(got, want) <= 1e-5, (c, h, wd, m, k, s, p, d)
+
+
+def test_strided_operands():
+    # transposed / strided views of the per-call operand are packed correctly
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((40, 23)).astype(np.float32)
+    b = rng.standard_normal((23, 37)).astype(np.float32)
+    want = a.astype(np.float64) @ b
+    at = np.ascontiguousarray(a.T).T          # column-major view of a
+    assert _rel(_run("B", at, b, False), want) <= 1e-5
+    bt = np.ascontiguousarray(b.T).T
+    assert _rel(_run("A", a, bt, False), want) <= 1e-5
+    assert _rel(_run("A", a, b[:, ::1], False), want) <= 1e-5
+
+
+def test_read_only_constants():
+    # plan-time constants (weights, bias) arrive read-only
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((9, 20)).astype(np.float32)
+    b = rng.standard_normal((20, 18)).astype(np.float32)
+    br = rng.standard_normal(9).astype(np.float32)
+    bc = rng.standard_normal(18).astype(np.float32)
+    for arr in (a, b, br, bc):
+        arr.flags.writeable = False
+    want = a.astype(np.float64) @ b + br[:, None] + bc
+    for mode in ("A", "B", "direct"):
+        got = _run(mode, a, b, False, bias_row=br, bias_col=bc)
+        assert _rel(got, want) <= 1e-5, mode
