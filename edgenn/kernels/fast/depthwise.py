@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...registry import kernel
+from .threading_cost import c_cost, numba_cost
 from .conv import geometry
 
 CHUNK = 2048        # output floats computed per block (8 KB: stays in L1 with its taps)
@@ -96,7 +97,7 @@ def _supports(node, ins, outs) -> bool:
             and (len(ins) < 4 or ins[3] is None or tuple(ins[3].shape) == tuple(outs[0].shape)))
 
 
-@kernel("Conv", "depthwise_c8", supports=_supports)
+@kernel("Conv", "depthwise_c8", supports=_supports, cost=c_cost)
 def prepare_c8(node, ins, outs):
     """Eight channels per SIMD vector (C, _dwc8.h)."""
     from ._dwc8 import dwc8
@@ -125,7 +126,7 @@ def prepare_c8(node, ins, outs):
     return run
 
 
-@kernel("Conv", "depthwise_numba", supports=_supports)
+@kernel("Conv", "depthwise_numba", supports=_supports, cost=numba_cost)
 def prepare_numba(node, ins, outs):
     """Per-channel polyphase rows (Numba, _window_jit.py); threaded over channels."""
     import numba

@@ -13,6 +13,7 @@ import numpy as np
 
 from ...graph.shapes.nn import window_geometry
 from ...registry import kernel
+from .threading_cost import c_cost, numba_cost
 from . import depthwise
 from .depthwise import Polyphase, _jit, c8_plane, max_threads
 
@@ -79,22 +80,22 @@ def _prepare_numba(node, ins, outs, is_max: bool):
     return run
 
 
-@kernel("MaxPool", "maxpool_c8", supports=_window_supports)
+@kernel("MaxPool", "maxpool_c8", supports=_window_supports, cost=c_cost)
 def prepare_maxpool_c8(node, ins, outs):
     return _prepare_c8(node, ins, outs, True)
 
 
-@kernel("AveragePool", "avgpool_c8", supports=_window_supports)
+@kernel("AveragePool", "avgpool_c8", supports=_window_supports, cost=c_cost)
 def prepare_avgpool_c8(node, ins, outs):
     return _prepare_c8(node, ins, outs, False)
 
 
-@kernel("MaxPool", "maxpool_numba", supports=_window_supports)
+@kernel("MaxPool", "maxpool_numba", supports=_window_supports, cost=numba_cost)
 def prepare_maxpool_numba(node, ins, outs):
     return _prepare_numba(node, ins, outs, True)
 
 
-@kernel("AveragePool", "avgpool_numba", supports=_window_supports)
+@kernel("AveragePool", "avgpool_numba", supports=_window_supports, cost=numba_cost)
 def prepare_avgpool_numba(node, ins, outs):
     return _prepare_numba(node, ins, outs, False)
 
