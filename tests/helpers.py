@@ -27,9 +27,29 @@ def ort_run(model, feeds):
     return sess.run(None, feeds)
 
 
+def check_against_ort(model, feeds, exact, rtol, atol, equal_nan=False):
+    """Run `model` with onnxruntime and with edgenn's reference interpreter and assert the
+    same number of outputs, dtypes and shapes; then values: bit-equal where exact(ort
+    output) is true, else within rtol/atol. Returns edgenn's outputs (a list)."""
+    from edgenn.converters.onnx.importer import import_onnx
+    from edgenn.graph.infer import execute
+    want = ort_run(model, feeds)
+    got = list(execute(import_onnx(model), feeds).values())
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype, (g.dtype, w.dtype)
+        assert g.shape == w.shape, (g.shape, w.shape)
+        if exact(w):
+            np.testing.assert_array_equal(g, w)
+        else:
+            np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, equal_nan=equal_nan)
+    return got
+
+
 def rel_err(a, b):
     from edgenn.tools import rel_err as r
     return r(a, b)
 
 
-__all__ = ["make_model", "ort_run", "rel_err", "TensorProto", "helper", "numpy_helper"]
+__all__ = ["make_model", "ort_run", "check_against_ort", "rel_err", "TensorProto", "helper",
+           "numpy_helper"]

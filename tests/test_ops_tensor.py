@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from helpers import ort_run
+from helpers import check_against_ort
 from onnx import TensorProto, helper, numpy_helper
 
 from edgenn.converters.onnx.importer import import_onnx
@@ -51,17 +51,8 @@ def _model(nodes, feeds: dict, consts: dict | None = None, opset: int = 17,
 
 
 def _compare(model, feeds, exact=True):
-    want = ort_run(model, feeds)
-    got = list(execute(import_onnx(model), feeds).values())
-    assert len(got) == len(want)
-    for g, w in zip(got, want):
-        assert g.dtype == w.dtype, (g.dtype, w.dtype)
-        assert g.shape == w.shape, (g.shape, w.shape)
-        if exact:
-            np.testing.assert_array_equal(g, w)
-        else:
-            np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
-    return got
+    """Against onnxruntime: bit-equal values if `exact`, else within 1e-6."""
+    return check_against_ort(model, feeds, exact=lambda w: exact, rtol=1e-6, atol=1e-6)
 
 
 def _node(op, inputs, outputs=("y",), **attrs):

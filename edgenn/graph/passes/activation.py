@@ -7,7 +7,8 @@ The fused forms (Conv and Gemm attributes): `activation` (str, "" = none) and
 from __future__ import annotations
 
 from ..ir import Graph, Node
-from .util import View, close, new_node, replace_chain, rewrite_each, sample_bindings
+from .util import (View, close, new_node, replace_chain, rewrite_and_note,
+                   sample_bindings)
 
 FUSABLE_PRODUCERS = ("Conv", "Gemm")
 
@@ -92,10 +93,7 @@ def fuse_activation(graph: Graph) -> bool:
         replace_chain(graph, [p, act], p)
         return True
 
-    count = rewrite_each(graph, rewrite)
-    if count:
-        graph.note_fusion("activation_fused", count)
-    return bool(count)
+    return rewrite_and_note(graph, rewrite, "activation_fused")
 
 
 def _fuse_silu(graph: Graph, view: View, mul: Node) -> bool:
@@ -204,10 +202,7 @@ def normalize_hardswish(graph: Graph) -> bool:
         replace_chain(graph, chain, hs)
         return True
 
-    count = rewrite_each(graph, rewrite)
-    if count:
-        graph.note_fusion("hardswish_normalized", count)
-    return bool(count)
+    return rewrite_and_note(graph, rewrite, "hardswish_normalized")
 
 
 # -- residual Add into Conv ---------------------------------------------------------------
@@ -256,7 +251,4 @@ def fuse_residual_add(graph: Graph) -> bool:
             return True
         return False
 
-    count = rewrite_each(graph, rewrite)
-    if count:
-        graph.note_fusion("residual_add_fused", count)
-    return bool(count)
+    return rewrite_and_note(graph, rewrite, "residual_add_fused")

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..ir import Graph, Node
 from .util import (View, new_node, probe_infos, rank_of, remove_nodes, replace_chain,
-                   rewrite_each)
+                   rewrite_and_note, rewrite_each)
 
 
 def _bn_affine(view: View, bn: Node):
@@ -125,10 +125,7 @@ def fold_conv_batchnorm(graph: Graph) -> bool:
             ok = _fold_into_matmul(graph, view, p, bn, s, t)
         return ok
 
-    count = rewrite_each(graph, rewrite)
-    if count:
-        graph.note_fusion("batchnorm_folded", count)
-    return bool(count)
+    return rewrite_and_note(graph, rewrite, "batchnorm_folded")
 
 
 # -- per-channel Mul / Add after Conv or Gemm ----------------------------------------------
@@ -194,10 +191,7 @@ def fold_conv_affine(graph: Graph) -> bool:
                 return True
         return False
 
-    count = rewrite_each(graph, rewrite)
-    if count:
-        graph.note_fusion("affine_folded", count)
-    return bool(count)
+    return rewrite_and_note(graph, rewrite, "affine_folded")
 
 
 def _affine_conv(graph: Graph, view: View, conv: Node, node: Node, v) -> bool:

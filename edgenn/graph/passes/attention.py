@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Graph, Node
-from .util import View, new_node, rank_of, replace_chain, rewrite_each, sample_bindings
+from .util import (View, new_node, rank_of, replace_chain, rewrite_and_note,
+                   sample_bindings)
 
 
 def _last_axis(graph: Graph, view: View, softmax: Node, infos) -> bool:
@@ -65,10 +66,7 @@ def fuse_attention(graph: Graph) -> bool:
         replace_chain(graph, [qk] + pre + chain, fused)
         return True
 
-    count = rewrite_each(graph, rewrite)
-    if count:
-        graph.note_fusion("attention_fused", count)
-    return bool(count)
+    return rewrite_and_note(graph, rewrite, "attention_fused")
 
 
 def _shapes_fit(sets, ins, scores: str) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from ..ir import Graph, Node
-from .util import View, close, new_node, replace_chain, rewrite_each
+from .util import View, close, new_node, replace_chain, rewrite_and_note
 
 SQRT2 = math.sqrt(2.0)
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -71,6 +71,19 @@ def _one_plus(view: View, t: str):
     return add
 
 
+def _gelu_tail(view: View, x: str, f: str):
+    """The shared end of both spellings: y = x * 0.5 * (1 + f), f = Erf(..) or Tanh(..)
+    output, every step private. Returns (y, [Add(f, 1), the Mul nodes]) or None."""
+    plus = _one_plus(view, f)
+    if plus is None:
+        return None
+    found = _half_product(view, x, plus.outputs[0], plus)
+    if found is None:
+        return None
+    y, tail = found
+    return y, [plus] + tail
+
+
 def _match_erf(view: View, erf: Node):
     src = view.prod(erf.inputs[0], ("Div", "Mul"))
     if src is None or view.only_use(erf.inputs[0]) is not erf:
@@ -78,14 +91,11 @@ def _match_erf(view: View, erf: Node):
     x = _scaled_input(view, src, SQRT2)
     if x is None:
         return None
-    add = _one_plus(view, erf.outputs[0])
-    if add is None:
-        return None
-    found = _half_product(view, x, add.outputs[0], add)
+    found = _gelu_tail(view, x, erf.outputs[0])
     if found is None:
         return None
     y, tail = found
-    return x, y, [src, erf, add] + tail, "none"
+    return x, y, [src, erf] + tail, "none"
 
 
 def _match_tanh(view: View, tanh: Node):
@@ -110,14 +120,11 @@ def _match_tanh(view: View, tanh: Node):
         cube = _cube_of(view, kc[0], x)
         if cube is None:
             continue
-        plus = _one_plus(view, tanh.outputs[0])
-        if plus is None:
-            return None
-        found = _half_product(view, x, plus.outputs[0], plus)
+        found = _gelu_tail(view, x, tanh.outputs[0])
         if found is None:
             return None
         y, tail = found
-        return x, y, cube + [k, add, inner, tanh, plus] + tail, "tanh"
+        return x, y, cube + [k, add, inner, tanh] + tail, "tanh"
     return None
 
 
@@ -155,7 +162,4 @@ def fuse_gelu(graph: Graph) -> bool:
         replace_chain(graph, chain, gelu)
         return True
 
-    count = rewrite_each(graph, rewrite)
-    if count:
-        graph.note_fusion("gelu_fused", count)
-    return bool(count)
+    return rewrite_and_note(graph, rewrite, "gelu_fused")

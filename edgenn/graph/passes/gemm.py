@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Graph, Node
-from .util import View, probe_infos, new_node, rank_of, replace_chain, rewrite_each
+from .util import View, probe_infos, new_node, rank_of, replace_chain, rewrite_and_note
 
 GEMM_ATTRS = {"alpha": 1.0, "beta": 1.0, "transA": 0, "transB": 0}
 
@@ -51,10 +51,7 @@ def matmul_add_to_gemm(graph: Graph) -> bool:
             return _absorb_bias(graph, view, node)
         return False
 
-    count = rewrite_each(graph, rewrite)
-    if count:
-        graph.note_fusion("matmul_to_gemm", count)
-    return bool(count)
+    return rewrite_and_note(graph, rewrite, "matmul_to_gemm")
 
 
 def _absorb_bias(graph: Graph, view: View, gemm: Node) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Graph, Node
-from .util import View, bypass, rewrite_each, sample_bindings
+from .util import View, bypass, rewrite_and_note, sample_bindings
 
 IDENTITY_LIKE = ("Identity", "Dropout", "Cast", "Reshape")
 
@@ -69,7 +69,4 @@ def remove_identity(graph: Graph) -> bool:
             return False
         return bypass(graph, view, node, node.outputs[0], node.inputs[0])
 
-    count = rewrite_each(graph, rewrite)
-    if count:
-        graph.note_fusion("identity_removed", count)
-    return bool(count)
+    return rewrite_and_note(graph, rewrite, "identity_removed")

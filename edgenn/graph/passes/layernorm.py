@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Graph, Node
-from .util import (View, close, new_node, rank_of, replace_chain, rewrite_each,
+from .util import (View, close, new_node, rank_of, replace_chain, rewrite_and_note,
                    sample_bindings)
 
 
@@ -159,7 +159,4 @@ def fuse_layernorm(graph: Graph) -> bool:
         replace_chain(graph, chain, ln)
         return True
 
-    count = rewrite_each(graph, rewrite)
-    if count:
-        graph.note_fusion("layernorm_fused", count)
-    return bool(count)
+    return rewrite_and_note(graph, rewrite, "layernorm_fused")

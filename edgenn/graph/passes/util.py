@@ -172,6 +172,15 @@ def rewrite_each(graph: Graph, rewrite) -> int:
     return count
 
 
+def rewrite_and_note(graph: Graph, rewrite, fusion: str) -> bool:
+    """rewrite_each, recording the number of rewrites under graph.meta["fusions"][fusion];
+    True if anything changed (the return value every pass gives the pipeline)."""
+    count = rewrite_each(graph, rewrite)
+    if count:
+        graph.note_fusion(fusion, count)
+    return bool(count)
+
+
 # -- what is known of tensors -----------------------------------------------------------
 def _shape_dummy(info: TensorInfo) -> np.ndarray:
     """An array of the right dtype and shape that costs no memory (for Shape/Size)."""

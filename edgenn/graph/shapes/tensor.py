@@ -269,22 +269,24 @@ def eye_like(node, ins):
     return [TensorInfo(dtype, x.shape)]
 
 
-@shape_rule("DepthToSpace")
-def depth_to_space(node, ins):
+def _block_rearrange(node, ins, out_shape):
+    """DepthToSpace / SpaceToDepth: x (N, C, H, W), mode DCR or CRD; out_shape(x shape,
+    blocksize) is the reference's shape function of the op."""
     x = ins[0]
     _check(node, len(x.shape) == 4, f"input shape {x.shape} is not 4-D")
     _check(node, node.attrs.get("mode", "DCR") in ("DCR", "CRD"),
            f"unknown mode {node.attrs.get('mode')!r}")
-    return [TensorInfo(x.dtype, ref.depth_to_space_shape(x.shape, node.attrs["blocksize"]))]
+    return [TensorInfo(x.dtype, out_shape(x.shape, node.attrs["blocksize"]))]
+
+
+@shape_rule("DepthToSpace")
+def depth_to_space(node, ins):
+    return _block_rearrange(node, ins, ref.depth_to_space_shape)
 
 
 @shape_rule("SpaceToDepth")
 def space_to_depth(node, ins):
-    x = ins[0]
-    _check(node, len(x.shape) == 4, f"input shape {x.shape} is not 4-D")
-    _check(node, node.attrs.get("mode", "DCR") in ("DCR", "CRD"),
-           f"unknown mode {node.attrs.get('mode')!r}")
-    return [TensorInfo(x.dtype, ref.space_to_depth_shape(x.shape, node.attrs["blocksize"]))]
+    return _block_rearrange(node, ins, ref.space_to_depth_shape)
 
 
 @shape_rule("Pad")
