@@ -7,6 +7,7 @@ same model does no timing.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -24,6 +25,7 @@ def cache_dir() -> str:
     return os.path.join(base, "tune")
 
 
+@functools.lru_cache(maxsize=1)
 def cpu_signature() -> str:
     try:
         import llvmlite.binding as llvm

@@ -27,6 +27,7 @@ cdef extern from "sgemm.h" nogil:
         int C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow
     int SG_MR, SG_NR
     int sg_have_avx2()
+    long sg_direct_chunk_bytes
     long sg_packed_a_size(long M, long K)
     long sg_packed_b_size(long K, long N)
     long sg_workspace_size(long M, long N, long K, int pack_a, int pack_b)
@@ -42,6 +43,12 @@ ACTIVATIONS = {"": 0, "Relu": 1, "Clip": 2, "HardSwish": 3, "HardSigmoid": 4, "S
                "SiLU": 6, "LeakyRelu": 7, "Gelu": 8}
 MR, NR = SG_MR, SG_NR
 HAVE_AVX2 = bool(sg_have_avx2())
+
+
+def set_direct_chunk(long nbytes):
+    """Tuning knob (benchmarks): L1 bytes per B chunk in the direct path; 0 = generic."""
+    global sg_direct_chunk_bytes
+    sg_direct_chunk_bytes = nbytes
 
 
 def pack_a(const float[:, :] a):

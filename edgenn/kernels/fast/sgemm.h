@@ -430,6 +430,40 @@ static long sg_workspace_size(long M, long N, long K, int pack_a, int pack_b) {
     return (pack_a ? b.mc * b.kc : 0) + (pack_b ? b.nc * b.kc : 0) + b.kc * SG_NR + 64;
 }
 
+/* Direct 1x1-conv path: A prepacked (full K), B (K, N) read in place (unit column
+ * stride, row stride ldb), no packing except the ragged last NR panel. N is cut into
+ * chunks of nb columns whose kc x nb B block stays in L1 (sg_direct_chunk_bytes); within
+ * a chunk, each MR-row A panel sweeps the chunk's NR panels, so C is written as MR
+ * contiguous row runs of nb floats and the B block is reused from L1 by every A panel. */
+static long sg_direct_chunk_bytes = 16 * 1024;
+
+static void sg_gemm_direct(long M, long N, long K, const float *ap, const float *B, long ldb,
+                           float *C, long ldc, const sg_epi *e, float *ws, sg_ukr_t ukr,
+                           long kcmax) {
+    long nb = sg_direct_chunk_bytes / 4 / kcmax / SG_NR * SG_NR;
+    if (nb < SG_NR) nb = SG_NR;
+    long nfull = N / SG_NR * SG_NR;
+    for (long jc = 0; jc < N; jc += nb) {
+        long nc = N - jc < nb ? N - jc : nb;
+        for (long pc = 0; pc < K; pc += kcmax) {
+            long kc = K - pc < kcmax ? K - pc : kcmax;
+            int accum = pc > 0, last = pc + kc == K;
+            if (jc + nc > nfull)   /* ragged last panel: packed (zero-padded) into ws */
+                sg_pack_b(B, ldb, 1, pc, kc, nfull, N - nfull, ws);
+            for (long ir = 0; ir < M; ir += SG_MR) {
+                int mr = M - ir < SG_MR ? (int)(M - ir) : SG_MR;
+                const float *a = ap + (ir / SG_MR) * K * SG_MR + pc * SG_MR;
+                for (long jr = jc; jr < jc + nc; jr += SG_NR) {
+                    int nr = jc + nc - jr < SG_NR ? (int)(jc + nc - jr) : SG_NR;
+                    int inplace = jr < nfull;
+                    ukr(kc, a, inplace ? B + pc * ldb + jr : ws, inplace ? ldb : SG_NR,
+                        C + ir * ldc + jr, ldc, mr, nr, accum, last, e, ir, jr);
+                }
+            }
+        }
+    }
+}
+
 /* C (M, N), row stride ldc = act(A @ B + epilogue). A/B: prepacked or strided (`a`, `b`),
  * or B from a conv image (`conv` != NULL). direct_b (B strided with unit column stride):
  * the micro-kernel reads full 16-column panels of B in place, only the ragged last panel
@@ -444,6 +478,10 @@ static void sg_gemm(long M, long N, long K, const sg_operand *a, const sg_operan
     sg_blocks bl = sg_choose_blocks(M, N, K);
     int pack_a = a->packed == NULL, pack_b = b->packed == NULL;
     direct_b = direct_b && pack_b && !conv && b->cs == 1;
+    if (direct_b && !pack_a && sg_direct_chunk_bytes > 0) {
+        sg_gemm_direct(M, N, K, a->packed, b->src, b->rs, C, ldc, e, ws, ukr, bl.kc);
+        return;
+    }
     float *wa = ws, *wb = ws + (pack_a ? bl.mc * bl.kc : 0);
     for (long jc = 0; jc < N; jc += bl.nc) {
         long nc = N - jc < bl.nc ? N - jc : bl.nc;
