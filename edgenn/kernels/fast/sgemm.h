@@ -254,14 +254,39 @@ SG_AVX2 static inline __attribute__((always_inline)) void sg_ukr_avx2_t(
         a += SG_MR;                                                         \
         b += ldb;                                                           \
     }
-    long k = 0;
-    for (; k + 4 <= kc; k += 4) {
-        SG_STEP SG_STEP SG_STEP SG_STEP
-    }
-    for (; k < kc; k++) SG_STEP
+    for (long k = 0; k < kc; k++) SG_STEP
 #undef SG_STEP
 #undef SG_ROW
-    if (mr == MRC && nr == 8 * NV) {
+    if (mr == MRC && nr == 8 * NV && last && !accum && e->act <= SG_CLIP && !e->bias_col) {
+        /* common 1x1-conv epilogue, all in registers: + bias_row (+ Z), clamp, store */
+        const int clamp = e->act != SG_NONE;
+        const __m256 lo = _mm256_set1_ps(e->act == SG_CLIP ? e->p0 : 0.f);
+        const __m256 hi = _mm256_set1_ps(e->act == SG_CLIP ? e->p1 : INFINITY);
+        const float *br = e->bias_row ? e->bias_row + m0 : NULL;
+        const float *zr = e->z ? e->z + m0 * e->ldz + n0 : NULL;
+#define SG_FAST(R, A0, A1)                                                               \
+        if (MRC > R) {                                                                   \
+            float *cr = c + R * ldc;                                                     \
+            if (br) {                                                                    \
+                __m256 bv = _mm256_broadcast_ss(br + R);                                 \
+                A0 = _mm256_add_ps(A0, bv);                                              \
+                if (NV == 2) A1 = _mm256_add_ps(A1, bv);                                 \
+            }                                                                            \
+            if (zr) {                                                                    \
+                A0 = _mm256_add_ps(A0, _mm256_loadu_ps(zr + R * e->ldz));                \
+                if (NV == 2) A1 = _mm256_add_ps(A1, _mm256_loadu_ps(zr + R * e->ldz + 8)); \
+            }                                                                            \
+            if (clamp) {                                                                 \
+                A0 = _mm256_min_ps(_mm256_max_ps(A0, lo), hi);                           \
+                if (NV == 2) A1 = _mm256_min_ps(_mm256_max_ps(A1, lo), hi);              \
+            }                                                                            \
+            _mm256_storeu_ps(cr, A0);                                                    \
+            if (NV == 2) _mm256_storeu_ps(cr + 8, A1);                                   \
+        }
+        SG_FAST(0, c00, c01) SG_FAST(1, c10, c11) SG_FAST(2, c20, c21)
+        SG_FAST(3, c30, c31) SG_FAST(4, c40, c41) SG_FAST(5, c50, c51)
+#undef SG_FAST
+    } else if (mr == MRC && nr == 8 * NV) {
 #define SG_OUT(R, A0, A1)                                                                \
         if (MRC > R) {                                                                   \
             if (NV == 2) sg_row_out(A0, A1, c + R * ldc, accum, last, e, m0 + R, n0);    \
@@ -288,6 +313,23 @@ SG_AVX2 static inline __attribute__((always_inline)) void sg_ukr_avx2_t(
             const sg_epi *e, long m0, long n0) {                                          \
         sg_ukr_avx2_t(kc, a, b, ldb, c, ldc, mr, nr, accum, last, e, m0, n0, MRC, NV);     \
     }
+/* Sweep: `np` consecutive full MRC x 16 tiles along N (B panels at b + j*16, C at c + j*16),
+ * one call per A panel and B chunk instead of one per tile (direct 1x1 path). */
+#define SG_SWEEP(MRC)                                                                     \
+    SG_AVX2 static void sg_sweep_avx2_##MRC(long kc, const float *a, const float *b,      \
+            long ldb, float *c, long ldc, long np, int accum, int last, const sg_epi *e,  \
+            long m0, long n0) {                                                           \
+        for (long j = 0; j < np; j++)                                                     \
+            sg_ukr_avx2_t(kc, a, b + j * SG_NR, ldb, c + j * SG_NR, ldc, MRC, SG_NR,      \
+                          accum, last, e, m0, n0 + j * SG_NR, MRC, 2);                    \
+    }
+SG_SWEEP(1) SG_SWEEP(2) SG_SWEEP(3) SG_SWEEP(4) SG_SWEEP(5) SG_SWEEP(6)
+#undef SG_SWEEP
+typedef void (*sg_sweep_t)(long, const float *, const float *, long, float *, long, long, int,
+                           int, const sg_epi *, long, long);
+static const sg_sweep_t sg_sweep_avx2[SG_MR] = {sg_sweep_avx2_1, sg_sweep_avx2_2,
+    sg_sweep_avx2_3, sg_sweep_avx2_4, sg_sweep_avx2_5, sg_sweep_avx2_6};
+
 SG_UKR(1, 1) SG_UKR(2, 1) SG_UKR(3, 1) SG_UKR(4, 1) SG_UKR(5, 1) SG_UKR(6, 1)
 SG_UKR(1, 2) SG_UKR(2, 2) SG_UKR(3, 2) SG_UKR(4, 2) SG_UKR(5, 2) SG_UKR(6, 2)
 #undef SG_UKR
@@ -439,7 +481,7 @@ static long sg_direct_chunk_bytes = 16 * 1024;
 
 static void sg_gemm_direct(long M, long N, long K, const float *ap, const float *B, long ldb,
                            float *C, long ldc, const sg_epi *e, float *ws, sg_ukr_t ukr,
-                           long kcmax) {
+                           long kcmax, int use_avx2) {
     long nb = sg_direct_chunk_bytes / 4 / kcmax / SG_NR * SG_NR;
     if (nb < SG_NR) nb = SG_NR;
     long nfull = N / SG_NR * SG_NR;
@@ -453,7 +495,18 @@ static void sg_gemm_direct(long M, long N, long K, const float *ap, const float 
             for (long ir = 0; ir < M; ir += SG_MR) {
                 int mr = M - ir < SG_MR ? (int)(M - ir) : SG_MR;
                 const float *a = ap + (ir / SG_MR) * K * SG_MR + pc * SG_MR;
-                for (long jr = jc; jr < jc + nc; jr += SG_NR) {
+                long jr = jc;
+#if SG_X86
+                if (use_avx2) {   /* the chunk's full in-place panels in one call */
+                    long jend = jc + nc < nfull ? jc + nc : nfull;
+                    if (jend > jc) {
+                        sg_sweep_avx2[mr - 1](kc, a, B + pc * ldb + jc, ldb, C + ir * ldc + jc,
+                                              ldc, (jend - jc) / SG_NR, accum, last, e, ir, jc);
+                        jr = jend;
+                    }
+                }
+#endif
+                for (; jr < jc + nc; jr += SG_NR) {
                     int nr = jc + nc - jr < SG_NR ? (int)(jc + nc - jr) : SG_NR;
                     int inplace = jr < nfull;
                     ukr(kc, a, inplace ? B + pc * ldb + jr : ws, inplace ? ldb : SG_NR,
@@ -479,7 +532,7 @@ static void sg_gemm(long M, long N, long K, const sg_operand *a, const sg_operan
     int pack_a = a->packed == NULL, pack_b = b->packed == NULL;
     direct_b = direct_b && pack_b && !conv && b->cs == 1;
     if (direct_b && !pack_a && sg_direct_chunk_bytes > 0) {
-        sg_gemm_direct(M, N, K, a->packed, b->src, b->rs, C, ldc, e, ws, ukr, bl.kc);
+        sg_gemm_direct(M, N, K, a->packed, b->src, b->rs, C, ldc, e, ws, ukr, bl.kc, use_avx2);
         return;
     }
     float *wa = ws, *wb = ws + (pack_a ? bl.mc * bl.kc : 0);
