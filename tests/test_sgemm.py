@@ -176,3 +176,33 @@ def test_read_only_constants():
     for mode in ("A", "B", "direct"):
         got = _run(mode, a, b, False, bias_row=br, bias_col=bc)
         assert _rel(got, want) <= 1e-5, mode
+
+
+@pytest.mark.parametrize("chunk", [0, 4096, 65536])
+def test_pointwise_conv_across_column_chunks(chunk):
+    """1x1 convs stream X in column chunks (run_images): ragged N, batch > 1, residual."""
+    from edgenn.graph.infer import infer_node
+    from edgenn.graph.ir import Node
+    from edgenn.registry import KERNELS, REFERENCE, TensorInfo
+    spec = next(s for s in KERNELS["Conv"] if s.name == "conv_sgemm")
+    rng = np.random.default_rng(3)
+    try:
+        sg.set_direct_chunk(chunk)
+        for n, c, m, hw in [(2, 16, 96, (37, 41)), (1, 3, 7, (113, 1)), (1, 64, 24, (56, 56))]:
+            x = rng.standard_normal((n, c) + hw).astype(np.float32)
+            w = rng.standard_normal((m, c, 1, 1)).astype(np.float32)
+            b = rng.standard_normal(m).astype(np.float32)
+            z = rng.standard_normal((n, m) + hw).astype(np.float32)
+            node = Node("Conv", ["x", "w", "b", "z"], ["y"],
+                        dict(kernel_shape=[1, 1], strides=[1, 1], pads=[0] * 4, dilations=[1, 1],
+                             group=1, auto_pad="NOTSET", activation="Clip",
+                             activation_params=[0.0, 6.0]), "pw")
+            ins = [TensorInfo("float32", x.shape), TensorInfo.of(w), TensorInfo.of(b),
+                   TensorInfo("float32", z.shape)]
+            outs = infer_node(node, ins, fold=False)
+            got = np.full(outs[0].shape, np.nan, np.float32)
+            spec.prepare(node, ins, outs)([x, w, b, z], [got])
+            want = REFERENCE["Conv"](node.attrs, [x, w, b, z])[0]
+            assert _rel(got, want) <= 1e-5, (chunk, x.shape)
+    finally:
+        sg.set_direct_chunk(65536)

@@ -9,6 +9,9 @@ column, residual Z, activation), AVX2+FMA when the CPU has it, portable C otherw
     g.run(a2d, out2d, z2d)                          # out (M, N) = act(A @ Bmat + ...)
 """
 import numpy as np
+cimport numpy as cnp
+
+cnp.import_array()
 
 cdef extern from "sgemm.h" nogil:
     ctypedef struct sg_epi:
@@ -138,6 +141,68 @@ cdef class SGemm:
     @property
     def simd(self):
         return "avx2" if self.use_avx2 else "portable"
+
+    def run_images(self, cnp.ndarray x, cnp.ndarray out, cnp.ndarray z=None):
+        """Conv fast path, A constant: x (n, C, H, W), out (n, M, OH, OW), z like out (or
+        None), float32; out C-contiguous, x / z copied if strided; one call for the batch, no memoryview
+        set-up (~1 us: it matters for the many 0.1 ms layers of a mobile net)."""
+        cdef long n, b, xs, os, ldb
+        cdef sg_operand var
+        cdef sg_epi e = self.epi
+        cdef sg_conv g = self.geom
+        cdef const sg_conv *gp = NULL
+        cdef float *xp
+        cdef float *op
+        cdef float *zp = NULL
+        cdef int flags = cnp.NPY_ARRAY_C_CONTIGUOUS
+        if cnp.PyArray_TYPE(x) == cnp.NPY_FLOAT32 and not cnp.PyArray_CHKFLAGS(x, flags):
+            x = np.ascontiguousarray(x)          # strided view: one copy
+        if z is not None and cnp.PyArray_TYPE(z) == cnp.NPY_FLOAT32 \
+                and not cnp.PyArray_CHKFLAGS(z, flags):
+            z = np.ascontiguousarray(z)
+        if not (self.a_is_const and cnp.PyArray_TYPE(x) == cnp.NPY_FLOAT32
+                and cnp.PyArray_TYPE(out) == cnp.NPY_FLOAT32
+                and cnp.PyArray_CHKFLAGS(x, flags) and cnp.PyArray_CHKFLAGS(out, flags)
+                and cnp.PyArray_CHKFLAGS(out, cnp.NPY_ARRAY_WRITEABLE)
+                and x.ndim >= 1 and out.ndim >= 1 and x.shape[0] == out.shape[0]):
+            raise ValueError("run_images: float32 C-contiguous (n, ...) arrays required")
+        n = x.shape[0]
+        if cnp.PyArray_SIZE(x) != n * self.K * (1 if self.is_conv else self.N) \
+                and not self.is_conv:
+            raise ValueError("run_images: x size")
+        if self.is_conv and cnp.PyArray_SIZE(x) != n * g.C * g.H * g.W:
+            raise ValueError("run_images: x size")
+        if cnp.PyArray_SIZE(out) != n * self.M * self.N:
+            raise ValueError("run_images: out size")
+        if z is not None:
+            if not (cnp.PyArray_TYPE(z) == cnp.NPY_FLOAT32 and cnp.PyArray_CHKFLAGS(z, flags)
+                    and cnp.PyArray_SIZE(z) == n * self.M * self.N):
+                raise ValueError("run_images: z must be float32 C-contiguous, out-sized")
+            zp = <float *>cnp.PyArray_DATA(z)
+        if self.M == 0 or self.N == 0 or n == 0:
+            return
+        xp = <float *>cnp.PyArray_DATA(x)
+        op = <float *>cnp.PyArray_DATA(out)
+        xs = cnp.PyArray_SIZE(x) // n
+        os = self.M * self.N
+        var.packed = NULL
+        var.src = NULL
+        var.rs = self.N
+        var.cs = 1
+        if self.is_conv:
+            gp = &g
+        cdef float *ws = &self.ws[0]
+        with nogil:
+            for b in range(n):
+                if self.is_conv:
+                    g.x = xp + b * xs
+                else:
+                    var.src = xp + b * xs
+                if zp != NULL:
+                    e.z = zp + b * os
+                    e.ldz = self.N
+                sg_gemm(self.M, self.N, self.K, &self.const_op, &var, gp, op + b * os,
+                        self.N, &e, ws, self.use_avx2, self.direct_b)
 
     def run(self, src, float[:, ::1] out, const float[:, ::1] z=None):
         """src: B (K, N) (any strides), or the image (C, H, W) for conv, when A is the

@@ -47,14 +47,14 @@ def prepare_conv(node, ins, outs):
                  conv=None if direct else (c, h, wd, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow),
                  direct_b=direct)
     has_z = len(ins) > 3 and ins[3] is not None
-    gemm = g.run
+    gemm = g.run_images    # whole batch in one call, x / out / z as given (C-contiguous)
 
-    def run(inputs, outputs):
-        xs, out = inputs[0], outputs[0]
-        z = inputs[3] if has_z else None
-        for b in range(n):
-            src = xs[b].reshape(c, h * wd) if direct else xs[b]
-            gemm(src, out[b].reshape(m, npix), None if z is None else z[b].reshape(m, npix))
+    if has_z:
+        def run(inputs, outputs):
+            gemm(inputs[0], outputs[0], inputs[3])
+    else:
+        def run(inputs, outputs):
+            gemm(inputs[0], outputs[0])
     return run
 
 
