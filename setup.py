@@ -16,6 +16,9 @@ extensions = [
     Extension("edgenn.kernels.fast._dwc8", ["edgenn/kernels/fast/_dwc8.pyx"],
               include_dirs=["edgenn/kernels/fast"], extra_compile_args=["-O3"],
               depends=["edgenn/kernels/fast/_dwc8.h"]),
+    Extension("edgenn.kernels.fast._rowops", ["edgenn/kernels/fast/_rowops.pyx"],
+              include_dirs=["edgenn/kernels/fast"], extra_compile_args=["-O3"],
+              depends=["edgenn/kernels/fast/_rowops.h"]),
 ]
 
 setup(ext_modules=cythonize(extensions, compiler_directives={"language_level": 3}))

@@ -11,7 +11,10 @@ os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(
 
 from . import conv, depthwise, gemm  # noqa: E402,F401  (registration)
 from . import winograd  # noqa: E402,F401  (registration)
+from . import rows  # noqa: E402,F401  (C FusedAttention, LayerNorm, Softmax, Gelu, Sigmoid, Erf)
 from . import transformer  # noqa: E402,F401  (FusedAttention, LayerNormalization, Softmax, Gelu)
 from . import conv_sgemm  # noqa: E402,F401  (registration: packed sgemm Conv/Gemm)
 from . import elementwise  # noqa: E402,F401  (binary/unary ufuncs with out=, Transpose, Gather, Cast, Where)
 from . import pool  # noqa: E402,F401  (MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool)
+from . import upsample  # noqa: E402,F401  (Resize, ConvTranspose, Concat)
+from . import batchnorm  # noqa: E402,F401  (BatchNormalization not folded into a Conv)

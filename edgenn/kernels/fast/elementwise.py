@@ -2,8 +2,9 @@
 
 Most are the NumPy ufunc with `out=`: the reference computes a fresh array that the
 runtime then copies into the output buffer (an allocation plus a copy per step); these
-write once, in place. Sigmoid, Erf and the exact Gelu use the vectorized Numba helpers of
-transformer.py. Transpose copies a transposed view after merging axes that stay adjacent.
+write once, in place. Sigmoid and Erf also have vectorized Numba kernels (the helpers of
+transformer.py), priced out by the C ones of rows.py. Transpose copies a transposed view
+after merging axes that stay adjacent.
 
 float32 only (inputs and output), except where noted (Cast from any numeric type, Gather
 indices, Where's bool condition, Expand).
@@ -14,6 +15,7 @@ import numpy as np
 
 from ...registry import kernel
 from ..reference.tensor import transpose_perm
+from .threading_cost import numba_cost
 
 F32 = "float32"
 
@@ -181,7 +183,7 @@ def _jit(*warm):
     return jit(*warm)
 
 
-@kernel("Sigmoid", "sigmoid_numba", supports=_unary_supports)
+@kernel("Sigmoid", "sigmoid_numba", supports=_unary_supports, cost=numba_cost)
 def prepare_sigmoid(node, ins, outs):
     from .transformer import scratch
     fn = _jit("sigmoid").sigmoid
@@ -192,7 +194,7 @@ def prepare_sigmoid(node, ins, outs):
     return run
 
 
-@kernel("Erf", "erf_numba", supports=_unary_supports)
+@kernel("Erf", "erf_numba", supports=_unary_supports, cost=numba_cost)
 def prepare_erf(node, ins, outs):
     fn = _jit("erf").erf
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _rowops
+
 IN_PLACE = {"", "Relu", "Clip", "HardSwish", "HardSigmoid", "Sigmoid", "SiLU", "LeakyRelu",
             "Gelu"}
 
@@ -40,8 +42,8 @@ def activate(y: np.ndarray, kind: str, params, tmp: np.ndarray) -> None:
         np.multiply(y, params[0], out=tmp)
         np.maximum(y, tmp, out=y)
     elif kind == "Gelu" and y.dtype == np.float32 and y.flags.c_contiguous:
-        flat = y.reshape(-1)  # exact GELU, one vectorized Numba pass (15x scipy's erf)
-        gelu_numba()(flat)
+        flat = y.reshape(-1)  # exact GELU, one vectorized C pass (rows.py's _rowops)
+        _rowops.gelu(flat, flat)
     elif kind == "Gelu":  # exact: x/2 (1 + erf(x/sqrt 2))
         from scipy.special import erf  # lazily: scipy.special costs ~0.3 s to import
         np.multiply(y, np.float32(1 / np.sqrt(2)), out=tmp)
@@ -51,13 +53,6 @@ def activate(y: np.ndarray, kind: str, params, tmp: np.ndarray) -> None:
         np.multiply(y, tmp, out=y)
     else:
         raise AssertionError(kind)
-
-
-def gelu_numba():
-    """The compiled in-place gelu(y) of transformer.py (compiles on first call: call it in
-    prepare)."""
-    from .transformer import jit
-    return jit("gelu_inplace").gelu_inplace
 
 
 def supported(node) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...registry import kernel
-from . import epilogue
+from . import _rowops, epilogue
 
 
 def _gemm_supports(node, ins, outs) -> bool:
@@ -33,18 +33,15 @@ def prepare_gemm(node, ins, outs):
     act, params = at.get("activation", ""), at.get("activation_params", [])
     if act == "Gelu" and c_const and not has_z and not trans_a and c.size == n \
             and c.shape[-1:] == (n,):
-        # bias + exact GELU in one vectorized Numba pass over y (rows, n)
-        from .transformer import jit
-        bias_gelu = jit("bias_gelu_rows").bias_gelu_rows
-        cvec = np.require(c.reshape(n), requirements="C")
+        # bias + exact GELU in one vectorized C pass over y (rows, n)
+        bias_gelu = _rowops.bias_gelu_rows
+        cvec = np.require(c.reshape(n), dtype=np.float32, requirements="C")
 
         def run_bias_gelu(inputs, outputs):
             y = outputs[0].reshape(rows, n)
             np.matmul(inputs[0].reshape(rows, k), bmat, out=y)
             bias_gelu(y, cvec)
         return run_bias_gelu
-    if act == "Gelu":
-        epilogue.gelu_numba()  # compile (or load) now, not on the first run
     tmp = np.empty((rows, n), np.float32)
 
     def run(inputs, outputs):

@@ -1,5 +1,8 @@
 """Transformer kernels: FusedAttention, LayerNormalization, Softmax, Gelu (Numba + BLAS).
 
+The C kernels of rows.py do the same and are preferred (cost 1 vs 10 here, so tuning
+prunes these and never imports numba for them); these stay registered, tested, selectable.
+
 The Numba helpers compile on first prepare (never at import) and are shared with
 elementwise.py and epilogue.py through `jit()`:
 
@@ -12,12 +15,14 @@ elementwise.py and epilogue.py through `jit()`:
 """
 from __future__ import annotations
 
-import math
 from types import SimpleNamespace
 
 import numpy as np
 
 from ...registry import kernel
+from .rows import (attention_plan, attention_supports, gelu_supports, layernorm_geometry,
+                   layernorm_supports, softmax_rows_shape, softmax_supports)
+from .threading_cost import numba_cost
 
 _JIT = None
 
@@ -74,112 +79,27 @@ def scratch(n: int) -> tuple:
 
 # -- FusedAttention ---------------------------------------------------------------------------
 
-def _attention_supports(node, ins, outs) -> bool:
-    q, kt, v = ins[0], ins[1], ins[2]
-    if not (q.dtype == kt.dtype == v.dtype == "float32"):
-        return False
-    if len(ins) > 3 and ins[3] is not None:
-        m = ins[3]
-        kind = node.attrs.get("mask_kind", "add")
-        want = "float32" if kind == "add" else "bool"
-        # the mask's row dim may broadcast (1 or S); its T dim may not
-        if m.dtype != want or len(m.shape) < 1 or m.shape[-1] != kt.shape[-1]:
-            return False
-    return True
+def numba_smx(s, scale, kind):
+    """make_smx (see rows.attention_plan) for the Numba row op."""
+    smx = jit("scale_mask_softmax_bool" if kind == 2 else "scale_mask_softmax").scale_mask_softmax
+    si, sc, dummy = s.view(np.int32), scratch(s.shape[1]), np.zeros((1, s.shape[1]), np.float32)
+    return lambda m: smx(s, si, sc, scale, dummy if m is None else m, kind)
 
 
-SMALL_SCORES = 128 * 1024  # bytes: below this, the scores of all heads are one scratch
-
-
-@kernel("FusedAttention", "attention_blas_numba", supports=_attention_supports)
+@kernel("FusedAttention", "attention_blas_numba", supports=attention_supports, cost=numba_cost)
 def prepare_attention(node, ins, outs):
-    """Per head (one (S, D) query block), BLAS for q @ k_t and p @ v, Numba for
-    scale + mask + softmax in one pass over a (S, T) scratch that is reused by every head;
-    tiny problems stack every head in one small scratch instead."""
-    q, kt, v, y = ins[0].shape, ins[1].shape, ins[2].shape, outs[0].shape
-    S, T = q[-2], kt[-1]
-    lead = tuple(y[:-2])
-    has_mask = len(ins) > 3 and ins[3] is not None
-    kind = 0 if not has_mask else (1 if node.attrs.get("mask_kind", "add") == "add" else 2)
-    j = jit("scale_mask_softmax_bool" if kind == 2 else "scale_mask_softmax")
-    scale = node.attrs.get("scale")
-    scale = np.float32(1 / math.sqrt(q[-1]) if scale is None else scale)
-    mshape = tuple(ins[3].shape) if has_mask else (1, T)
-    if len(mshape) == 1:
-        mshape = (1,) + mshape
-    mlead, mrows = mshape[:-2], mshape[-2]
-
-    def index(shape_lead, at):
-        """index of head `at` (over `lead`) in an operand whose lead dims broadcast."""
-        off = len(lead) - len(shape_lead)
-        return tuple(0 if shape_lead[d] == 1 else at[off + d] for d in range(len(shape_lead)))
-
-    heads = []
-    for at in np.ndindex(*lead):
-        heads.append((index(q[:-2], at), index(kt[:-2], at), index(v[:-2], at),
-                      index(mlead, at), at))
-    dummy = np.zeros((1, T), np.float32)
-    smx = j.scale_mask_softmax
-    mm = np.matmul
-    if mrows not in (1, S):
-        raise AssertionError(mshape)
-    heads_n = int(np.prod(lead))
-    if (heads_n * S * T * 4 <= SMALL_SCORES and q[:-2] == kt[:-2] == v[:-2] == lead
-            and all(d == 1 for d in mlead)):
-        # small problem (PP-OCR's 8 heads of 40 x 40): every head's scores fit in a small
-        # scratch, so 2 batched matmuls and one softmax call replace a loop over heads
-        scores = np.empty(lead + (S, T), np.float32)
-        flat = scores.reshape(heads_n * S, T)
-        flat_i, sc = flat.view(np.int32), scratch(T)
-        m2 = (1, T) if mrows == 1 else (S, T)
-
-        def run_stacked(inputs, outputs):
-            mm(inputs[0], inputs[1], out=scores)
-            smx(flat, flat_i, sc, scale, inputs[3].reshape(m2) if has_mask else dummy, kind)
-            mm(scores, inputs[2], out=outputs[0])
-        return run_stacked
-
-    scores = np.empty((S, T), np.float32)
-    scores_i = scores.view(np.int32)
-    sc = scratch(T)
-
-    def run(inputs, outputs):
-        qa, ka, va, ya = inputs[0], inputs[1], inputs[2], outputs[0]
-        mask = inputs[3].reshape(mshape) if has_mask else None
-        for qi, ki, vi, mi, yi in heads:
-            mm(qa[qi], ka[ki], out=scores)
-            smx(scores, scores_i, sc, scale, dummy if mask is None else mask[mi], kind)
-            mm(scores, va[vi], out=ya[yi])
-    return run
+    """Per head, BLAS for q @ k_t and p @ v, Numba for scale + mask + softmax in one pass
+    (the plan, shared with the C kernel, is rows.attention_plan)."""
+    return attention_plan(node, ins, outs, numba_smx)
 
 
 # -- LayerNormalization -----------------------------------------------------------------------
 
-def _layernorm_supports(node, ins, outs) -> bool:
-    x, scale = ins[0], ins[1]
-    bias = ins[2] if len(ins) > 2 else None
-    if x.dtype != "float32" or scale.dtype != "float32" or len(x.shape) == 0:
-        return False
-    if int(node.attrs.get("stash_type", 1)) != 1:
-        return False
-    axis = int(node.attrs.get("axis", -1)) % len(x.shape)
-    cols = int(np.prod(x.shape[axis:]))
-    if int(np.prod(scale.shape)) != cols or cols == 0:
-        return False
-    if bias is not None and (bias.dtype != "float32" or int(np.prod(bias.shape)) != cols):
-        return False
-    return all(o is None or o.dtype == "float32" for o in outs)
-
-
-@kernel("LayerNormalization", "layernorm_numba", supports=_layernorm_supports)
+@kernel("LayerNormalization", "layernorm_numba", supports=layernorm_supports, cost=numba_cost)
 def prepare_layernorm(node, ins, outs):
     """x (..., C...) normalized over the dims from `axis` on: rows (R, C) of the flat x."""
     j = jit("layernorm_rows")
-    x = ins[0].shape
-    axis = int(node.attrs.get("axis", -1)) % len(x)
-    rows, cols = int(np.prod(x[:axis])), int(np.prod(x[axis:]))
-    eps = np.float32(node.attrs.get("epsilon", 1e-5))
-    has_bias = len(ins) > 2 and ins[2] is not None
+    rows, cols, eps, has_bias = layernorm_geometry(node, ins)
     zeros = np.zeros(cols, np.float32)
     mean_tmp, inv_tmp = np.empty(rows, np.float32), np.empty(rows, np.float32)
     ln = j.layernorm_rows
@@ -198,25 +118,11 @@ def prepare_layernorm(node, ins, outs):
 
 # -- Softmax ----------------------------------------------------------------------------------
 
-def _softmax_axis(node, rank: int) -> int | None:
-    """The first reduced axis when the reduction covers the trailing dims, else None."""
-    axis = int(node.attrs.get("axis", -1))
-    axis = axis + rank if axis < 0 else axis
-    if node.attrs.get("coerce_2d", 0) or axis == rank - 1:
-        return axis
-    return None
-
-
-@kernel("Softmax", "softmax_numba",
-        supports=lambda node, ins, outs: ins[0].dtype == "float32" and len(ins[0].shape) > 0
-        and _softmax_axis(node, len(ins[0].shape)) is not None
-        and int(np.prod(ins[0].shape[_softmax_axis(node, len(ins[0].shape)):])) > 0)
+@kernel("Softmax", "softmax_numba", supports=softmax_supports, cost=numba_cost)
 def prepare_softmax(node, ins, outs):
     """Rows (R, C) of the flat x, C = the product of the trailing (reduced) dims."""
     j = jit("softmax_rows")
-    x = ins[0].shape
-    axis = _softmax_axis(node, len(x))
-    rows, cols = int(np.prod(x[:axis])), int(np.prod(x[axis:]))
+    rows, cols = softmax_rows_shape(node, ins)
     sc = scratch(cols)
     sm = j.softmax_rows
 
@@ -228,9 +134,7 @@ def prepare_softmax(node, ins, outs):
 
 # -- Gelu -------------------------------------------------------------------------------------
 
-@kernel("Gelu", "gelu_numba",
-        supports=lambda node, ins, outs: ins[0].dtype == "float32"
-        and node.attrs.get("approximate", "none") == "none")
+@kernel("Gelu", "gelu_numba", supports=gelu_supports, cost=numba_cost)
 def prepare_gelu(node, ins, outs):
     g = jit("gelu").gelu
 

@@ -1,0 +1,474 @@
+/* Row operations of transformer models, for _rowops.pyx: softmax over the last axis,
+ * attention scale + mask + softmax, LayerNorm rows, exact GELU (and bias + GELU rows),
+ * erf, sigmoid. float32, C-contiguous rows.
+ *
+ * The math is the same in both builds (and the same as the Numba helpers of
+ * _transformer_jit.py), so either build matches the reference the same way:
+ * - exp: Cephes expf (range reduction by ln 2, degree-6 polynomial, times 2^n); max rel.
+ *   error ~1e-7 on [-87, 88] (inputs are clamped there).
+ * - erf: Eigen's rational approximation on [-4, 4], |error| < 5e-7, no exp.
+ * - sums: eight float lanes (AVX2) or double (generic); the terms of the softmax sum are
+ *   positive, so any order keeps the same T*eps bound.
+ *
+ * Two builds: *_avx2 (AVX2+FMA, chosen at run time when the CPU has them; tails of rows
+ * in scalar) and *_generic (any x86-64, plain C).
+ */
+#include <math.h>
+#include <immintrin.h>
+
+enum { ROW_MASK_NONE, ROW_MASK_ADD, ROW_MASK_BOOL };
+
+/* -- scalar math (the generic build, and the row tails of the AVX2 build) ------------ */
+
+static inline float row_exp1(float v)
+{
+    v = v < -87.0f ? -87.0f : v;
+    v = v > 88.0f ? 88.0f : v;
+    float fn = floorf(v * 1.44269504088896341f + 0.5f);
+    float r = v - fn * 0.693359375f - fn * -2.12194440e-4f;
+    float q = 1.9875691500e-4f;
+    q = q * r + 1.3981999507e-3f;
+    q = q * r + 8.3334519073e-3f;
+    q = q * r + 4.1665795894e-2f;
+    q = q * r + 1.6666665459e-1f;
+    q = q * r + 5.0000001201e-1f;
+    q = q * r * r + r + 1.0f;
+    return ldexpf(q, (int)fn);
+}
+
+static inline float row_erf1(float x)
+{
+    float v = x < -4.0f ? -4.0f : x;  /* NaN passes through */
+    v = v > 4.0f ? 4.0f : v;
+    float x2 = v * v;
+    float p = x2 * -2.72614225801306e-10f + 2.77068142495902e-08f;
+    p = x2 * p + -2.10102402082508e-06f;
+    p = x2 * p + -5.69250639462346e-05f;
+    p = x2 * p + -7.34990630326855e-04f;
+    p = x2 * p + -2.95459980854025e-03f;
+    p = x2 * p + -1.60960333262415e-02f;
+    float q = x2 * -1.45660718464996e-05f + -2.13374055278905e-04f;
+    q = x2 * q + -1.68282697438203e-03f;
+    q = x2 * q + -7.37332916720468e-03f;
+    q = x2 * q + -1.42647390514189e-02f;
+    return v * p / q;
+}
+
+static inline float row_gelu1(float v)
+{
+    return 0.5f * v * (1.0f + row_erf1(v * 0.7071067811865476f));
+}
+
+/* 1 / (1 + exp(-x)) without overflow; NaN stays NaN. */
+static inline float row_sigmoid1(float x)
+{
+    if (x != x)
+        return x;
+    float e = row_exp1(-fabsf(x));
+    float r = 1.0f / (1.0f + e);
+    return x >= 0.0f ? r : e * r;
+}
+
+/* -- AVX2 vector math ---------------------------------------------------------------- */
+
+__attribute__((target("avx2,fma"), always_inline))
+static inline __m256 row_exp8(__m256 v)
+{
+    v = _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
+    __m256 fn = _mm256_floor_ps(_mm256_fmadd_ps(v, _mm256_set1_ps(1.44269504088896341f),
+                                                _mm256_set1_ps(0.5f)));
+    __m256 r = _mm256_fnmadd_ps(fn, _mm256_set1_ps(0.693359375f), v);
+    r = _mm256_fnmadd_ps(fn, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 q = _mm256_set1_ps(1.9875691500e-4f);
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(1.3981999507e-3f));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(8.3334519073e-3f));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(4.1665795894e-2f));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(1.6666665459e-1f));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(5.0000001201e-1f));
+    q = _mm256_fmadd_ps(_mm256_mul_ps(q, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    /* 2^n with n in [-126, 127]: a normal float built from its exponent bits */
+    __m256i n = _mm256_add_epi32(_mm256_cvtps_epi32(fn), _mm256_set1_epi32(127));
+    return _mm256_mul_ps(q, _mm256_castsi256_ps(_mm256_slli_epi32(n, 23)));
+}
+
+__attribute__((target("avx2,fma"), always_inline))
+static inline __m256 row_erf8(__m256 x)
+{
+    /* the constant first: max/min return their second operand on NaN */
+    __m256 v = _mm256_min_ps(_mm256_set1_ps(4.0f), _mm256_max_ps(_mm256_set1_ps(-4.0f), x));
+    __m256 x2 = _mm256_mul_ps(v, v);
+    __m256 p = _mm256_fmadd_ps(x2, _mm256_set1_ps(-2.72614225801306e-10f),
+                               _mm256_set1_ps(2.77068142495902e-08f));
+    p = _mm256_fmadd_ps(x2, p, _mm256_set1_ps(-2.10102402082508e-06f));
+    p = _mm256_fmadd_ps(x2, p, _mm256_set1_ps(-5.69250639462346e-05f));
+    p = _mm256_fmadd_ps(x2, p, _mm256_set1_ps(-7.34990630326855e-04f));
+    p = _mm256_fmadd_ps(x2, p, _mm256_set1_ps(-2.95459980854025e-03f));
+    p = _mm256_fmadd_ps(x2, p, _mm256_set1_ps(-1.60960333262415e-02f));
+    __m256 q = _mm256_fmadd_ps(x2, _mm256_set1_ps(-1.45660718464996e-05f),
+                               _mm256_set1_ps(-2.13374055278905e-04f));
+    q = _mm256_fmadd_ps(x2, q, _mm256_set1_ps(-1.68282697438203e-03f));
+    q = _mm256_fmadd_ps(x2, q, _mm256_set1_ps(-7.37332916720468e-03f));
+    q = _mm256_fmadd_ps(x2, q, _mm256_set1_ps(-1.42647390514189e-02f));
+    return _mm256_div_ps(_mm256_mul_ps(v, p), q);
+}
+
+__attribute__((target("avx2,fma"), always_inline))
+static inline __m256 row_gelu8(__m256 v)
+{
+    __m256 e = row_erf8(_mm256_mul_ps(v, _mm256_set1_ps(0.7071067811865476f)));
+    return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), v),
+                         _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+
+__attribute__((target("avx2,fma"), always_inline))
+static inline float row_hsum8(__m256 a)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+__attribute__((target("avx2,fma"), always_inline))
+static inline float row_hmax8(__m256 a)
+{
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* -- softmax of one row in place -------------------------------------------------------
+ * y = exp(y - max) / sum. A row with NaN, +inf or only -inf gives NaN, as the reference. */
+
+static void row_softmax_generic(float *y, long C)
+{
+    float m = -INFINITY;
+    int nan = 0;
+    for (long j = 0; j < C; j++) {
+        nan |= y[j] != y[j];
+        m = y[j] > m ? y[j] : m;
+    }
+    if (nan || !isfinite(m)) {
+        for (long j = 0; j < C; j++)
+            y[j] = NAN;
+        return;
+    }
+    double s = 0.0;
+    for (long j = 0; j < C; j++) {
+        y[j] = row_exp1(y[j] - m);
+        s += y[j];
+    }
+    float inv = (float)(1.0 / s);
+    for (long j = 0; j < C; j++)
+        y[j] *= inv;
+}
+
+__attribute__((target("avx2,fma")))
+static void row_softmax_avx2(float *y, long C)
+{
+    const long C8 = C & ~7L;
+    __m256 mv = _mm256_set1_ps(-INFINITY), bad = _mm256_setzero_ps();
+    for (long j = 0; j < C8; j += 8) {
+        __m256 v = _mm256_loadu_ps(y + j);
+        bad = _mm256_or_ps(bad, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        mv = _mm256_max_ps(mv, v);
+    }
+    float m = row_hmax8(mv);
+    int nan = _mm256_movemask_ps(bad) != 0;
+    for (long j = C8; j < C; j++) {
+        nan |= y[j] != y[j];
+        m = y[j] > m ? y[j] : m;
+    }
+    if (nan || !isfinite(m)) {
+        for (long j = 0; j < C; j++)
+            y[j] = NAN;
+        return;
+    }
+    const __m256 mb = _mm256_set1_ps(m);
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    long j = 0;
+    for (; j + 16 <= C; j += 16) {
+        __m256 e0 = row_exp8(_mm256_sub_ps(_mm256_loadu_ps(y + j), mb));
+        __m256 e1 = row_exp8(_mm256_sub_ps(_mm256_loadu_ps(y + j + 8), mb));
+        _mm256_storeu_ps(y + j, e0);
+        _mm256_storeu_ps(y + j + 8, e1);
+        s0 = _mm256_add_ps(s0, e0);
+        s1 = _mm256_add_ps(s1, e1);
+    }
+    for (; j < C8; j += 8) {
+        __m256 e0 = row_exp8(_mm256_sub_ps(_mm256_loadu_ps(y + j), mb));
+        _mm256_storeu_ps(y + j, e0);
+        s0 = _mm256_add_ps(s0, e0);
+    }
+    float s = row_hsum8(_mm256_add_ps(s0, s1));
+    for (; j < C; j++) {
+        y[j] = row_exp1(y[j] - m);
+        s += y[j];
+    }
+    const __m256 inv = _mm256_set1_ps(1.0f / s);
+    for (j = 0; j < C8; j += 8)
+        _mm256_storeu_ps(y + j, _mm256_mul_ps(_mm256_loadu_ps(y + j), inv));
+    for (; j < C; j++)
+        y[j] *= 1.0f / s;
+}
+
+/* x, y (R, C); y may be x. */
+static void rowops_softmax_rows(int avx2, const float *x, float *y, long R, long C)
+{
+    for (long r = 0; r < R; r++) {
+        const float *xr = x + r * C;
+        float *yr = y + r * C;
+        if (xr != yr)
+            for (long j = 0; j < C; j++)
+                yr[j] = xr[j];
+        if (avx2)
+            row_softmax_avx2(yr, C);
+        else
+            row_softmax_generic(yr, C);
+    }
+}
+
+/* -- attention probabilities ------------------------------------------------------------
+ * s (R, T) scores in place: s <- softmax(s * scale + mask) per row. mask (MS, T), row i
+ * uses mask row i % MS; kind ROW_MASK_ADD: float32 added; ROW_MASK_BOOL: uint8, 0 = -inf. */
+
+__attribute__((target("avx2,fma")))
+static void row_scale_mask_avx2(float *row, long T, float scale, const void *mrow, int kind)
+{
+    const __m256 sc = _mm256_set1_ps(scale);
+    const long T8 = T & ~7L;
+    long j = 0;
+    if (kind == ROW_MASK_ADD) {
+        const float *m = (const float *)mrow;
+        for (; j < T8; j += 8)
+            _mm256_storeu_ps(row + j, _mm256_fmadd_ps(_mm256_loadu_ps(row + j), sc,
+                                                      _mm256_loadu_ps(m + j)));
+        for (; j < T; j++)
+            row[j] = row[j] * scale + m[j];
+    } else if (kind == ROW_MASK_BOOL) {
+        const unsigned char *m = (const unsigned char *)mrow;
+        const __m256 ninf = _mm256_set1_ps(-INFINITY);
+        for (; j < T8; j += 8) {
+            __m128i b = _mm_loadl_epi64((const __m128i *)(m + j));
+            __m256i k = _mm256_cmpeq_epi32(_mm256_cvtepu8_epi32(b), _mm256_setzero_si256());
+            __m256 v = _mm256_mul_ps(_mm256_loadu_ps(row + j), sc);
+            _mm256_storeu_ps(row + j, _mm256_blendv_ps(v, ninf, _mm256_castsi256_ps(k)));
+        }
+        for (; j < T; j++)
+            row[j] = m[j] ? row[j] * scale : -INFINITY;
+    } else {
+        for (; j < T8; j += 8)
+            _mm256_storeu_ps(row + j, _mm256_mul_ps(_mm256_loadu_ps(row + j), sc));
+        for (; j < T; j++)
+            row[j] *= scale;
+    }
+}
+
+static void row_scale_mask_generic(float *row, long T, float scale, const void *mrow, int kind)
+{
+    if (kind == ROW_MASK_ADD) {
+        const float *m = (const float *)mrow;
+        for (long j = 0; j < T; j++)
+            row[j] = row[j] * scale + m[j];
+    } else if (kind == ROW_MASK_BOOL) {
+        const unsigned char *m = (const unsigned char *)mrow;
+        for (long j = 0; j < T; j++)
+            row[j] = m[j] ? row[j] * scale : -INFINITY;
+    } else {
+        for (long j = 0; j < T; j++)
+            row[j] *= scale;
+    }
+}
+
+static void rowops_scale_mask_softmax(int avx2, float *s, long R, long T, float scale,
+                                      const void *mask, long MS, int kind)
+{
+    const long esize = kind == ROW_MASK_BOOL ? 1 : 4;
+    for (long i = 0; i < R; i++) {
+        float *row = s + i * T;
+        const void *mrow = mask ? (const char *)mask + (i % MS) * T * esize : 0;
+        if (avx2) {
+            row_scale_mask_avx2(row, T, scale, mrow, mask ? kind : ROW_MASK_NONE);
+            row_softmax_avx2(row, T);
+        } else {
+            row_scale_mask_generic(row, T, scale, mrow, mask ? kind : ROW_MASK_NONE);
+            row_softmax_generic(row, T);
+        }
+    }
+}
+
+/* -- LayerNorm rows ---------------------------------------------------------------------
+ * x, y (R, C); scale, bias (C,) (bias may be NULL); mean, inv (R,) the statistics (may be
+ * NULL). y = (x - mean) * inv * scale + bias, inv = 1 / sqrt(var + eps), var by two passes. */
+
+static void row_layernorm_generic(const float *x, const float *scale, const float *bias,
+                                  float eps, float *y, long C, float *mean, float *inv)
+{
+    double s = 0.0;
+    for (long j = 0; j < C; j++)
+        s += x[j];
+    float mu = (float)(s / C);
+    double v = 0.0;
+    for (long j = 0; j < C; j++) {
+        float d = x[j] - mu;
+        v += d * d;
+    }
+    float iv = 1.0f / sqrtf((float)(v / C) + eps);
+    for (long j = 0; j < C; j++)
+        y[j] = (x[j] - mu) * iv * scale[j] + (bias ? bias[j] : 0.0f);
+    *mean = mu;
+    *inv = iv;
+}
+
+__attribute__((target("avx2,fma")))
+static void row_layernorm_avx2(const float *x, const float *scale, const float *bias,
+                               float eps, float *y, long C, float *mean, float *inv)
+{
+    const long C8 = C & ~7L, C32 = C & ~31L;
+    /* four accumulators: the adds of a row are not one dependency chain */
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    long j;
+    for (j = 0; j < C32; j += 32) {
+        a0 = _mm256_add_ps(a0, _mm256_loadu_ps(x + j));
+        a1 = _mm256_add_ps(a1, _mm256_loadu_ps(x + j + 8));
+        a2 = _mm256_add_ps(a2, _mm256_loadu_ps(x + j + 16));
+        a3 = _mm256_add_ps(a3, _mm256_loadu_ps(x + j + 24));
+    }
+    for (; j < C8; j += 8)
+        a0 = _mm256_add_ps(a0, _mm256_loadu_ps(x + j));
+    float s = row_hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    for (; j < C; j++)
+        s += x[j];
+    const float mu = s / (float)C;
+    const __m256 mb = _mm256_set1_ps(mu);
+    a0 = a1 = a2 = a3 = _mm256_setzero_ps();
+    for (j = 0; j < C32; j += 32) {
+        __m256 d0 = _mm256_sub_ps(_mm256_loadu_ps(x + j), mb);
+        __m256 d1 = _mm256_sub_ps(_mm256_loadu_ps(x + j + 8), mb);
+        __m256 d2 = _mm256_sub_ps(_mm256_loadu_ps(x + j + 16), mb);
+        __m256 d3 = _mm256_sub_ps(_mm256_loadu_ps(x + j + 24), mb);
+        a0 = _mm256_fmadd_ps(d0, d0, a0);
+        a1 = _mm256_fmadd_ps(d1, d1, a1);
+        a2 = _mm256_fmadd_ps(d2, d2, a2);
+        a3 = _mm256_fmadd_ps(d3, d3, a3);
+    }
+    for (; j < C8; j += 8) {
+        __m256 d = _mm256_sub_ps(_mm256_loadu_ps(x + j), mb);
+        a0 = _mm256_fmadd_ps(d, d, a0);
+    }
+    float v = row_hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    for (; j < C; j++)
+        v += (x[j] - mu) * (x[j] - mu);
+    const float iv = 1.0f / sqrtf(v / (float)C + eps);
+    const __m256 ib = _mm256_set1_ps(iv);
+    for (j = 0; j < C8; j += 8) {
+        __m256 d = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + j), mb), ib);
+        __m256 b = bias ? _mm256_loadu_ps(bias + j) : _mm256_setzero_ps();
+        _mm256_storeu_ps(y + j, _mm256_fmadd_ps(d, _mm256_loadu_ps(scale + j), b));
+    }
+    for (; j < C; j++)
+        y[j] = (x[j] - mu) * iv * scale[j] + (bias ? bias[j] : 0.0f);
+    *mean = mu;
+    *inv = iv;
+}
+
+static void rowops_layernorm_rows(int avx2, const float *x, const float *scale,
+                                  const float *bias, float eps, float *y, float *mean,
+                                  float *inv, long R, long C)
+{
+    for (long r = 0; r < R; r++) {
+        float mu, iv;
+        if (avx2)
+            row_layernorm_avx2(x + r * C, scale, bias, eps, y + r * C, C, &mu, &iv);
+        else
+            row_layernorm_generic(x + r * C, scale, bias, eps, y + r * C, C, &mu, &iv);
+        if (mean)
+            mean[r] = mu;
+        if (inv)
+            inv[r] = iv;
+    }
+}
+
+/* -- elementwise: erf, GELU, bias + GELU rows, sigmoid; y may be x ----------------------- */
+
+enum { ROW_ERF, ROW_GELU, ROW_SIGMOID };
+
+__attribute__((target("avx2,fma")))
+static void row_unary_avx2(const float *x, float *y, long n, int fn)
+{
+    const long n8 = n & ~7L;
+    const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    long j = 0;
+    if (fn == ROW_ERF) {
+        for (; j < n8; j += 8)
+            _mm256_storeu_ps(y + j, row_erf8(_mm256_loadu_ps(x + j)));
+        for (; j < n; j++)
+            y[j] = row_erf1(x[j]);
+    } else if (fn == ROW_GELU) {
+        for (; j < n8; j += 8)
+            _mm256_storeu_ps(y + j, row_gelu8(_mm256_loadu_ps(x + j)));
+        for (; j < n; j++)
+            y[j] = row_gelu1(x[j]);
+    } else {
+        for (; j < n8; j += 8) {
+            __m256 v = _mm256_loadu_ps(x + j);
+            __m256 e = row_exp8(_mm256_or_ps(v, sign));          /* exp(-|x|) */
+            __m256 r = _mm256_div_ps(one, _mm256_add_ps(one, e));
+            __m256 t = _mm256_blendv_ps(_mm256_mul_ps(e, r), r,
+                                        _mm256_cmp_ps(v, zero, _CMP_GE_OQ));
+            _mm256_storeu_ps(y + j, _mm256_blendv_ps(t, v, _mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+        }
+        for (; j < n; j++)
+            y[j] = row_sigmoid1(x[j]);
+    }
+}
+
+static void row_unary_generic(const float *x, float *y, long n, int fn)
+{
+    for (long j = 0; j < n; j++)
+        y[j] = fn == ROW_ERF ? row_erf1(x[j]) : fn == ROW_GELU ? row_gelu1(x[j])
+                                                              : row_sigmoid1(x[j]);
+}
+
+static void rowops_unary(int avx2, const float *x, float *y, long n, int fn)
+{
+    if (avx2)
+        row_unary_avx2(x, y, n, fn);
+    else
+        row_unary_generic(x, y, n, fn);
+}
+
+/* y (R, N) <- gelu(y + bias), bias (N,): the fused Gemm epilogue. */
+__attribute__((target("avx2,fma")))
+static void row_bias_gelu_avx2(float *y, const float *bias, long R, long N)
+{
+    const long N8 = N & ~7L;
+    for (long r = 0; r < R; r++) {
+        float *yr = y + r * N;
+        long j = 0;
+        for (; j < N8; j += 8)
+            _mm256_storeu_ps(yr + j, row_gelu8(_mm256_add_ps(_mm256_loadu_ps(yr + j),
+                                                             _mm256_loadu_ps(bias + j))));
+        for (; j < N; j++)
+            yr[j] = row_gelu1(yr[j] + bias[j]);
+    }
+}
+
+static void rowops_bias_gelu_rows(int avx2, float *y, const float *bias, long R, long N)
+{
+    if (avx2) {
+        row_bias_gelu_avx2(y, bias, R, N);
+        return;
+    }
+    for (long r = 0; r < R; r++)
+        for (long j = 0; j < N; j++)
+            y[r * N + j] = row_gelu1(y[r * N + j] + bias[j]);
+}
+
+static int rowops_cpu_has_avx2(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}

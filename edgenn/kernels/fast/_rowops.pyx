@@ -1,0 +1,105 @@
+# cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+# cython: language_level=3
+"""Row operations of transformer models in C (_rowops.h): softmax rows, attention
+scale + mask + softmax, LayerNorm rows, erf, exact GELU, bias + GELU rows, sigmoid.
+
+float32 C-contiguous arrays; every function takes `avx2` (the AVX2+FMA build when true
+and the CPU has it, else the portable one) and releases the GIL."""
+
+cdef extern from "_rowops.h" nogil:
+    int ROW_MASK_NONE, ROW_MASK_ADD, ROW_MASK_BOOL
+    int ROW_ERF, ROW_GELU, ROW_SIGMOID
+    void rowops_softmax_rows(int avx2, const float *x, float *y, long R, long C)
+    void rowops_scale_mask_softmax(int avx2, float *s, long R, long T, float scale,
+                                   const void *mask, long MS, int kind)
+    void rowops_layernorm_rows(int avx2, const float *x, const float *scale,
+                               const float *bias, float eps, float *y, float *mean,
+                               float *inv, long R, long C)
+    void rowops_unary(int avx2, const float *x, float *y, long n, int fn)
+    void rowops_bias_gelu_rows(int avx2, float *y, const float *bias, long R, long N)
+    int rowops_cpu_has_avx2()
+
+
+cdef bint _avx2 = rowops_cpu_has_avx2()
+HAS_AVX2 = _avx2
+
+
+def softmax_rows(const float[:, ::1] x, float[:, ::1] y, bint avx2=True):
+    """x, y (R, C), y may be x: y = softmax(x) per row."""
+    assert x.shape[0] == y.shape[0] and x.shape[1] == y.shape[1]
+    cdef int a = avx2 and _avx2
+    with nogil:
+        rowops_softmax_rows(a, &x[0, 0], &y[0, 0], x.shape[0], x.shape[1])
+
+
+def scale_mask_softmax(float[:, ::1] s, float scale, const float[:, ::1] mask=None,
+                       bint avx2=True):
+    """s (R, T) <- softmax(s * scale + mask) per row; mask (MS, T) float32 (row i uses
+    mask row i % MS) or None."""
+    cdef const float *mp = NULL
+    cdef long ms = 1
+    if mask is not None:
+        assert mask.shape[1] == s.shape[1]
+        mp, ms = &mask[0, 0], mask.shape[0]
+    cdef int a = avx2 and _avx2
+    with nogil:
+        rowops_scale_mask_softmax(a, &s[0, 0], s.shape[0], s.shape[1], scale, mp, ms,
+                                  ROW_MASK_ADD)
+
+
+def scale_bool_mask_softmax(float[:, ::1] s, float scale, const unsigned char[:, ::1] keep,
+                            bint avx2=True):
+    """s (R, T) <- softmax(where(keep, s * scale, -inf)) per row; keep (MS, T) a bool
+    array viewed as uint8 (row i uses keep row i % MS)."""
+    assert keep.shape[1] == s.shape[1]
+    cdef int a = avx2 and _avx2
+    with nogil:
+        rowops_scale_mask_softmax(a, &s[0, 0], s.shape[0], s.shape[1], scale, &keep[0, 0],
+                                  keep.shape[0], ROW_MASK_BOOL)
+
+
+def layernorm_rows(const float[:, ::1] x, const float[::1] scale, const float[::1] bias,
+                   float eps, float[:, ::1] y, float[::1] mean=None, float[::1] inv=None,
+                   bint avx2=True):
+    """x, y (R, C); scale (C,), bias (C,) or None; mean, inv (R,) or None: the saved
+    statistics (inv = 1 / sqrt(var + eps))."""
+    cdef long R = x.shape[0], C = x.shape[1]
+    assert y.shape[0] == R and y.shape[1] == C and scale.shape[0] == C
+    assert bias is None or bias.shape[0] == C
+    assert (mean is None or mean.shape[0] == R) and (inv is None or inv.shape[0] == R)
+    cdef const float *bp = NULL
+    if bias is not None:
+        bp = &bias[0]
+    cdef float *mp = NULL if mean is None else &mean[0]
+    cdef float *ip = NULL if inv is None else &inv[0]
+    cdef int a = avx2 and _avx2
+    with nogil:
+        rowops_layernorm_rows(a, &x[0, 0], &scale[0], bp, eps, &y[0, 0], mp, ip, R, C)
+
+
+cdef inline void _unary(const float[::1] x, float[::1] y, int fn, bint avx2):
+    assert x.shape[0] == y.shape[0]
+    cdef int a = avx2 and _avx2
+    with nogil:
+        rowops_unary(a, &x[0], &y[0], x.shape[0], fn)
+
+
+def gelu(const float[::1] x, float[::1] y, bint avx2=True):
+    """Exact GELU, x/2 (1 + erf(x/sqrt 2)); x, y (n,), y may be x."""
+    _unary(x, y, ROW_GELU, avx2)
+
+
+def erf(const float[::1] x, float[::1] y, bint avx2=True):
+    _unary(x, y, ROW_ERF, avx2)
+
+
+def sigmoid(const float[::1] x, float[::1] y, bint avx2=True):
+    _unary(x, y, ROW_SIGMOID, avx2)
+
+
+def bias_gelu_rows(float[:, ::1] y, const float[::1] bias, bint avx2=True):
+    """y (R, N) <- gelu(y + bias), bias (N,)."""
+    assert bias.shape[0] == y.shape[1]
+    cdef int a = avx2 and _avx2
+    with nogil:
+        rowops_bias_gelu_rows(a, &y[0, 0], &bias[0], y.shape[0], y.shape[1])

@@ -1,0 +1,175 @@
+"""The C row ops (edgenn/kernels/fast/_rowops): both builds (AVX2 and the portable one,
+forced with avx2=False) against the reference, plus what test_kernels_fast does not check:
+LayerNorm's mean / inv-std outputs, NaN and infinity handling, the C kernels being priced
+ahead of the Numba ones."""
+import numpy as np
+import pytest
+
+from edgenn.graph.infer import infer_node
+from edgenn.graph.ir import Node
+from edgenn.kernels.fast import _rowops, rows
+from edgenn.oplist import load_all
+from edgenn.registry import KERNELS, REFERENCE, TensorInfo
+
+load_all()
+BUILDS = [False] + ([True] if _rowops.HAS_AVX2 else [])
+f32 = np.float32
+
+
+def _close(got, want, tol=1e-5):
+    scale = max(float(np.max(np.abs(want))), 1e-6)
+    assert float(np.max(np.abs(got.astype(np.float64) - want))) / scale <= tol
+
+
+@pytest.mark.parametrize("avx2", BUILDS)
+def test_softmax_rows(avx2):
+    rng = np.random.default_rng(0)
+    for shape in [(3, 1), (4, 7), (2, 8), (5, 33), (1, 6625)]:
+        x = (rng.standard_normal(shape) * 10).astype(f32)
+        y = np.empty_like(x)
+        _rowops.softmax_rows(x, y, avx2)
+        want = REFERENCE["Softmax"]({"axis": -1}, [x])[0]
+        _close(y, want)
+        _rowops.softmax_rows(x, x, avx2)  # in place
+        np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("avx2", BUILDS)
+def test_softmax_special_rows(avx2):
+    x = np.zeros((4, 11), f32)
+    x[0, 5] = np.nan
+    x[1, 9] = np.inf
+    x[2, :] = -np.inf
+    x[3, 2] = -np.inf
+    y = np.empty_like(x)
+    _rowops.softmax_rows(x, y, avx2)
+    assert np.isnan(y[:3]).all()
+    assert y[3, 2] < 1e-30 and abs(y[3].sum() - 1) < 1e-6
+
+
+@pytest.mark.parametrize("avx2", BUILDS)
+@pytest.mark.parametrize("kind", ["none", "add", "bool"])
+@pytest.mark.parametrize("mrows", [1, 6])
+def test_scale_mask_softmax(avx2, kind, mrows):
+    rng = np.random.default_rng(1)
+    for T in (1, 8, 13, 130):
+        s = rng.standard_normal((6, T)).astype(f32)
+        if kind == "add":
+            m = (rng.standard_normal((mrows, T)) * 4).astype(f32)
+            z = s * f32(0.3) + np.resize(m, s.shape)
+            _rowops.scale_mask_softmax(s, 0.3, m, avx2)
+        elif kind == "bool":
+            m = rng.random((mrows, T)) < 0.6
+            m[:, -1] = True
+            z = np.where(np.resize(m, s.shape), s * f32(0.3), -np.inf)
+            _rowops.scale_bool_mask_softmax(s, 0.3, m.view(np.uint8), avx2)
+        else:
+            z = s * f32(0.3)
+            _rowops.scale_mask_softmax(s, 0.3, None, avx2)
+        e = np.exp(z - z.max(-1, keepdims=True))
+        _close(s, e / e.sum(-1, keepdims=True))
+
+
+@pytest.mark.parametrize("avx2", BUILDS)
+def test_attention_portable(avx2):
+    """The whole FusedAttention kernel on one build (looped heads and stacked heads)."""
+    rng = np.random.default_rng(2)
+    for ql, s_, t in [((1, 12), 128, 128), ((2, 3), 7, 9)]:
+        q = rng.standard_normal(ql + (s_, 16)).astype(f32)
+        kt = rng.standard_normal(ql + (16, t)).astype(f32)
+        v = rng.standard_normal(ql + (t, 8)).astype(f32)
+        for mask, kind in [(None, "add"), (rng.standard_normal((1, 1, t)).astype(f32), "add"),
+                           (rng.random(ql + (s_, t)) < 0.7, "bool")]:
+            if kind == "bool":
+                mask[..., 0] = True
+            inputs = [q, kt, v] + ([] if mask is None else [mask])
+            node = Node("FusedAttention", ["q", "k", "v", "m"][:len(inputs)], ["y"],
+                        {"mask_kind": kind}, "attn")
+            ins = [TensorInfo(x.dtype.name, x.shape) for x in inputs]
+            outs = infer_node(node, ins, fold=False)
+            y = np.empty(outs[0].shape, f32)
+            rows.attention_plan(node, ins, outs, lambda s, sc, k: rows.c_smx(s, sc, k, avx2))(
+                inputs, [y])
+            _close(y, REFERENCE["FusedAttention"](node.attrs, inputs)[0])
+
+
+@pytest.mark.parametrize("avx2", BUILDS)
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_layernorm_statistics(avx2, with_bias):
+    rng = np.random.default_rng(3)
+    for shape in [(5, 384), (3, 7), (2, 1), (4, 16)]:
+        x = (rng.standard_normal(shape) * 3 + 5).astype(f32)
+        scale = rng.standard_normal(shape[-1]).astype(f32)
+        bias = rng.standard_normal(shape[-1]).astype(f32) if with_bias else None
+        y, mean, inv = np.empty_like(x), np.empty(shape[0], f32), np.empty(shape[0], f32)
+        _rowops.layernorm_rows(x, scale, bias, 1e-5, y, mean, inv, avx2)
+        ref = REFERENCE["LayerNormalization"]({"axis": -1, "epsilon": 1e-5},
+                                              [x, scale] + ([bias] if with_bias else []))
+        _close(y, ref[0])
+        _close(mean, ref[1].reshape(-1))
+        _close(inv, ref[2].reshape(-1))
+        y2 = np.empty_like(x)
+        _rowops.layernorm_rows(x, scale, bias, 1e-5, y2, None, None, avx2)
+        np.testing.assert_array_equal(y, y2)
+
+
+def test_layernorm_kernel_writes_statistics():
+    """The registered kernel fills the optional Mean / InvStdDev outputs."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 3, 10)).astype(f32)
+    scale, bias = rng.standard_normal(10).astype(f32), rng.standard_normal(10).astype(f32)
+    node = Node("LayerNormalization", ["x", "s", "b"], ["y", "mean", "inv"], {"axis": -1}, "ln")
+    ins = [TensorInfo(a.dtype.name, a.shape) for a in (x, scale, bias)]
+    outs = infer_node(node, ins, fold=False)
+    got = [np.full(o.shape, np.nan, f32) for o in outs]
+    for spec in KERNELS["LayerNormalization"]:
+        spec.prepare(node, ins, outs)([x, scale, bias], got)
+        for g, w in zip(got, REFERENCE["LayerNormalization"](node.attrs, [x, scale, bias])):
+            assert g.shape == w.shape
+            _close(g, w)
+
+
+@pytest.mark.parametrize("avx2", BUILDS)
+def test_unary(avx2):
+    from scipy.special import erf
+    x = np.concatenate([np.linspace(-12, 12, 2001), [-1e4, -90, 90, 1e4, 0, -0.0]]).astype(f32)
+    xd = x.astype(np.float64)
+    for fn, want, tol in [(_rowops.erf, erf(xd), 5e-7),
+                          (_rowops.gelu, 0.5 * xd * (1 + erf(xd / np.sqrt(2))), 1e-6),
+                          (_rowops.sigmoid, 0.5 * (1 + np.tanh(xd / 2)), 1e-7)]:
+        for n in (len(x), 7, 1):
+            y = np.empty(n, f32)
+            fn(x[:n], y, avx2)
+            err = np.abs(y - want[:n]) / np.maximum(1, np.abs(want[:n]))
+            assert err.max() < tol, fn
+    special = np.array([np.nan, np.inf, -np.inf] * 3, f32)
+    y = np.empty_like(special)
+    for fn, want in [(_rowops.erf, [np.nan, 1, -1]), (_rowops.sigmoid, [np.nan, 1, 0])]:
+        fn(special, y, avx2)
+        np.testing.assert_allclose(y[:3], want, atol=1e-30)
+
+
+@pytest.mark.parametrize("avx2", BUILDS)
+def test_bias_gelu_rows(avx2):
+    from scipy.special import erf
+    rng = np.random.default_rng(5)
+    for shape in [(3, 1536), (5, 13), (1, 3)]:
+        y = (rng.standard_normal(shape) * 3).astype(f32)
+        b = rng.standard_normal(shape[1]).astype(f32)
+        v = (y + b).astype(np.float64)
+        _rowops.bias_gelu_rows(y, b, avx2)
+        _close(y, 0.5 * v * (1 + erf(v / np.sqrt(2))))
+
+
+def test_c_kernels_priced_ahead_of_numba():
+    """Registered first (tuning off) and cheaper (tuning prunes the Numba ones)."""
+    for op, c_name in [("FusedAttention", "attention_blas_c"),
+                       ("LayerNormalization", "layernorm_c"), ("Softmax", "softmax_c"),
+                       ("Gelu", "gelu_c"), ("Sigmoid", "sigmoid_c"), ("Erf", "erf_c")]:
+        specs = KERNELS[op]
+        names = [s.name for s in specs]
+        numba = [s for s in specs if s.name.endswith("_numba")]
+        assert c_name in names and numba, op
+        assert all(names.index(c_name) < names.index(s.name) for s in numba), names
+        assert all(s.cost is not None and s.cost(None, [], []) >= 4
+                   * specs[names.index(c_name)].cost(None, [], []) for s in numba)
