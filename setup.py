@@ -9,7 +9,7 @@ extensions = [
               include_dirs=[np.get_include()], extra_compile_args=["-O3"]),
     Extension("edgenn.kernels.fast._sgemm", ["edgenn/kernels/fast/_sgemm.pyx"],
               include_dirs=[np.get_include(), "edgenn/kernels/fast"], extra_compile_args=["-O3"],
-              depends=["edgenn/kernels/fast/sgemm.h"]),
+              depends=["edgenn/kernels/fast/sgemm.h", "edgenn/kernels/fast/_simd_math.h"]),
     Extension("edgenn.kernels.fast._winograd", ["edgenn/kernels/fast/_winograd.pyx"],
               include_dirs=["edgenn/kernels/fast"], extra_compile_args=["-O3"],
               depends=[f"edgenn/kernels/fast/_winograd{s}.h" for s in ("", "_tmpl", "_loops")]),
@@ -18,7 +18,7 @@ extensions = [
               depends=["edgenn/kernels/fast/_dwc8.h"]),
     Extension("edgenn.kernels.fast._rowops", ["edgenn/kernels/fast/_rowops.pyx"],
               include_dirs=["edgenn/kernels/fast"], extra_compile_args=["-O3"],
-              depends=["edgenn/kernels/fast/_rowops.h"]),
+              depends=["edgenn/kernels/fast/_rowops.h", "edgenn/kernels/fast/_simd_math.h"]),
 ]
 
 setup(ext_modules=cythonize(extensions, compiler_directives={"language_level": 3}))

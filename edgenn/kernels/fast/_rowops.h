@@ -15,6 +15,7 @@
  */
 #include <math.h>
 #include <immintrin.h>
+#include "_simd_math.h"
 
 enum { ROW_MASK_NONE, ROW_MASK_ADD, ROW_MASK_BOOL };
 
@@ -71,25 +72,7 @@ static inline float row_sigmoid1(float x)
 
 /* -- AVX2 vector math ---------------------------------------------------------------- */
 
-__attribute__((target("avx2,fma"), always_inline))
-static inline __m256 row_exp8(__m256 v)
-{
-    v = _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
-    __m256 fn = _mm256_floor_ps(_mm256_fmadd_ps(v, _mm256_set1_ps(1.44269504088896341f),
-                                                _mm256_set1_ps(0.5f)));
-    __m256 r = _mm256_fnmadd_ps(fn, _mm256_set1_ps(0.693359375f), v);
-    r = _mm256_fnmadd_ps(fn, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 q = _mm256_set1_ps(1.9875691500e-4f);
-    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(1.3981999507e-3f));
-    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(8.3334519073e-3f));
-    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(4.1665795894e-2f));
-    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(1.6666665459e-1f));
-    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(5.0000001201e-1f));
-    q = _mm256_fmadd_ps(_mm256_mul_ps(q, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    /* 2^n with n in [-126, 127]: a normal float built from its exponent bits */
-    __m256i n = _mm256_add_epi32(_mm256_cvtps_epi32(fn), _mm256_set1_epi32(127));
-    return _mm256_mul_ps(q, _mm256_castsi256_ps(_mm256_slli_epi32(n, 23)));
-}
+#define row_exp8 simd_exp8  /* _simd_math.h */
 
 __attribute__((target("avx2,fma"), always_inline))
 static inline __m256 row_erf8(__m256 x)
