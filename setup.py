@@ -8,17 +8,25 @@ extensions = [
     Extension("edgenn.kernels.fast._im2col", ["edgenn/kernels/fast/_im2col.pyx"],
               include_dirs=[np.get_include()], extra_compile_args=["-O3"]),
     Extension("edgenn.kernels.fast._sgemm", ["edgenn/kernels/fast/_sgemm.pyx"],
-              include_dirs=[np.get_include(), "edgenn/kernels/fast"], extra_compile_args=["-O3"],
+              include_dirs=[np.get_include(), "edgenn/kernels/fast"],
+              extra_compile_args=["-O3", "-fopenmp"], extra_link_args=["-fopenmp"],
               depends=["edgenn/kernels/fast/sgemm.h", "edgenn/kernels/fast/_simd_math.h"]),
     Extension("edgenn.kernels.fast._winograd", ["edgenn/kernels/fast/_winograd.pyx"],
               include_dirs=["edgenn/kernels/fast"], extra_compile_args=["-O3"],
               depends=[f"edgenn/kernels/fast/_winograd{s}.h" for s in ("", "_tmpl", "_loops")]),
     Extension("edgenn.kernels.fast._dwc8", ["edgenn/kernels/fast/_dwc8.pyx"],
-              include_dirs=["edgenn/kernels/fast"], extra_compile_args=["-O3"],
+              include_dirs=["edgenn/kernels/fast"], extra_compile_args=["-O3", "-fopenmp"],
+              extra_link_args=["-fopenmp"],
               depends=["edgenn/kernels/fast/_dwc8.h"]),
     Extension("edgenn.kernels.fast._rowops", ["edgenn/kernels/fast/_rowops.pyx"],
               include_dirs=["edgenn/kernels/fast"], extra_compile_args=["-O3"],
               depends=["edgenn/kernels/fast/_rowops.h", "edgenn/kernels/fast/_simd_math.h"]),
+    # int8 QConv / QGemm: bit-exact float epilogue, so no FMA contraction
+    Extension("edgenn.kernels.fast._qgemm", ["edgenn/kernels/fast/_qgemm.pyx"],
+              include_dirs=[np.get_include(), "edgenn/kernels/fast"],
+              extra_compile_args=["-O3", "-ffp-contract=off"],
+              depends=[f"edgenn/kernels/fast/{h}" for h in
+                       ("_qgemm.h", "_qdw.h", "_qepi.h", "_simd_math.h")]),
 ]
 
 setup(ext_modules=cythonize(extensions, compiler_directives={"language_level": 3}))

@@ -3,12 +3,15 @@
     import edgenn
     sess = edgenn.InferenceSession("model.onnx", threads=1)   # or a .enn file / bytes
     outputs = sess.run(None, {"input": x})
+
+    int8 = edgenn.quantize("model.onnx", calibration_batches, method="kl")
+    edgenn.save(int8, "model.int8.enn")
 """
 from .errors import (EdgennError, GraphError, InputError, ModelFormatError,
                      UnsupportedOpError)
 from .version import __version__
 
-__all__ = ["InferenceSession", "convert", "load", "save", "EdgennError", "GraphError",
+__all__ = ["InferenceSession", "convert", "load", "save", "quantize", "EdgennError", "GraphError",
            "InputError", "ModelFormatError", "UnsupportedOpError", "__version__"]
 
 
@@ -16,7 +19,7 @@ def __getattr__(name):  # keep `import edgenn` light: numba/onnx load on first u
     if name == "InferenceSession":
         from .runtime.session import InferenceSession
         return InferenceSession
-    if name in ("convert", "load", "save"):
+    if name in ("convert", "load", "save", "quantize"):
         from . import api
         return getattr(api, name)
     raise AttributeError(name)

@@ -60,3 +60,13 @@ def convert(source, output_path: str | None = None, optimized: bool = True) -> G
     if output_path:
         save(graph, output_path)
     return graph
+
+
+def quantize(model, calibration_data, method: str = "minmax", weight_bits: int = 7,
+             per_channel: bool = True, fidelity: float | None = None, exclude=(),
+             progress=None, **options) -> Graph:
+    """Post-training int8 quantization of an fp32 model -> Graph (see quant/quantize.py)."""
+    from .quant.quantize import quantize as run
+    return run(model, calibration_data, method=method, weight_bits=weight_bits,
+               per_channel=per_channel, fidelity=fidelity, exclude=exclude,
+               progress=progress, **options)

@@ -110,6 +110,105 @@ def cmd_bench(args) -> int:
     return EXIT_OK
 
 
+def _stage_printer(stream=None):
+    """A progress(stage, done, total) callback on stderr: one updating line per stage on a
+    terminal, else one line per finished stage."""
+    stream = stream or sys.stderr
+    live = hasattr(stream, "isatty") and stream.isatty()
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if live:
+            end = "\n" if done >= total else ""
+            stream.write(f"\r{stage}: {done}/{total}{end}")
+        elif done >= total:
+            stream.write(f"{stage}: {done}/{total}\n")
+        stream.flush()
+    return progress
+
+
+def _floats(text: str, what: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise SystemExit(f"edgenn: {what} wants comma-separated numbers; got {text!r}")
+
+
+def _image_spec(args):
+    """An ImageSpec from the image options, or None when none was given (defaults apply)."""
+    from .quant.data import ImageSpec
+    given = {k: getattr(args, k) for k in ("size", "mean", "std", "layout", "channels",
+                                           "resize") if getattr(args, k) is not None}
+    if not given:
+        return None
+    kw = {}
+    if "size" in given:
+        try:
+            h, w = (int(v) for v in given["size"].lower().replace(",", "x").split("x"))
+        except ValueError:
+            raise SystemExit(f"edgenn: --size wants HxW, e.g. 224x224; got {given['size']!r}")
+        kw["size"] = (h, w)
+    for key in ("mean", "std"):
+        if key in given:
+            kw[key] = _floats(given[key], f"--{key}")
+    for key in ("layout", "channels", "resize"):
+        if key in given:
+            kw[key] = given[key]
+    return ImageSpec(**kw)
+
+
+def cmd_quantize(args) -> int:
+    from .api import save
+    from .quant.quantize import quantize
+    t0 = time.perf_counter()
+    spec = _image_spec(args)
+    graph = quantize(args.model, args.calib, method=args.method, weight_bits=args.weight_bits,
+                     per_channel=not args.per_tensor, fidelity=args.fidelity,
+                     exclude=tuple(args.exclude or ()), progress=_stage_printer(),
+                     percentile=args.percentile, percentile_mode=args.percentile_mode,
+                     batch_size=args.batch_size,
+                     image_spec=spec, threads=args.threads)
+    save(graph, args.output)
+    meta = graph.meta.get("quantization", {})
+    n_int8 = len(meta.get("layers", []))
+    kept = meta.get("fp32_layers") or {}
+    print(f"wrote {args.output}: {n_int8} int8 layers, {len(kept)} fp32 "
+          f"({os.path.getsize(args.output) / 1e6:.2f} MB, {time.perf_counter() - t0:.1f} s; "
+          f"method {args.method}, {args.weight_bits}-bit weights)")
+    for name, why in kept.items():
+        print(f"  fp32: {name} ({why})")
+    mixed = meta.get("mixed_precision")
+    if mixed:
+        last = mixed["search"][-1] if mixed["search"] else {}
+        print(f"fidelity target {mixed['target']}: {'met' if mixed['met'] else 'NOT met'} "
+              f"(held-out cosine {last.get('cosine', float('nan')):.5f}"
+              + (f", top-1 agreement {last['top1']:.2%}" if last.get("top1") is not None
+                 else "") + ")")
+    if args.report:
+        from .quant.accuracy import format_report, report
+        data = args.data or args.calib
+        if not args.data:
+            print("(report on the calibration data: give --data for held-out inputs)")
+        rep = report(args.model, graph, data, batch_size=args.batch_size, image_spec=spec,
+                     threads=args.threads, progress=_stage_printer())
+        print(format_report(rep))
+    return EXIT_OK
+
+
+def cmd_accuracy(args) -> int:
+    import json
+
+    from .quant.accuracy import format_report, report
+    rep = report(args.fp32_model, args.int8_model, args.data, batch_size=args.batch_size,
+                 image_spec=_image_spec(args), threads=args.threads,
+                 reference=args.reference, progress=_stage_printer())
+    print(format_report(rep))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rep, f, indent=1, default=float)
+        print(f"wrote {args.json}")
+    return EXIT_OK
+
+
 def cmd_demo(args) -> int:
     from .demo import main as demo
     return demo(threads=args.threads)
@@ -152,6 +251,53 @@ def build_parser() -> argparse.ArgumentParser:
                   cmd_inspect)
     i.add_argument("--plan", action="store_true",
                    help="also build the plan: per layer the candidates, times and choice")
+    def data_options(s):
+        s.add_argument("--batch-size", type=int, default=None,
+                       help="rows per batch when splitting large arrays (default 32)")
+        g = s.add_argument_group("image folders (preprocessing)")
+        g.add_argument("--size", help="HxW of the model input (default: from the model)")
+        g.add_argument("--mean", help="per-channel mean of pixel/255, e.g. 0.485,0.456,0.406")
+        g.add_argument("--std", help="per-channel std of pixel/255, e.g. 0.229,0.224,0.225")
+        g.add_argument("--layout", choices=("NCHW", "NHWC"))
+        g.add_argument("--channels", choices=("RGB", "BGR", "L"))
+        g.add_argument("--resize", choices=("stretch", "pad"),
+                       help="pad: keep the aspect ratio, pad right with zeros (OCR lines)")
+        s.add_argument("--threads", type=int, default=1)
+
+    data_help = ".npy/.npz file, folder of .npy/.npz files, or folder of images"
+    qz = sub.add_parser("quantize", help="int8 post-training quantization -> .enn")
+    qz.add_argument("model", help="fp32 .onnx or .enn")
+    qz.add_argument("--calib", required=True, metavar="DATA", help="calibration data: " + data_help)
+    qz.add_argument("-o", "--output", required=True)
+    qz.add_argument("--method", choices=("minmax", "percentile", "kl", "admm", "auto"),
+                    default="minmax")
+    qz.add_argument("--weight-bits", type=int, choices=(7, 8), default=7)
+    qz.add_argument("--per-tensor", action="store_true",
+                    help="one weight scale per layer (default: per output channel)")
+    qz.add_argument("--percentile", type=float, default=99.99,
+                    help="for --method percentile (default 99.99)")
+    qz.add_argument("--percentile-mode", choices=("abs", "tails"), default="abs",
+                    help="clip |x| at the percentile, or each tail of x")
+    qz.add_argument("--fidelity", type=float, default=None,
+                    help="e.g. 0.99: keep the most sensitive layers fp32 until the held-out "
+                         "output cosine (and top-1 agreement) reaches it")
+    qz.add_argument("--exclude", action="append", metavar="NODE_OR_OP",
+                    help="keep this node (or every node of this op type) fp32")
+    qz.add_argument("--report", action="store_true", help="print the fp32 vs int8 report")
+    qz.add_argument("--data", metavar="DATA", help="held-out inputs for --report")
+    data_options(qz)
+    qz.set_defaults(fn=cmd_quantize)
+
+    ac = sub.add_parser("accuracy", help="fp32 vs int8 model on the same inputs")
+    ac.add_argument("fp32_model")
+    ac.add_argument("int8_model")
+    ac.add_argument("--data", required=True, metavar="DATA", help=data_help)
+    ac.add_argument("--json", metavar="FILE", help="also write the report as JSON")
+    ac.add_argument("--reference", action="store_true",
+                    help="run the int8 model on the reference kernels")
+    data_options(ac)
+    ac.set_defaults(fn=cmd_accuracy)
+
     d = sub.add_parser("demo", help="convert, check and run the embedded default model")
     d.add_argument("--threads", type=int, default=1)
     d.set_defaults(fn=cmd_demo)

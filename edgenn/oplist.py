@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import importlib
 
-FAMILIES = ("elementwise", "reduce", "nn", "tensor", "fused")
+FAMILIES = ("elementwise", "reduce", "nn", "tensor", "fused", "quant")
 # ops that exist only inside edgenn (produced by passes), so they need no ONNX converter
-INTERNAL_OPS = ("FusedAttention",)
+INTERNAL_OPS = ("FusedAttention", "QConv", "QGemm")
 _loaded: set[str] = set()
 
 

@@ -49,6 +49,9 @@ class KernelSpec:
     prepare: Callable
     supports: Callable = lambda node, ins, outs: True
     cost: Callable | None = None   # cost(node, ins, outs) -> relative cost or None
+    # integer outputs may differ from the reference by this many steps (0: bit-exact); for
+    # kernels that compute a quantized op through float32 (rounding may flip one step)
+    lsb_tolerance: int = 0
 
 
 def _register(table: dict, ops: tuple[str, ...], fn: Callable) -> Callable:
@@ -71,10 +74,12 @@ def converter(*ops: str):
     return lambda fn: _register(CONVERTERS, ops, fn)
 
 
-def kernel(op: str, name: str, supports: Callable | None = None, cost: Callable | None = None):
+def kernel(op: str, name: str, supports: Callable | None = None, cost: Callable | None = None,
+           lsb_tolerance: int = 0):
     """Register `prepare` as one implementation of `op` (see KernelSpec)."""
     def deco(prepare: Callable) -> Callable:
-        spec = KernelSpec(op, name, prepare, supports or (lambda node, ins, outs: True), cost)
+        spec = KernelSpec(op, name, prepare, supports or (lambda node, ins, outs: True), cost,
+                          lsb_tolerance)
         KERNELS.setdefault(op, []).append(spec)
         return prepare
     return deco

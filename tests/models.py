@@ -156,6 +156,18 @@ def imagenet_batch(names=("astronaut",), size=224) -> np.ndarray:
     return np.ascontiguousarray(np.stack(out), dtype=np.float32)
 
 
+# skimage.data color/gray photos for int8 calibration (first 8) and held-out checks (rest)
+CALIBRATION_IMAGES = ("astronaut", "coffee", "chelsea", "rocket", "camera",
+                      "immunohistochemistry", "hubble_deep_field", "retina",
+                      "coins", "clock", "grass", "brick", "cell", "moon", "colorwheel", "gravel")
+
+
+def imagenet_calibration(size=224, held_out=False) -> list[np.ndarray]:
+    """One (1, 3, size, size) batch per image: 8 for calibration, or the 8 held out."""
+    names = CALIBRATION_IMAGES[8:] if held_out else CALIBRATION_IMAGES[:8]
+    return [imagenet_batch((n,), size) for n in names]
+
+
 def yolo_batch(names=("astronaut",), size=320) -> np.ndarray:
     """YOLO preprocessing: RGB / 255, letterboxed to size x size with gray (114) bars."""
     from skimage import data

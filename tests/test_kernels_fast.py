@@ -41,6 +41,15 @@ def test_every_fast_kernel_has_cases():
 @pytest.mark.parametrize("spec", [s for specs in KERNELS.values() for s in specs],
                          ids=lambda s: s.name)
 def test_fast_kernel_matches_reference(spec):
+    from edgenn.runtime import threads
+    threads.apply(2 if spec.name.endswith("_mt") else 1)   # multi-thread kernels need > 1
+    try:
+        _check_against_reference(spec)
+    finally:
+        threads.apply(1)
+
+
+def _check_against_reference(spec):
     covered = 0
     for node, inputs, *const in CASES[spec.op]():
         # constant inputs (weights, bias; by default inputs 1 and 2) carry values at plan time
@@ -58,6 +67,11 @@ def test_fast_kernel_matches_reference(spec):
             got.fill(np.nan)  # every element must be written
         spec.prepare(node, ins, outs)(inputs, [got])
         assert got.dtype == want.dtype and got.shape == want.shape, spec.name
+        if got.dtype.kind != "f" and spec.lsb_tolerance:   # quantized via float: one step
+            diff = np.abs(got.astype(np.int64) - want.astype(np.int64))
+            assert diff.max(initial=0) <= spec.lsb_tolerance, (spec.name, node.attrs)
+            assert np.mean(diff > 0) <= 0.01 if diff.size else True, (spec.name, node.attrs)
+            continue
         if got.dtype.kind != "f":
             assert np.array_equal(got, want), (spec.name, node.attrs)
             continue
@@ -65,5 +79,9 @@ def test_fast_kernel_matches_reference(spec):
             continue
         scale = max(float(np.max(np.abs(want))), 1e-6)
         err = float(np.max(np.abs(got.astype(np.float64) - want))) / scale
-        assert err <= 1e-5, (spec.name, node.attrs, [x.shape for x in inputs], err)
+        # kernels that compute a quantized op through float (lsb_tolerance) round the
+        # int32 sums differently: the tuner's 1e-4 check applies to their float outputs
+        tol = 1e-4 if spec.lsb_tolerance else 1e-5
+        assert err <= tol, (spec.name, node.attrs,
+                            [None if x is None else np.shape(x) for x in inputs], err)
     assert covered >= 4, f"{spec.name}: only {covered} cases apply"

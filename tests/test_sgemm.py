@@ -206,3 +206,27 @@ def test_pointwise_conv_across_column_chunks(chunk):
             assert _rel(got, want) <= 1e-5, (chunk, x.shape)
     finally:
         sg.set_direct_chunk(65536)
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_threaded_columns_match_one_thread(threads):
+    """run_images split over OpenMP threads by NR-aligned column ranges: same result as one
+    thread, for implicit im2col and direct 1x1, ragged N, residual, batch 2, N < 2 panels."""
+    rng = np.random.default_rng(7)
+    for c, h, wd, m, k, s, p in [(8, 17, 13, 24, 3, 1, 1), (32, 7, 7, 40, 1, 1, 0),
+                                 (16, 56, 56, 16, 1, 1, 0), (5, 3, 3, 7, 3, 1, 1),
+                                 (12, 20, 9, 8, 3, 2, 1)]:
+        oh, ow = (h + 2 * p - k) // s + 1, (wd + 2 * p - k) // s + 1
+        x = rng.standard_normal((2, c, h, wd)).astype(np.float32)
+        w = rng.standard_normal((m, c, k, k)).astype(np.float32)
+        z = rng.standard_normal((2, m, oh, ow)).astype(np.float32)
+        direct = k == 1 and s == 1 and p == 0
+        outs = []
+        for t in (1, threads):
+            g = sg.SGemm(m, oh * ow, c * k * k, packed_a=sg.pack_a(w.reshape(m, -1)),
+                         conv=None if direct else (c, h, wd, k, k, s, s, p, p, 1, 1, oh, ow),
+                         direct_b=direct, act="Relu", threads=t)
+            y = np.full((2, m, oh, ow), np.nan, np.float32)
+            g.run_images(x, y, z)
+            outs.append(y)
+        np.testing.assert_array_equal(outs[0], outs[1])

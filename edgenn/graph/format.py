@@ -7,7 +7,8 @@ Layout (safetensors: u64 header length, JSON header, raw little-endian tensor by
     "graph_crc32": crc32 of that text }
   each stored blob is a safetensors tensor; the graph's tensor table maps a constant name
   to {"codec": "raw", "blobs": {"data": <blob key>}, "crc32": {<blob key>: crc}}, so later
-  codecs (int8 per channel, sparse, entropy-coded) add blob roles without a format change.
+  codecs add blob roles without a format change: "qblock" (weight-only int8/int4, see
+  compress/weights.py) stores {"q": codes, "scale": scales} and is decoded at load.
 
 Reading memory-maps the file and wraps raw blobs with np.frombuffer: zero copies. Every
 length, offset, dtype and checksum is verified before use; nothing is unpickled or run.
@@ -90,11 +91,25 @@ def encode_raw(name: str, array: np.ndarray) -> tuple[dict, dict]:
             {key: array})
 
 
+def encode_qblock(name: str, array: np.ndarray, codec: dict) -> tuple[dict, dict]:
+    """Weight-only int8/int4 (compress/weights.py): codes + per-block scales."""
+    from ..compress.weights import coded_form
+    coded = coded_form(array, int(codec["bits"]), int(codec["axis"]))
+    keys = {"q": f"q:{name}", "scale": f"s:{name}"}
+    arrays = {keys["q"]: coded["q"], keys["scale"]: coded["scale"]}
+    return ({"codec": "qblock", "blobs": keys, "params": coded["meta"],
+             "crc32": {k: _crc(a.tobytes()) for k, a in arrays.items()}}, arrays)
+
+
 def to_bytes(graph: Graph) -> bytes:
     from safetensors.numpy import save
     table, blobs = {}, {}
+    codecs = graph.meta.get("weight_codecs", {})
     for name, array in graph.consts.items():
-        entry, entry_blobs = encode_raw(name, array)
+        if name in codecs:
+            entry, entry_blobs = encode_qblock(name, array, codecs[name])
+        else:
+            entry, entry_blobs = encode_raw(name, array)
         table[name] = entry
         blobs.update(entry_blobs)
     text = graph_to_json(graph, table)
@@ -197,6 +212,13 @@ def _decode(name: str, entry: dict, blobs: dict, source: str) -> np.ndarray:
         if _crc(blobs[key]) != crc:
             raise _fail(f"tensor {name!r}: checksum mismatch (file corrupted)", source)
     codec = entry["codec"]
+    if codec == "qblock":
+        from ..compress.weights import load_coded
+        try:
+            return load_coded(blobs[entry["blobs"]["q"]], blobs[entry["blobs"]["scale"]],
+                          entry["params"])
+        except ValueError as exc:
+            raise _fail(f"tensor {name!r}: corrupt int8/int4 weights ({exc})", source) from None
     if codec != "raw":
         raise _fail(f"tensor {name!r}: unknown codec {codec!r} (newer edgenn?)", source)
     return blobs[entry["blobs"]["data"]]

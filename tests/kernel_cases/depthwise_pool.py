@@ -8,6 +8,8 @@ import numpy as np
 
 from edgenn.graph.ir import Node
 
+from .quantize import maxpool_int_cases
+
 # n, c, h, w, kernel, stride, pads (t, l, b, r), dilation, ceil_mode
 POOL_GEOMS = [
     (1, 64, 112, 112, 3, 2, (1, 1, 1, 1), 1, 0),   # ResNet stem
@@ -58,7 +60,7 @@ def _global_cases(op):
 
 
 CASES = {
-    "MaxPool": lambda: _window_cases("MaxPool"),
+    "MaxPool": lambda: itertools.chain(_window_cases("MaxPool"), maxpool_int_cases()),
     "AveragePool": lambda: _window_cases("AveragePool"),
     "GlobalAveragePool": lambda: _global_cases("GlobalAveragePool"),
     "GlobalMaxPool": lambda: _global_cases("GlobalMaxPool"),

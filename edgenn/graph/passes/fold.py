@@ -14,6 +14,10 @@ from .util import SHAPE_ONLY, known_infos
 # (an Expand/Tile/ConstantOfShape into a big tensor stays as runtime work).
 SMALL = 1 << 16
 GROWTH = 4
+# DequantizeLinear of stored integer weights stays: folded, the weights would be stored as
+# float32 (4x larger) and fuse_qdq could no longer turn the Conv/Gemm into QConv/QGemm.
+# (At load, plan-time inference still computes whatever is left of it once.)
+KEEP = {"DequantizeLinear"}
 
 
 def _worth_folding(out_elems: int, in_elems: int) -> bool:
@@ -42,6 +46,8 @@ def fold_constants(graph: Graph) -> bool:
     folded = []
     for node in graph.nodes:
         if node.op in NONDETERMINISTIC or node.op not in REFERENCE or not node.outputs:
+            continue
+        if node.op in KEEP:
             continue
         if any(o and o in graph.consts for o in node.outputs):
             continue

@@ -5,7 +5,9 @@ declutter: canonical clean-ups every graph gets (folding, identities, common
 fuse:      pattern fusions, ordered so each sees the form the one before produced:
            BN and per-channel Mul/Add fold into Conv before the Conv takes a residual or
            an activation; the HardSwish spellings become HardSwish before activation
-           fusion; MatMul becomes Gemm before Gemm takes its residual and activation.
+           fusion; MatMul becomes Gemm before Gemm takes its residual and activation;
+           a quantized graph in QDQ form becomes QConv / QGemm last (fuse_qdq), when its
+           Conv/Gemm carry their fused activation and residual.
 all:       both, the whole list repeated until a round changes nothing (a fusion can
            expose a fold and the other way round).
 """
@@ -23,12 +25,13 @@ from .gelu import fuse_gelu
 from .gemm import matmul_add_to_gemm
 from .identity import remove_identity
 from .layernorm import fuse_layernorm
+from .qdq import fuse_qdq
 
 DECLUTTER = [fold_constants, remove_identity, eliminate_common_subexpressions,
              eliminate_dead_code]
 FUSE = [fold_conv_batchnorm, fold_conv_affine, fold_input_affine, fuse_layernorm, fuse_gelu,
         fuse_attention, normalize_hardswish, matmul_add_to_gemm, fuse_residual_add,
-        fuse_activation]
+        fuse_activation, fuse_qdq]
 
 PIPELINES = {
     "none": [],

@@ -18,3 +18,6 @@ from . import elementwise  # noqa: E402,F401  (binary/unary ufuncs with out=, Tr
 from . import pool  # noqa: E402,F401  (MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool)
 from . import upsample  # noqa: E402,F401  (Resize, ConvTranspose, Concat)
 from . import batchnorm  # noqa: E402,F401  (BatchNormalization not folded into a Conv)
+from . import quantize  # noqa: E402,F401  (QuantizeLinear / DequantizeLinear u8 in C)
+from . import qconv, qgemm  # noqa: E402,F401  (int8 QConv / QGemm in C: _qgemm.pyx)
+from . import qconv_float  # noqa: E402,F401  (QConv / QGemm via the fp32 kernels: import last)

@@ -352,17 +352,16 @@ static void dwc8_pool_row_generic(const float *Q, const long *off, float *obuf, 
  * unused by pools); off (T,) tap offsets in Q, ((i*dh)*Wp + j*dw)*8; Q (Hp*Wp*8) filled
  * once with the pad value (0, or -inf for MaxPool), pads never written; obuf (OW*8);
  * z (N, C, OH, OW) or NULL. */
-static int dwc8_run(int avx2, const float *x, const float *w8, const float *b8,
-                    const long *off, const float *z, float *y, float *Q, float *obuf,
-                    const dwc8_geom *g)
+static int dwc8_run_groups(int avx2, const float *x, const float *w8, const float *b8,
+                           const long *off, const float *z, float *y, float *Q, float *obuf,
+                           const dwc8_geom *g, int g0, int g1)
 {
-    const int G = (g->C + 7) / 8;
     const long plane = (long)g->OH * g->OW;
     for (int b = 0; b < g->N; b++) {
         const float *xb = x + (long)b * g->C * g->H * g->W;
         float *yb = y + (long)b * g->C * plane;
         const float *zb = z ? z + (long)b * g->C * plane : NULL;
-        for (int gi = 0; gi < G; gi++) {
+        for (int gi = g0; gi < g1; gi++) {
             const int c0 = gi * 8, nl = g->C - c0 < 8 ? g->C - c0 : 8;
             if (avx2 && nl == 8)
                 dwc8_pack_avx2(xb, c0, Q, g);
@@ -391,6 +390,15 @@ static int dwc8_run(int avx2, const float *x, const float *w8, const float *b8,
         }
     }
     return 0;
+}
+
+/* The whole layer on the calling thread. Threads may instead each run a disjoint range
+ * [g0, g1) of the ceil(C/8) channel groups with their own Q and obuf. */
+static int dwc8_run(int avx2, const float *x, const float *w8, const float *b8,
+                    const long *off, const float *z, float *y, float *Q, float *obuf,
+                    const dwc8_geom *g)
+{
+    return dwc8_run_groups(avx2, x, w8, b8, off, z, y, Q, obuf, g, 0, (g->C + 7) / 8);
 }
 
 static int dwc8_cpu_has_avx2(void)

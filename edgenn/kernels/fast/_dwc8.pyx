@@ -7,6 +7,9 @@ dwc8(x, w8, b8, off, z, y, Q, obuf, ...) computes y = act(depthwise(x) + b + z) 
 whole layer (depthwise.py, prepare_c8, packs the operands); pool8(...) MaxPool or
 AveragePool (pool.py)."""
 
+from cython.parallel cimport prange
+
+
 cdef extern from "_dwc8.h" nogil:
     ctypedef struct dwc8_geom:
         int kind
@@ -19,6 +22,9 @@ cdef extern from "_dwc8.h" nogil:
     int dwc8_run(int avx2, const float *x, const float *w8, const float *b8,
                  const long *off, const float *z, float *y, float *Q, float *obuf,
                  const dwc8_geom *g)
+    int dwc8_run_groups(int avx2, const float *x, const float *w8, const float *b8,
+                        const long *off, const float *z, float *y, float *Q, float *obuf,
+                        const dwc8_geom *g, int g0, int g1)
     int dwc8_cpu_has_avx2()
 
 
@@ -87,3 +93,26 @@ def global_pool(const float[:, ::1] x, float[::1] y, bint is_max):
                 for i in range(S4, S):
                     a0 += x[r, i]
                 y[r] = <float>(((a0 + a1) + (a2 + a3)) / S)
+
+
+def dwc8_threads(const float[:, :, :, ::1] x, const float[:, :, ::1] w8, const float[:, ::1] b8,
+                 const long[::1] off, const float[:, :, :, ::1] z, float[:, :, :, ::1] y,
+                 float[:, ::1] Q, float[:, ::1] obuf, int sh, int sw, int ph, int pw, int Hp,
+                 int Wp, int mode, float p0, float p1, bint has_z, bint avx2):
+    """dwc8 with the channel groups split over Q.shape[0] OpenMP threads, thread t using
+    Q[t] and obuf[t] (each as dwc8's)."""
+    cdef dwc8_geom g
+    g.kind, g.cnt = 0, NULL
+    g.N, g.C, g.H, g.W = x.shape[0], x.shape[1], x.shape[2], x.shape[3]
+    g.OH, g.OW, g.T = y.shape[2], y.shape[3], off.shape[0]
+    g.sh, g.sw, g.ph, g.pw, g.Hp, g.Wp = sh, sw, ph, pw, Hp, Wp
+    g.mode, g.p0, g.p1, g.has_z = mode, p0, p1, has_z
+    cdef const float *zp = &z[0, 0, 0, 0] if has_z else NULL
+    cdef int use_avx2 = avx2 and _avx2
+    cdef int nt = Q.shape[0], groups = (g.C + 7) // 8, t
+    cdef int per = (groups + nt - 1) // nt
+    with nogil:
+        for t in prange(nt, num_threads=nt, schedule="static"):
+            dwc8_run_groups(use_avx2, &x[0, 0, 0, 0], &w8[0, 0, 0], &b8[0, 0], &off[0], zp,
+                            &y[0, 0, 0, 0], &Q[t, 0], &obuf[t, 0], &g, t * per,
+                            min(groups, (t + 1) * per))

@@ -450,6 +450,82 @@ static void rowops_bias_gelu_rows(int avx2, float *y, const float *bias, long R,
             y[r * N + j] = row_gelu1(y[r * N + j] + bias[j]);
 }
 
+/* ---- uint8 quantize / dequantize (per tensor) ------------------------------------------
+ * quantize:   y = clamp(rint(x / scale) + zp, 0, 255)  (divide != 0: ONNX QuantizeLinear)
+ *             y = clamp(rint(x * scale) + zp, 0, 255)  (divide == 0: scale is 1/s, QConv's
+ *             requantization); one float32 op then round-half-even, as numpy's rint.
+ * dequantize: y = (float)(x - zp) * scale                (ONNX DequantizeLinear)           */
+
+static inline unsigned char row_quant1(float v, float scale, int zp, int divide)
+{
+    float t = divide ? v / scale : v * scale;
+    if (!(t > -1024.0f)) t = -1024.0f;      /* also NaN -> 0 after the clamp below */
+    if (t > 1024.0f) t = 1024.0f;
+    int q = (int)rintf(t) + zp;
+    return (unsigned char)(q < 0 ? 0 : q > 255 ? 255 : q);
+}
+
+__attribute__((target("avx2,fma")))
+static void row_quantize_avx2(const float *x, unsigned char *y, long n, float scale, int zp,
+                              int divide)
+{
+    const __m256 s = _mm256_set1_ps(scale), lo = _mm256_set1_ps(-1024.0f),
+                 hi = _mm256_set1_ps(1024.0f);
+    const __m256i z = _mm256_set1_epi32(zp), order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    long i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m256i q[4];
+        for (int j = 0; j < 4; j++) {
+            __m256 v = _mm256_loadu_ps(x + i + 8 * j);
+            v = divide ? _mm256_div_ps(v, s) : _mm256_mul_ps(v, s);
+            v = _mm256_min_ps(_mm256_max_ps(v, lo), hi);   /* max(NaN, lo) = lo */
+            q[j] = _mm256_add_epi32(_mm256_cvtps_epi32(v), z);  /* round half even */
+        }
+        __m256i w01 = _mm256_packs_epi32(q[0], q[1]), w23 = _mm256_packs_epi32(q[2], q[3]);
+        __m256i b = _mm256_packus_epi16(w01, w23);     /* saturates to [0, 255] */
+        _mm256_storeu_si256((__m256i *)(y + i), _mm256_permutevar8x32_epi32(b, order));
+    }
+    for (; i < n; i++)
+        y[i] = row_quant1(x[i], scale, zp, divide);
+}
+
+static void rowops_quantize_u8(int avx2, const float *x, unsigned char *y, long n, float scale,
+                               int zp, int divide)
+{
+    if (avx2) {
+        row_quantize_avx2(x, y, n, scale, zp, divide);
+        return;
+    }
+    for (long i = 0; i < n; i++)
+        y[i] = row_quant1(x[i], scale, zp, divide);
+}
+
+__attribute__((target("avx2,fma")))
+static void row_dequantize_avx2(const unsigned char *x, float *y, long n, float scale, int zp)
+{
+    const __m256 s = _mm256_set1_ps(scale);
+    const __m256i z = _mm256_set1_epi32(zp);
+    long i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(x + i)));
+        v = _mm256_sub_epi32(v, z);
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_cvtepi32_ps(v), s));
+    }
+    for (; i < n; i++)
+        y[i] = (float)((int)x[i] - zp) * scale;
+}
+
+static void rowops_dequantize_u8(int avx2, const unsigned char *x, float *y, long n,
+                                 float scale, int zp)
+{
+    if (avx2) {
+        row_dequantize_avx2(x, y, n, scale, zp);
+        return;
+    }
+    for (long i = 0; i < n; i++)
+        y[i] = (float)((int)x[i] - zp) * scale;
+}
+
 static int rowops_cpu_has_avx2(void)
 {
     __builtin_cpu_init();

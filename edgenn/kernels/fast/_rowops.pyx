@@ -18,6 +18,10 @@ cdef extern from "_rowops.h" nogil:
     void rowops_unary(int avx2, const float *x, float *y, long n, int fn)
     void rowops_bias_gelu_rows(int avx2, float *y, const float *bias, long R, long N)
     int rowops_cpu_has_avx2()
+    void rowops_quantize_u8(int avx2, const float *x, unsigned char *y, long n, float scale,
+                            int zp, int divide)
+    void rowops_dequantize_u8(int avx2, const unsigned char *x, float *y, long n,
+                              float scale, int zp)
 
 
 cdef bint _avx2 = rowops_cpu_has_avx2()
@@ -103,3 +107,25 @@ def bias_gelu_rows(float[:, ::1] y, const float[::1] bias, bint avx2=True):
     cdef int a = avx2 and _avx2
     with nogil:
         rowops_bias_gelu_rows(a, &y[0, 0], &bias[0], y.shape[0], y.shape[1])
+
+
+def quantize_u8(const float[::1] x, unsigned char[::1] y, float scale, int zero_point,
+                bint divide=True, bint avx2=True):
+    """y = clamp(rint(x / scale) + zero_point, 0, 255) (divide) or rint(x * scale) + ..."""
+    assert x.shape[0] == y.shape[0]
+    cdef int a = avx2 and _avx2
+    if x.shape[0] == 0:
+        return
+    with nogil:
+        rowops_quantize_u8(a, &x[0], &y[0], x.shape[0], scale, zero_point, divide)
+
+
+def dequantize_u8(const unsigned char[::1] x, float[::1] y, float scale, int zero_point,
+                  bint avx2=True):
+    """y = float32(x - zero_point) * scale."""
+    assert x.shape[0] == y.shape[0]
+    cdef int a = avx2 and _avx2
+    if x.shape[0] == 0:
+        return
+    with nogil:
+        rowops_dequantize_u8(a, &x[0], &y[0], x.shape[0], scale, zero_point)

@@ -10,6 +10,7 @@ column, residual Z, activation), AVX2+FMA when the CPU has it, portable C otherw
 """
 import numpy as np
 cimport numpy as cnp
+from cython.parallel cimport prange
 
 cnp.import_array()
 
@@ -41,6 +42,9 @@ cdef extern from "sgemm.h" nogil:
     void sg_gemm(long M, long N, long K, const sg_operand *a, const sg_operand *b,
                  const sg_conv *conv, float *C, long ldc, const sg_epi *e, float *ws,
                  int use_avx2, int direct_b)
+    void sg_gemm_cols(long M, long N, long K, const sg_operand *a, const sg_operand *b,
+                      const sg_conv *conv, float *C, long ldc, const sg_epi *e, float *ws,
+                      int use_avx2, int direct_b, long j0, long j1)
 
 ACTIVATIONS = {"": 0, "Relu": 1, "Clip": 2, "HardSwish": 3, "HardSigmoid": 4, "Sigmoid": 5,
                "SiLU": 6, "LeakyRelu": 7, "Gelu": 8}
@@ -81,8 +85,11 @@ cdef class SGemm:
     run() gets the other one. conv = (C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow) makes
     run() take B as one image x (C, H, W) and pack its im2col columns on the fly;
     direct_b=True reads a unit-stride B in place (no packing; 1x1 convs). Activation
-    params as in the fused Conv/Gemm attrs; force_portable skips the AVX2 path."""
-    cdef long M, N, K
+    params as in the fused Conv/Gemm attrs; force_portable skips the AVX2 path.
+    threads > 1: run_images splits the columns (output pixels) into that many contiguous
+    NR-aligned ranges, one OpenMP thread each with its own workspace."""
+    cdef long M, N, K, wsize, chunk
+    cdef int threads
     cdef object keep            # arrays whose buffers the C structs point into
     cdef float[::1] ws
     cdef sg_epi epi
@@ -92,7 +99,7 @@ cdef class SGemm:
 
     def __init__(self, long M, long N, long K, packed_a=None, packed_b=None, bias_row=None,
                  bias_col=None, str act="", params=(), conv=None, bint force_portable=False,
-                 bint direct_b=False):
+                 bint direct_b=False, int threads=1):
         assert (packed_a is None) != (packed_b is None), "one constant operand"
         self.M, self.N, self.K = M, N, K
         self.a_is_const = packed_a is not None
@@ -133,8 +140,12 @@ cdef class SGemm:
              self.geom.oh, self.geom.ow) = conv
             assert K == self.geom.C * self.geom.kh * self.geom.kw
             assert N == self.geom.oh * self.geom.ow
-        self.ws = np.zeros(sg_workspace_size(M, N, K, not self.a_is_const, self.a_is_const),
-                           np.float32)
+        self.wsize = sg_workspace_size(M, N, K, not self.a_is_const, self.a_is_const)
+        # threads only where each gets >= 2 column panels; chunk: NR-aligned columns each
+        panels = (N + SG_NR - 1) // SG_NR
+        self.threads = max(1, min(threads, panels // 2)) if self.a_is_const else 1
+        self.chunk = (panels + self.threads - 1) // self.threads * SG_NR
+        self.ws = np.zeros(self.wsize * self.threads, np.float32)
         self.use_avx2 = HAVE_AVX2 and not force_portable
         self.direct_b = direct_b
 
@@ -192,6 +203,7 @@ cdef class SGemm:
         if self.is_conv:
             gp = &g
         cdef float *ws = &self.ws[0]
+        cdef int t, nt = self.threads
         with nogil:
             for b in range(n):
                 if self.is_conv:
@@ -201,8 +213,15 @@ cdef class SGemm:
                 if zp != NULL:
                     e.z = zp + b * os
                     e.ldz = self.N
-                sg_gemm(self.M, self.N, self.K, &self.const_op, &var, gp, op + b * os,
-                        self.N, &e, ws, self.use_avx2, self.direct_b)
+                if nt == 1:
+                    sg_gemm(self.M, self.N, self.K, &self.const_op, &var, gp, op + b * os,
+                            self.N, &e, ws, self.use_avx2, self.direct_b)
+                else:
+                    for t in prange(nt, num_threads=nt, schedule="static"):
+                        sg_gemm_cols(self.M, self.N, self.K, &self.const_op, &var, gp,
+                                     op + b * os, self.N, &e, ws + t * self.wsize,
+                                     self.use_avx2, self.direct_b, t * self.chunk,
+                                     min(self.N, (t + 1) * self.chunk))
 
     def run(self, src, float[:, ::1] out, const float[:, ::1] z=None):
         """src: B (K, N) (any strides), or the image (C, H, W) for conv, when A is the

@@ -15,6 +15,7 @@ import numpy as np
 from ...registry import kernel
 from . import epilogue
 from .conv import geometry
+from .threading_cost import plan_threads
 
 
 def _sgemm():
@@ -32,6 +33,18 @@ def _conv_supports(node, ins, outs) -> bool:
 
 @kernel("Conv", "conv_sgemm", supports=_conv_supports)
 def prepare_conv(node, ins, outs):
+    return _prepare_conv(node, ins, outs, 1)
+
+
+@kernel("Conv", "conv_sgemm_mt",
+        supports=lambda node, ins, outs: plan_threads() > 1 and _conv_supports(node, ins, outs))
+def prepare_conv_mt(node, ins, outs):
+    """The same GEMM, output pixels split over the session's threads (OpenMP); the tuner
+    weighs it against the one-thread kernel (a busy core makes a split slower)."""
+    return _prepare_conv(node, ins, outs, plan_threads())
+
+
+def _prepare_conv(node, ins, outs, threads: int):
     sg = _sgemm()
     x, w, y = ins[0], ins[1].value, outs[0]
     n, c, h, wd = x.shape
@@ -45,7 +58,7 @@ def prepare_conv(node, ins, outs):
                  bias_row=bias, act=node.attrs.get("activation", ""),
                  params=node.attrs.get("activation_params", []) or [],
                  conv=None if direct else (c, h, wd, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow),
-                 direct_b=direct)
+                 direct_b=direct, threads=threads)
     has_z = len(ins) > 3 and ins[3] is not None
     gemm = g.run_images    # whole batch in one call, x / out / z as given (C-contiguous)
 

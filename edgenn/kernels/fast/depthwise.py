@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...registry import kernel
-from .threading_cost import c_cost, numba_cost
+from .threading_cost import c_cost, numba_cost, plan_threads
 from .conv import geometry
 
 CHUNK = 2048        # output floats computed per block (8 KB: stays in L1 with its taps)
@@ -100,7 +100,21 @@ def _supports(node, ins, outs) -> bool:
 @kernel("Conv", "depthwise_c8", supports=_supports, cost=c_cost)
 def prepare_c8(node, ins, outs):
     """Eight channels per SIMD vector (C, _dwc8.h)."""
-    from ._dwc8 import dwc8
+    return _prepare_c8(node, ins, outs, 1)
+
+
+def _mt_supports(node, ins, outs) -> bool:
+    return plan_threads() > 1 and ins[0].shape[1] > 8 and _supports(node, ins, outs)
+
+
+@kernel("Conv", "depthwise_c8_mt", supports=_mt_supports, cost=c_cost)
+def prepare_c8_mt(node, ins, outs):
+    """The channel groups split over the session's threads (OpenMP), scratch per thread."""
+    return _prepare_c8(node, ins, outs, min(plan_threads(), -(-ins[0].shape[1] // 8)))
+
+
+def _prepare_c8(node, ins, outs, threads: int):
+    from ._dwc8 import dwc8, dwc8_threads
     x, w, y = ins[0], ins[1].value, outs[0]
     c, _, kh, kw = w.shape
     h, wd, oh, ow = x.shape[2], x.shape[3], y.shape[2], y.shape[3]
@@ -119,6 +133,14 @@ def prepare_c8(node, ins, outs):
     has_z = len(ins) > 3 and ins[3] is not None
     mode, p0, p1 = act_params(node)
     dummy = np.zeros((1, 1, 1, 1), np.float32)
+    if threads > 1:
+        qs = np.zeros((threads, q.size), np.float32)
+        obufs = np.empty((threads, obuf.size), np.float32)
+
+        def run_mt(inputs, outputs):
+            dwc8_threads(inputs[0], w8, b8, off, inputs[3] if has_z else dummy, outputs[0],
+                         qs, obufs, *strides, *pads, hp, wp, mode, p0, p1, has_z, C8_AVX2)
+        return run_mt
 
     def run(inputs, outputs):
         dwc8(inputs[0], w8, b8, off, inputs[3] if has_z else dummy, outputs[0], q, obuf,

@@ -32,7 +32,8 @@ def activate(y: np.ndarray, kind: str, params, tmp: np.ndarray) -> None:
         np.multiply(y, tmp, out=y)
     elif kind in ("Sigmoid", "SiLU"):
         np.negative(y, out=tmp)
-        np.exp(tmp, out=tmp)
+        with np.errstate(over="ignore"):   # exp(-x) = inf for x << 0 gives the right 0
+            np.exp(tmp, out=tmp)
         np.add(tmp, 1, out=tmp)
         if kind == "Sigmoid":
             np.reciprocal(tmp, out=y)

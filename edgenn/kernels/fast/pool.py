@@ -121,3 +121,38 @@ def prepare_global_avg(node, ins, outs):
 @kernel("GlobalMaxPool", "global_maxpool_c", supports=_global_supports)
 def prepare_global_max(node, ins, outs):
     return _prepare_global(node, ins, outs, True)
+
+
+# -- MaxPool on quantized (uint8 / int8) tensors -------------------------------------------------
+
+def _int_window_supports(node, ins, outs) -> bool:
+    return (len(ins[0].shape) == 4 and ins[0].dtype in ("uint8", "int8")
+            and len(node.attrs.get("kernel_shape") or []) == 2
+            and (len(node.outputs) < 2 or not node.outputs[1]))
+
+
+@kernel("MaxPool", "maxpool_int_views", supports=_int_window_supports, cost=c_cost)
+def prepare_maxpool_int(node, ins, outs):
+    """Max over the KH*KW strided views of a padded copy: one np.maximum(out=) per tap over
+    the (small, 1-byte) output. The padding is the dtype's minimum, below every value, which
+    quantization keeps monotone: max commutes with it, so this is exact."""
+    x, y = ins[0], outs[0]
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw), _ = _geometry(node, x.shape, y.shape)
+    n, c, h, w = x.shape
+    oh, ow = y.shape[2:]
+    # the padded image must hold every window, ceil_mode's partial ones included
+    hp = max(h + ph, (oh - 1) * sh + (kh - 1) * dh + 1)
+    wp = max(w + pw, (ow - 1) * sw + (kw - 1) * dw + 1)
+    low = np.iinfo(x.dtype).min
+    padded = np.full((n, c, hp, wp), low, x.dtype)
+    inner = padded[:, :, ph:ph + h, pw:pw + w]
+    taps = [padded[:, :, i * dh:i * dh + (oh - 1) * sh + 1:sh, j * dw:j * dw + (ow - 1) * sw + 1:sw]
+            for i in range(kh) for j in range(kw)]
+
+    def run(inputs, outputs):
+        np.copyto(inner, inputs[0])
+        out = outputs[0]
+        np.maximum(taps[0], taps[1], out=out) if len(taps) > 1 else np.copyto(out, taps[0])
+        for tap in taps[2:]:
+            np.maximum(out, tap, out=out)
+    return run

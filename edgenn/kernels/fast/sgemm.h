@@ -466,12 +466,12 @@ static long sg_direct_chunk_bytes = 64 * 1024;
 
 static void sg_gemm_direct(long M, long N, long K, const float *ap, const float *B, long ldb,
                            float *C, long ldc, const sg_epi *e, float *ws, sg_ukr_t ukr,
-                           long kcmax, int use_avx2) {
+                           long kcmax, int use_avx2, long j0, long j1) {
     long nb = sg_direct_chunk_bytes / 4 / kcmax / SG_NR * SG_NR;
     if (nb < SG_NR) nb = SG_NR;
     long nfull = N / SG_NR * SG_NR;
-    for (long jc = 0; jc < N; jc += nb) {
-        long nc = N - jc < nb ? N - jc : nb;
+    for (long jc = j0; jc < j1; jc += nb) {
+        long nc = j1 - jc < nb ? j1 - jc : nb;
         for (long pc = 0; pc < K; pc += kcmax) {
             long kc = K - pc < kcmax ? K - pc : kcmax;
             int accum = pc > 0, last = pc + kc == K;
@@ -502,13 +502,14 @@ static void sg_gemm_direct(long M, long N, long K, const float *ap, const float 
     }
 }
 
-/* C (M, N), row stride ldc = act(A @ B + epilogue). A/B: prepacked or strided (`a`, `b`),
- * or B from a conv image (`conv` != NULL). direct_b (B strided with unit column stride):
- * the micro-kernel reads full 16-column panels of B in place, only the ragged last panel
- * is packed. ws: sg_workspace_size floats. */
-static void sg_gemm(long M, long N, long K, const sg_operand *a, const sg_operand *b,
-                    const sg_conv *conv, float *C, long ldc, const sg_epi *e, float *ws,
-                    int use_avx2, int direct_b) {
+/* Columns [j0, j1) of C (M, N), row stride ldc = act(A @ B + epilogue); j0 a multiple of
+ * SG_NR (threads own disjoint column ranges, each with its own ws). A/B: prepacked or
+ * strided (`a`, `b`), or B from a conv image (`conv` != NULL). direct_b (B strided with
+ * unit column stride): the micro-kernel reads full 16-column panels of B in place, only
+ * the ragged last panel is packed. ws: sg_workspace_size floats. */
+static void sg_gemm_cols(long M, long N, long K, const sg_operand *a, const sg_operand *b,
+                         const sg_conv *conv, float *C, long ldc, const sg_epi *e, float *ws,
+                         int use_avx2, int direct_b, long j0, long j1) {
     sg_ukr_t ukr = sg_ukr_c;
 #if SG_X86
     if (use_avx2) ukr = sg_ukr_avx2;
@@ -517,12 +518,13 @@ static void sg_gemm(long M, long N, long K, const sg_operand *a, const sg_operan
     int pack_a = a->packed == NULL, pack_b = b->packed == NULL;
     direct_b = direct_b && pack_b && !conv && b->cs == 1;
     if (direct_b && !pack_a && sg_direct_chunk_bytes > 0) {
-        sg_gemm_direct(M, N, K, a->packed, b->src, b->rs, C, ldc, e, ws, ukr, bl.kc, use_avx2);
+        sg_gemm_direct(M, N, K, a->packed, b->src, b->rs, C, ldc, e, ws, ukr, bl.kc, use_avx2,
+                       j0, j1);
         return;
     }
     float *wa = ws, *wb = ws + (pack_a ? bl.mc * bl.kc : 0);
-    for (long jc = 0; jc < N; jc += bl.nc) {
-        long nc = N - jc < bl.nc ? N - jc : bl.nc;
+    for (long jc = j0; jc < j1; jc += bl.nc) {
+        long nc = j1 - jc < bl.nc ? j1 - jc : bl.nc;
         long nfull = direct_b ? nc / SG_NR * SG_NR : 0;   /* columns read in place */
         for (long pc = 0; pc < K; pc += bl.kc) {
             long kc = K - pc < bl.kc ? K - pc : bl.kc;
@@ -574,6 +576,13 @@ static void sg_gemm(long M, long N, long K, const sg_operand *a, const sg_operan
             }
         }
     }
+}
+
+/* The whole product (every column) on the calling thread. */
+static void sg_gemm(long M, long N, long K, const sg_operand *a, const sg_operand *b,
+                    const sg_conv *conv, float *C, long ldc, const sg_epi *e, float *ws,
+                    int use_avx2, int direct_b) {
+    sg_gemm_cols(M, N, K, a, b, conv, C, ldc, e, ws, use_avx2, direct_b, 0, N);
 }
 
 #endif

@@ -16,3 +16,9 @@ def numba_cost(node, ins, outs) -> float:
     # Numba depthwise measured 57 ms against 25 ms at 1 thread (Numba's and OpenBLAS's
     # pools contend for the 2 cores); they stay registered, tested and selectable.
     return 10.0
+
+
+def plan_threads() -> int:
+    """The session's thread count at plan time (runtime/threads.py); tuning is per count."""
+    from ...runtime.threads import current
+    return current() or 1

@@ -1,0 +1,46 @@
+"""int8 latency: edgenn int8 (its own quantizer) vs onnxruntime int8 (quantize_static, QDQ,
+per-channel, u8/s8, after quant_pre_process) vs both fp32, pytest-benchmark.
+
+    python -m pytest bench/test_bench_int8.py --benchmark-group-by=group \\
+        --benchmark-columns=median,min,max
+    EDGENN_BENCH_THREADS=2 python -m pytest bench/test_bench_int8.py ...
+
+Both quantizers calibrate on the same 8 images (tests/models.py CALIBRATION_IMAGES). For
+one interleaved table with fidelity and ratios use scripts/compare_int8.py."""
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+from models import ZOO, imagenet_calibration  # noqa: E402
+
+from edgenn.bench import edgenn_runner, onnxruntime_int8_model, onnxruntime_runner  # noqa: E402
+
+THREADS = int(os.environ.get("EDGENN_BENCH_THREADS", "1"))
+MODELS = ["mobilenet_v2-op13", "resnet18-op17"]
+RUNTIMES = ["edgenn-int8", "onnxruntime-int8", "edgenn-fp32", "onnxruntime-fp32"]
+
+
+@pytest.fixture(scope="module", params=MODELS)
+def model(request, tmp_path_factory):
+    import edgenn
+    path, feeds = ZOO[request.param]()
+    (name, x), = feeds.items()
+    calib = [{name: b} for b in imagenet_calibration(x.shape[-1])]
+    ours = str(tmp_path_factory.mktemp("int8") / "model.int8.enn")
+    edgenn.save(edgenn.quantize(str(path), calib), ours)
+    return request.param, str(path), ours, onnxruntime_int8_model(str(path), calib), feeds
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_int8_latency(benchmark, model, runtime):
+    name, fp32, ours, theirs, feeds = model
+    shapes = {k: v.shape for k, v in feeds.items()}
+    runner = {"edgenn-int8": lambda: edgenn_runner(ours, THREADS, shapes),
+              "edgenn-fp32": lambda: edgenn_runner(fp32, THREADS, shapes),
+              "onnxruntime-int8": lambda: onnxruntime_runner(theirs, THREADS),
+              "onnxruntime-fp32": lambda: onnxruntime_runner(fp32, THREADS)}[runtime]()
+    benchmark.group = f"{name} int8 ({THREADS} thread)"
+    benchmark.extra_info.update(model=name, runtime=runtime, threads=THREADS)
+    benchmark.pedantic(runner.run, args=(feeds,), rounds=15, warmup_rounds=3)

@@ -1,0 +1,327 @@
+"""Shape rules of the quant family: the ONNX quantization ops and edgenn's fused QConv/QGemm.
+
+The scheme (see the int8 spec): activations are uint8 per tensor with a zero point,
+weights int8 symmetric per output channel (zero point 0), biases int32 at scale
+x_scale * w_scale. ONNX ops keep their ONNX semantics (opset <= 21).
+
+Internal ops (produced by graph/passes/qdq.py, never imported):
+
+QConv(x u8 (N,C,H,W), x_scale f32, x_zp u8, w i8 (M,C/g,KH,KW) const, w_scale f32 () or (M,),
+      w_zp i8 zeros () or (M,), [y_scale f32, y_zp u8], [B i32 (M,)],
+      [z u8 (N,M,OH,OW), z_scale, z_zp])  -> y u8 (N,M,OH,OW), or float32 without y_scale.
+  attrs: Conv's geometry (kernel_shape, strides, pads, dilations, group) and the fused
+  epilogue (activation, activation_params) as the fp32 Conv has them.
+QGemm(a u8 (..., K), a_scale, a_zp, b i8 (K, N) const, b_scale () or (N,), b_zp zeros,
+      [y_scale, y_zp], [C i32 (N,)], [z u8 (..., N), z_scale, z_zp]) -> y (..., N).
+"" marks an omitted optional input.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import GraphError, UnsupportedOpError
+from ...registry import TensorInfo, shape_rule
+from .nn import ACTIVATIONS, matmul_shape, window_geometry
+
+OPS = ("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearConv",
+       "QLinearMatMul", "ConvInteger", "MatMulInteger", "QConv", "QGemm")
+
+# the integer types QuantizeLinear / DequantizeLinear handle; ONNX also has int4, uint4,
+# float8 and (opset 23+) int2/uint2/float4: refused
+QUANT_DTYPES = ("uint8", "int8", "uint16", "int16")
+# DequantizeLinear also reads int32 (bias tensors)
+DEQUANT_DTYPES = QUANT_DTYPES + ("int32",)
+FLOAT_DTYPES = ("float32", "float16")
+# fused activations of QConv / QGemm (QGemm also Gelu, on the float path)
+QCONV_ACTIVATIONS = tuple(a for a in ACTIVATIONS if a != "Gelu")
+
+
+def _where(node) -> str:
+    return f"{node.op} node {node.name!r}"
+
+
+def _check(node, ok: bool, msg: str) -> None:
+    if not ok:
+        raise GraphError(f"{_where(node)}: {msg}")
+
+
+def _input(ins, i):
+    return ins[i] if i < len(ins) else None
+
+
+def _dtype(node, info, what: str, allowed) -> None:
+    _check(node, info is not None, f"missing input {what}")
+    _check(node, info.dtype in allowed,
+           f"{what} has dtype {info.dtype}, expected {' or '.join(allowed)}")
+
+
+def _scalar(node, info, what: str, allowed) -> None:
+    _dtype(node, info, what, allowed)
+    _check(node, int(np.prod(info.shape)) == 1 and len(info.shape) <= 1,
+           f"{what} must be a scalar (per-tensor), got shape {info.shape}")
+
+
+def _per_channel(node, info, what: str, allowed, channels: int) -> None:
+    """A scalar or a (channels,) vector."""
+    _dtype(node, info, what, allowed)
+    _check(node, len(info.shape) == 0 or tuple(info.shape) in ((1,), (channels,)),
+           f"{what} of shape {info.shape} must be a scalar or ({channels},)")
+
+
+def refuse_dtype(node, dtype: str, what: str, allowed) -> None:
+    """Low-bit and float8 types exist in ONNX but not here: an UnsupportedOpError."""
+    if dtype not in allowed:
+        raise UnsupportedOpError({node.op: [node.name]},
+                                 f"{_where(node)}: {what} dtype {dtype} is not supported "
+                                 f"(supported: {', '.join(allowed)}; int4/uint4/int2/uint2, "
+                                 f"float8 and float4 are not)")
+
+
+# -- fused internal ops -----------------------------------------------------------------------
+
+def _check_epilogue(node, ins, y_shape, channels: int, allowed_acts) -> str:
+    """Inputs 6.. (y_scale, y_zp, bias, z, z_scale, z_zp) and the activation -> out dtype."""
+    act = node.attrs.get("activation", "") or ""
+    params = list(node.attrs.get("activation_params", []) or [])
+    _check(node, act in allowed_acts,
+           f"unknown fused activation {act!r} (known: {sorted(a for a in allowed_acts if a)})")
+    _check(node, len(params) in ACTIVATIONS[act],
+           f"fused activation {act!r} takes {' or '.join(map(str, ACTIVATIONS[act]))} "
+           f"params, got {params}")
+    y_scale, y_zp = _input(ins, 6), _input(ins, 7)
+    _check(node, (y_scale is None) == (y_zp is None),
+           "y_scale and y_zero_point must be given together")
+    if y_scale is not None:
+        _scalar(node, y_scale, "y_scale", ("float32",))
+        _scalar(node, y_zp, "y_zero_point", ("uint8",))
+    bias = _input(ins, 8)
+    if bias is not None:
+        _dtype(node, bias, "bias", ("int32",))
+        _check(node, tuple(bias.shape) == (channels,),
+               f"bias of shape {bias.shape} must be ({channels},)")
+    z = _input(ins, 9)
+    if z is not None:
+        _dtype(node, z, "residual z", ("uint8",))
+        _check(node, tuple(z.shape) == tuple(y_shape),
+               f"residual z of shape {z.shape} must have the output shape {tuple(y_shape)}")
+        _scalar(node, _input(ins, 10), "z_scale", ("float32",))
+        _scalar(node, _input(ins, 11), "z_zero_point", ("uint8",))
+    else:
+        _check(node, _input(ins, 10) is None and _input(ins, 11) is None,
+               "z_scale / z_zero_point given without a residual z")
+    return "float32" if y_scale is None else "uint8"
+
+
+def _check_weight_zero_point(node, info, what: str) -> None:
+    if info.value is not None:
+        _check(node, not np.any(np.asarray(info.value)),
+               f"{what} must be all zeros (symmetric int8 weights)")
+
+
+@shape_rule("QConv")
+def qconv(node, ins):
+    x, w = ins[0], _input(ins, 3)
+    _dtype(node, x, "x", ("uint8",))
+    _check(node, len(x.shape) == 4, f"x of shape {x.shape} must be (N, C, H, W)")
+    _scalar(node, _input(ins, 1), "x_scale", ("float32",))
+    _scalar(node, _input(ins, 2), "x_zero_point", ("uint8",))
+    _dtype(node, w, "w", ("int8",))
+    group = int(node.attrs.get("group", 1))
+    n, c = x.shape[:2]
+    _check(node, len(w.shape) == 4, f"w of shape {w.shape} must be (M, C/group, KH, KW)")
+    m, cg = w.shape[:2]
+    _check(node, group >= 1 and c % group == 0 and m % group == 0 and cg * group == c,
+           f"input channels {c}, weight shape {w.shape} and group {group} do not agree")
+    kernel = list(w.shape[2:])
+    ks = node.attrs.get("kernel_shape")
+    _check(node, ks is None or len(ks) == 0 or list(map(int, ks)) == kernel,
+           f"kernel_shape {ks} != weight shape {w.shape}")
+    _per_channel(node, _input(ins, 4), "w_scale", ("float32",), m)
+    _per_channel(node, _input(ins, 5), "w_zero_point", ("int8",), m)
+    _check_weight_zero_point(node, ins[5], "w_zero_point")
+    out, *_ = window_geometry(node, node.attrs, x.shape[2:], kernel)
+    y = (n, m, *out)
+    return [TensorInfo(_check_epilogue(node, ins, y, m, QCONV_ACTIVATIONS), y)]
+
+
+@shape_rule("QGemm")
+def qgemm(node, ins):
+    a, b = ins[0], _input(ins, 3)
+    _dtype(node, a, "a", ("uint8",))
+    _check(node, len(a.shape) >= 1, "a must have rank >= 1")
+    _scalar(node, _input(ins, 1), "a_scale", ("float32",))
+    _scalar(node, _input(ins, 2), "a_zero_point", ("uint8",))
+    _dtype(node, b, "b", ("int8",))
+    _check(node, len(b.shape) == 2 and b.shape[0] == a.shape[-1],
+           f"b of shape {b.shape} must be (K, N) with K = {a.shape[-1]} (a is {a.shape})")
+    n = b.shape[1]
+    _per_channel(node, _input(ins, 4), "b_scale", ("float32",), n)
+    _per_channel(node, _input(ins, 5), "b_zero_point", ("int8",), n)
+    _check_weight_zero_point(node, ins[5], "b_zero_point")
+    y = (*a.shape[:-1], n)
+    return [TensorInfo(_check_epilogue(node, ins, y, n, tuple(ACTIVATIONS)), y)]
+
+
+# -- ONNX ops ----------------------------------------------------------------------------------
+
+def quant_axis(node, rank: int) -> int:
+    axis = int(node.attrs.get("axis", 1))
+    _check(node, -rank <= axis < max(rank, 1), f"axis {axis} out of range for rank {rank}")
+    return axis % max(rank, 1)
+
+
+def _check_scale_shape(node, x, scale, zp, what: str) -> None:
+    """Per-tensor (scalar) or per-axis (1-D, one value per slice along `axis`)."""
+    if int(node.attrs.get("block_size", 0) or 0):
+        raise UnsupportedOpError({node.op: [node.name]},
+                                 f"{_where(node)}: blocked quantization (block_size) is not "
+                                 f"supported")
+    if len(scale.shape) == 0 or tuple(scale.shape) == (1,):
+        pass
+    else:
+        _check(node, len(scale.shape) == 1,
+               f"{what} of shape {scale.shape} must be a scalar or 1-D (per axis)")
+        axis = quant_axis(node, len(x.shape))
+        _check(node, len(x.shape) > 0 and scale.shape[0] == x.shape[axis],
+               f"{what} of shape {scale.shape} does not match axis {axis} of input {x.shape}")
+    if zp is not None:
+        same = tuple(zp.shape) == tuple(scale.shape) or \
+            (int(np.prod(zp.shape)) == 1 and int(np.prod(scale.shape)) == 1)
+        _check(node, same and len(zp.shape) <= 1,
+               f"zero point of shape {zp.shape} must have the scale's shape {scale.shape}")
+
+
+@shape_rule("QuantizeLinear")
+def quantize_linear(node, ins):
+    x, scale, zp = ins[0], ins[1], _input(ins, 2)
+    _dtype(node, x, "x", FLOAT_DTYPES + ("int32",))
+    _dtype(node, scale, "y_scale", FLOAT_DTYPES + ("int32",))
+    out = zp.dtype if zp is not None else node.attrs.get("output_dtype", "uint8")
+    refuse_dtype(node, out, "output", QUANT_DTYPES)
+    _check_scale_shape(node, x, scale, zp, "y_scale")
+    return [TensorInfo(out, tuple(x.shape))]
+
+
+@shape_rule("DequantizeLinear")
+def dequantize_linear(node, ins):
+    x, scale, zp = ins[0], ins[1], _input(ins, 2)
+    refuse_dtype(node, x.dtype, "input", DEQUANT_DTYPES)
+    _dtype(node, scale, "x_scale", FLOAT_DTYPES)
+    if zp is not None:
+        _check(node, zp.dtype == x.dtype,
+               f"zero point dtype {zp.dtype} differs from input dtype {x.dtype}")
+    _check_scale_shape(node, x, scale, zp, "x_scale")
+    return [TensorInfo(scale.dtype, tuple(x.shape))]
+
+
+@shape_rule("DynamicQuantizeLinear")
+def dynamic_quantize_linear(node, ins):
+    x = ins[0]
+    _dtype(node, x, "x", ("float32",))
+    return [TensorInfo("uint8", tuple(x.shape)), TensorInfo("float32", ()),
+            TensorInfo("uint8", ())]
+
+
+INT8_TYPES = ("uint8", "int8")
+
+
+def _zero_point(node, info, what: str, dtype: str, sizes: tuple[int, ...]) -> None:
+    """An optional zero point of `dtype`: a scalar or a 1-D vector of one of `sizes`."""
+    if info is None:
+        return
+    _check(node, info.dtype == dtype, f"{what} has dtype {info.dtype}, expected {dtype}")
+    ok = len(info.shape) == 0 or (len(info.shape) == 1 and info.shape[0] in (1, *sizes))
+    _check(node, ok, f"{what} of shape {info.shape} must be a scalar or 1-D of size "
+                     f"{' or '.join(map(str, sizes))}")
+
+
+def _conv_out(node, x, w) -> tuple[int, ...]:
+    _check(node, len(x.shape) >= 3 and len(w.shape) == len(x.shape),
+           f"x {x.shape} and w {w.shape} must be (N, C, spatial...) and (M, C/group, k...)")
+    group = int(node.attrs.get("group", 1))
+    n, c = x.shape[:2]
+    m, cg = w.shape[:2]
+    _check(node, group >= 1 and c % group == 0 and m % group == 0 and cg * group == c,
+           f"input channels {c}, weight shape {w.shape} and group {group} do not agree")
+    ks = node.attrs.get("kernel_shape")
+    _check(node, ks is None or len(ks) == 0 or list(map(int, ks)) == list(w.shape[2:]),
+           f"kernel_shape {ks} != weight shape {w.shape}")
+    out, *_ = window_geometry(node, node.attrs, x.shape[2:], list(w.shape[2:]))
+    return (n, m, *out)
+
+
+@shape_rule("ConvInteger")
+def conv_integer(node, ins):
+    x, w = ins[0], ins[1]
+    _dtype(node, x, "x", INT8_TYPES)
+    _dtype(node, w, "w", INT8_TYPES)
+    y = _conv_out(node, x, w)
+    _zero_point(node, _input(ins, 2), "x_zero_point", x.dtype, ())
+    _zero_point(node, _input(ins, 3), "w_zero_point", w.dtype, (w.shape[0],))
+    return [TensorInfo("int32", y)]
+
+
+@shape_rule("MatMulInteger")
+def matmul_integer(node, ins):
+    a, b = ins[0], ins[1]
+    _dtype(node, a, "A", INT8_TYPES)
+    _dtype(node, b, "B", INT8_TYPES)
+    y = matmul_shape(node, a.shape, b.shape)
+    rows = a.shape[-2] if len(a.shape) > 1 else 1
+    _zero_point(node, _input(ins, 2), "a_zero_point", a.dtype, (rows,))
+    _zero_point(node, _input(ins, 3), "b_zero_point", b.dtype, (b.shape[-1],))
+    return [TensorInfo("int32", y)]
+
+
+def _linear_scale(node, info, what: str, sizes: tuple[int, ...] = ()) -> None:
+    _check(node, info is not None, f"missing input {what}")
+    _check(node, info.dtype in FLOAT_DTYPES,
+           f"{what} has dtype {info.dtype}, expected {' or '.join(FLOAT_DTYPES)}")
+    ok = len(info.shape) == 0 or (len(info.shape) == 1 and info.shape[0] in (1, *sizes))
+    _check(node, ok, f"{what} of shape {info.shape} must be a scalar"
+                     + (f" or 1-D of size {sizes[0]}" if sizes else ""))
+
+
+@shape_rule("QLinearConv")
+def qlinear_conv(node, ins):
+    x, w = ins[0], _input(ins, 3)
+    _dtype(node, x, "x", INT8_TYPES)
+    _dtype(node, w, "w", INT8_TYPES)
+    y = _conv_out(node, x, w)
+    m = w.shape[0]
+    _linear_scale(node, ins[1], "x_scale")
+    _zero_point(node, ins[2], "x_zero_point", x.dtype, ())
+    _linear_scale(node, ins[4], "w_scale", (m,))
+    _zero_point(node, ins[5], "w_zero_point", w.dtype, (m,))
+    _linear_scale(node, _input(ins, 6), "y_scale")
+    y_zp = _input(ins, 7)
+    _check(node, y_zp is not None and y_zp.dtype in INT8_TYPES,
+           "y_zero_point (uint8 or int8) is required")
+    _zero_point(node, y_zp, "y_zero_point", y_zp.dtype, ())
+    bias = _input(ins, 8)
+    if bias is not None:
+        _dtype(node, bias, "B", ("int32",))
+        _check(node, tuple(bias.shape) == (m,), f"B of shape {bias.shape} must be ({m},)")
+    return [TensorInfo(y_zp.dtype, y)]
+
+
+@shape_rule("QLinearMatMul")
+def qlinear_matmul(node, ins):
+    a, b = ins[0], _input(ins, 3)
+    _dtype(node, a, "a", INT8_TYPES)
+    _dtype(node, b, "b", INT8_TYPES)
+    y = matmul_shape(node, a.shape, b.shape)
+    n = b.shape[-1]
+    _linear_scale(node, ins[1], "a_scale")
+    _zero_point(node, ins[2], "a_zero_point", a.dtype, ())
+    _linear_scale(node, ins[4], "b_scale", (n,))
+    _zero_point(node, ins[5], "b_zero_point", b.dtype, (n,))
+    _linear_scale(node, _input(ins, 6), "y_scale")
+    y_zp = _input(ins, 7)
+    _check(node, y_zp is not None and y_zp.dtype in INT8_TYPES,
+           "y_zero_point (uint8 or int8) is required")
+    _zero_point(node, y_zp, "y_zero_point", y_zp.dtype, ())
+    return [TensorInfo(y_zp.dtype, y)]
+
+
+CONST_INPUTS: dict = {}

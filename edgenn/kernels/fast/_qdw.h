@@ -1,0 +1,358 @@
+/* Depthwise int8 2-D convolution (QConv with group == C == M) with the fused epilogue
+ * (_qepi.h), NCHW, any kernel / stride / padding / dilation.
+ *
+ * Per image and channel: the plane is packed once into int16 (x - x_zp), zero-padded, and
+ * split by column phase (column ix of the padded plane goes to phase ix % sw at ix / sw),
+ * so every tap of a row of outputs reads consecutive int16 whatever the stride. The plane
+ * (and its phases) fits L1/L2 even at 112x112. Outputs are vectorized over 16 pixels: for
+ * each pair of taps, the two shifted input vectors are interleaved (vpunpck*wd) and
+ * multiplied-added with the pair of weights (vpmaddwd, s16 x s16 -> s32): exact for any
+ * 8-bit weights (|x - zp| <= 255, |w| <= 128). Rows of >= 16 outputs: sums and
+ * requantization fused, 16 outputs stored straight into y (the last vector of a row
+ * overlapping the previous one). Narrower rows (7x7, 14x14 planes): with stride 1 the
+ * output rows are flattened over the padded row pitch (a 7x7 plane is 4 vectors, not 7),
+ * the sums go to a buffer, then through the shared epilogue.
+ * On Zen1 vpmaddwd has the fp32 FMA's throughput (one pipe), so this is about as fast
+ * as the fp32 depthwise kernel (dwc8), not faster: less memory, same multiplies.
+ *
+ * Two builds: AVX2 (runtime-checked) and portable C over the same packed plane.
+ */
+#ifndef EDGENN_QDW_H
+#define EDGENN_QDW_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "_qepi.h"
+
+#define QDW_MAXT 1024        /* taps per window handled (kh * kw) */
+
+typedef struct {
+    int C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow;
+    int Hp, Wl;              /* rows per phase plane, row pitch (int16) */
+    int flat;                /* stride 1: outputs flattened over the row pitch */
+    int T, npair;            /* taps, tap pairs (an odd last tap pairs with weight 0) */
+    uint8_t xzp;
+    int use_avx2;
+    long plane_elems;        /* per phase: Hp * Wl + 32 (slack for narrow-row stores) */
+    long tap_off[QDW_MAXT];  /* int16 offset of tap t from an output's base */
+} qdw_plan;
+
+static long qdw_roundup(long a, long b) { return (a + b - 1) / b * b; }
+
+/* Fill the geometry-derived fields; -> scratch sizes (int16 plane elements incl. slack,
+ * int32 output-row elements). */
+static void qdw_setup(qdw_plan *p, long *plane_size, long *obuf_size) {
+    int need_w = (p->ow - 1) * p->sw + (p->kw - 1) * p->dw + 1;   /* padded columns read */
+    int need_h = (p->oh - 1) * p->sh + (p->kh - 1) * p->dh + 1;
+    int wp = need_w > p->pw + p->W ? need_w : p->pw + p->W;
+    p->Hp = need_h > p->ph + p->H ? need_h : p->ph + p->H;
+    p->flat = p->sh == 1 && p->sw == 1;
+    if (p->flat) {
+        p->Wl = wp;
+    } else {
+        long per_phase = (wp + p->sw - 1) / p->sw;
+        long reach = qdw_roundup(p->ow, 16) + ((long)(p->kw - 1) * p->dw) / p->sw;
+        p->Wl = (int)(per_phase > reach ? per_phase : reach);
+    }
+    p->plane_elems = (long)p->Hp * p->Wl + 32;
+    p->T = p->kh * p->kw;
+    p->npair = (p->T + 1) / 2;
+    for (int i = 0; i < p->kh; i++)
+        for (int j = 0; j < p->kw; j++) {
+            long cj = (long)j * p->dw;
+            p->tap_off[i * p->kw + j] = (cj % p->sw) * p->plane_elems + (long)i * p->dh * p->Wl
+                                        + cj / p->sw;
+        }
+    *plane_size = p->plane_elems * p->sw + 64;   /* slack: flattened vectors read past */
+    long orows = p->flat ? (long)p->oh * p->Wl : (long)p->oh * qdw_roundup(p->ow, 16);
+    *obuf_size = qdw_roundup(orows, 16) + 16;
+}
+
+/* Weights (C, T) int8 -> pairs (C, npair) of int16 (w_2p | w_2p+1 << 16) as int32. */
+static void qdw_pack_weights(const qdw_plan *p, const int8_t *w, int32_t *wp) {
+    for (int c = 0; c < p->C; c++)
+        for (int q = 0; q < p->npair; q++) {
+            int t0 = 2 * q, t1 = 2 * q + 1;
+            uint16_t lo = (uint16_t)(int16_t)w[(long)c * p->T + t0];
+            uint16_t hi = t1 < p->T ? (uint16_t)(int16_t)w[(long)c * p->T + t1] : 0;
+            wp[(long)c * p->npair + q] = (int32_t)((uint32_t)lo | ((uint32_t)hi << 16));
+        }
+}
+
+/* Plane (H, W) u8 -> P (phases of Hp x Wl int16, x - xzp); the padding stays zero. */
+static void qdw_pack_plane_c(const qdw_plan *p, const uint8_t *x, int16_t *P) {
+    const int z = p->xzp;
+    for (int iy = 0; iy < p->H; iy++) {
+        const uint8_t *s = x + (long)iy * p->W;
+        int16_t *row = P + (long)(iy + p->ph) * p->Wl;
+        for (int ix = 0; ix < p->W; ix++) {
+            int pc = ix + p->pw;
+            row[(pc % p->sw) * p->plane_elems + pc / p->sw] = (int16_t)(s[ix] - z);
+        }
+    }
+}
+
+/* The tap-pair offsets of the (unpaired) last tap point at tap 0 with weight 0. */
+static inline long qdw_off(const qdw_plan *p, int t) { return t < p->T ? p->tap_off[t] : p->tap_off[0]; }
+
+/* Sums for the n outputs starting at base (int16 offset in P), output o at base + o
+ * (stride 1 flat) -> acc[0..n). */
+static void qdw_sums_c(const qdw_plan *p, const int16_t *P, long base, long n,
+                       const int8_t *w, int32_t *acc) {
+    for (long o = 0; o < n; o++) {
+        int32_t s = 0;
+        for (int t = 0; t < p->T; t++) s += (int32_t)P[base + p->tap_off[t] + o] * w[t];
+        acc[o] = s;
+    }
+}
+
+#if QE_X86
+/* Plane (H, W) u8 -> P as qdw_pack_plane_c. Rows narrower than one vector are stored as
+ * a whole vector with the lanes past the row zeroed (they land on padding or slack, or on
+ * a later row that is written afterwards); xend: end of the image (no reads past it). */
+QE_AVX2 static void qdw_pack_plane_avx2(const qdw_plan *p, const uint8_t *x, const uint8_t *xend,
+                                        int16_t *P) {
+    const __m256i z = _mm256_set1_epi16(p->xzp), lo8 = _mm256_set1_epi16(0xff);
+    const __m256i lane = _mm256_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    if (p->sw > 2) {
+        qdw_pack_plane_c(p, x, P);
+        return;
+    }
+    const int W = p->W;
+    uint8_t tmp[32];
+    for (int iy = 0; iy < p->H; iy++) {
+        const uint8_t *s = x + (long)iy * W;
+        int16_t *row = P + (long)(iy + p->ph) * p->Wl;
+        if (p->sw == 1) {
+            int16_t *d = row + p->pw;
+            if (W >= 16) {   /* the last step ends at W (overlapping the previous one) */
+                for (int ix = 0; ix < W; ix += 16) {
+                    if (ix > W - 16) ix = W - 16;
+                    __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(s + ix)));
+                    _mm256_storeu_si256((__m256i *)(d + ix), _mm256_sub_epi16(v, z));
+                }
+            } else {
+                const uint8_t *src = s;
+                if (s + 16 > xend) {
+                    memcpy(tmp, s, W);
+                    src = tmp;
+                }
+                __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)src));
+                v = _mm256_sub_epi16(v, z);
+                v = _mm256_and_si256(v, _mm256_cmpgt_epi16(_mm256_set1_epi16((short)W), lane));
+                _mm256_storeu_si256((__m256i *)d, v);
+            }
+        } else {   /* stride 2: even / odd input columns to their phases */
+            int pe = p->pw, po = 1 + p->pw;   /* padded columns of input columns 0 and 1 */
+            if (W >= 32) {
+                for (int ix = 0; ix < W; ix += 32) {   /* last step ends at W */
+                    if (ix > W - 32) ix = W - 32;
+                    __m256i v = _mm256_loadu_si256((const __m256i *)(s + ix));
+                    __m256i ev = _mm256_sub_epi16(_mm256_and_si256(v, lo8), z);
+                    __m256i od = _mm256_sub_epi16(_mm256_srli_epi16(v, 8), z);
+                    int ce = ix + pe, co = ix + po;
+                    _mm256_storeu_si256((__m256i *)(row + (ce & 1) * p->plane_elems + (ce >> 1)), ev);
+                    _mm256_storeu_si256((__m256i *)(row + (co & 1) * p->plane_elems + (co >> 1)), od);
+                }
+            } else {
+                const uint8_t *src = s;
+                if (s + 32 > xend) {
+                    memcpy(tmp, s, W);
+                    src = tmp;
+                }
+                __m256i v = _mm256_loadu_si256((const __m256i *)src);
+                __m256i ev = _mm256_sub_epi16(_mm256_and_si256(v, lo8), z);
+                __m256i od = _mm256_sub_epi16(_mm256_srli_epi16(v, 8), z);
+                __m256i ne = _mm256_set1_epi16((short)((W + 1) / 2)), no = _mm256_set1_epi16((short)(W / 2));
+                ev = _mm256_and_si256(ev, _mm256_cmpgt_epi16(ne, lane));
+                od = _mm256_and_si256(od, _mm256_cmpgt_epi16(no, lane));
+                _mm256_storeu_si256((__m256i *)(row + (pe & 1) * p->plane_elems + (pe >> 1)), ev);
+                _mm256_storeu_si256((__m256i *)(row + (po & 1) * p->plane_elems + (po >> 1)), od);
+            }
+        }
+    }
+}
+
+/* Sums of `rows` rows of n outputs, 16 per step (n rounded up: acc has room, P has
+ * slack): row r's outputs read P from r * pstride, go to acc + r * opitch. */
+QE_AVX2 static void qdw_sums_avx2(const qdw_plan *p, const int16_t *P, long rows, long pstride,
+                                  long n, long opitch, const int32_t *wp, int32_t *acc) {
+    for (long r = 0; r < rows; r++, P += pstride, acc += opitch)
+    for (long o = 0; o < n; o += 16) {
+        const int16_t *b = P + o;
+        __m256i alo = _mm256_setzero_si256(), ahi = alo;
+        for (int q = 0; q < p->npair; q++) {
+            __m256i v0 = _mm256_loadu_si256((const __m256i *)(b + qdw_off(p, 2 * q)));
+            __m256i v1 = _mm256_loadu_si256((const __m256i *)(b + qdw_off(p, 2 * q + 1)));
+            __m256i wv = _mm256_set1_epi32(wp[q]);
+            alo = _mm256_add_epi32(alo, _mm256_madd_epi16(_mm256_unpacklo_epi16(v0, v1), wv));
+            ahi = _mm256_add_epi32(ahi, _mm256_madd_epi16(_mm256_unpackhi_epi16(v0, v1), wv));
+        }
+        /* alo = outputs 0-3 | 8-11, ahi = 4-7 | 12-15 */
+        _mm256_storeu_si256((__m256i *)(acc + o), _mm256_permute2x128_si256(alo, ahi, 0x20));
+        _mm256_storeu_si256((__m256i *)(acc + o + 8), _mm256_permute2x128_si256(alo, ahi, 0x31));
+    }
+}
+
+/* 3x3: the sums of the 16 outputs whose taps start at b, as (outputs 0-3 | 8-11,
+ * 4-7 | 12-15); o: the nine tap offsets, w: the five weight pairs (the last one is tap 8
+ * with 0). */
+#define QDW_SUMS3X3(b, alo, ahi)                                                                   \
+    {                                                                                              \
+        __m256i v0_, v1_;                                                                          \
+        v0_ = _mm256_loadu_si256((const __m256i *)((b) + o8));                                     \
+        alo = _mm256_madd_epi16(_mm256_unpacklo_epi16(v0_, zero), w8);                             \
+        ahi = _mm256_madd_epi16(_mm256_unpackhi_epi16(v0_, zero), w8);                             \
+        QDW_PAIR(b, o0, o1, w01, alo, ahi) QDW_PAIR(b, o2, o3, w23, alo, ahi)                      \
+        QDW_PAIR(b, o4, o5, w45, alo, ahi) QDW_PAIR(b, o6, o7, w67, alo, ahi)                      \
+    }
+#define QDW_PAIR(b, OA, OB, WV, alo, ahi)                                                          \
+        v0_ = _mm256_loadu_si256((const __m256i *)((b) + OA));                                     \
+        v1_ = _mm256_loadu_si256((const __m256i *)((b) + OB));                                     \
+        alo = _mm256_add_epi32(alo, _mm256_madd_epi16(_mm256_unpacklo_epi16(v0_, v1_), WV));       \
+        ahi = _mm256_add_epi32(ahi, _mm256_madd_epi16(_mm256_unpackhi_epi16(v0_, v1_), WV));
+#define QDW_3X3_CONSTS                                                                             \
+    const long o0 = p->tap_off[0], o1 = p->tap_off[1], o2 = p->tap_off[2], o3 = p->tap_off[3],     \
+               o4 = p->tap_off[4], o5 = p->tap_off[5], o6 = p->tap_off[6], o7 = p->tap_off[7],     \
+               o8 = p->tap_off[8];                                                                 \
+    const __m256i w01 = _mm256_set1_epi32(wp[0]), w23 = _mm256_set1_epi32(wp[1]),                  \
+                  w45 = _mm256_set1_epi32(wp[2]), w67 = _mm256_set1_epi32(wp[3]),                  \
+                  w8 = _mm256_set1_epi32(wp[4]), zero = _mm256_setzero_si256();
+
+/* 3x3 specialisation of qdw_sums_avx2 (the tap loop unrolled, offsets in registers). */
+QE_AVX2 static void qdw_sums3x3_avx2(const qdw_plan *p, const int16_t *P, long rows,
+                                     long pstride, long n, long opitch, const int32_t *wp,
+                                     int32_t *acc) {
+    QDW_3X3_CONSTS
+    for (long r = 0; r < rows; r++, P += pstride, acc += opitch)
+        for (long o = 0; o < n; o += 16) {
+            __m256i alo, ahi;
+            QDW_SUMS3X3(P + o, alo, ahi)
+            _mm256_storeu_si256((__m256i *)(acc + o), _mm256_permute2x128_si256(alo, ahi, 0x20));
+            _mm256_storeu_si256((__m256i *)(acc + o + 8), _mm256_permute2x128_si256(alo, ahi, 0x31));
+        }
+}
+
+/* The epilogue of 16 outputs of channel c given as (0-3 | 8-11, 4-7 | 12-15), stored at
+ * y (residual z). Integer path inline: the two packs put the outputs back in order. */
+QE_AVX2 static inline void qdw_out16(__m256i alo, __m256i ahi, const qe_epi *e, long c,
+                                     __m256i bias, __m256 mult, __m256i zp16, __m128i lo8,
+                                     __m128i hi8, char *y, const uint8_t *z) {
+    if (!e->float_path) {
+        const __m256 big = _mm256_set1_ps(16777216.f);
+        __m256i qlo = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(
+            _mm256_add_epi32(alo, bias)), mult), big));
+        __m256i qhi = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(
+            _mm256_add_epi32(ahi, bias)), mult), big));
+        __m256i s16 = _mm256_adds_epi16(_mm256_packs_epi32(qlo, qhi), zp16);   /* 0-7 | 8-15 */
+        __m256i u8 = _mm256_permute4x64_epi64(_mm256_packus_epi16(s16, s16), 0x08);
+        __m128i v = _mm_min_epu8(_mm_max_epu8(_mm256_castsi256_si128(u8), lo8), hi8);
+        _mm_storeu_si128((__m128i *)y, v);
+        return;
+    }
+    const long es = e->out_f32 ? 4 : 1;
+    qe_vec8(_mm256_permute2x128_si256(alo, ahi, 0x20), e, c, 0, y, z);
+    qe_vec8(_mm256_permute2x128_si256(alo, ahi, 0x31), e, c, 0, y + 8 * es, z ? z + 8 : NULL);
+}
+
+/* One channel, rows of at least 16 outputs: sums and epilogue fused, 16 outputs per step
+ * stored straight into y (the last step of a row ends at OW, overlapping the previous). */
+QE_AVX2 static void qdw_channel_direct_avx2(const qdw_plan *p, const int16_t *P,
+                                            const int32_t *wp, const qe_epi *ep, long c,
+                                            char *y, const uint8_t *z) {
+    const qe_epi e = *ep;
+    const long es = e.out_f32 ? 4 : 1, pstride = (long)p->sh * p->Wl;
+    const int ow = p->ow;
+    const __m256i bias = _mm256_set1_epi32(e.bias[c]), zp16 = _mm256_set1_epi16((short)e.yzp);
+    const __m256 mult = _mm256_set1_ps(e.mult[c]);
+    const __m128i lo8 = _mm_set1_epi8((char)qe_u8(e.lo)), hi8 = _mm_set1_epi8((char)qe_u8(e.hi));
+    if (p->T == 9) {
+        QDW_3X3_CONSTS
+        for (int oy = 0; oy < p->oh; oy++, P += pstride) {
+            char *yr = y + (long)oy * ow * es;
+            const uint8_t *zr = z ? z + (long)oy * ow : NULL;
+            for (int ox = 0; ox < ow; ox += 16) {
+                if (ox > ow - 16) ox = ow - 16;
+                __m256i alo, ahi;
+                QDW_SUMS3X3(P + ox, alo, ahi)
+                qdw_out16(alo, ahi, &e, c, bias, mult, zp16, lo8, hi8, yr + ox * es,
+                          zr ? zr + ox : NULL);
+            }
+        }
+        return;
+    }
+    for (int oy = 0; oy < p->oh; oy++, P += pstride) {
+        char *yr = y + (long)oy * ow * es;
+        const uint8_t *zr = z ? z + (long)oy * ow : NULL;
+        for (int ox = 0; ox < ow; ox += 16) {
+            if (ox > ow - 16) ox = ow - 16;
+            const int16_t *b = P + ox;
+            __m256i alo = _mm256_setzero_si256(), ahi = alo;
+            for (int q = 0; q < p->npair; q++) {
+                __m256i v0 = _mm256_loadu_si256((const __m256i *)(b + qdw_off(p, 2 * q)));
+                __m256i v1 = _mm256_loadu_si256((const __m256i *)(b + qdw_off(p, 2 * q + 1)));
+                __m256i wv = _mm256_set1_epi32(wp[q]);
+                alo = _mm256_add_epi32(alo, _mm256_madd_epi16(_mm256_unpacklo_epi16(v0, v1), wv));
+                ahi = _mm256_add_epi32(ahi, _mm256_madd_epi16(_mm256_unpackhi_epi16(v0, v1), wv));
+            }
+            qdw_out16(alo, ahi, &e, c, bias, mult, zp16, lo8, hi8, yr + ox * es,
+                      zr ? zr + ox : NULL);
+        }
+    }
+}
+#undef QDW_3X3_CONSTS
+#undef QDW_PAIR
+#undef QDW_SUMS3X3
+#endif
+
+/* One image: x (C, H, W) u8 -> y (C, OH, OW) (u8 or float32), z residual like y or NULL.
+ * w (C, T) int8, wp its packed pairs. P: plane scratch, zeroed once by the caller (the
+ * padding is never written); obuf: row sums. */
+static void qdw_run(const qdw_plan *p, const uint8_t *x, const int8_t *w, const int32_t *wp,
+                    const qe_epi *e, void *y, const uint8_t *z, int16_t *P, int32_t *obuf) {
+    const long es = e->out_f32 ? 4 : 1, ohw = (long)p->oh * p->ow;
+    for (int c = 0; c < p->C; c++) {
+        const uint8_t *xc = x + (long)c * p->H * p->W;
+        char *yc = (char *)y + c * ohw * es;
+        const uint8_t *zc = z ? z + c * ohw : NULL;
+#if QE_X86
+        if (p->use_avx2) {
+            qdw_pack_plane_avx2(p, xc, x + (long)p->C * p->H * p->W, P);
+            const int32_t *wc = wp + (long)c * p->npair;
+            if (p->ow >= 16) {   /* wide rows: sums and epilogue fused, straight into y */
+                qdw_channel_direct_avx2(p, P, wc, e, c, yc, zc);
+                continue;
+            }
+            /* narrow rows, stride 1: all rows in one flattened sweep of pitch Wl */
+            long rows = p->flat ? 1 : p->oh, n = p->flat ? (long)(p->oh - 1) * p->Wl + p->ow : p->ow;
+            long pstride = (long)p->sh * p->Wl, opitch = p->flat ? p->Wl : qdw_roundup(p->ow, 16);
+            if (p->T == 9) qdw_sums3x3_avx2(p, P, rows, pstride, n, opitch, wc, obuf);
+            else qdw_sums_avx2(p, P, rows, pstride, n, opitch, wc, obuf);
+            if (p->ow < 8 && p->oh > 1) {   /* narrow rows: compact, then one span */
+                for (int oy = 1; oy < p->oh; oy++)
+                    memmove(obuf + (long)oy * p->ow, obuf + oy * opitch, p->ow * sizeof(int32_t));
+                qe_rows_avx2(obuf, 0, 1, ohw, e, c, 0, 0, yc, 0, zc);
+            } else {
+                qe_rows_avx2(obuf, opitch, p->oh, p->ow, e, c, 0, 0, yc, p->ow, zc);
+            }
+            continue;
+        }
+#endif
+        qdw_pack_plane_c(p, xc, P);
+        const int8_t *wc = w + (long)c * p->T;
+        for (int oy = 0; oy < p->oh; oy++) {
+            long base = (long)oy * p->sh * p->Wl;
+            if (p->flat) {
+                qdw_sums_c(p, P, base, p->ow, wc, obuf);
+            } else {
+                for (int ox = 0; ox < p->ow; ox++)   /* output ox reads phase-plane column ox */
+                    qdw_sums_c(p, P, base + ox, 1, wc, obuf + ox);
+            }
+            qe_span(obuf, p->ow, e, c, 0, yc + (long)oy * p->ow * es,
+                    zc ? zc + (long)oy * p->ow : NULL, 0);
+        }
+    }
+}
+
+#endif

@@ -1,0 +1,732 @@
+/* edgenn packed int8 GEMM (u8 x s8 -> s32) with the fused requantization epilogue
+ * (_qepi.h), for QConv (group-1 and grouped 2-D conv, implicit im2col) and QGemm.
+ *
+ *   C (M, N) row-major, C[i, j] = epilogue(sum_k A[i, k] B[k, j])
+ *
+ * QConv: A = weights (M, K = C*KH*KW), s8, packed once; B = im2col of the u8 image
+ *        (K, N = OH*OW), packed per block of pixels straight from the NCHW image.
+ * QGemm: A = activations (rows, K), u8, packed per call; B = weights (K, N), s8, packed once.
+ *
+ * Packed layouts (BLIS-like micro-panels, K in groups of kg consecutive k):
+ *   A panels of QG_MR = 6 rows:    [panel][group][6 rows][kg]     (24 bytes per group)
+ *   B panels of QG_NR = 8 columns: [panel][group][8 cols][kg]     (32 bytes per group)
+ * Rows / columns / k past the matrix are zero in the constant operand; the per-call
+ * operand's padding holds anything finite (its products with zero weights vanish).
+ *
+ * Two arithmetics, chosen per layer at plan time:
+ * - "u8" (kg = 4 bytes): vpmaddubsw multiplies u8 x s8 and adds adjacent pairs into s16,
+ *   saturating. Exact when no weight pair (w_2j, w_2j+1) of the layer has the same sign
+ *   and |w_2j + w_2j+1| > 128 (the 7-bit weights of our quantizer never do); checked at
+ *   prepare. The s16 pair sums t are accumulated without vpmaddwd (which shares the one
+ *   integer-multiply pipe of Zen-class cores with vpmaddubsw) by two wrapping s16 sums,
+ *       W = sum t  (mod 2^16),   V = 128 + sum (t >> 8)
+ *   over at most 255 groups, turned into the exact s32 sums once per tile (QG_FINISH).
+ *   6 x 8 tile, inline asm (the compiler spilled the 12 accumulators). Measured on this
+ *   Zen1 EPYC (quiet machine): ~51 GOPS in the loop against ~38 for vpmaddubsw +
+ *   vpmaddwd(ones) + vpaddd, the MLAS / XNNPACK AVX2 scheme (fp32 FMA peak: 38 GFLOP/s).
+ *   Small K (QConv K <= 48): the finish and epilogue per tile dominate, so a 6 x 16 tile
+ *   with the vpmaddwd(ones) widening and no finish is used instead.
+ * - "wide" (kg = 2 int16): operands widened to s16, vpmaddwd into s32: exact for any
+ *   8-bit weights, ~38 GOPS at best (fp32 parity); for layers whose weights could
+ *   saturate the u8 path (8-bit weights, e.g. onnxruntime's quantizer without reduce_range).
+ *
+ * The zero point of the activations is folded into the epilogue's per-channel constant:
+ * sum_k (x_k - z) w_k = sum_k x_k w_k - z sum_k w_k; conv padding reads z (contributes 0).
+ *
+ * SIMD: the AVX2 micro-kernels carry __attribute__((target)) and run only when the CPU
+ * reports AVX2 (checked at run time); the portable build (plain C) computes the same sums
+ * from the same packed panels and is used otherwise or when forced (tests).
+ */
+#ifndef EDGENN_QGEMM_H
+#define EDGENN_QGEMM_H
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "_qepi.h"
+
+#if QE_X86
+#include <emmintrin.h>
+#endif
+
+#define QG_MR 6
+#define QG_NR 8
+#define QG_CHUNK 255                   /* groups per s16 accumulation chunk (u8 path) */
+#define QG_SMALL_K_GROUPS 12           /* QConv K <= 48: the 6 x 16 small-K kernel */
+#define QG_ABYTES (QG_MR * 4)          /* bytes per group of an A panel (both paths) */
+#define QG_BBYTES (QG_NR * 4)          /* bytes per group of a B panel (both paths) */
+
+enum { QG_CONV = 0, QG_GEMM = 1 };     /* which operand is signed: A (conv) or B (gemm) */
+
+static int qg_have_avx2(void) {
+#if QE_X86
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2");
+#else
+    return 0;
+#endif
+}
+
+/* ---------------------------------------------------------------- portable micro-kernels */
+
+/* acc (6 x 8, row-major) = A panel (ng groups) x B panel (ng groups). */
+static void qg_ukr_u8_c(long ng, const uint8_t *a, const uint8_t *b, int32_t *acc, int flavor) {
+    memset(acc, 0, QG_MR * QG_NR * sizeof(int32_t));
+    for (long g = 0; g < ng; g++, a += QG_ABYTES, b += QG_BBYTES) {
+        for (int r = 0; r < QG_MR; r++) {
+            for (int j = 0; j < QG_NR; j++) {
+                int32_t s = 0;
+                for (int q = 0; q < 4; q++) {
+                    int32_t av = flavor == QG_CONV ? (int32_t)(int8_t)a[r * 4 + q] : a[r * 4 + q];
+                    int32_t bv = flavor == QG_CONV ? b[j * 4 + q] : (int32_t)(int8_t)b[j * 4 + q];
+                    s += av * bv;
+                }
+                acc[r * QG_NR + j] += s;
+            }
+        }
+    }
+}
+
+static void qg_ukr_wide_c(long ng, const uint8_t *a8, const uint8_t *b8, int32_t *acc) {
+    const int16_t *a = (const int16_t *)a8, *b = (const int16_t *)b8;
+    memset(acc, 0, QG_MR * QG_NR * sizeof(int32_t));
+    for (long g = 0; g < ng; g++, a += QG_MR * 2, b += QG_NR * 2)
+        for (int r = 0; r < QG_MR; r++)
+            for (int j = 0; j < QG_NR; j++)
+                acc[r * QG_NR + j] += (int32_t)a[r * 2] * b[j * 2]
+                                      + (int32_t)a[r * 2 + 1] * b[j * 2 + 1];
+}
+
+/* ---------------------------------------------------------------- AVX2 micro-kernels */
+#if QE_X86
+
+/* The u8-path kernels keep, per output vector, two wrapping s16 sums of the vpmaddubsw
+ * pair sums t (ymm 2i, 2i+1): W = sum t (from 0) and V = 128 + sum (t >> 8). With
+ * F = sum (t >> 8) and E = sum (t & 255) in [0, 255 n] (n <= 255 steps):
+ *   W - 256 V = E - 32768 (mod 2^16), exactly E - 32768 as a signed s16,
+ *   madd(V, 256) + madd(W - 256 V, 1) = 256 F + 65536 + E - 65536 = sum t
+ * over the two s16 lanes of each output. QG_FINISH leaves that exact s32 sum in W.
+ * Needs ymm13 = 256 and ymm14 = 1 in every s16; ymm12 is scratch. */
+#define QG_FINISH(W, V)                                                                            \
+    "vpsllw $8, %%ymm" #V ", %%ymm12\n\t"                                           \
+    "vpsubw %%ymm12, %%ymm" #W ", %%ymm" #W "\n\t"                                  \
+    "vpmaddwd %%ymm13, %%ymm" #V ", %%ymm" #V "\n\t"                                \
+    "vpmaddwd %%ymm14, %%ymm" #W ", %%ymm" #W "\n\t"                                \
+    "vpaddd %%ymm" #V ", %%ymm" #W ", %%ymm" #W "\n\t"
+#define QG_FINISH_CONSTS                                                                           \
+    "vpbroadcastd %[k256], %%ymm13\n\t vpbroadcastd %[k1], %%ymm14\n\t"
+#define QG_V0 "vpbroadcastd %[k128], %%ymm12\n\t"      /* V's starting value */
+
+/* One group step of one accumulator pair: t = maddubs(U, S); W += t; V += t >> 8.
+ * ymm12 = B vector, ymm13 = broadcast A quad, ymm14 = t. */
+#define QG_ZERO12                                                                                  \
+    "vpxor %%xmm0, %%xmm0, %%xmm0\n\t vpxor %%xmm1, %%xmm1, %%xmm1\n\t"             \
+    "vpxor %%xmm2, %%xmm2, %%xmm2\n\t vpxor %%xmm3, %%xmm3, %%xmm3\n\t"             \
+    "vpxor %%xmm4, %%xmm4, %%xmm4\n\t vpxor %%xmm5, %%xmm5, %%xmm5\n\t"             \
+    "vpxor %%xmm6, %%xmm6, %%xmm6\n\t vpxor %%xmm7, %%xmm7, %%xmm7\n\t"             \
+    "vpxor %%xmm8, %%xmm8, %%xmm8\n\t vpxor %%xmm9, %%xmm9, %%xmm9\n\t"             \
+    "vpxor %%xmm10, %%xmm10, %%xmm10\n\t vpxor %%xmm11, %%xmm11, %%xmm11\n\t"
+/* W = 0 (even registers), V = 128 (odd registers) for 2 * nv accumulators */
+#define QG_INIT12                                                                                  \
+    QG_V0                                                                                          \
+    "vpxor %%xmm0, %%xmm0, %%xmm0\n\t vmovdqa %%ymm12, %%ymm1\n\t"                   \
+    "vpxor %%xmm2, %%xmm2, %%xmm2\n\t vmovdqa %%ymm12, %%ymm3\n\t"                   \
+    "vpxor %%xmm4, %%xmm4, %%xmm4\n\t vmovdqa %%ymm12, %%ymm5\n\t"                   \
+    "vpxor %%xmm6, %%xmm6, %%xmm6\n\t vmovdqa %%ymm12, %%ymm7\n\t"                   \
+    "vpxor %%xmm8, %%xmm8, %%xmm8\n\t vmovdqa %%ymm12, %%ymm9\n\t"                   \
+    "vpxor %%xmm10, %%xmm10, %%xmm10\n\t vmovdqa %%ymm12, %%ymm11\n\t"
+#define QG_ACC(W, V)                                                                               \
+    "vpaddw %%ymm14, %%ymm" #W ", %%ymm" #W "\n\t"                                  \
+    "vpsraw $8, %%ymm14, %%ymm14\n\t"                                               \
+    "vpaddw %%ymm14, %%ymm" #V ", %%ymm" #V "\n\t"
+/* conv: A = s8 weights (broadcast, ymm13), B = u8 pixels (ymm12) */
+#define QG_ROW_CONV(R, W, V)                                                                       \
+    "vpbroadcastd " #R "*4(%[a]), %%ymm13\n\t"                                      \
+    "vpmaddubsw %%ymm13, %%ymm12, %%ymm14\n\t" QG_ACC(W, V)
+/* gemm: A = u8 activations (broadcast, ymm13), B = s8 weights (ymm12) */
+#define QG_ROW_GEMM(R, W, V)                                                                       \
+    "vpbroadcastd " #R "*4(%[a]), %%ymm13\n\t"                                      \
+    "vpmaddubsw %%ymm12, %%ymm13, %%ymm14\n\t" QG_ACC(W, V)
+
+static const int32_t qg_k256 = 0x01000100, qg_k1 = 0x00010001, qg_k128 = 0x00800080;
+
+/* 6 x 8 tile: out (6 rows of 8 s32) = A panel x B panel over ng groups. The tile is
+ * finished in registers and stored once; K past 255 groups (1020) goes in chunks, the
+ * later ones added to the first. */
+#define QG_UKR6(NAME, ROW)                                                                         \
+    QE_AVX2 static void NAME(long ng, const uint8_t *a, const uint8_t *b, int32_t *out) {          \
+        __m256i part[QG_MR];                                                                       \
+        int32_t *dst = out;                                                                        \
+        if (ng <= 0) memset(out, 0, QG_MR * QG_NR * sizeof(int32_t));                              \
+        while (ng > 0) {                                                                           \
+            long n = ng < QG_CHUNK ? ng : QG_CHUNK;                                                \
+            ng -= n;                                                                               \
+            __asm__ volatile(                                                                      \
+                QG_INIT12                                                                          \
+                "1:\n\t"                                                                 \
+                "vmovdqu (%[b]), %%ymm12\n\t"                                            \
+                ROW(0, 0, 1) ROW(1, 2, 3) ROW(2, 4, 5) ROW(3, 6, 7) ROW(4, 8, 9)                   \
+                ROW(5, 10, 11)                                                                     \
+                "add $24, %[a]\n\t add $32, %[b]\n\t dec %[n]\n\t jnz 1b\n\t"            \
+                QG_FINISH_CONSTS                                                                   \
+                QG_FINISH(0, 1) QG_FINISH(2, 3) QG_FINISH(4, 5) QG_FINISH(6, 7)                    \
+                QG_FINISH(8, 9) QG_FINISH(10, 11)                                                  \
+                "vmovdqu %%ymm0, 0(%[r])\n\t vmovdqu %%ymm2, 32(%[r])\n\t"               \
+                "vmovdqu %%ymm4, 64(%[r])\n\t vmovdqu %%ymm6, 96(%[r])\n\t"              \
+                "vmovdqu %%ymm8, 128(%[r])\n\t vmovdqu %%ymm10, 160(%[r])\n\t"           \
+                : [a] "+r"(a), [b] "+r"(b), [n] "+r"(n)                                            \
+                : [r] "r"(dst), [k256] "m"(qg_k256), [k1] "m"(qg_k1), [k128] "m"(qg_k128)          \
+                : "memory", "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5",                  \
+                  "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13",    \
+                  "xmm14");                                                              \
+            if (dst != out)                                                                        \
+                for (int i = 0; i < QG_MR; i++) {                                                  \
+                    __m256i *o = (__m256i *)(out + 8 * i);                                         \
+                    _mm256_storeu_si256(o, _mm256_add_epi32(_mm256_loadu_si256(o), part[i]));      \
+                }                                                                                  \
+            dst = (int32_t *)part;                                                                 \
+        }                                                                                          \
+    }
+QG_UKR6(qg_ukr_u8_conv_avx2, QG_ROW_CONV)
+QG_UKR6(qg_ukr_u8_gemm_avx2, QG_ROW_GEMM)
+
+/* QGemm, one row x 32 columns (four B panels at b + i * bps): the rows that do not fill
+ * a 6-row panel (M = 1 is the common classifier case). a: that row in its A panel
+ * (group stride 24 bytes). out: 32 sums. */
+QE_AVX2 static void qg_ukr_u8_gemm_1x4_avx2(long ng, const uint8_t *a, const uint8_t *b,
+                                            long bps, int32_t *out) {
+    __m256i part[4];
+    int32_t *dst = out;
+    if (ng <= 0) memset(out, 0, 4 * QG_NR * sizeof(int32_t));
+    const uint8_t *b2 = b + 2 * bps;
+    while (ng > 0) {
+        long n = ng < QG_CHUNK ? ng : QG_CHUNK;
+        ng -= n;
+        __asm__ volatile(
+            QG_V0
+            "vpxor %%xmm0, %%xmm0, %%xmm0\n\t vmovdqa %%ymm12, %%ymm1\n\t"
+            "vpxor %%xmm2, %%xmm2, %%xmm2\n\t vmovdqa %%ymm12, %%ymm3\n\t"
+            "vpxor %%xmm4, %%xmm4, %%xmm4\n\t vmovdqa %%ymm12, %%ymm5\n\t"
+            "vpxor %%xmm6, %%xmm6, %%xmm6\n\t vmovdqa %%ymm12, %%ymm7\n\t"
+            "1:\n\t"
+            "vpbroadcastd (%[a]), %%ymm13\n\t"
+            "vpmaddubsw (%[b]), %%ymm13, %%ymm14\n\t" QG_ACC(0, 1)
+            "vpmaddubsw (%[b],%[ps]), %%ymm13, %%ymm14\n\t" QG_ACC(2, 3)
+            "vpmaddubsw (%[b2]), %%ymm13, %%ymm14\n\t" QG_ACC(4, 5)
+            "vpmaddubsw (%[b2],%[ps]), %%ymm13, %%ymm14\n\t" QG_ACC(6, 7)
+            "add $24, %[a]\n\t add $32, %[b]\n\t add $32, %[b2]\n\t dec %[n]\n\t jnz 1b\n\t"
+            QG_FINISH_CONSTS
+            QG_FINISH(0, 1) QG_FINISH(2, 3) QG_FINISH(4, 5) QG_FINISH(6, 7)
+            "vmovdqu %%ymm0, 0(%[r])\n\t vmovdqu %%ymm2, 32(%[r])\n\t"
+            "vmovdqu %%ymm4, 64(%[r])\n\t vmovdqu %%ymm6, 96(%[r])\n\t"
+            : [a] "+r"(a), [b] "+r"(b), [b2] "+r"(b2), [n] "+r"(n)
+            : [r] "r"(dst), [ps] "r"(bps), [k256] "m"(qg_k256), [k1] "m"(qg_k1), [k128] "m"(qg_k128)
+            : "memory", "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6",
+              "xmm7", "xmm12", "xmm13", "xmm14");
+        if (dst != out)
+            for (int i = 0; i < 4; i++) {
+                __m256i *o = (__m256i *)(out + 8 * i);
+                _mm256_storeu_si256(o, _mm256_add_epi32(_mm256_loadu_si256(o), part[i]));
+            }
+        dst = (int32_t *)part;
+    }
+}
+/* QConv, small K (a few groups): 6 rows x 16 pixels (B panels at b and b + bps), the
+ * pair sums widened at once (vpmaddwd with ones, from memory) into s32 accumulators. No
+ * finish step and twice the outputs per call: for K <= ~48 the fixed cost per tile (the
+ * finish, the call, the epilogue set-up) outweighs the cheaper s16 accumulation. out: 6
+ * rows of 16 sums. */
+static const int16_t qg_ones16[16] __attribute__((aligned(32))) =
+    {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+#define QG_ROW16(R, C0, C1)                                                                        \
+    "vpbroadcastd " #R "*4(%[a]), %%ymm14\n\t"                                      \
+    "vpmaddubsw %%ymm14, %%ymm12, %%ymm15\n\t"                                      \
+    "vpmaddwd %[ones], %%ymm15, %%ymm15\n\t"                                        \
+    "vpaddd %%ymm15, %%ymm" #C0 ", %%ymm" #C0 "\n\t"                                \
+    "vpmaddubsw %%ymm14, %%ymm13, %%ymm15\n\t"                                      \
+    "vpmaddwd %[ones], %%ymm15, %%ymm15\n\t"                                        \
+    "vpaddd %%ymm15, %%ymm" #C1 ", %%ymm" #C1 "\n\t"
+QE_AVX2 static void qg_ukr_u8_conv16_avx2(long ng, const uint8_t *a, const uint8_t *b,
+                                          long bps, int32_t *out) {
+    if (ng <= 0) {
+        memset(out, 0, 2 * QG_MR * QG_NR * sizeof(int32_t));
+        return;
+    }
+    __asm__ volatile(
+        QG_ZERO12
+        "1:\n\t"
+        "vmovdqu (%[b]), %%ymm12\n\t vmovdqu (%[b],%[ps]), %%ymm13\n\t"
+        QG_ROW16(0, 0, 1) QG_ROW16(1, 2, 3) QG_ROW16(2, 4, 5) QG_ROW16(3, 6, 7)
+        QG_ROW16(4, 8, 9) QG_ROW16(5, 10, 11)
+        "add $24, %[a]\n\t add $32, %[b]\n\t dec %[n]\n\t jnz 1b\n\t"
+        "vmovdqu %%ymm0, 0(%[r])\n\t vmovdqu %%ymm1, 32(%[r])\n\t"
+        "vmovdqu %%ymm2, 64(%[r])\n\t vmovdqu %%ymm3, 96(%[r])\n\t"
+        "vmovdqu %%ymm4, 128(%[r])\n\t vmovdqu %%ymm5, 160(%[r])\n\t"
+        "vmovdqu %%ymm6, 192(%[r])\n\t vmovdqu %%ymm7, 224(%[r])\n\t"
+        "vmovdqu %%ymm8, 256(%[r])\n\t vmovdqu %%ymm9, 288(%[r])\n\t"
+        "vmovdqu %%ymm10, 320(%[r])\n\t vmovdqu %%ymm11, 352(%[r])\n\t"
+        : [a] "+r"(a), [b] "+r"(b), [n] "+r"(ng)
+        : [r] "r"(out), [ps] "r"(bps), [ones] "m"(qg_ones16)
+        : "memory", "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7",
+          "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
+}
+#undef QG_ROW16
+
+#undef QG_ZERO12
+#undef QG_ACC
+#undef QG_ROW_CONV
+#undef QG_ROW_GEMM
+#undef QG_UKR6
+#undef QG_FINISH
+#undef QG_FINISH_CONSTS
+#undef QG_V0
+#undef QG_INIT12
+
+/* Wide path: s16 pairs, vpmaddwd straight into s32 (no saturation, no chunking). */
+QE_AVX2 static void qg_ukr_wide_avx2(long ng, const uint8_t *a, const uint8_t *b,
+                                     int32_t *acc) {
+    __m256i c0 = _mm256_setzero_si256(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0;
+    for (long g = 0; g < ng; g++, a += QG_ABYTES, b += QG_BBYTES) {
+        __m256i bv = _mm256_loadu_si256((const __m256i *)b);
+#define QG_W(R, C)                                                                     \
+        C = _mm256_add_epi32(C, _mm256_madd_epi16(bv, _mm256_set1_epi32(*(const int32_t *)(a + 4 * R))));
+        QG_W(0, c0) QG_W(1, c1) QG_W(2, c2) QG_W(3, c3) QG_W(4, c4) QG_W(5, c5)
+#undef QG_W
+    }
+#define QG_ADD(R, C) _mm256_storeu_si256((__m256i *)(acc + R * QG_NR), C);
+    QG_ADD(0, c0) QG_ADD(1, c1) QG_ADD(2, c2) QG_ADD(3, c3) QG_ADD(4, c4) QG_ADD(5, c5)
+#undef QG_ADD
+}
+#endif
+
+typedef void (*qg_ukr_t)(long, const uint8_t *, const uint8_t *, int32_t *);
+
+static void qg_ukr_u8_conv_c(long ng, const uint8_t *a, const uint8_t *b, int32_t *acc) {
+    qg_ukr_u8_c(ng, a, b, acc, QG_CONV);
+}
+static void qg_ukr_u8_gemm_c(long ng, const uint8_t *a, const uint8_t *b, int32_t *acc) {
+    qg_ukr_u8_c(ng, a, b, acc, QG_GEMM);
+}
+
+static qg_ukr_t qg_pick_ukr(int flavor, int wide, int use_avx2) {
+#if QE_X86
+    if (use_avx2)
+        return wide ? qg_ukr_wide_avx2
+                    : (flavor == QG_CONV ? qg_ukr_u8_conv_avx2 : qg_ukr_u8_gemm_avx2);
+#endif
+    (void)use_avx2;
+    return wide ? qg_ukr_wide_c : (flavor == QG_CONV ? qg_ukr_u8_conv_c : qg_ukr_u8_gemm_c);
+}
+
+/* ---------------------------------------------------------------- packing */
+
+/* Interleave rows r[0..kg) (kg = 4 u8 rows, or 2 rows widened to s16) of n8 columns
+ * (n8 a multiple of 8, every row readable for n8 bytes) into the group-`g` slots of
+ * consecutive B panels: dst + p * pstride holds columns 8p..8p+7. */
+static void qg_interleave(const uint8_t *const *r, int wide, long n8, uint8_t *dst,
+                          long pstride) {
+    long j = 0;
+#if QE_X86
+    const __m128i zero = _mm_setzero_si128();
+    if (!wide) {
+        for (; j + 16 <= n8; j += 16, dst += 2 * pstride) {
+            __m128i r0 = _mm_loadu_si128((const __m128i *)(r[0] + j));
+            __m128i r1 = _mm_loadu_si128((const __m128i *)(r[1] + j));
+            __m128i r2 = _mm_loadu_si128((const __m128i *)(r[2] + j));
+            __m128i r3 = _mm_loadu_si128((const __m128i *)(r[3] + j));
+            __m128i lo01 = _mm_unpacklo_epi8(r0, r1), hi01 = _mm_unpackhi_epi8(r0, r1);
+            __m128i lo23 = _mm_unpacklo_epi8(r2, r3), hi23 = _mm_unpackhi_epi8(r2, r3);
+            _mm_storeu_si128((__m128i *)dst, _mm_unpacklo_epi16(lo01, lo23));
+            _mm_storeu_si128((__m128i *)(dst + 16), _mm_unpackhi_epi16(lo01, lo23));
+            _mm_storeu_si128((__m128i *)(dst + pstride), _mm_unpacklo_epi16(hi01, hi23));
+            _mm_storeu_si128((__m128i *)(dst + pstride + 16), _mm_unpackhi_epi16(hi01, hi23));
+        }
+        if (j < n8) {   /* one last panel of 8 */
+            __m128i r0 = _mm_loadl_epi64((const __m128i *)(r[0] + j));
+            __m128i r1 = _mm_loadl_epi64((const __m128i *)(r[1] + j));
+            __m128i r2 = _mm_loadl_epi64((const __m128i *)(r[2] + j));
+            __m128i r3 = _mm_loadl_epi64((const __m128i *)(r[3] + j));
+            __m128i lo01 = _mm_unpacklo_epi8(r0, r1), lo23 = _mm_unpacklo_epi8(r2, r3);
+            _mm_storeu_si128((__m128i *)dst, _mm_unpacklo_epi16(lo01, lo23));
+            _mm_storeu_si128((__m128i *)(dst + 16), _mm_unpackhi_epi16(lo01, lo23));
+        }
+        return;
+    }
+    for (; j < n8; j += 8, dst += pstride) {   /* wide: 8 columns of 2 s16 = 32 bytes */
+        __m128i r0 = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(r[0] + j)), zero);
+        __m128i r1 = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(r[1] + j)), zero);
+        _mm_storeu_si128((__m128i *)dst, _mm_unpacklo_epi16(r0, r1));
+        _mm_storeu_si128((__m128i *)(dst + 16), _mm_unpackhi_epi16(r0, r1));
+    }
+#else
+    for (; j < n8; j += 8, dst += pstride) {
+        for (int c = 0; c < 8; c++) {
+            if (!wide) {
+                for (int q = 0; q < 4; q++) dst[c * 4 + q] = r[q][j + c];
+            } else {
+                int16_t *d = (int16_t *)dst;
+                d[c * 2] = r[0][j + c];
+                d[c * 2 + 1] = r[1][j + c];
+            }
+        }
+    }
+#endif
+}
+
+/* 2-D conv geometry of one image (or one group of its channels): row k of B is tap
+ * (c, i, j) = (k / (KH*KW), k / KW % KH, k % KW), column n is output pixel (n / OW, n % OW).
+ * pad: the x zero point, read outside the image. xp: scratch for the image padded with
+ * it, (C, Hp, Wp) + 64 bytes of slack, borders filled once (qg_conv_padded_size). */
+typedef struct {
+    const uint8_t *x;                /* (C, H, W): first channel of the group */
+    int C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow;
+    uint8_t pad;
+    uint8_t *xp;
+    int Hp, Wp;
+} qg_conv;
+
+/* Hp, Wp: every row / column a window reads, the bottom / right padding included. */
+static long qg_conv_padded_size(qg_conv *g) {
+    int need_h = (g->oh - 1) * g->sh + (g->kh - 1) * g->dh + 1;
+    int need_w = (g->ow - 1) * g->sw + (g->kw - 1) * g->dw + 1;
+    g->Hp = need_h > g->ph + g->H ? need_h : g->ph + g->H;
+    g->Wp = need_w > g->pw + g->W ? need_w : g->pw + g->W;
+    return (long)g->C * g->Hp * g->Wp + 64;
+}
+
+/* Copy the image into the interior of the padded scratch. */
+static void qg_conv_fill_padded(const qg_conv *g) {
+    for (int c = 0; c < g->C; c++) {
+        const uint8_t *src = g->x + (long)c * g->H * g->W;
+        uint8_t *dst = g->xp + ((long)c * g->Hp + g->ph) * g->Wp + g->pw;
+        if (g->W == g->Wp) {
+            memcpy(dst, src, (size_t)g->H * g->W);
+        } else {
+            for (int iy = 0; iy < g->H; iy++)
+                memcpy(dst + (long)iy * g->Wp, src + (long)iy * g->W, g->W);
+        }
+    }
+}
+
+/* n bytes src -> dst (n small: inline, 16 bytes per step, the last step overlapping). */
+static inline void qg_copy_run(uint8_t *dst, const uint8_t *src, int n) {
+#if QE_X86
+    if (n >= 16) {
+        int t = 0;
+        for (; t + 16 <= n; t += 16)
+            _mm_storeu_si128((__m128i *)(dst + t), _mm_loadu_si128((const __m128i *)(src + t)));
+        if (t < n)
+            _mm_storeu_si128((__m128i *)(dst + n - 16),
+                             _mm_loadu_si128((const __m128i *)(src + n - 16)));
+        return;
+    }
+#endif
+    for (int t = 0; t < n; t++) dst[t] = src[t];
+}
+
+/* Row k of the im2col matrix for output pixels [j0, j0 + n) -> dst[0..n), read from the
+ * padded image (no bounds checks). Stride 2 gathers 16 pixels per step (reads up to 32
+ * bytes past the run: the scratch's slack). */
+static void qg_im2col_row(const qg_conv *g, long k, long j0, long n, uint8_t *dst) {
+    const long khw = (long)g->kh * g->kw;
+    const int c = (int)(k / khw), rem = (int)(k % khw), ti = rem / g->kw, tj = rem % g->kw;
+    const uint8_t *base = g->xp + ((long)c * g->Hp + (long)ti * g->dh) * g->Wp + (long)tj * g->dw;
+    const int sw = g->sw;
+    int oy = (int)(j0 / g->ow), ox = (int)(j0 % g->ow);
+    long done = 0;
+    while (done < n) {
+        int len = g->ow - ox;
+        if (len > n - done) len = (int)(n - done);
+        uint8_t *d = dst + done;
+        const uint8_t *src = base + (long)oy * g->sh * g->Wp + (long)ox * sw;
+        if (sw == 1) {
+            qg_copy_run(d, src, len);
+        } else {
+            int t = 0;
+#if QE_X86
+            if (sw == 2) {
+                const __m128i lo = _mm_set1_epi16(0xff);
+                for (; t + 16 <= len; t += 16) {
+                    __m128i a = _mm_and_si128(_mm_loadu_si128((const __m128i *)(src + 2 * t)), lo);
+                    __m128i b = _mm_and_si128(_mm_loadu_si128((const __m128i *)(src + 2 * t + 16)), lo);
+                    _mm_storeu_si128((__m128i *)(d + t), _mm_packus_epi16(a, b));
+                }
+            }
+#endif
+            for (; t < len; t++) d[t] = src[(long)t * sw];
+        }
+        done += len;
+        ox = 0;
+        oy++;
+    }
+}
+
+/* B block for pixels [j0, j0 + nv) of a conv -> panels (ceil(nv/8) of them, stride
+ * G * 32 bytes). direct: 1x1, stride 1, no padding: row k is x's plane k, read in place
+ * (when the block's full 8-aligned width lies inside the image); otherwise rows come from
+ * the padded image (qg_conv_fill_padded first). rowbuf: kg rows of n8 + 16 bytes. zrow:
+ * n8 + 16 zero bytes (rows past K). */
+static void qg_pack_b_conv(const qg_conv *g, long K, long G, int wide, int direct, long j0,
+                           long nv, uint8_t *dst, uint8_t *rowbuf, const uint8_t *zrow) {
+    const int kg = wide ? 2 : 4;
+    const long n8 = (nv + 7) / 8 * 8, plane = (long)g->H * g->W;
+    const int in_place = direct && j0 + n8 <= plane;
+    const uint8_t *rows[4];
+    for (long grp = 0; grp < G; grp++) {
+        for (int q = 0; q < kg; q++) {
+            long k = grp * kg + q;
+            uint8_t *rb = rowbuf + q * (n8 + 16);
+            if (k >= K) {
+                rows[q] = zrow;
+            } else if (in_place) {
+                rows[q] = g->x + k * plane + j0;
+            } else if (direct) {
+                memcpy(rb, g->x + k * plane + j0, nv);
+                memset(rb + nv, g->pad, n8 - nv);
+                rows[q] = rb;
+            } else {
+                qg_im2col_row(g, k, j0, nv, rb);
+                if (nv < n8) memset(rb + nv, g->pad, n8 - nv);
+                rows[q] = rb;
+            }
+        }
+        qg_interleave(rows, wide, n8, dst + grp * QG_BBYTES, G * QG_BBYTES);
+    }
+}
+
+/* ---------------------------------------------------------------- drivers */
+
+/* Epilogue of an mr x nr corner of a 6 x 8 tile of sums (row stride 8) whose first output
+ * is y (row stride ld elements; residual z, same layout). */
+static void qg_tile_out(const int32_t *acc, int mr, long nr, const qe_epi *e, long m0, long n0,
+                        char *y, long ld, const uint8_t *z, int use_avx2) {
+    const long es = e->out_f32 ? 4 : 1;
+    for (int r = 0; r < mr; r++)
+        qe_span(acc + r * QG_NR, nr, e, m0 + r, n0, y + r * ld * es, z ? z + r * ld : NULL,
+                use_avx2);
+}
+
+/* Tiles i = 0..nt-1: rows m0 + i*dm (mr_last rows in the last tile, QG_MR before), columns
+ * n0 + i*dn (nr_last in the last, 8 before); A panel at a + i*da, B panel at b + i*db (ng
+ * groups each); outputs y (element offset of the first tile's first output) with row
+ * stride ld. QConv sweeps along N (dm = 0), QGemm along M (dn = 0). */
+static void qg_sweep_c(qg_ukr_t ukr, long ng, const uint8_t *a, long da, const uint8_t *b,
+                       long db, long nt, long m0, long dm, int mr_last, long n0, long dn,
+                       long nr_last, const qe_epi *e, char *y, long ld, const uint8_t *z) {
+    int32_t acc[QG_MR * QG_NR];
+    const long es = e->out_f32 ? 4 : 1;
+    for (long i = 0; i < nt; i++) {
+        int last = i == nt - 1;
+        long mi = m0 + i * dm, ni = n0 + i * dn, off = (i * dm) * ld + i * dn;
+        ukr(ng, a + i * da, b + i * db, acc);
+        qg_tile_out(acc, last ? mr_last : (dm ? QG_MR : mr_last),
+                    last ? nr_last : (dn ? QG_NR : nr_last),
+                    e, mi, ni, y + off * es, ld, z ? z + off : NULL, 0);
+    }
+}
+
+#if QE_X86
+QE_AVX2 static void qg_sweep_avx2(qg_ukr_t ukr, long ng, const uint8_t *a, long da,
+                                  const uint8_t *b, long db, long nt, long m0, long dm,
+                                  int mr_last, long n0, long dn, long nr_last, const qe_epi *e,
+                                  char *y, long ld, const uint8_t *z) {
+    int32_t acc[QG_MR * QG_NR];
+    const long es = e->out_f32 ? 4 : 1;
+    for (long i = 0; i < nt; i++) {
+        int last = i == nt - 1;
+        int mr = last ? mr_last : (dm ? QG_MR : mr_last);
+        long nr = last ? nr_last : (dn ? QG_NR : nr_last);
+        long mi = m0 + i * dm, ni = n0 + i * dn, off = (i * dm) * ld + i * dn;
+        ukr(ng, a + i * da, b + i * db, acc);
+        if (nr == QG_NR)
+            qe_tile8_avx2(acc, mr, e, mi, ni, y + off * es, ld, z ? z + off : NULL, ld);
+        else
+            for (int r = 0; r < mr; r++)
+                qe_span_c(acc + r * QG_NR, nr, e, mi + r, ni, y + (off + r * ld) * es,
+                          z ? z + off + r * ld : NULL);
+    }
+}
+#endif
+
+#if QE_X86
+/* QConv, small K, AVX2 u8 path: the tiles of one A panel (rows m0.., mr of them) against
+ * np B panels (stride bps) two at a time (6 x 16, qg_ukr_u8_conv16_avx2); an odd last
+ * panel and the ragged end go through qg_sweep_avx2. */
+QE_AVX2 static void qg_sweep16_avx2(long ng, const uint8_t *a, const uint8_t *b, long bps,
+                                    long np, long m0, int mr, long n0, long nr_last,
+                                    const qe_epi *e, char *y, long ld, const uint8_t *z) {
+    int32_t acc[2 * QG_MR * QG_NR];
+    const long es = e->out_f32 ? 4 : 1;
+    long full = nr_last == QG_NR ? np : np - 1;   /* panels with 8 valid columns */
+    long i = 0;
+    for (; i + 2 <= full; i += 2) {
+        qg_ukr_u8_conv16_avx2(ng, a, b + i * bps, bps, acc);
+        long off = i * QG_NR;
+        qe_tile16_avx2(acc, mr, e, m0, n0 + off, y + off * es, ld, z ? z + off : NULL, ld);
+    }
+    if (i < np)
+        qg_sweep_avx2(qg_ukr_u8_conv_avx2, ng, a, 0, b + i * bps, bps, np - i, m0, 0, mr,
+                      n0 + i * QG_NR, QG_NR, nr_last, e, y + i * QG_NR * es, ld,
+                      z ? z + i * QG_NR : NULL);
+}
+#endif
+
+static void qg_sweep(int use_avx2, qg_ukr_t ukr, long ng, const uint8_t *a, long da,
+                     const uint8_t *b, long db, long nt, long m0, long dm, int mr_last, long n0,
+                     long dn, long nr_last, const qe_epi *e, char *y, long ld, const uint8_t *z) {
+#if QE_X86
+    if (use_avx2) {
+        qg_sweep_avx2(ukr, ng, a, da, b, db, nt, m0, dm, mr_last, n0, dn, nr_last, e, y, ld, z);
+        return;
+    }
+#endif
+    (void)use_avx2;
+    qg_sweep_c(ukr, ng, a, da, b, db, nt, m0, dm, mr_last, n0, dn, nr_last, e, y, ld, z);
+}
+
+typedef struct {
+    long M, K, N;            /* one group: out channels, C/group*KH*KW, OH*OW */
+    long G;                  /* groups of kg: ceil(K / 4) (u8) or ceil(K / 2) (wide) */
+    int wide, direct, use_avx2;
+    long nc;                 /* pixels per B block (multiple of 8) */
+} qg_conv_plan;
+
+/* Pixels per block: the packed block (nc x K bytes) in about 192 KiB of L2. */
+static long qg_conv_block(long N, long G) {
+    long bytes_per_px = G * 4;
+    long nc = 192 * 1024 / bytes_per_px / QG_NR * QG_NR;
+    if (nc < 4 * QG_NR) nc = 4 * QG_NR;
+    long n8 = (N + QG_NR - 1) / QG_NR * QG_NR;
+    if (nc >= n8) return n8;
+    long nb = (n8 + nc - 1) / nc;                       /* balanced blocks */
+    return ((n8 + nb - 1) / nb + QG_NR - 1) / QG_NR * QG_NR;
+}
+
+/* Workspace bytes: packed B block + kg row buffers + a zero row. */
+static long qg_conv_workspace(const qg_conv_plan *p) {
+    return p->nc * p->G * 4 + 5 * (p->nc + 16) + 64;
+}
+
+/* One image, one group: y (M, N) (u8 or float, row stride N elements) = epilogue(W x im2col)
+ * with W packed at wp ([ceil(M/6)][G][24 bytes]); z (M, N) residual or NULL. */
+static void qg_conv_run(const qg_conv_plan *p, const uint8_t *wp, const qg_conv *g,
+                        const qe_epi *e, void *y, const uint8_t *z, uint8_t *ws) {
+    const long M = p->M, N = p->N, G = p->G, es = e->out_f32 ? 4 : 1;
+    const int flavor_wide = p->wide;
+    qg_ukr_t ukr = qg_pick_ukr(QG_CONV, flavor_wide, p->use_avx2);
+    uint8_t *bblk = ws, *rowbuf = ws + p->nc * G * 4;
+    uint8_t *zrow = rowbuf + 4 * (p->nc + 16);
+    memset(zrow, 0, p->nc + 16);
+    if (!p->direct) qg_conv_fill_padded(g);
+    for (long j0 = 0; j0 < N; j0 += p->nc) {
+        long nv = N - j0 < p->nc ? N - j0 : p->nc;
+        long np = (nv + QG_NR - 1) / QG_NR;
+        qg_pack_b_conv(g, p->K, G, p->wide, p->direct, j0, nv, bblk, rowbuf, zrow);
+        for (long m0 = 0; m0 < M; m0 += QG_MR) {   /* the A panel stays in L1 */
+            int mr = M - m0 < QG_MR ? (int)(M - m0) : QG_MR;
+#if QE_X86
+            if (p->use_avx2 && !p->wide && G <= QG_SMALL_K_GROUPS) {
+                qg_sweep16_avx2(G, wp + (m0 / QG_MR) * G * QG_ABYTES, bblk, G * QG_BBYTES, np, m0,
+                                mr, j0, nv - (np - 1) * QG_NR, e, (char *)y + (m0 * N + j0) * es,
+                                N, z ? z + m0 * N + j0 : NULL);
+                continue;
+            }
+#endif
+            qg_sweep(p->use_avx2, ukr, G, wp + (m0 / QG_MR) * G * QG_ABYTES, 0, bblk,
+                     G * QG_BBYTES, np, m0, 0, mr, j0, QG_NR, nv - (np - 1) * QG_NR, e,
+                     (char *)y + (m0 * N + j0) * es, N, z ? z + m0 * N + j0 : NULL);
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- QGemm driver */
+
+typedef struct {
+    long M, K, N;            /* rows of A, K, columns of B */
+    long G;                  /* groups of kg */
+    long NP;                 /* B panels (N rounded up to a multiple of 32, / 8) */
+    int wide, use_avx2;
+    long mc;                 /* rows per packed A block (multiple of 6) */
+} qg_gemm_plan;
+
+static long qg_gemm_block(long M, long G) {
+    long mc = 128 * 1024 / (G * 4) / QG_MR * QG_MR;
+    if (mc < QG_MR) mc = QG_MR;
+    long m6 = (M + QG_MR - 1) / QG_MR * QG_MR;
+    return mc < m6 ? mc : m6;
+}
+
+static long qg_gemm_workspace(const qg_gemm_plan *p) { return p->mc * p->G * 4 + 64; }
+
+/* Rows [i0, i0 + mr) of A (u8, row stride lda) -> A panels over the full K (zero rows and
+ * k past the matrix). wide: widened to s16 pairs. */
+static void qg_pack_a_gemm(const uint8_t *a, long lda, long K, long G, int wide, long i0,
+                           long mr, uint8_t *dst) {
+    const int kg = wide ? 2 : 4;
+    for (long p = 0; p < mr; p += QG_MR) {
+        uint8_t *d = dst + (p / QG_MR) * G * QG_ABYTES;
+        for (int r = 0; r < QG_MR; r++) {
+            const uint8_t *src = p + r < mr ? a + (i0 + p + r) * lda : NULL;
+            for (long grp = 0; grp < G; grp++) {
+                uint8_t *slot = d + grp * QG_ABYTES + r * 4;
+                if (!wide) {
+                    if (src && grp * 4 + 4 <= K) {
+                        memcpy(slot, src + grp * 4, 4);
+                    } else {
+                        for (int q = 0; q < 4; q++) {
+                            long k = grp * 4 + q;
+                            slot[q] = src && k < K ? src[k] : 0;
+                        }
+                    }
+                } else {
+                    int16_t *s16 = (int16_t *)slot;
+                    for (int q = 0; q < kg; q++) {
+                        long k = grp * kg + q;
+                        s16[q] = src && k < K ? src[k] : 0;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* y (M, N) (row stride N elements) = epilogue(A (M, K) u8, row stride lda, x B packed at
+ * bp ([NP][G][32 bytes])); z (M, N) or NULL. */
+static void qg_gemm_run(const qg_gemm_plan *p, const uint8_t *bp, const uint8_t *a, long lda,
+                        const qe_epi *e, void *y, const uint8_t *z, uint8_t *ws) {
+    const long M = p->M, N = p->N, G = p->G, es = e->out_f32 ? 4 : 1;
+    qg_ukr_t ukr = qg_pick_ukr(QG_GEMM, p->wide, p->use_avx2);
+    const long bps = G * QG_BBYTES;
+    int32_t acc4[4 * QG_NR];
+    for (long i0 = 0; i0 < M; i0 += p->mc) {
+        long mc = M - i0 < p->mc ? M - i0 : p->mc;
+        qg_pack_a_gemm(a, lda, p->K, G, p->wide, i0, mc, ws);
+        long mfull = p->use_avx2 && !p->wide ? mc / QG_MR * QG_MR : mc;
+        /* full 6-row panels: 6 x 8 tiles, each B panel reused across the A panels */
+        long npan = (mfull + QG_MR - 1) / QG_MR;
+        for (long pj = 0; npan && pj * QG_NR < N; pj++) {
+            long n0 = pj * QG_NR, nr = N - n0 < QG_NR ? N - n0 : QG_NR;
+            qg_sweep(p->use_avx2, ukr, G, ws, G * QG_ABYTES, bp + pj * bps, 0, npan, i0, QG_MR,
+                     (int)(mfull - (npan - 1) * QG_MR), n0, 0, nr, e, (char *)y + (i0 * N + n0) * es,
+                     N, z ? z + i0 * N + n0 : NULL);
+        }
+#if QE_X86
+        /* leftover rows (AVX2, u8 path): one row x 32 columns at a time */
+        for (long m0 = mfull; m0 < mc; m0++) {
+            const uint8_t *ar = ws + (m0 / QG_MR) * G * QG_ABYTES + (m0 % QG_MR) * 4;
+            long m = i0 + m0;
+            for (long pj = 0; pj < p->NP; pj += 4) {
+                long n0 = pj * QG_NR;
+                if (n0 >= N) break;
+                long nr = N - n0 < 4 * QG_NR ? N - n0 : 4 * QG_NR;
+                qg_ukr_u8_gemm_1x4_avx2(G, ar, bp + pj * bps, bps, acc4);
+                qe_span(acc4, nr, e, m, n0, (char *)y + (m * N + n0) * es,
+                        z ? z + m * N + n0 : NULL, 1);
+            }
+        }
+#endif
+    }
+}
+
+#endif

@@ -1,0 +1,307 @@
+# cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+# cython: language_level=3
+"""Python face of the int8 kernels (_qgemm.h, _qdw.h, epilogue _qepi.h): QConv (group-1 and
+grouped, implicit im2col), depthwise QConv and QGemm, each planned once (weights packed,
+epilogue constants fixed) and run many times without allocating.
+
+    k = QConvKernel(wpacked, wide, geom, group, M, epi)   # qconv.py prepares the arguments
+    k.run(x_u8 (N, C, H, W), y (N, M, OH, OW) u8 or f32, z_u8 or None)
+    k = QDepthwiseKernel(w (C, T) int8, geom, x_zp, epi)
+    k = QGemmKernel(bpacked, wide, rows, K, N, epi);  k.run(a (rows, K), y (rows, N), z)
+
+epi is a dict (see qgemm.epilogue_args): float_path, per_col, bias (int32), mult (float32),
+yzp, lo, hi, out_f32, inv_y, has_z, zzp, zscale, act, p0, p1. AVX2 is used when the CPU has
+it, unless force_portable.
+"""
+import numpy as np
+cimport numpy as cnp
+from libc.stdint cimport int8_t, int16_t, int32_t, uint8_t
+
+cnp.import_array()
+
+cdef extern from "_qepi.h" nogil:
+    ctypedef struct qe_epi:
+        int float_path
+        int per_col
+        const int32_t *bias
+        const float *mult
+        int32_t yzp, lo, hi
+        int out_f32
+        float inv_y
+        int has_z
+        int32_t zzp
+        float zscale
+        int act
+        float p0, p1
+
+cdef extern from "_qgemm.h" nogil:
+    int QG_MR, QG_NR
+    int qg_have_avx2()
+    ctypedef struct qg_conv:
+        const uint8_t *x
+        int C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow
+        uint8_t pad
+        uint8_t *xp
+        int Hp, Wp
+    long qg_conv_padded_size(qg_conv *g)
+    ctypedef struct qg_conv_plan:
+        long M, K, N, G
+        int wide, direct, use_avx2
+        long nc
+    ctypedef struct qg_gemm_plan:
+        long M, K, N, G, NP
+        int wide, use_avx2
+        long mc
+    long qg_conv_block(long N, long G)
+    long qg_conv_workspace(const qg_conv_plan *p)
+    void qg_conv_run(const qg_conv_plan *p, const uint8_t *wp, const qg_conv *g,
+                     const qe_epi *e, void *y, const uint8_t *z, uint8_t *ws)
+    long qg_gemm_block(long M, long G)
+    long qg_gemm_workspace(const qg_gemm_plan *p)
+    void qg_gemm_run(const qg_gemm_plan *p, const uint8_t *bp, const uint8_t *a, long lda,
+                     const qe_epi *e, void *y, const uint8_t *z, uint8_t *ws)
+
+cdef extern from "_qdw.h" nogil:
+    int QDW_MAXT
+    ctypedef struct qdw_plan:
+        int C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow
+        int Hp, Wl, flat, T, npair
+        uint8_t xzp
+        int use_avx2
+    void qdw_setup(qdw_plan *p, long *plane_size, long *obuf_size)
+    void qdw_pack_weights(const qdw_plan *p, const int8_t *w, int32_t *wp)
+    void qdw_run(const qdw_plan *p, const uint8_t *x, const int8_t *w, const int32_t *wp,
+                 const qe_epi *e, void *y, const uint8_t *z, int16_t *P, int32_t *obuf)
+
+MR, NR = QG_MR, QG_NR
+HAVE_AVX2 = bool(qg_have_avx2())
+ACTIVATIONS = {"": 0, "Relu": 1, "Clip": 2, "HardSwish": 3, "HardSigmoid": 4, "Sigmoid": 5,
+               "SiLU": 6, "LeakyRelu": 7, "Gelu": 8}
+
+cdef int FLAGS = cnp.NPY_ARRAY_C_CONTIGUOUS
+
+
+cdef object _fill_epi(qe_epi *e, dict epi):
+    """Copy the epilogue dict into e; -> the arrays e points into (keep them alive)."""
+    bias = np.ascontiguousarray(epi["bias"], np.int32)
+    mult = np.ascontiguousarray(epi["mult"], np.float32)
+    e.float_path = epi["float_path"]
+    e.per_col = epi["per_col"]
+    e.bias = <const int32_t *>cnp.PyArray_DATA(bias)
+    e.mult = <const float *>cnp.PyArray_DATA(mult)
+    e.yzp, e.lo, e.hi = epi["yzp"], epi["lo"], epi["hi"]
+    e.out_f32 = epi["out_f32"]
+    e.inv_y = epi["inv_y"]
+    e.has_z = epi["has_z"]
+    e.zzp = epi["zzp"]
+    e.zscale = epi["zscale"]
+    e.act = ACTIVATIONS[epi["act"]]
+    e.p0, e.p1 = epi["p0"], epi["p1"]
+    return (bias, mult)
+
+
+cdef int _check(cnp.ndarray a, int typenum, long size, str what) except -1:
+    if not (cnp.PyArray_TYPE(a) == typenum and cnp.PyArray_CHKFLAGS(a, FLAGS)
+            and cnp.PyArray_SIZE(a) == size):
+        want = "float32" if typenum == cnp.NPY_FLOAT32 else "uint8"
+        raise ValueError(f"{what}: expected a C-contiguous {want} array of {size} elements, "
+                         f"got {a.dtype} {(<object>a).shape}")
+    return 0
+
+
+cdef inline cnp.ndarray _contig(cnp.ndarray a):
+    """a itself when C-contiguous, else a contiguous copy (a strided view: one copy)."""
+    if a is None or cnp.PyArray_CHKFLAGS(a, FLAGS):
+        return a
+    return np.ascontiguousarray(a)
+
+
+cdef class QConvKernel:
+    """Group-1 or grouped QConv through the packed int8 GEMM. wpacked: the weights of all
+    groups, each packed by qgemm.pack_a (uint8 view); geom = (C, H, W, kh, kw, sh, sw, ph,
+    pw, dh, dw, oh, ow) of the whole image; M = all output channels."""
+    cdef qg_conv_plan plan
+    cdef qg_conv geo
+    cdef qe_epi epi
+    cdef object keep
+    cdef cnp.ndarray ws, xpad
+    cdef long group, Mtot, Ctot, gstride, xsize, ysize
+    cdef int out_f32
+
+    def __init__(self, cnp.ndarray wpacked, bint wide, geom, long group, long M, dict epi,
+                 uint8_t x_zp, bint force_portable=False):
+        (self.geo.C, self.geo.H, self.geo.W, self.geo.kh, self.geo.kw, self.geo.sh,
+         self.geo.sw, self.geo.ph, self.geo.pw, self.geo.dh, self.geo.dw, self.geo.oh,
+         self.geo.ow) = geom
+        self.group, self.Mtot, self.Ctot = group, M, self.geo.C
+        self.geo.C = self.Ctot // group
+        self.geo.pad = x_zp
+        self.plan.M = M // group
+        self.plan.K = <long>self.geo.C * self.geo.kh * self.geo.kw
+        self.plan.N = <long>self.geo.oh * self.geo.ow
+        self.plan.wide = wide
+        self.plan.G = (self.plan.K + (1 if wide else 3)) // (2 if wide else 4)
+        self.plan.direct = (self.geo.kh == 1 and self.geo.kw == 1 and self.geo.sh == 1
+                            and self.geo.sw == 1 and self.geo.ph == 0 and self.geo.pw == 0
+                            and self.geo.oh == self.geo.H and self.geo.ow == self.geo.W)
+        self.plan.use_avx2 = HAVE_AVX2 and not force_portable
+        self.plan.nc = qg_conv_block(self.plan.N, self.plan.G)
+        self.gstride = (self.plan.M + QG_MR - 1) // QG_MR * self.plan.G * QG_MR * 4
+        wp = np.ascontiguousarray(wpacked).view(np.uint8).ravel()
+        if wp.size != self.gstride * group:
+            raise ValueError(f"packed weights: {wp.size} bytes, expected {self.gstride * group}")
+        self.keep = (wp, _fill_epi(&self.epi, epi))
+        self.out_f32 = epi["out_f32"]
+        self.ws = np.zeros(qg_conv_workspace(&self.plan), np.uint8)
+        # the padded image: borders hold x_zp for good, the interior is copied per call
+        self.xpad = np.full(qg_conv_padded_size(&self.geo), x_zp, np.uint8)
+        self.geo.xp = <uint8_t *>cnp.PyArray_DATA(self.xpad)
+        self.xsize = self.Ctot * self.geo.H * self.geo.W
+        self.ysize = M * self.plan.N
+
+    @property
+    def simd(self):
+        return "avx2" if self.plan.use_avx2 else "portable"
+
+    def run(self, cnp.ndarray x, cnp.ndarray y, cnp.ndarray z=None):
+        """x (n, C, H, W) uint8, y (n, M, OH, OW) uint8 or float32, z like y (uint8) or None;
+        all C-contiguous."""
+        x, z = _contig(x), _contig(z)
+        cdef long n = x.shape[0] if x.ndim else 0
+        _check(x, cnp.NPY_UINT8, n * self.xsize, "QConv x")
+        _check(y, cnp.NPY_FLOAT32 if self.out_f32 else cnp.NPY_UINT8, n * self.ysize, "QConv y")
+        cdef const uint8_t *zp = NULL
+        if self.epi.has_z:
+            if z is None:
+                raise ValueError("QConv: residual z missing")
+            _check(z, cnp.NPY_UINT8, n * self.ysize, "QConv z")
+            zp = <const uint8_t *>cnp.PyArray_DATA(z)
+        cdef const uint8_t *xp = <const uint8_t *>cnp.PyArray_DATA(x)
+        cdef char *yp = <char *>cnp.PyArray_DATA(y)
+        cdef const uint8_t *wp = <const uint8_t *>cnp.PyArray_DATA(self.keep[0])
+        cdef uint8_t *ws = <uint8_t *>cnp.PyArray_DATA(self.ws)
+        cdef long b, gi, es = 4 if self.out_f32 else 1
+        cdef long xg = <long>self.geo.C * self.geo.H * self.geo.W
+        cdef long yg = self.plan.M * self.plan.N
+        cdef qg_conv g = self.geo
+        cdef qe_epi e = self.epi
+        with nogil:
+            for b in range(n):
+                for gi in range(self.group):
+                    g.x = xp + b * self.xsize + gi * xg
+                    e.bias = self.epi.bias + gi * self.plan.M
+                    e.mult = self.epi.mult + gi * self.plan.M
+                    qg_conv_run(&self.plan, wp + gi * self.gstride, &g, &e,
+                                yp + (b * self.ysize + gi * yg) * es,
+                                zp + b * self.ysize + gi * yg if zp != NULL else NULL, ws)
+
+
+cdef class QDepthwiseKernel:
+    """Depthwise QConv (group == C == M). w (C, kh*kw) int8; geom as QConvKernel's."""
+    cdef qdw_plan plan
+    cdef qe_epi epi
+    cdef object keep
+    cdef cnp.ndarray P, obuf
+    cdef long xsize, ysize
+    cdef int out_f32
+
+    def __init__(self, cnp.ndarray w, geom, dict epi, uint8_t x_zp, bint force_portable=False):
+        (self.plan.C, self.plan.H, self.plan.W, self.plan.kh, self.plan.kw, self.plan.sh,
+         self.plan.sw, self.plan.ph, self.plan.pw, self.plan.dh, self.plan.dw, self.plan.oh,
+         self.plan.ow) = geom
+        if self.plan.kh * self.plan.kw > QDW_MAXT:
+            raise ValueError(f"depthwise window {self.plan.kh}x{self.plan.kw} too large")
+        self.plan.xzp = x_zp
+        self.plan.use_avx2 = HAVE_AVX2 and not force_portable
+        cdef long psize, osize
+        qdw_setup(&self.plan, &psize, &osize)
+        wc = np.ascontiguousarray(w, np.int8).reshape(self.plan.C, self.plan.kh * self.plan.kw)
+        wpairs = np.zeros((self.plan.C, self.plan.npair), np.int32)
+        qdw_pack_weights(&self.plan, <const int8_t *>cnp.PyArray_DATA(wc),
+                         <int32_t *>cnp.PyArray_DATA(wpairs))
+        self.keep = (wc, wpairs, _fill_epi(&self.epi, epi))
+        self.out_f32 = epi["out_f32"]
+        self.P = np.zeros(psize, np.int16)
+        self.obuf = np.zeros(osize, np.int32)
+        self.xsize = <long>self.plan.C * self.plan.H * self.plan.W
+        self.ysize = <long>self.plan.C * self.plan.oh * self.plan.ow
+
+    @property
+    def simd(self):
+        return "avx2" if self.plan.use_avx2 else "portable"
+
+    def run(self, cnp.ndarray x, cnp.ndarray y, cnp.ndarray z=None):
+        x, z = _contig(x), _contig(z)
+        cdef long n = x.shape[0] if x.ndim else 0
+        _check(x, cnp.NPY_UINT8, n * self.xsize, "QConv x")
+        _check(y, cnp.NPY_FLOAT32 if self.out_f32 else cnp.NPY_UINT8, n * self.ysize, "QConv y")
+        cdef const uint8_t *zp = NULL
+        if self.epi.has_z:
+            if z is None:
+                raise ValueError("QConv: residual z missing")
+            _check(z, cnp.NPY_UINT8, n * self.ysize, "QConv z")
+            zp = <const uint8_t *>cnp.PyArray_DATA(z)
+        cdef const uint8_t *xp = <const uint8_t *>cnp.PyArray_DATA(x)
+        cdef char *yp = <char *>cnp.PyArray_DATA(y)
+        cdef const int8_t *wp = <const int8_t *>cnp.PyArray_DATA(self.keep[0])
+        cdef const int32_t *wpairs = <const int32_t *>cnp.PyArray_DATA(self.keep[1])
+        cdef int16_t *P = <int16_t *>cnp.PyArray_DATA(self.P)
+        cdef int32_t *ob = <int32_t *>cnp.PyArray_DATA(self.obuf)
+        cdef long b, es = 4 if self.out_f32 else 1
+        with nogil:
+            for b in range(n):
+                qdw_run(&self.plan, xp + b * self.xsize, wp, wpairs, &self.epi,
+                        yp + b * self.ysize * es, zp + b * self.ysize if zp != NULL else NULL,
+                        P, ob)
+
+
+cdef class QGemmKernel:
+    """QGemm: y (rows, N) = epilogue(a (rows, K) u8 x B (K, N) s8); bpacked from
+    qgemm.pack_b (NP panels of 8 columns, NP a multiple of 4)."""
+    cdef qg_gemm_plan plan
+    cdef qe_epi epi
+    cdef object keep
+    cdef cnp.ndarray ws
+    cdef int out_f32
+
+    def __init__(self, cnp.ndarray bpacked, bint wide, long rows, long K, long N, dict epi,
+                 bint force_portable=False):
+        self.plan.M, self.plan.K, self.plan.N = rows, K, N
+        self.plan.wide = wide
+        self.plan.G = (K + (1 if wide else 3)) // (2 if wide else 4)
+        self.plan.NP = (N + 31) // 32 * 4
+        self.plan.use_avx2 = HAVE_AVX2 and not force_portable
+        self.plan.mc = qg_gemm_block(rows, self.plan.G)
+        bp = np.ascontiguousarray(bpacked).view(np.uint8).ravel()
+        if bp.size != self.plan.NP * self.plan.G * QG_NR * 4:
+            raise ValueError(f"packed B: {bp.size} bytes, expected "
+                             f"{self.plan.NP * self.plan.G * QG_NR * 4}")
+        self.keep = (bp, _fill_epi(&self.epi, epi))
+        self.out_f32 = epi["out_f32"]
+        self.ws = np.zeros(qg_gemm_workspace(&self.plan), np.uint8)
+
+    @property
+    def simd(self):
+        return "avx2" if self.plan.use_avx2 else "portable"
+
+    def run(self, cnp.ndarray a, cnp.ndarray y, cnp.ndarray z=None):
+        """a: rows x K uint8 (C-contiguous, any shape of that size); y rows x N (uint8 or
+        float32); z like y or None."""
+        a, z = _contig(a), _contig(z)
+        cdef long rows = self.plan.M, N = self.plan.N
+        _check(a, cnp.NPY_UINT8, rows * self.plan.K, "QGemm a")
+        _check(y, cnp.NPY_FLOAT32 if self.out_f32 else cnp.NPY_UINT8, rows * N, "QGemm y")
+        cdef const uint8_t *zp = NULL
+        if self.epi.has_z:
+            if z is None:
+                raise ValueError("QGemm: residual z missing")
+            _check(z, cnp.NPY_UINT8, rows * N, "QGemm z")
+            zp = <const uint8_t *>cnp.PyArray_DATA(z)
+        if rows == 0 or N == 0:
+            return
+        cdef const uint8_t *bp = <const uint8_t *>cnp.PyArray_DATA(self.keep[0])
+        cdef const uint8_t *ap = <const uint8_t *>cnp.PyArray_DATA(a)
+        cdef void *yp = cnp.PyArray_DATA(y)
+        cdef uint8_t *ws = <uint8_t *>cnp.PyArray_DATA(self.ws)
+        with nogil:
+            qg_gemm_run(&self.plan, bp, ap, self.plan.K, &self.epi, yp, zp, ws)

@@ -1,0 +1,107 @@
+"""QConv on edgenn's int8 C kernels (_qgemm.pyx): x u8 (N, C, H, W), w s8 const
+(M, C/group, KH, KW) -> y (N, M, OH, OW), u8 or float32, with the fused epilogue of the
+int8 spec (integer requantization, or float: residual, activation, requantize / float out).
+
+qconv_gemm_int8: group-1 convs (and grouped ones, group by group) as the packed u8 x s8
+  GEMM W (M, C*KH*KW) x im2col (C*KH*KW, OH*OW): weights packed once, the im2col columns
+  packed per block straight from the uint8 image (padding reads x_zp, contributing 0);
+  1x1 stride-1 convs only interleave K. Layers whose weights could saturate vpmaddubsw
+  (8-bit weights, a same-signed pair summing past 128) take the exact int16 path.
+qconv_dw_int8: depthwise (group == C == M), int16 pair products, any kernel / stride /
+  padding / dilation.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .conv import geometry
+from .qgemm import consts_ok, epilogue_args, opt, pack_a, register, u8_path_exact
+from .quantize import scalar
+
+ACTIVATIONS = ("", "Relu", "Clip", "HardSwish", "HardSigmoid", "Sigmoid", "SiLU", "LeakyRelu")
+
+
+def _qgemm():
+    from . import _qgemm
+    return _qgemm
+
+
+def _conv_ok(node, ins, outs) -> bool:
+    x, w = ins[0], opt(ins, 3)
+    return (len(x.shape) == 4 and w is not None and len(w.shape) == 4
+            and len(outs[0].shape) == 4 and node.attrs.get("auto_pad", "NOTSET") in
+            ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER", "", None)
+            and consts_ok(node, ins, outs, w.shape[0], ACTIVATIONS))
+
+
+def _is_depthwise(node, ins) -> bool:
+    c, m, g = ins[0].shape[1], ins[3].shape[0], int(node.attrs.get("group", 1))
+    return g > 1 and g == c == m
+
+
+def _geom(node, ins, outs):
+    """-> (C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow) of the whole image."""
+    x, w, y = ins[0].shape, ins[3].shape, outs[0].shape
+    (sh, sw), (ph, pw), (dh, dw) = geometry(node, x, w, y)
+    return (x[1], x[2], x[3], w[2], w[3], sh, sw, ph, pw, dh, dw, y[2], y[3])
+
+
+def _runner(k, has_z):
+    conv = k.run
+    if has_z:
+        def run(inputs, outputs):
+            conv(inputs[0], outputs[0], inputs[9])
+    else:
+        def run(inputs, outputs):
+            conv(inputs[0], outputs[0])
+    run.kernel = k    # inspectable: k.simd
+    return run
+
+
+# -- group-1 / grouped: the packed GEMM ------------------------------------------------------
+
+def _gemm_supports(node, ins, outs) -> bool:
+    return _conv_ok(node, ins, outs) and not _is_depthwise(node, ins)
+
+
+def prepare_gemm(node, ins, outs, force_portable=False, force_wide=False):
+    """-> run(inputs, outputs); force_*: tests pin the portable build / the int16 path."""
+    qg = _qgemm()
+    w = np.asarray(ins[3].value, np.int8)
+    m = w.shape[0]
+    group = int(node.attrs.get("group", 1))
+    wrows = w.reshape(m, -1)                                   # (M, C/g*KH*KW)
+    wide = force_wide or not u8_path_exact(wrows)
+    mg = m // group
+    packed = np.concatenate([pack_a(wrows[g * mg:(g + 1) * mg], wide) for g in range(group)])
+    epi = epilogue_args(node, ins, m, wsum=wrows.astype(np.int64).sum(axis=1))
+    k = qg.QConvKernel(packed, wide, _geom(node, ins, outs), group, m, epi,
+                       int(scalar(ins[2])), force_portable=force_portable)
+    run = _runner(k, opt(ins, 9) is not None)
+    run.wide = wide
+    return run
+
+
+register("QConv", "qconv_gemm_int8", _gemm_supports,
+         lambda node, ins, outs: prepare_gemm(node, ins, outs))
+
+
+# -- depthwise ---------------------------------------------------------------------------------
+
+def _dw_supports(node, ins, outs) -> bool:
+    return _conv_ok(node, ins, outs) and _is_depthwise(node, ins) and \
+        ins[3].shape[2] * ins[3].shape[3] <= 1024
+
+
+def prepare_depthwise(node, ins, outs, force_portable=False):
+    qg = _qgemm()
+    w = np.asarray(ins[3].value, np.int8)
+    c = w.shape[0]
+    epi = epilogue_args(node, ins, c, wsum=None)   # the kernel subtracts x_zp itself
+    k = qg.QDepthwiseKernel(w.reshape(c, -1), _geom(node, ins, outs), epi,
+                            int(scalar(ins[2])), force_portable=force_portable)
+    return _runner(k, opt(ins, 9) is not None)
+
+
+register("QConv", "qconv_dw_int8", _dw_supports,
+         lambda node, ins, outs: prepare_depthwise(node, ins, outs))

@@ -1,0 +1,208 @@
+"""QGemm on edgenn's packed int8 GEMM (_qgemm.pyx / _qgemm.h), and the plan-time helpers
+QConv shares (epilogue constants, weight packing, the saturation check).
+
+QGemm: y (..., N) = epilogue(a (..., K) u8  x  b (K, N) s8 const), every leading dim a row.
+b is packed once into panels of 8 columns (N rounded up to 32), K in groups of 4 bytes
+(or of 2 int16 on the exact "wide" path, for weights whose pairs could saturate
+vpmaddubsw); per call only a is packed. The epilogue (int8 spec: integer or float path,
+residual, activation) runs on each 6x8 register tile's sums (see _qepi.h).
+
+Inputs (the int8 spec): 0 a, 1 a_scale, 2 a_zp, 3 b, 4 b_scale () or (N,), 5 b_zp (zeros),
+6 y_scale, 7 y_zp, 8 C (int32 (N,)), 9 z, 10 z_scale, 11 z_zp; "" (None) when omitted.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...registry import kernel
+from .quantize import scalar
+
+F32 = np.float32
+MR, NR = 6, 8                     # register tile of the C micro-kernel (_qgemm.h)
+INTEGER_PATH_ACTIVATIONS = ("", "Relu", "Clip")
+ACTIVATIONS = ("", "Relu", "Clip", "HardSwish", "HardSigmoid", "Sigmoid", "SiLU", "LeakyRelu",
+               "Gelu")
+# exp / erf in C may round differently from NumPy's in the last float bit, so a u8 output
+# may land one step away: those nodes go to the "_exp" specs, declared with lsb_tolerance=1;
+# every other node is bit-exact (the plain specs, checked exactly by the tuner and tests)
+TRANSCENDENTAL = ("Sigmoid", "SiLU", "Gelu")
+
+
+def _qgemm():
+    from . import _qgemm
+    return _qgemm
+
+
+def opt(ins, i):
+    return ins[i] if i < len(ins) else None
+
+
+def _round_up(v: int, m: int) -> int:
+    return (v + m - 1) // m * m
+
+
+# -- capability checks shared with qconv.py ---------------------------------------------------
+
+def consts_ok(node, ins, outs, channels: int, activations=ACTIVATIONS) -> bool:
+    """Scales / zero points constant (per tensor; the weights' scale per tensor or per
+    channel), weight zero point all zeros, bias constant int32, u8 activations and
+    residual, u8 or float32 output, a known activation."""
+    for i in (1, 2):
+        if scalar(opt(ins, i)) is None:
+            return False
+    w, ws, wz = opt(ins, 3), opt(ins, 4), opt(ins, 5)
+    if w is None or w.value is None or w.dtype != "int8" or ws is None or ws.value is None:
+        return False
+    if np.asarray(ws.value).size not in (1, channels):
+        return False
+    if wz is not None and (wz.value is None or np.any(np.asarray(wz.value) != 0)):
+        return False
+    if ins[0].dtype != "uint8" or opt(ins, 2).dtype != "uint8":
+        return False
+    y_scale = opt(ins, 6)
+    if y_scale is not None and (scalar(y_scale) is None or scalar(opt(ins, 7)) is None):
+        return False
+    if outs[0].dtype != ("uint8" if y_scale is not None else "float32"):
+        return False
+    b = opt(ins, 8)
+    if b is not None and (b.value is None or b.dtype != "int32"
+                          or np.asarray(b.value).size != channels):
+        return False
+    z = opt(ins, 9)
+    if z is not None and (z.dtype != "uint8" or tuple(z.shape) != tuple(outs[0].shape)
+                          or scalar(opt(ins, 10)) is None or scalar(opt(ins, 11)) is None):
+        return False
+    return node.attrs.get("activation", "") in activations
+
+
+def epilogue_args(node, ins, channels: int, wsum=None, per_col: bool = False) -> dict:
+    """The epilogue constants of the int8 spec, computed once in float32 NumPy exactly as
+    the reference does. wsum (channels,): sum_k w[c, k] when the kernel's sums are over the
+    raw u8 x (the zero point's term is folded into the bias), None when the kernel
+    subtracts the zero point itself. Per-channel arrays are padded to a multiple of 32."""
+    x_scale, x_zp = F32(scalar(ins[1])), int(scalar(ins[2]))
+    w_scale = np.broadcast_to(np.asarray(ins[4].value, F32).reshape(-1), (channels,))
+    b = opt(ins, 8)
+    bias = np.zeros(channels, np.int64) if b is None else \
+        np.asarray(b.value).reshape(-1).astype(np.int64)
+    if wsum is not None:
+        bias = bias - x_zp * np.asarray(wsum, np.int64)
+    has_y = opt(ins, 6) is not None
+    has_z = opt(ins, 9) is not None
+    act = node.attrs.get("activation", "") or ""
+    params = [float(p) for p in (node.attrs.get("activation_params") or [])]
+    e = dict(float_path=1, per_col=int(per_col), yzp=0, lo=0, hi=255, out_f32=int(not has_y),
+             inv_y=0.0, has_z=int(has_z), zzp=0, zscale=0.0, act=act, p0=0.0, p1=0.0)
+    if has_y:
+        y_scale, y_zp = F32(scalar(ins[6])), F32(scalar(ins[7]))
+        e["yzp"] = int(y_zp)
+    if has_y and not has_z and act in INTEGER_PATH_ACTIVATIONS:
+        mult = x_scale * w_scale / y_scale                       # float32, as the reference
+        lo, hi = F32(0), F32(255)
+        if act == "Relu":
+            lo = max(lo, y_zp)
+        elif act == "Clip":
+            a, b_ = (F32(p) for p in params)
+            lo = max(lo, np.rint(a / y_scale) + y_zp)
+            hi = min(hi, np.rint(b_ / y_scale) + y_zp)
+        e.update(float_path=0, act="", lo=int(np.clip(lo, -1, 256)), hi=int(np.clip(hi, -1, 256)))
+    else:
+        mult = x_scale * w_scale
+        if has_y:
+            e["inv_y"] = float(F32(1) / y_scale)
+        if has_z:
+            e["zzp"], e["zscale"] = int(scalar(ins[11])), float(F32(scalar(ins[10])))
+        if act == "HardSigmoid":
+            params = params or [0.2, 0.5]
+        elif act == "LeakyRelu":
+            params = params or [0.01]
+        params = (params + [0.0, 0.0])[:2]
+        e["p0"], e["p1"] = float(F32(params[0])), float(F32(params[1]))
+    n32 = _round_up(max(channels, 1), 32)
+    e["bias"] = np.zeros(n32, np.int32)
+    e["bias"][:channels] = bias.astype(np.int32)                 # int32 wrap, as the sums
+    e["mult"] = np.zeros(n32, F32)
+    e["mult"][:channels] = mult
+    return e
+
+
+def bit_exact(node, outs) -> bool:
+    """True unless a transcendental activation feeds a u8 output (see TRANSCENDENTAL)."""
+    return outs[0].dtype != "uint8" or node.attrs.get("activation", "") not in TRANSCENDENTAL
+
+
+def register(op: str, name: str, supports, prepare) -> None:
+    """Register `prepare` twice: `name` for the bit-exact nodes, `name`_exp (one output step
+    of tolerance) for u8 outputs through Sigmoid / SiLU / Gelu."""
+    kernel(op, name, supports=lambda node, ins, outs: supports(node, ins, outs)
+           and bit_exact(node, outs))(prepare)
+    kernel(op, name + "_exp", supports=lambda node, ins, outs: supports(node, ins, outs)
+           and not bit_exact(node, outs), lsb_tolerance=1)(prepare)
+
+
+# -- weight packing ---------------------------------------------------------------------------
+
+def u8_path_exact(w_rows: np.ndarray) -> bool:
+    """w_rows (channels, K) int8: True when vpmaddubsw cannot saturate on any pair
+    (w_2j, w_2j+1) against u8 activations: 255 * (sum of the same-signed pair) must fit
+    in int16, i.e. neither the positive nor the negative parts of a pair exceed 128."""
+    w = np.asarray(w_rows, np.int32)
+    if w.shape[1] % 2:
+        w = np.pad(w, ((0, 0), (0, 1)))
+    a, b = w[:, 0::2], w[:, 1::2]
+    pos = np.maximum(a, 0) + np.maximum(b, 0)
+    neg = np.maximum(-a, 0) + np.maximum(-b, 0)
+    return bool(pos.max(initial=0) <= 128 and neg.max(initial=0) <= 128)
+
+
+def _panels(w_rows: np.ndarray, lanes: int, rows_to: int, wide: bool) -> np.ndarray:
+    """(R, K) -> [R/lanes panels][K groups][lanes][kg] (kg = 4 int8 or 2 int16) as bytes."""
+    kg = 2 if wide else 4
+    r, k = w_rows.shape
+    g = (k + kg - 1) // kg
+    full = np.zeros((_round_up(max(r, 1), rows_to), g * kg), np.int16 if wide else np.int8)
+    full[:r, :k] = w_rows
+    p = full.reshape(-1, lanes, g, kg).transpose(0, 2, 1, 3)
+    return np.ascontiguousarray(p).reshape(-1).view(np.uint8)
+
+
+def pack_a(w_rows: np.ndarray, wide: bool) -> np.ndarray:
+    """Conv weights (M, K) int8 -> A panels of 6 rows."""
+    return _panels(w_rows, MR, MR, wide)
+
+
+def pack_b(w_kn: np.ndarray, wide: bool) -> np.ndarray:
+    """Gemm weights (K, N) int8 -> B panels of 8 columns, N rounded up to 32."""
+    return _panels(np.asarray(w_kn).T, NR, 4 * NR, wide)
+
+
+# -- QGemm ------------------------------------------------------------------------------------
+
+def _supports(node, ins, outs) -> bool:
+    b = opt(ins, 3)
+    return (len(ins[0].shape) >= 1 and b is not None and len(b.shape) == 2
+            and consts_ok(node, ins, outs, b.shape[1]))
+
+
+def prepare_qgemm(node, ins, outs, force_portable=False, force_wide=False):
+    """-> run(inputs, outputs); force_*: tests pin the portable build / the wide path."""
+    qg = _qgemm()
+    w = np.asarray(ins[3].value, np.int8)
+    k, n = w.shape
+    rows = int(np.prod(outs[0].shape[:-1]))
+    wide = force_wide or not u8_path_exact(w.T)
+    epi = epilogue_args(node, ins, n, wsum=w.astype(np.int64).sum(axis=0), per_col=True)
+    g = qg.QGemmKernel(pack_b(w, wide), wide, rows, k, n, epi, force_portable=force_portable)
+    gemm = g.run
+    if opt(ins, 9) is not None:
+        def run(inputs, outputs):
+            gemm(inputs[0], outputs[0], inputs[9])
+    else:
+        def run(inputs, outputs):
+            gemm(inputs[0], outputs[0])
+    run.kernel = g      # inspectable: simd, plan
+    run.wide = wide
+    return run
+
+
+register("QGemm", "qgemm_int8", _supports, lambda node, ins, outs: prepare_qgemm(node, ins, outs))

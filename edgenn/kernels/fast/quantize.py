@@ -1,0 +1,54 @@
+"""QuantizeLinear / DequantizeLinear, per tensor, uint8 <-> float32: one C pass each
+(_rowops quantize_u8 / dequantize_u8, AVX2 with a portable fallback), bit-exact with the
+ONNX reference (x / scale in float32, round half to even, saturate)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...registry import kernel
+from . import _rowops
+from .threading_cost import c_cost
+
+
+def scalar(info):
+    """The float/int value of a constant per-tensor scale or zero point, else None."""
+    if info is None or info.value is None or np.asarray(info.value).size != 1:
+        return None
+    return np.asarray(info.value).reshape(-1)[0]
+
+
+def _quantize_supports(node, ins, outs) -> bool:
+    """float32 x, constant scalar float32 scale, constant uint8 zero point."""
+    zp = ins[2] if len(ins) > 2 else None
+    return (ins[0].dtype == "float32" and outs[0].dtype == "uint8"
+            and ins[1].dtype == "float32" and scalar(ins[1]) is not None
+            and zp is not None and zp.dtype == "uint8" and scalar(zp) is not None)
+
+
+def _dequantize_supports(node, ins, outs) -> bool:
+    """uint8 x, constant scalar float32 scale, constant (or omitted) zero point."""
+    zp = ins[2] if len(ins) > 2 else None
+    return (ins[0].dtype == "uint8" and outs[0].dtype == "float32"
+            and ins[1].dtype == "float32" and scalar(ins[1]) is not None
+            and (zp is None or scalar(zp) is not None))
+
+
+@kernel("QuantizeLinear", "quantize_u8_c", supports=_quantize_supports, cost=c_cost)
+def prepare_quantize(node, ins, outs):
+    scale, zp = np.float32(scalar(ins[1])), int(scalar(ins[2]))
+    quantize = _rowops.quantize_u8
+
+    def run(inputs, outputs):
+        quantize(inputs[0].reshape(-1), outputs[0].reshape(-1), scale, zp, True)
+    return run
+
+
+@kernel("DequantizeLinear", "dequantize_u8_c", supports=_dequantize_supports, cost=c_cost)
+def prepare_dequantize(node, ins, outs):
+    scale = np.float32(scalar(ins[1]))
+    zp = int(scalar(ins[2])) if len(ins) > 2 and ins[2] is not None else 0
+    dequantize = _rowops.dequantize_u8
+
+    def run(inputs, outputs):
+        dequantize(inputs[0].reshape(-1), outputs[0].reshape(-1), scale, zp)
+    return run

@@ -1,0 +1,51 @@
+"""QuantizeLinear / DequantizeLinear cases (per tensor, uint8): sizes around the 32-wide
+vector tail, ties that round half to even, saturation at both ends, NaN-free extremes."""
+import numpy as np
+
+from edgenn.graph.ir import Node
+
+SHAPES = [(1,), (7,), (32,), (33,), (2, 3, 5, 7), (1, 16, 9, 9), (0, 4)]
+PARAMS = [(0.02, 128), (1.0, 0), (0.5, 255), (3.0, 7)]
+
+
+def _x(rng, shape, scale):
+    x = (rng.standard_normal(shape) * 150 * scale).astype(np.float32)
+    flat = x.reshape(-1)
+    flat[: flat.size // 4] = (np.arange(flat.size // 4) - 4.5).astype(np.float32) * scale  # ties
+    return x
+
+
+def quantize_cases():
+    rng = np.random.default_rng(11)
+    for shape in SHAPES:
+        for scale, zp in PARAMS:
+            node = Node("QuantizeLinear", ["x", "s", "z"], ["y"], {"axis": 1}, "q")
+            yield node, [_x(rng, shape, scale), np.float32(scale), np.uint8(zp)], {1, 2}
+
+
+def dequantize_cases():
+    rng = np.random.default_rng(12)
+    for shape in SHAPES:
+        for scale, zp in PARAMS:
+            node = Node("DequantizeLinear", ["x", "s", "z"], ["y"], {"axis": 1}, "dq")
+            x = rng.integers(0, 256, shape, dtype=np.uint8)
+            yield node, [x, np.float32(scale), np.uint8(zp)], {1, 2}
+
+
+CASES = {"QuantizeLinear": quantize_cases, "DequantizeLinear": dequantize_cases}
+
+
+def maxpool_int_cases():
+    """MaxPool on uint8 / int8 tensors (quantized graphs): pads, stride 2, dilation, ceil."""
+    rng = np.random.default_rng(13)
+    for dtype in (np.uint8, np.int8):
+        for k, s, p, d, ceil, hw in [(3, 2, 1, 1, 0, 112), (3, 2, 1, 1, 0, 15), (2, 2, 0, 1, 0, 9),
+                                     (3, 1, 1, 1, 0, 7), (3, 2, 0, 1, 1, 10), (3, 1, 2, 2, 0, 9),
+                                     (1, 1, 0, 1, 0, 5), (5, 3, 2, 1, 1, 11)]:
+            info = np.iinfo(dtype)
+            x = rng.integers(info.min, info.max, (2, 3, hw, hw + 1), dtype=dtype, endpoint=True)
+            node = Node("MaxPool", ["x"], ["y"], {"kernel_shape": [k, k], "strides": [s, s],
+                                                  "pads": [p, p, p, p], "dilations": [d, d],
+                                                  "ceil_mode": ceil}, "mp")
+            yield node, [x], set()
+

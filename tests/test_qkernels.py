@@ -1,0 +1,276 @@
+"""The int8 C kernels (QConv group-1 / grouped / depthwise, QGemm) against the reference of
+the int8 spec, on every code path forced: AVX2 and portable C, the vpmaddubsw (u8) and the
+int16 (wide) arithmetic. Bit-exact everywhere; one output step (u8) or float rounding
+(float32 output) only for the transcendental activations (Sigmoid, SiLU, Gelu).
+
+Cases: tests/kernel_cases/quant.py (also run by test_kernels_fast through the registry).
+"""
+import numpy as np
+import pytest
+
+from edgenn.graph.infer import infer_node
+from edgenn.oplist import load_kernels
+from edgenn.registry import KERNELS, REFERENCE, TensorInfo
+from kernel_cases.quant import (CONV_GEOMS, GEMM_SHAPES, TRANSCENDENTAL, epilogue_variants,
+                                is_depthwise, qconv_case, qconv_cases, qgemm_case, qgemm_cases,
+                                saturating_conv_case)
+
+load_kernels()
+from edgenn.kernels.fast import _qgemm, qconv, qgemm  # noqa: E402
+
+SIMD = [False, True] if _qgemm.HAVE_AVX2 else [True]      # force_portable values
+
+
+def _infos(inputs, const):
+    return [None if v is None else TensorInfo.of(v) if i in const else
+            TensorInfo(v.dtype.name, v.shape) for i, v in enumerate(inputs)]
+
+
+def _reference(node, inputs):
+    return np.asarray(REFERENCE[node.op](node.attrs, inputs)[0])
+
+
+def assert_matches(got, want, node, what=""):
+    act = node.attrs.get("activation", "")
+    assert got.dtype == want.dtype and got.shape == want.shape, what
+    if act in TRANSCENDENTAL:
+        if got.dtype == np.uint8:
+            diff = np.abs(got.astype(np.int32) - want.astype(np.int32))
+            assert diff.max(initial=0) <= 1, (what, node.attrs)
+        else:
+            scale = max(float(np.abs(want).max(initial=0)), 1e-6)
+            assert np.abs(got - want).max(initial=0) <= 2e-6 * scale, (what, node.attrs)
+    else:
+        assert np.array_equal(got, want), (what, node.attrs, int(np.sum(got != want)))
+
+
+def _paths(node, ins):
+    """-> [(name, prepare(node, ins, outs, force_portable, force_wide))] for this node."""
+    if node.op == "QGemm":
+        return [("gemm", qgemm.prepare_qgemm)]
+    if qconv._is_depthwise(node, ins):
+        return [("dw", lambda nd, i, o, force_portable, force_wide:
+                 qconv.prepare_depthwise(nd, i, o, force_portable=force_portable))]
+    return [("gemm", qconv.prepare_gemm)]
+
+
+def check_all_paths(node, inputs, const):
+    ins = _infos(inputs, const)
+    outs = infer_node(node, ins, fold=False)
+    want = _reference(node, inputs)
+    supported = (qgemm._supports if node.op == "QGemm" else
+                 qconv._dw_supports if qconv._is_depthwise(node, ins) else qconv._gemm_supports)
+    assert supported(node, ins, outs), node.attrs
+    ran = 0
+    for name, prepare in _paths(node, ins):
+        for portable in SIMD:
+            for wide in (False, True):
+                if name == "dw" and wide:
+                    continue
+                run = prepare(node, ins, outs, force_portable=portable, force_wide=wide)
+                for fill in (0, 255):   # every element written
+                    got = np.full(outs[0].shape, fill, outs[0].dtype)
+                    run(inputs, [got])
+                    assert_matches(got, want, node, f"{name} portable={portable} wide={wide}")
+                ran += 1
+    return ran
+
+
+def _ids(cases):
+    return [f"{i}-{c[0].attrs.get('activation') or 'none'}" for i, c in enumerate(cases)]
+
+
+CONV_CASES = list(qconv_cases())
+GEMM_CASES = list(qgemm_cases())
+
+
+@pytest.mark.parametrize("case", CONV_CASES, ids=_ids(CONV_CASES))
+def test_qconv_every_path_matches_reference(case):
+    assert check_all_paths(*case) >= 1
+
+
+@pytest.mark.parametrize("case", GEMM_CASES, ids=_ids(GEMM_CASES))
+def test_qgemm_every_path_matches_reference(case):
+    assert check_all_paths(*case) >= 1
+
+
+DW_GEOMS = [g for g in CONV_GEOMS if is_depthwise(g)]
+
+
+@pytest.mark.parametrize("geom", [CONV_GEOMS[0], CONV_GEOMS[2], DW_GEOMS[0], DW_GEOMS[1],
+                                  DW_GEOMS[-1]], ids=["3x3", "1x1", "dw_s1", "dw_s2", "dw_s1_wide"])
+def test_qconv_every_epilogue(geom):
+    """Each epilogue variant (integer path, float path with / without residual, float
+    output) on one group-1 3x3, one 1x1 and two depthwise geometries."""
+    rng = np.random.default_rng(5)
+    for act, params, yq, res in epilogue_variants():
+        check_all_paths(*qconv_case(rng, geom, act, params, yq, res))
+
+
+def test_qgemm_every_epilogue():
+    rng = np.random.default_rng(6)
+    variants = list(epilogue_variants()) + [("Gelu", [], True, False), ("Gelu", [], False, False)]
+    for lead, k, n in (GEMM_SHAPES[2], GEMM_SHAPES[6]):
+        for act, params, yq, res in variants:
+            check_all_paths(*qgemm_case(rng, lead, k, n, act, params, yq, res))
+
+
+# -- the saturating corner --------------------------------------------------------------------
+
+def _int_conv(x, x_zp, w, bias, stride, pad):
+    """Independent integer oracle: int64 direct 2-D conv (group 1, dilation 1)."""
+    n, c, h, wd = x.shape
+    m, _, kh, kw = w.shape
+    xp = np.pad(x.astype(np.int64) - x_zp, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    oh = (h + 2 * pad - kh) // stride + 1
+    ow = (wd + 2 * pad - kw) // stride + 1
+    acc = np.zeros((n, m, oh, ow), np.int64)
+    for i in range(kh):
+        for j in range(kw):
+            win = xp[:, :, i:i + (oh - 1) * stride + 1:stride, j:j + (ow - 1) * stride + 1:stride]
+            acc += np.einsum("nchw,mc->nmhw", win, w[:, :, i, j].astype(np.int64))
+    return acc + bias.reshape(1, m, 1, 1)
+
+
+def test_saturating_weights_take_the_exact_path():
+    rng = np.random.default_rng(7)
+    node, inputs, const = saturating_conv_case(rng)
+    w = inputs[3]
+    assert not qgemm.u8_path_exact(w.reshape(w.shape[0], -1))
+    ins = _infos(inputs, const)
+    outs = infer_node(node, ins, fold=False)
+    for portable in SIMD:
+        run = qconv.prepare_gemm(node, ins, outs, force_portable=portable)
+        assert run.wide
+    # the accumulators themselves, against an integer oracle: float epilogue, scale 1
+    node.attrs["activation"] = ""
+    inputs = inputs[:6] + [None, None] + inputs[8:]
+    inputs[1] = np.array(np.float32(1.0))
+    inputs[4] = np.ones(w.shape[0], np.float32)
+    ins = _infos(inputs, const)
+    outs = infer_node(node, ins, fold=False)
+    want = _int_conv(inputs[0], 0, w, inputs[8], 1, 1).astype(np.float32)
+    for portable in SIMD:
+        got = np.empty(outs[0].shape, np.float32)
+        qconv.prepare_gemm(node, ins, outs, force_portable=portable)(inputs, [got])
+        assert np.array_equal(got, want)
+    check_all_paths(*saturating_conv_case(rng))
+
+
+def test_u8_path_limits_are_exact():
+    """Pairs right at the bound (|w_2j + w_2j+1| = 128, same sign) against x = 255 stay on
+    the u8 path and are exact; one past the bound is refused."""
+    w = np.zeros((4, 8), np.int8)
+    w[0, :] = 64
+    w[1, :] = [-128, 0] * 4
+    w[2, :] = [-64, -64, 127, -128, 100, 28, -1, -127]
+    w[3, :] = [127, 1, -128, 0, 0, -128, 1, 127]
+    assert qgemm.u8_path_exact(w)
+    assert not qgemm.u8_path_exact(np.array([[65, 64]], np.int8))
+    assert not qgemm.u8_path_exact(np.array([[-65, -64]], np.int8))
+    assert qgemm.u8_path_exact(np.array([[-128, 127]], np.int8))   # mixed signs never saturate
+    rng = np.random.default_rng(8)
+    x = np.full((1, 8, 5, 5), 255, np.uint8)
+    wc = w.reshape(4, 8, 1, 1)
+    node, inputs, const = qconv_case(rng, (1, 8, 5, 5, 4, 1, 1, 0, 1, 1), x=x, w=wc, x_zp=0,
+                                     y_quant=False)
+    ins = _infos(inputs, const)
+    outs = infer_node(node, ins, fold=False)
+    assert not qconv.prepare_gemm(node, ins, outs).wide
+    check_all_paths(node, inputs, const)
+    b = np.ascontiguousarray(w.T)     # the same pairs along K for QGemm
+    check_all_paths(*qgemm_case(rng, (3,), 8, 4, a=np.full((3, 8), 255, np.uint8), b=b, a_zp=0))
+
+
+@pytest.mark.parametrize("w_value", [63, -64, 64, -128])
+def test_s16_accumulation_extremes(w_value):
+    """Long K (several 255-group chunks) with every pair sum at its extreme: the wrapping
+    s16 sums of the u8 path must still recover the exact int32 totals."""
+    rng = np.random.default_rng(9)
+    k = 4 * 600 + 3
+    a = np.full((7, k), 255, np.uint8)
+    b = np.full((k, 9), w_value, np.int8)
+    b[:, 1] = -b[:, 0] if w_value != -128 else 127
+    node, inputs, const = qgemm_case(rng, (7,), k, 9, a=a, b=b, a_zp=0, y_quant=False,
+                                     bias=False)
+    inputs[1] = np.array(np.float32(1.0))
+    inputs[4] = np.ones(9, np.float32)
+    ins = _infos(inputs, const)
+    outs = infer_node(node, ins, fold=False)
+    want = (a.astype(np.int64) @ b.astype(np.int64)).astype(np.float32)
+    for portable in SIMD:
+        for wide in (False, True):
+            run = qgemm.prepare_qgemm(node, ins, outs, force_portable=portable, force_wide=wide)
+            got = np.empty(outs[0].shape, np.float32)
+            run(inputs, [got])
+            assert np.array_equal(got, want), (portable, wide)
+
+
+# -- plumbing ---------------------------------------------------------------------------------
+
+def test_avx2_and_portable_agree_bit_for_bit():
+    if not _qgemm.HAVE_AVX2:
+        pytest.skip("no AVX2 on this CPU")
+    rng = np.random.default_rng(12)
+    node, inputs, const = qconv_case(rng, (2, 19, 23, 17, 13, 3, 1, 1, 1, 1), "HardSwish", (),
+                                     True, True, bits=8)
+    ins = _infos(inputs, const)
+    outs = infer_node(node, ins, fold=False)
+    got = [np.empty(outs[0].shape, np.uint8) for _ in range(2)]
+    for g, portable in zip(got, (False, True)):
+        run = qconv.prepare_gemm(node, ins, outs, force_portable=portable)
+        assert run.kernel.simd == ("portable" if portable else "avx2")
+        run(inputs, [g])
+    assert np.array_equal(got[0], got[1])
+
+
+def test_strided_input_is_accepted():
+    rng = np.random.default_rng(13)
+    node, inputs, const = qconv_case(rng, (1, 6, 9, 9, 4, 3, 1, 1, 1, 1), "Relu")
+    ins = _infos(inputs, const)
+    outs = infer_node(node, ins, fold=False)
+    want = _reference(node, inputs)
+    big = np.zeros((1, 6, 9, 18), np.uint8)
+    big[..., ::2] = inputs[0]
+    inputs[0] = big[..., ::2]
+    got = np.empty(outs[0].shape, np.uint8)
+    qconv.prepare_gemm(node, ins, outs)(inputs, [got])
+    assert np.array_equal(got, want)
+
+
+def test_registered_and_capability_filter():
+    names = {s.name for s in KERNELS["QConv"]} | {s.name for s in KERNELS["QGemm"]}
+    assert {"qconv_gemm_int8", "qconv_dw_int8", "qgemm_int8", "qconv_gemm_int8_exp",
+            "qconv_dw_int8_exp", "qgemm_int8_exp"} <= names
+    rng = np.random.default_rng(14)
+    node, inputs, const = qconv_case(rng, (1, 4, 6, 6, 5, 3, 1, 1, 1, 1))
+    ins = _infos(inputs, const)
+    outs = infer_node(node, ins, fold=False)
+    assert qconv._gemm_supports(node, ins, outs) and not qconv._dw_supports(node, ins, outs)
+    bad_zp = list(ins)
+    bad_zp[5] = TensorInfo.of(np.ones(5, np.int8))
+    assert not qconv._gemm_supports(node, bad_zp, outs)
+    runtime_w = list(ins)
+    runtime_w[3] = TensorInfo("int8", inputs[3].shape)
+    assert not qconv._gemm_supports(node, runtime_w, outs)
+    runtime_scale = list(ins)
+    runtime_scale[1] = TensorInfo("float32", ())
+    assert not qconv._gemm_supports(node, runtime_scale, outs)
+
+
+def test_plan_once_run_many():
+    """run() is a bound call on preallocated state: no new arrays per call (a pure C path)."""
+    import tracemalloc
+    rng = np.random.default_rng(15)
+    node, inputs, const = qconv_case(rng, (1, 16, 14, 14, 24, 3, 1, 1, 1, 1), "Relu")
+    ins = _infos(inputs, const)
+    outs = infer_node(node, ins, fold=False)
+    run = qconv.prepare_gemm(node, ins, outs)
+    y = np.empty(outs[0].shape, np.uint8)
+    run(inputs, [y])
+    tracemalloc.start()
+    for _ in range(20):
+        run(inputs, [y])
+    size, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < 4096, peak

@@ -1,0 +1,109 @@
+"""Weight-only int8 / int4 coding (compress/weights.py, codec "qblock" of the .enn file):
+round trips over awkward shapes, error bounds, save/load exactness, corruption caught."""
+import numpy as np
+import pytest
+
+from edgenn.compress.weights import INT4_BLOCK, compress_weights, decode, encode
+from edgenn.errors import ModelFormatError
+from edgenn.graph import format as enn
+from edgenn.graph.ir import Graph, Node, ValueInfo
+
+SHAPES = [((64, 3, 3, 3), 0), ((384, 1536), 1), ((33, 7, 5), 2), ((10, 100), 0),
+          ((1, 31), 0), ((5, 1), 1), ((16, 8, 1, 1), 0), ((3, 65), -1)]
+
+
+@pytest.mark.parametrize("bits", [8, 4])
+@pytest.mark.parametrize("shape,axis", SHAPES)
+def test_round_trip_error_is_bounded(shape, axis, bits):
+    rng = np.random.default_rng(len(shape) * 7 + bits)
+    w = (rng.standard_normal(shape) * rng.uniform(0.01, 3)).astype(np.float32)
+    coded = encode(w, axis, bits)
+    d = decode(coded["q"], coded["scale"], coded["meta"])
+    assert d.shape == w.shape and d.dtype == np.float32
+    qmax = 127 if bits == 8 else 7
+    # per block: the error of a value inside the clipping range is at most half a step, a
+    # clipped one at most its distance past qmax * scale
+    wc = np.moveaxis(w, axis % w.ndim, 0).reshape(w.shape[axis], -1)
+    dc = np.moveaxis(d, axis % w.ndim, 0).reshape(w.shape[axis], -1)
+    block = wc.shape[1] if bits == 8 else INT4_BLOCK
+    for c in range(wc.shape[0]):
+        for b, s in enumerate(coded["scale"][c]):
+            sl = slice(b * block, (b + 1) * block)
+            err = np.abs(wc[c, sl] - dc[c, sl])
+            over = np.maximum(np.abs(wc[c, sl]) - qmax * s, 0)
+            assert np.all(err <= s / 2 + over + 1e-6 * np.abs(wc[c, sl]).max()), (c, b)
+    rel = np.sqrt(np.mean((d - w) ** 2) / np.mean(w ** 2))
+    assert rel < (0.01 if bits == 8 else 0.15), rel
+
+
+def test_int4_packs_two_codes_per_byte():
+    w = np.arange(-7, 8, dtype=np.float32).reshape(1, 15)      # one block, odd length
+    coded = encode(w, 0, 4)
+    assert coded["q"].dtype == np.uint8 and coded["q"].size == INT4_BLOCK // 2
+    np.testing.assert_allclose(decode(coded["q"], coded["scale"], coded["meta"]), w,
+                               rtol=1e-6)
+
+
+def test_decode_rejects_inconsistent_sizes():
+    coded = encode(np.ones((4, 40), np.float32), 0, 4)
+    with pytest.raises(ValueError):
+        decode(coded["q"][:-1], coded["scale"], coded["meta"])
+    with pytest.raises(ValueError):
+        decode(coded["q"], coded["scale"][:, :1], coded["meta"])
+    with pytest.raises(ValueError):
+        decode(coded["q"], coded["scale"], dict(coded["meta"], bits=3))
+
+
+def _matmul_graph(rng, k=96, n=80):
+    w = rng.standard_normal((k, n)).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32)
+    nodes = [Node("MatMul", ["x", "w"], ["h"], {}, "mm"), Node("Add", ["h", "b"], ["y"], {}, "add")]
+    return Graph(nodes, [ValueInfo("x", "float32", (2, k))], [ValueInfo("y", "float32", (2, n))],
+                 {"w": w, "b": b})
+
+
+@pytest.mark.parametrize("bits", [8, 4])
+def test_saved_file_decodes_to_the_in_memory_weights(tmp_path, bits):
+    g = _matmul_graph(np.random.default_rng(bits))
+    w0 = g.consts["w"].copy()
+    report = compress_weights(g, bits, min_elements=16)
+    assert report["tensors"] == 1 and report["bytes_after"] < report["bytes_before"] / 3
+    assert "b" not in g.meta["weight_codecs"]              # 1-D: stays raw
+    path = tmp_path / "m.enn"
+    enn.save(g, str(path))
+    loaded = enn.load(str(path))
+    np.testing.assert_array_equal(loaded.consts["w"], g.consts["w"])
+    assert not np.array_equal(loaded.consts["w"], w0)      # it really is coded
+    again = tmp_path / "again.enn"
+    enn.save(loaded, str(again))
+    np.testing.assert_array_equal(enn.load(str(again)).consts["w"], g.consts["w"])
+
+
+def test_corrupt_codes_are_caught(tmp_path):
+    g = _matmul_graph(np.random.default_rng(0))
+    compress_weights(g, 8, min_elements=16)
+    path = tmp_path / "m.enn"
+    enn.save(g, str(path))
+    data = bytearray(path.read_bytes())
+    data[-100] ^= 0x40                                     # inside the tensor data
+    with pytest.raises(ModelFormatError, match="checksum"):
+        enn.from_buffer(bytes(data))
+
+
+def test_model_weight_only_int8_keeps_fidelity_and_shrinks(tmp_path):
+    import os
+    import sys
+    sys.path.insert(0, os.path.dirname(__file__))
+    from models import ZOO
+
+    import edgenn
+    path, feeds = ZOO["mobilenet_v2-op13"]()
+    ref = edgenn.InferenceSession(str(path)).run(None, feeds)[0]
+    g = edgenn.load(str(path))
+    compress_weights(g, 8)
+    out = tmp_path / "w8.enn"
+    edgenn.save(g, str(out))
+    got = edgenn.InferenceSession(str(out)).run(None, feeds)[0]
+    cos = float((ref * got).sum() / np.linalg.norm(ref) / np.linalg.norm(got))
+    assert cos > 0.99, cos
+    assert os.path.getsize(out) <= 0.27 * os.path.getsize(path)
