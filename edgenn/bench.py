@@ -81,6 +81,11 @@ def compare(model: str, feeds: dict, threads: int = 1, peers=("onnxruntime",),
             rounds: int = 20, warmup: int = 3, shapes=None, reference=False) -> list[Runner]:
     runners = [edgenn_runner(model, threads, shapes, reference)]
     runners += [PEERS[p](model, threads, shapes) for p in peers]
+    return interleave(runners, feeds, rounds, warmup)
+
+
+def interleave(runners: list[Runner], feeds: dict, rounds: int, warmup: int = 3) -> list[Runner]:
+    """Warm every runner up, then time `rounds` rounds of A B C A B C ... into .times."""
     for r in runners:
         for _ in range(warmup):
             r.run(feeds)

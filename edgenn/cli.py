@@ -36,11 +36,18 @@ def _parse_inputs(items) -> dict:
 
 
 def cmd_convert(args) -> int:
-    from .api import convert
+    from .api import convert, save
     t0 = time.perf_counter()
-    graph = convert(args.model, args.output)
+    graph = convert(args.model)
+    coded = ""
+    if args.weights != "fp32":
+        from .compress.weights import compress_weights
+        rep = compress_weights(graph, 8 if args.weights == "int8" else 4)
+        coded = (f", {rep['tensors']} weights as {args.weights} "
+                 f"({rep['bytes_before'] / 1e6:.2f} -> {rep['bytes_after'] / 1e6:.2f} MB)")
+    save(graph, args.output)
     size = os.path.getsize(args.output)
-    print(f"wrote {args.output}: {len(graph.nodes)} nodes, {size / 1e6:.2f} MB "
+    print(f"wrote {args.output}: {len(graph.nodes)} nodes, {size / 1e6:.2f} MB{coded} "
           f"({time.perf_counter() - t0:.2f} s)")
     return EXIT_OK
 
@@ -223,6 +230,9 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("convert", help="ONNX -> optimized .enn")
     c.add_argument("model")
     c.add_argument("-o", "--output", required=True)
+    c.add_argument("--weights", choices=("fp32", "int8", "int4"), default="fp32",
+                   help="weight-only coding for size: int8 per channel or int4 in blocks of "
+                        "32, decoded to fp32 at load (compute stays fp32)")
     c.set_defaults(fn=cmd_convert)
 
     def model_cmd(name, help_, fn):

@@ -18,7 +18,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 from models import ZOO, imagenet_calibration  # noqa: E402
 
 import edgenn  # noqa: E402
-from edgenn.bench import edgenn_runner, onnxruntime_int8_model, onnxruntime_runner  # noqa: E402
+from edgenn.bench import (edgenn_runner, interleave, onnxruntime_int8_model,  # noqa: E402
+                          onnxruntime_runner)
 
 
 def cosine(a, b) -> float:
@@ -55,13 +56,7 @@ def main():
         for r, label in zip(runners, ("edgenn-int8", "edgenn-fp32", "edgenn(ORT-QDQ)",
                                       "ORT-int8", "ORT-fp32")):
             r.name = label
-            for _ in range(3):
-                r.run(feeds)
-        for _ in range(args.rounds):
-            for r in runners:
-                t0 = time.perf_counter()
-                r.run(feeds)
-                r.times.append(time.perf_counter() - t0)
+        interleave(runners, feeds, args.rounds)
         base = float(np.median(runners[0].times))
         print(f"\n== {name} {tuple(x.shape)}  {args.threads} thread(s), {args.rounds} "
               f"interleaved rounds; quantize: edgenn {t_ours:.1f} s, ORT {t_ort_q:.1f} s")

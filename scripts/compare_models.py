@@ -5,12 +5,10 @@ import argparse
 import os
 import sys
 
-import numpy as np
-
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 from models import ZOO  # noqa: E402
 
-from edgenn.bench import PEERS, edgenn_runner, table  # noqa: E402
+from edgenn.bench import PEERS, edgenn_runner, interleave, table  # noqa: E402
 
 p = argparse.ArgumentParser()
 p.add_argument("models", nargs="+")
@@ -24,14 +22,6 @@ for name in args.models:
     runners = [edgenn_runner(str(path), args.threads, shapes, reference=True),
                edgenn_runner(str(path), args.threads, shapes)]
     runners += [PEERS[peer](str(path), args.threads, shapes) for peer in args.peers.split(",")]
-    for r in runners:
-        for _ in range(3):
-            r.run(feeds)
-    for _ in range(args.rounds):
-        for r in runners:
-            import time
-            t0 = time.perf_counter()
-            r.run(feeds)
-            r.times.append(time.perf_counter() - t0)
+    interleave(runners, feeds, args.rounds)
     print(f"\n== {name} {[tuple(v.shape) for v in feeds.values()]}")
     print(table(runners[1:] + runners[:1], args.threads))

@@ -32,6 +32,24 @@ def test_convert_inspect_run_round_trip(tmp_path, capsys):
     assert probs.shape == (4, 10) and np.allclose(probs.sum(1), 1, atol=1e-5)
 
 
+@pytest.mark.parametrize("bits", ["int8", "int4"])
+def test_convert_weight_only_shrinks_and_still_classifies(tmp_path, capsys, bits):
+    import os
+    import edgenn
+    enn = str(tmp_path / f"d.{bits}.enn")
+    code, out, _ = run_cli(capsys, "convert", DEMO_MODEL, "-o", enn, "--weights", bits)
+    assert code == EXIT_OK and f"as {bits}" in out
+    plain = str(tmp_path / "d.enn")
+    run_cli(capsys, "convert", DEMO_MODEL, "-o", plain)
+    # a 53 KB model: the graph JSON and the small raw tensors weigh as much as the weights
+    assert os.path.getsize(enn) < os.path.getsize(plain) * (0.6 if bits == "int8" else 0.5)
+    data = np.load(DEMO_MODEL.replace("digits.onnx", "digits_samples.npz"))
+    x = data["images"]
+    want = edgenn.InferenceSession(plain).run(None, {"image": x})[0].argmax(1)
+    got = edgenn.InferenceSession(enn).run(None, {"image": x})[0].argmax(1)
+    assert np.mean(got == want) >= (0.99 if bits == "int8" else 0.95)
+
+
 def test_check_reports_and_fails_on_tolerance(capsys):
     code, out, _ = run_cli(capsys, "check", DEMO_MODEL)
     assert code == EXIT_OK and "max relative error" in out and "probs" in out

@@ -32,25 +32,6 @@ cdef bint _avx2 = dwc8_cpu_has_avx2()
 HAS_AVX2 = _avx2
 
 
-def dwc8(const float[:, :, :, ::1] x, const float[:, :, ::1] w8, const float[:, ::1] b8,
-         const long[::1] off, const float[:, :, :, ::1] z, float[:, :, :, ::1] y,
-         float[::1] Q, float[::1] obuf, int sh, int sw, int ph, int pw, int Hp, int Wp,
-         int mode, float p0, float p1, bint has_z, bint avx2):
-    """x (N, C, H, W) -> y (N, C, OH, OW); z like y when has_z (else any 4-D array);
-    w8 (ceil(C/8), T, 8), b8 (ceil(C/8), 8), off (T,), Q (>= Hp*Wp*8, zeroed), obuf (OW*8)."""
-    cdef dwc8_geom g
-    g.kind, g.cnt = 0, NULL
-    g.N, g.C, g.H, g.W = x.shape[0], x.shape[1], x.shape[2], x.shape[3]
-    g.OH, g.OW, g.T = y.shape[2], y.shape[3], off.shape[0]
-    g.sh, g.sw, g.ph, g.pw, g.Hp, g.Wp = sh, sw, ph, pw, Hp, Wp
-    g.mode, g.p0, g.p1, g.has_z = mode, p0, p1, has_z
-    cdef const float *zp = &z[0, 0, 0, 0] if has_z else NULL
-    cdef int use_avx2 = avx2 and _avx2
-    with nogil:
-        dwc8_run(use_avx2, &x[0, 0, 0, 0], &w8[0, 0, 0], &b8[0, 0], &off[0], zp,
-                 &y[0, 0, 0, 0], &Q[0], &obuf[0], &g)
-
-
 def pool8(const float[:, :, :, ::1] x, const long[::1] off, const float[:, ::1] cnt,
           float[:, :, :, ::1] y, float[::1] Q, float[::1] obuf, int sh, int sw, int ph, int pw,
           int Hp, int Wp, bint is_max, bint avx2):
@@ -95,12 +76,13 @@ def global_pool(const float[:, ::1] x, float[::1] y, bint is_max):
                 y[r] = <float>(((a0 + a1) + (a2 + a3)) / S)
 
 
-def dwc8_threads(const float[:, :, :, ::1] x, const float[:, :, ::1] w8, const float[:, ::1] b8,
-                 const long[::1] off, const float[:, :, :, ::1] z, float[:, :, :, ::1] y,
-                 float[:, ::1] Q, float[:, ::1] obuf, int sh, int sw, int ph, int pw, int Hp,
-                 int Wp, int mode, float p0, float p1, bint has_z, bint avx2):
-    """dwc8 with the channel groups split over Q.shape[0] OpenMP threads, thread t using
-    Q[t] and obuf[t] (each as dwc8's)."""
+def dwc8(const float[:, :, :, ::1] x, const float[:, :, ::1] w8, const float[:, ::1] b8,
+         const long[::1] off, const float[:, :, :, ::1] z, float[:, :, :, ::1] y,
+         float[:, ::1] Q, float[:, ::1] obuf, int sh, int sw, int ph, int pw, int Hp, int Wp,
+         int mode, float p0, float p1, bint has_z, bint avx2):
+    """x (N, C, H, W) -> y (N, C, OH, OW); z like y when has_z (else any 4-D array);
+    w8 (ceil(C/8), T, 8), b8 (ceil(C/8), 8), off (T,); per thread t (Q.shape[0] OpenMP
+    threads, each a range of the channel groups) Q[t] (>= Hp*Wp*8, zeroed), obuf[t] (OW*8)."""
     cdef dwc8_geom g
     g.kind, g.cnt = 0, NULL
     g.N, g.C, g.H, g.W = x.shape[0], x.shape[1], x.shape[2], x.shape[3]
@@ -111,6 +93,11 @@ def dwc8_threads(const float[:, :, :, ::1] x, const float[:, :, ::1] w8, const f
     cdef int use_avx2 = avx2 and _avx2
     cdef int nt = Q.shape[0], groups = (g.C + 7) // 8, t
     cdef int per = (groups + nt - 1) // nt
+    if nt == 1:
+        with nogil:
+            dwc8_run(use_avx2, &x[0, 0, 0, 0], &w8[0, 0, 0], &b8[0, 0], &off[0], zp,
+                     &y[0, 0, 0, 0], &Q[0, 0], &obuf[0, 0], &g)
+        return
     with nogil:
         for t in prange(nt, num_threads=nt, schedule="static"):
             dwc8_run_groups(use_avx2, &x[0, 0, 0, 0], &w8[0, 0, 0], &b8[0, 0], &off[0], zp,

@@ -174,6 +174,22 @@ QE_AVX2 static void qdw_pack_plane_avx2(const qdw_plan *p, const uint8_t *x, con
     }
 }
 
+/* 16 outputs from the int16 plane at b: tap pairs (x0, x1) . (w0, w1) by vpmaddwd (exact:
+ * |x - zp| <= 255, |w| <= 128). alo = outputs 0-3 | 8-11, ahi = 4-7 | 12-15 (lane order). */
+QE_AVX2 static inline void qdw_taps16(const qdw_plan *p, const int16_t *b, const int32_t *wp,
+                                      __m256i *lo, __m256i *hi) {
+    __m256i alo = _mm256_setzero_si256(), ahi = alo;
+    for (int q = 0; q < p->npair; q++) {
+        __m256i v0 = _mm256_loadu_si256((const __m256i *)(b + qdw_off(p, 2 * q)));
+        __m256i v1 = _mm256_loadu_si256((const __m256i *)(b + qdw_off(p, 2 * q + 1)));
+        __m256i wv = _mm256_set1_epi32(wp[q]);
+        alo = _mm256_add_epi32(alo, _mm256_madd_epi16(_mm256_unpacklo_epi16(v0, v1), wv));
+        ahi = _mm256_add_epi32(ahi, _mm256_madd_epi16(_mm256_unpackhi_epi16(v0, v1), wv));
+    }
+    *lo = alo;
+    *hi = ahi;
+}
+
 /* Sums of `rows` rows of n outputs, 16 per step (n rounded up: acc has room, P has
  * slack): row r's outputs read P from r * pstride, go to acc + r * opitch. */
 QE_AVX2 static void qdw_sums_avx2(const qdw_plan *p, const int16_t *P, long rows, long pstride,
@@ -181,14 +197,8 @@ QE_AVX2 static void qdw_sums_avx2(const qdw_plan *p, const int16_t *P, long rows
     for (long r = 0; r < rows; r++, P += pstride, acc += opitch)
     for (long o = 0; o < n; o += 16) {
         const int16_t *b = P + o;
-        __m256i alo = _mm256_setzero_si256(), ahi = alo;
-        for (int q = 0; q < p->npair; q++) {
-            __m256i v0 = _mm256_loadu_si256((const __m256i *)(b + qdw_off(p, 2 * q)));
-            __m256i v1 = _mm256_loadu_si256((const __m256i *)(b + qdw_off(p, 2 * q + 1)));
-            __m256i wv = _mm256_set1_epi32(wp[q]);
-            alo = _mm256_add_epi32(alo, _mm256_madd_epi16(_mm256_unpacklo_epi16(v0, v1), wv));
-            ahi = _mm256_add_epi32(ahi, _mm256_madd_epi16(_mm256_unpackhi_epi16(v0, v1), wv));
-        }
+        __m256i alo, ahi;
+        qdw_taps16(p, b, wp, &alo, &ahi);
         /* alo = outputs 0-3 | 8-11, ahi = 4-7 | 12-15 */
         _mm256_storeu_si256((__m256i *)(acc + o), _mm256_permute2x128_si256(alo, ahi, 0x20));
         _mm256_storeu_si256((__m256i *)(acc + o + 8), _mm256_permute2x128_si256(alo, ahi, 0x31));
@@ -288,14 +298,8 @@ QE_AVX2 static void qdw_channel_direct_avx2(const qdw_plan *p, const int16_t *P,
         for (int ox = 0; ox < ow; ox += 16) {
             if (ox > ow - 16) ox = ow - 16;
             const int16_t *b = P + ox;
-            __m256i alo = _mm256_setzero_si256(), ahi = alo;
-            for (int q = 0; q < p->npair; q++) {
-                __m256i v0 = _mm256_loadu_si256((const __m256i *)(b + qdw_off(p, 2 * q)));
-                __m256i v1 = _mm256_loadu_si256((const __m256i *)(b + qdw_off(p, 2 * q + 1)));
-                __m256i wv = _mm256_set1_epi32(wp[q]);
-                alo = _mm256_add_epi32(alo, _mm256_madd_epi16(_mm256_unpacklo_epi16(v0, v1), wv));
-                ahi = _mm256_add_epi32(ahi, _mm256_madd_epi16(_mm256_unpackhi_epi16(v0, v1), wv));
-            }
+            __m256i alo, ahi;
+            qdw_taps16(p, b, wp, &alo, &ahi);
             qdw_out16(alo, ahi, &e, c, bias, mult, zp16, lo8, hi8, yr + ox * es,
                       zr ? zr + ox : NULL);
         }

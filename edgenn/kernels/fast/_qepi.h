@@ -134,22 +134,6 @@ static void qe_span_c(const int32_t *acc, long n, const qe_epi *e, long row, lon
 /* ---------------------------------------------------------------- AVX2 build */
 #if QE_X86
 
-/* erf(x), Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7), no FMA. */
-QE_AVX2 static inline __m256 qe_erf8(__m256 x) {
-    const __m256 sign = _mm256_set1_ps(-0.f), one = _mm256_set1_ps(1.f);
-    __m256 ax = _mm256_andnot_ps(sign, x);
-    __m256 t = _mm256_div_ps(one, _mm256_add_ps(_mm256_mul_ps(ax, _mm256_set1_ps(0.3275911f)), one));
-    __m256 p = _mm256_set1_ps(1.061405429f);
-    p = _mm256_add_ps(_mm256_mul_ps(p, t), _mm256_set1_ps(-1.453152027f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, t), _mm256_set1_ps(1.421413741f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, t), _mm256_set1_ps(-0.284496736f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, t), _mm256_set1_ps(0.254829592f));
-    p = _mm256_mul_ps(p, t);
-    __m256 ex = simd_exp8(_mm256_mul_ps(_mm256_sub_ps(_mm256_setzero_ps(), ax), ax));
-    __m256 y = _mm256_sub_ps(one, _mm256_mul_ps(p, ex));
-    return _mm256_or_ps(y, _mm256_and_ps(sign, x));
-}
-
 QE_AVX2 static inline __m256 qe_sigmoid8(__m256 v) {
     const __m256 one = _mm256_set1_ps(1.f), zero = _mm256_setzero_ps();
     __m256 e = simd_exp8(_mm256_sub_ps(zero, _mm256_andnot_ps(_mm256_set1_ps(-0.f), v)));
@@ -178,7 +162,7 @@ QE_AVX2 static inline __m256 qe_act8(__m256 v, int act, float p0, float p1) {
         return _mm256_blendv_ps(_mm256_mul_ps(v, _mm256_set1_ps(p0)), v,
                                 _mm256_cmp_ps(v, zero, _CMP_GE_OQ));
     case QE_GELU: {
-        __m256 er = qe_erf8(_mm256_mul_ps(v, _mm256_set1_ps((float)0.70710678118654752440)));
+        __m256 er = simd_erf8(_mm256_mul_ps(v, _mm256_set1_ps((float)0.70710678118654752440)));
         return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), v), _mm256_add_ps(one, er));
     }
     default: return v;

@@ -116,6 +116,19 @@ cdef inline cnp.ndarray _contig(cnp.ndarray a):
     return np.ascontiguousarray(a)
 
 
+
+cdef const uint8_t *_conv_io(cnp.ndarray x, cnp.ndarray y, cnp.ndarray z, long n, long xsize,
+                             long ysize, bint out_f32, bint has_z) except? NULL:
+    """Check a QConv call's arrays (dtype, size); -> the residual's data or NULL."""
+    _check(x, cnp.NPY_UINT8, n * xsize, "QConv x")
+    _check(y, cnp.NPY_FLOAT32 if out_f32 else cnp.NPY_UINT8, n * ysize, "QConv y")
+    if not has_z:
+        return NULL
+    if z is None:
+        raise ValueError("QConv: residual z missing")
+    _check(z, cnp.NPY_UINT8, n * ysize, "QConv z")
+    return <const uint8_t *>cnp.PyArray_DATA(z)
+
 cdef class QConvKernel:
     """Group-1 or grouped QConv through the packed int8 GEMM. wpacked: the weights of all
     groups, each packed by qgemm.pack_a (uint8 view); geom = (C, H, W, kh, kw, sh, sw, ph,
@@ -168,14 +181,8 @@ cdef class QConvKernel:
         all C-contiguous."""
         x, z = _contig(x), _contig(z)
         cdef long n = x.shape[0] if x.ndim else 0
-        _check(x, cnp.NPY_UINT8, n * self.xsize, "QConv x")
-        _check(y, cnp.NPY_FLOAT32 if self.out_f32 else cnp.NPY_UINT8, n * self.ysize, "QConv y")
-        cdef const uint8_t *zp = NULL
-        if self.epi.has_z:
-            if z is None:
-                raise ValueError("QConv: residual z missing")
-            _check(z, cnp.NPY_UINT8, n * self.ysize, "QConv z")
-            zp = <const uint8_t *>cnp.PyArray_DATA(z)
+        cdef const uint8_t *zp = _conv_io(x, y, z, n, self.xsize, self.ysize, self.out_f32,
+                                          self.epi.has_z)
         cdef const uint8_t *xp = <const uint8_t *>cnp.PyArray_DATA(x)
         cdef char *yp = <char *>cnp.PyArray_DATA(y)
         cdef const uint8_t *wp = <const uint8_t *>cnp.PyArray_DATA(self.keep[0])
@@ -233,14 +240,8 @@ cdef class QDepthwiseKernel:
     def run(self, cnp.ndarray x, cnp.ndarray y, cnp.ndarray z=None):
         x, z = _contig(x), _contig(z)
         cdef long n = x.shape[0] if x.ndim else 0
-        _check(x, cnp.NPY_UINT8, n * self.xsize, "QConv x")
-        _check(y, cnp.NPY_FLOAT32 if self.out_f32 else cnp.NPY_UINT8, n * self.ysize, "QConv y")
-        cdef const uint8_t *zp = NULL
-        if self.epi.has_z:
-            if z is None:
-                raise ValueError("QConv: residual z missing")
-            _check(z, cnp.NPY_UINT8, n * self.ysize, "QConv z")
-            zp = <const uint8_t *>cnp.PyArray_DATA(z)
+        cdef const uint8_t *zp = _conv_io(x, y, z, n, self.xsize, self.ysize, self.out_f32,
+                                          self.epi.has_z)
         cdef const uint8_t *xp = <const uint8_t *>cnp.PyArray_DATA(x)
         cdef char *yp = <char *>cnp.PyArray_DATA(y)
         cdef const int8_t *wp = <const int8_t *>cnp.PyArray_DATA(self.keep[0])

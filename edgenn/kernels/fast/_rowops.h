@@ -74,26 +74,7 @@ static inline float row_sigmoid1(float x)
 
 #define row_exp8 simd_exp8  /* _simd_math.h */
 
-__attribute__((target("avx2,fma"), always_inline))
-static inline __m256 row_erf8(__m256 x)
-{
-    /* the constant first: max/min return their second operand on NaN */
-    __m256 v = _mm256_min_ps(_mm256_set1_ps(4.0f), _mm256_max_ps(_mm256_set1_ps(-4.0f), x));
-    __m256 x2 = _mm256_mul_ps(v, v);
-    __m256 p = _mm256_fmadd_ps(x2, _mm256_set1_ps(-2.72614225801306e-10f),
-                               _mm256_set1_ps(2.77068142495902e-08f));
-    p = _mm256_fmadd_ps(x2, p, _mm256_set1_ps(-2.10102402082508e-06f));
-    p = _mm256_fmadd_ps(x2, p, _mm256_set1_ps(-5.69250639462346e-05f));
-    p = _mm256_fmadd_ps(x2, p, _mm256_set1_ps(-7.34990630326855e-04f));
-    p = _mm256_fmadd_ps(x2, p, _mm256_set1_ps(-2.95459980854025e-03f));
-    p = _mm256_fmadd_ps(x2, p, _mm256_set1_ps(-1.60960333262415e-02f));
-    __m256 q = _mm256_fmadd_ps(x2, _mm256_set1_ps(-1.45660718464996e-05f),
-                               _mm256_set1_ps(-2.13374055278905e-04f));
-    q = _mm256_fmadd_ps(x2, q, _mm256_set1_ps(-1.68282697438203e-03f));
-    q = _mm256_fmadd_ps(x2, q, _mm256_set1_ps(-7.37332916720468e-03f));
-    q = _mm256_fmadd_ps(x2, q, _mm256_set1_ps(-1.42647390514189e-02f));
-    return _mm256_div_ps(_mm256_mul_ps(v, p), q);
-}
+#define row_erf8 simd_erf8  /* _simd_math.h */
 
 __attribute__((target("avx2,fma"), always_inline))
 static inline __m256 row_gelu8(__m256 v)

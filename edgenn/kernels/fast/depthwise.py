@@ -114,7 +114,7 @@ def prepare_c8_mt(node, ins, outs):
 
 
 def _prepare_c8(node, ins, outs, threads: int):
-    from ._dwc8 import dwc8, dwc8_threads
+    from ._dwc8 import dwc8
     x, w, y = ins[0], ins[1].value, outs[0]
     c, _, kh, kw = w.shape
     h, wd, oh, ow = x.shape[2], x.shape[3], y.shape[2], y.shape[3]
@@ -128,19 +128,11 @@ def _prepare_c8(node, ins, outs, threads: int):
     if len(ins) > 2 and ins[2] is not None:
         b8[:c] = ins[2].value
     b8 = b8.reshape(groups, 8)
-    q = np.zeros(hp * wp * 8, np.float32)
-    obuf = np.empty(ow * 8, np.float32)
+    q = np.zeros((threads, hp * wp * 8), np.float32)   # per thread: padded plane, 8 lanes
+    obuf = np.empty((threads, ow * 8), np.float32)
     has_z = len(ins) > 3 and ins[3] is not None
     mode, p0, p1 = act_params(node)
     dummy = np.zeros((1, 1, 1, 1), np.float32)
-    if threads > 1:
-        qs = np.zeros((threads, q.size), np.float32)
-        obufs = np.empty((threads, obuf.size), np.float32)
-
-        def run_mt(inputs, outputs):
-            dwc8_threads(inputs[0], w8, b8, off, inputs[3] if has_z else dummy, outputs[0],
-                         qs, obufs, *strides, *pads, hp, wp, mode, p0, p1, has_z, C8_AVX2)
-        return run_mt
 
     def run(inputs, outputs):
         dwc8(inputs[0], w8, b8, off, inputs[3] if has_z else dummy, outputs[0], q, obuf,

@@ -124,22 +124,7 @@ static void sg_ukr_c(long kc, const float *a, const float *b, long ldb, float *c
 
 #define sg_exp8 simd_exp8  /* _simd_math.h */
 
-/* erf(x), Abramowitz & Stegun 7.1.26: |error| <= 1.5e-7 (plus float rounding). */
-SG_AVX2 static inline __m256 sg_erf8(__m256 x) {
-    const __m256 sign = _mm256_set1_ps(-0.f);
-    __m256 ax = _mm256_andnot_ps(sign, x);
-    __m256 t = _mm256_div_ps(_mm256_set1_ps(1.f),
-                             _mm256_fmadd_ps(ax, _mm256_set1_ps(0.3275911f), _mm256_set1_ps(1.f)));
-    __m256 p = _mm256_set1_ps(1.061405429f);
-    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-1.453152027f));
-    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(1.421413741f));
-    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-0.284496736f));
-    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(0.254829592f));
-    p = _mm256_mul_ps(p, t);
-    __m256 y = _mm256_fnmadd_ps(p, sg_exp8(_mm256_mul_ps(_mm256_sub_ps(_mm256_setzero_ps(), ax), ax)),
-                                _mm256_set1_ps(1.f));
-    return _mm256_or_ps(y, _mm256_and_ps(sign, x));
-}
+#define sg_erf8 simd_erf8  /* _simd_math.h */
 
 SG_AVX2 static inline __m256 sg_act8(__m256 v, int act, float p0, float p1) {
     const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.f);
