@@ -24,7 +24,8 @@ extensions = [
     # int8 QConv / QGemm: bit-exact float epilogue, so no FMA contraction
     Extension("edgenn.kernels.fast._qgemm", ["edgenn/kernels/fast/_qgemm.pyx"],
               include_dirs=[np.get_include(), "edgenn/kernels/fast"],
-              extra_compile_args=["-O3", "-ffp-contract=off"],
+              extra_compile_args=["-O3", "-ffp-contract=off", "-fopenmp"],
+              extra_link_args=["-fopenmp"],
               depends=[f"edgenn/kernels/fast/{h}" for h in
                        ("_qgemm.h", "_qdw.h", "_qepi.h", "_simd_math.h")]),
 ]

@@ -52,6 +52,11 @@ class KernelSpec:
     # integer outputs may differ from the reference by this many steps (0: bit-exact); for
     # kernels that compute a quantized op through float32 (rounding may flip one step)
     lsb_tolerance: int = 0
+    # whose threads it runs on when the session has several: "blas" (OpenBLAS's pool),
+    # "omp" (edgenn's OpenMP split, the *_mt kernels) or "own" (one thread, the caller's).
+    # A plan never mixes "blas" and "omp": each pool's idle workers spin and starve the
+    # other's (runtime/session.py measures both pools and keeps the faster plan).
+    pool: str = "own"
 
 
 def _register(table: dict, ops: tuple[str, ...], fn: Callable) -> Callable:
@@ -75,11 +80,12 @@ def converter(*ops: str):
 
 
 def kernel(op: str, name: str, supports: Callable | None = None, cost: Callable | None = None,
-           lsb_tolerance: int = 0):
-    """Register `prepare` as one implementation of `op` (see KernelSpec)."""
+           lsb_tolerance: int = 0, pool: str | None = None):
+    """Register `prepare` as one implementation of `op` (see KernelSpec); pool defaults to
+    "omp" for a name ending in _mt, else "own"."""
     def deco(prepare: Callable) -> Callable:
         spec = KernelSpec(op, name, prepare, supports or (lambda node, ins, outs: True), cost,
-                          lsb_tolerance)
+                          lsb_tolerance, pool or ("omp" if name.endswith("_mt") else "own"))
         KERNELS.setdefault(op, []).append(spec)
         return prepare
     return deco

@@ -118,3 +118,46 @@ def test_budget_spent_falls_back_without_timing(fake_relu_kernels):
 def test_bad_mode():
     with pytest.raises(ValueError, match="tune must be one of"):
         select.Tuner.resolve_mode("sometimes")
+
+
+@pytest.fixture
+def pooled_relu_kernels(monkeypatch, tmp_path):
+    """Relu kernels of the three pools: a BLAS-pool one, an OpenMP-pool one (slow), a plain one."""
+    monkeypatch.setenv("EDGENN_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(tunecache, "_loaded", {})
+    specs = [KernelSpec("Relu", "on_blas", relu_kernel(), pool="blas"),
+             KernelSpec("Relu", "on_omp", relu_kernel(delay=0.003), pool="omp"),
+             KernelSpec("Relu", "own", relu_kernel(delay=0.001))]
+    monkeypatch.setitem(KERNELS, "Relu", specs)
+
+
+def test_a_plan_never_mixes_the_two_thread_pools(pooled_relu_kernels):
+    node, ins, outs = node_and_infos()
+    for pool, banned in (("blas", "on_omp"), ("omp", "on_blas")):
+        choice = select.choose(node, ins, outs, tuner=select.Tuner(mode="full", pool=pool))
+        assert banned not in choice.times and choice.kernel != banned
+    # an op whose only kernels are BLAS ones keeps them in an OpenMP plan
+    assert select._same_pool([KERNELS["Relu"][0]], "omp") == [KERNELS["Relu"][0]]
+
+
+def test_two_thread_session_times_both_pools_once(pooled_relu_kernels, monkeypatch):
+    from edgenn.graph.ir import Graph, ValueInfo
+    from edgenn.runtime import session as session_mod
+    g = Graph([Node("Relu", ["x"], ["h"], {}, "r1"), Node("Relu", ["h"], ["y"], {}, "r2")],
+              [ValueInfo("x", "float32", (4, 64))], [ValueInfo("y", "float32", (4, 64))], {})
+    timed = []
+    real = session_mod._time_plan
+    monkeypatch.setattr(session_mod, "_time_plan",
+                        lambda plan, threads: timed.append(plan.pool) or real(plan, threads))
+    sess = session_mod.InferenceSession(g, threads=2)
+    assert sorted(timed) == ["blas", "omp"]
+    plan = sess.plan
+    assert plan.pool == min(plan.pool_times, key=plan.pool_times.get)
+    kernels = {s.choice.kernel for s in plan.steps}
+    assert not {"on_blas", "on_omp"} <= kernels
+    x = np.random.default_rng(0).standard_normal((4, 64)).astype(np.float32)
+    np.testing.assert_array_equal(sess.run(None, {"x": x})[0], np.maximum(x, 0))
+    timed.clear()
+    monkeypatch.setattr(tunecache, "_loaded", {})              # a new process
+    again = session_mod.InferenceSession(g, threads=2)
+    assert timed == [] and again.plan.pool == plan.pool        # the decision was cached

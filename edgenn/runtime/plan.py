@@ -39,6 +39,8 @@ class Plan:
     planned_bytes: int = 0
     folded_nodes: int = 0
     calls: list = field(default_factory=list)
+    pool: str = "blas"                     # threads > 1: whose thread pool the kernels use
+    pool_times: dict = field(default_factory=dict)   # pool -> median s, when both were timed
 
     def run(self, feeds: list[np.ndarray], output_names: list[str]) -> list[np.ndarray]:
         for buf, x in zip(self.input_buffers, feeds):

@@ -46,6 +46,7 @@ class Tuner:
     progress: callable = None      # progress(done, total) during timing
     spent_s: float = 0.0
     changed: bool = False
+    pool: str = "blas"             # threads > 1: "blas" or "omp" kernels (never both)
 
     @staticmethod
     def resolve_mode(mode: str | None) -> str:
@@ -75,7 +76,8 @@ def choose(node: Node, ins, outs, reference: bool = False, tuner: Tuner | None =
     names = [s.name for s in specs] + ["reference"]
     if reference:
         return Choice("reference", reference_runner(node), names, "reference mode")
-    capable = [s for s in specs if s.supports(node, ins, outs)]
+    capable = _same_pool([s for s in specs if s.supports(node, ins, outs)],
+                         tuner.pool if tuner else "blas")
     if not capable:
         return Choice("reference", reference_runner(node), names, "no specialised kernel applies")
     capable = _prune_by_cost(capable, node, ins, outs)
@@ -83,7 +85,7 @@ def choose(node: Node, ins, outs, reference: bool = False, tuner: Tuner | None =
         spec = capable[0]
         return Choice(spec.name, spec.prepare(node, ins, outs), names, "only capable kernel")
     tuner = tuner or Tuner(mode="off")
-    key = tunecache.node_key(node, ins)
+    key = tunecache.node_key(node, ins) + ("" if tuner.pool == "blas" else f"|{tuner.pool}")
     cache = tunecache.load(tuner.threads) if tuner.mode != "off" else {}
     hit = cache.get(key)
     by_name = {s.name: s for s in capable}
@@ -101,6 +103,13 @@ def choose(node: Node, ins, outs, reference: bool = False, tuner: Tuner | None =
     cache[key] = {"kernel": choice.kernel, "times": choice.times}
     tuner.changed = True
     return choice
+
+
+def _same_pool(specs, pool: str):
+    """Drop the kernels of the other thread pool (a BLAS-only op keeps its BLAS kernels)."""
+    other = "omp" if pool == "blas" else "blas"
+    kept = [s for s in specs if s.pool != other]
+    return kept if kept or pool == "blas" else specs
 
 
 def _prune_by_cost(specs, node, ins, outs):

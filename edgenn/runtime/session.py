@@ -82,13 +82,42 @@ class InferenceSession:
     def _plan(self, key: tuple) -> Plan:
         shapes = {v.name: s for v, s in zip(self.graph.inputs, key)}
         thread_control.apply(self.threads)
-        tuner = Tuner(self.tune, self.threads, progress=self._progress)
-        plan = build(self.graph, shapes, reference=self.reference, tuner=tuner)
+        if self.threads > 1 and not self.reference:
+            plan = self._plan_best_pool(shapes)
+        else:
+            tuner = Tuner(self.tune, self.threads, progress=self._progress)
+            plan = build(self.graph, shapes, reference=self.reference, tuner=tuner)
         thread_control.apply(self.threads)  # kernels may have imported numba while planning
         if len(self._plans) >= MAX_PLANS:
             self._plans.pop(next(iter(self._plans)))
         self._plans[key] = plan
         return plan
+
+    def _plan_best_pool(self, shapes: dict) -> Plan:
+        """threads > 1: one plan on OpenBLAS's thread pool, one on edgenn's OpenMP kernels
+        (mixed, each pool's spinning idle workers starve the other's: measured 2-9x slower);
+        both are timed whole and the faster is kept, the decision cached per CPU."""
+        from . import tunecache
+        key = "pool|" + tunecache.graph_key(self.graph, shapes)
+        cache = tunecache.load(self.threads) if self.tune != "off" else {}
+        known = cache.get(key, {}).get("pool") if self.tune == "cached" else None
+        if self.tune == "off" or known in ("blas", "omp"):
+            pool = known or "blas"
+            tuner = Tuner(self.tune, self.threads, progress=self._progress, pool=pool)
+            plan = build(self.graph, shapes, tuner=tuner)
+            plan.pool = pool
+            return plan
+        plans, times = {}, {}
+        for pool in ("blas", "omp"):
+            tuner = Tuner(self.tune, self.threads, progress=self._progress, pool=pool)
+            plans[pool] = build(self.graph, shapes, tuner=tuner)
+            plans[pool].pool = pool
+            times[pool] = _time_plan(plans[pool], self.threads)
+        best = min(times, key=times.get)
+        cache[key] = {"pool": best, "times": times}
+        tunecache.save(self.threads)
+        plans[best].pool_times = times
+        return plans[best]
 
     def _check_outputs(self, output_names) -> list[str]:
         known = [v.name for v in self.graph.outputs]
@@ -139,3 +168,18 @@ def _static(shape) -> bool:
 
 def _arg(v) -> NodeArg:
     return NodeArg(v.name, list(v.shape), f"tensor({_ONNX_TYPE.get(v.dtype, v.dtype)})", v.dtype)
+
+
+def _time_plan(plan: Plan, threads: int, rounds: int = 5) -> float:
+    """Median seconds of a whole run of `plan` on zero inputs (after one warm-up run)."""
+    import time
+    thread_control.apply(threads)
+    feeds = [np.zeros(b.shape, b.dtype) for b in plan.input_buffers]
+    names = list(plan.outputs)
+    plan.run(feeds, names)
+    samples = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        plan.run(feeds, names)
+        samples.append(time.perf_counter() - t0)
+    return float(np.median(samples))

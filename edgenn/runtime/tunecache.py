@@ -60,6 +60,16 @@ def node_key(node, ins) -> str:
     return hashlib.sha1(json.dumps(sig, sort_keys=True).encode()).hexdigest()
 
 
+def graph_key(graph, shapes: dict) -> str:
+    """A whole plan's identity: every node (op, attributes, wiring) and the input shapes."""
+    h = hashlib.sha1(json.dumps({k: list(v) for k, v in sorted(shapes.items())}).encode())
+    for n in graph.nodes:
+        h.update(json.dumps([n.op, n.inputs, n.outputs,
+                             {k: _plain(v) for k, v in sorted(n.attrs.items())}],
+                            default=str).encode())
+    return h.hexdigest()
+
+
 def load(threads: int) -> dict:
     path = _path(threads)
     with _lock:

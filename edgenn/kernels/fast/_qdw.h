@@ -313,10 +313,11 @@ QE_AVX2 static void qdw_channel_direct_avx2(const qdw_plan *p, const int16_t *P,
 /* One image: x (C, H, W) u8 -> y (C, OH, OW) (u8 or float32), z residual like y or NULL.
  * w (C, T) int8, wp its packed pairs. P: plane scratch, zeroed once by the caller (the
  * padding is never written); obuf: row sums. */
-static void qdw_run(const qdw_plan *p, const uint8_t *x, const int8_t *w, const int32_t *wp,
-                    const qe_epi *e, void *y, const uint8_t *z, int16_t *P, int32_t *obuf) {
+static void qdw_run_channels(const qdw_plan *p, const uint8_t *x, const int8_t *w,
+                             const int32_t *wp, const qe_epi *e, void *y, const uint8_t *z,
+                             int16_t *P, int32_t *obuf, int c0, int c1) {
     const long es = e->out_f32 ? 4 : 1, ohw = (long)p->oh * p->ow;
-    for (int c = 0; c < p->C; c++) {
+    for (int c = c0; c < c1; c++) {
         const uint8_t *xc = x + (long)c * p->H * p->W;
         char *yc = (char *)y + c * ohw * es;
         const uint8_t *zc = z ? z + c * ohw : NULL;
@@ -357,6 +358,13 @@ static void qdw_run(const qdw_plan *p, const uint8_t *x, const int8_t *w, const 
                     zc ? zc + (long)oy * p->ow : NULL, 0);
         }
     }
+}
+
+/* The whole layer on the calling thread (threads: disjoint channel ranges [c0, c1), each
+ * with its own P and obuf). */
+static void qdw_run(const qdw_plan *p, const uint8_t *x, const int8_t *w, const int32_t *wp,
+                    const qe_epi *e, void *y, const uint8_t *z, int16_t *P, int32_t *obuf) {
+    qdw_run_channels(p, x, w, wp, e, y, z, P, obuf, 0, p->C);
 }
 
 #endif

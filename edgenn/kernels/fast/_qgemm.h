@@ -608,19 +608,21 @@ static long qg_conv_workspace(const qg_conv_plan *p) {
     return p->nc * p->G * 4 + 5 * (p->nc + 16) + 64;
 }
 
-/* One image, one group: y (M, N) (u8 or float, row stride N elements) = epilogue(W x im2col)
- * with W packed at wp ([ceil(M/6)][G][24 bytes]); z (M, N) residual or NULL. */
-static void qg_conv_run(const qg_conv_plan *p, const uint8_t *wp, const qg_conv *g,
-                        const qe_epi *e, void *y, const uint8_t *z, uint8_t *ws) {
+/* Output pixels [jb, je) of one image, one group: y (M, N) (u8 or float, row stride N
+ * elements) = epilogue(W x im2col) with W packed at wp ([ceil(M/6)][G][24 bytes]); z (M, N)
+ * residual or NULL. The padded image must be filled (qg_conv_fill_padded) before; threads
+ * run disjoint pixel ranges (jb a multiple of QG_NR), each with its own ws. */
+static void qg_conv_cols(const qg_conv_plan *p, const uint8_t *wp, const qg_conv *g,
+                         const qe_epi *e, void *y, const uint8_t *z, uint8_t *ws, long jb,
+                         long je) {
     const long M = p->M, N = p->N, G = p->G, es = e->out_f32 ? 4 : 1;
     const int flavor_wide = p->wide;
     qg_ukr_t ukr = qg_pick_ukr(QG_CONV, flavor_wide, p->use_avx2);
     uint8_t *bblk = ws, *rowbuf = ws + p->nc * G * 4;
     uint8_t *zrow = rowbuf + 4 * (p->nc + 16);
     memset(zrow, 0, p->nc + 16);
-    if (!p->direct) qg_conv_fill_padded(g);
-    for (long j0 = 0; j0 < N; j0 += p->nc) {
-        long nv = N - j0 < p->nc ? N - j0 : p->nc;
+    for (long j0 = jb; j0 < je; j0 += p->nc) {
+        long nv = je - j0 < p->nc ? je - j0 : p->nc;
         long np = (nv + QG_NR - 1) / QG_NR;
         qg_pack_b_conv(g, p->K, G, p->wide, p->direct, j0, nv, bblk, rowbuf, zrow);
         for (long m0 = 0; m0 < M; m0 += QG_MR) {   /* the A panel stays in L1 */
@@ -638,6 +640,13 @@ static void qg_conv_run(const qg_conv_plan *p, const uint8_t *wp, const qg_conv 
                      (char *)y + (m0 * N + j0) * es, N, z ? z + m0 * N + j0 : NULL);
         }
     }
+}
+
+/* The whole image on the calling thread. */
+static void qg_conv_run(const qg_conv_plan *p, const uint8_t *wp, const qg_conv *g,
+                        const qe_epi *e, void *y, const uint8_t *z, uint8_t *ws) {
+    if (!p->direct) qg_conv_fill_padded(g);
+    qg_conv_cols(p, wp, g, e, y, z, ws, 0, p->N);
 }
 
 /* ---------------------------------------------------------------- QGemm driver */

@@ -15,6 +15,7 @@ it, unless force_portable.
 """
 import numpy as np
 cimport numpy as cnp
+from cython.parallel cimport prange
 from libc.stdint cimport int8_t, int16_t, int32_t, uint8_t
 
 cnp.import_array()
@@ -54,6 +55,9 @@ cdef extern from "_qgemm.h" nogil:
         long mc
     long qg_conv_block(long N, long G)
     long qg_conv_workspace(const qg_conv_plan *p)
+    void qg_conv_fill_padded(const qg_conv *g)
+    void qg_conv_cols(const qg_conv_plan *p, const uint8_t *wp, const qg_conv *g,
+                      const qe_epi *e, void *y, const uint8_t *z, uint8_t *ws, long jb, long je)
     void qg_conv_run(const qg_conv_plan *p, const uint8_t *wp, const qg_conv *g,
                      const qe_epi *e, void *y, const uint8_t *z, uint8_t *ws)
     long qg_gemm_block(long M, long G)
@@ -70,6 +74,9 @@ cdef extern from "_qdw.h" nogil:
         int use_avx2
     void qdw_setup(qdw_plan *p, long *plane_size, long *obuf_size)
     void qdw_pack_weights(const qdw_plan *p, const int8_t *w, int32_t *wp)
+    void qdw_run_channels(const qdw_plan *p, const uint8_t *x, const int8_t *w,
+                          const int32_t *wp, const qe_epi *e, void *y, const uint8_t *z,
+                          int16_t *P, int32_t *obuf, int c0, int c1)
     void qdw_run(const qdw_plan *p, const uint8_t *x, const int8_t *w, const int32_t *wp,
                  const qe_epi *e, void *y, const uint8_t *z, int16_t *P, int32_t *obuf)
 
@@ -138,11 +145,11 @@ cdef class QConvKernel:
     cdef qe_epi epi
     cdef object keep
     cdef cnp.ndarray ws, xpad
-    cdef long group, Mtot, Ctot, gstride, xsize, ysize
-    cdef int out_f32
+    cdef long group, Mtot, Ctot, gstride, xsize, ysize, wsize, chunk
+    cdef int out_f32, threads
 
     def __init__(self, cnp.ndarray wpacked, bint wide, geom, long group, long M, dict epi,
-                 uint8_t x_zp, bint force_portable=False):
+                 uint8_t x_zp, bint force_portable=False, int threads=1):
         (self.geo.C, self.geo.H, self.geo.W, self.geo.kh, self.geo.kw, self.geo.sh,
          self.geo.sw, self.geo.ph, self.geo.pw, self.geo.dh, self.geo.dw, self.geo.oh,
          self.geo.ow) = geom
@@ -165,7 +172,12 @@ cdef class QConvKernel:
             raise ValueError(f"packed weights: {wp.size} bytes, expected {self.gstride * group}")
         self.keep = (wp, _fill_epi(&self.epi, epi))
         self.out_f32 = epi["out_f32"]
-        self.ws = np.zeros(qg_conv_workspace(&self.plan), np.uint8)
+        # threads > 1: pixel ranges of whole QG_NR panels, one workspace each
+        panels = (self.plan.N + QG_NR - 1) // QG_NR
+        self.threads = max(1, min(threads, panels // 2))
+        self.chunk = (panels + self.threads - 1) // self.threads * QG_NR
+        self.wsize = qg_conv_workspace(&self.plan)
+        self.ws = np.zeros(self.wsize * self.threads, np.uint8)
         # the padded image: borders hold x_zp for good, the interior is copied per call
         self.xpad = np.full(qg_conv_padded_size(&self.geo), x_zp, np.uint8)
         self.geo.xp = <uint8_t *>cnp.PyArray_DATA(self.xpad)
@@ -192,15 +204,26 @@ cdef class QConvKernel:
         cdef long yg = self.plan.M * self.plan.N
         cdef qg_conv g = self.geo
         cdef qe_epi e = self.epi
+        cdef int t
         with nogil:
             for b in range(n):
                 for gi in range(self.group):
                     g.x = xp + b * self.xsize + gi * xg
                     e.bias = self.epi.bias + gi * self.plan.M
                     e.mult = self.epi.mult + gi * self.plan.M
-                    qg_conv_run(&self.plan, wp + gi * self.gstride, &g, &e,
-                                yp + (b * self.ysize + gi * yg) * es,
-                                zp + b * self.ysize + gi * yg if zp != NULL else NULL, ws)
+                    if self.threads == 1:
+                        qg_conv_run(&self.plan, wp + gi * self.gstride, &g, &e,
+                                    yp + (b * self.ysize + gi * yg) * es,
+                                    zp + b * self.ysize + gi * yg if zp != NULL else NULL, ws)
+                        continue
+                    if not self.plan.direct:
+                        qg_conv_fill_padded(&g)
+                    for t in prange(self.threads, num_threads=self.threads, schedule="static"):
+                        qg_conv_cols(&self.plan, wp + gi * self.gstride, &g, &e,
+                                     yp + (b * self.ysize + gi * yg) * es,
+                                     zp + b * self.ysize + gi * yg if zp != NULL else NULL,
+                                     ws + t * self.wsize, t * self.chunk,
+                                     min(self.plan.N, (t + 1) * self.chunk))
 
 
 cdef class QDepthwiseKernel:
@@ -209,10 +232,11 @@ cdef class QDepthwiseKernel:
     cdef qe_epi epi
     cdef object keep
     cdef cnp.ndarray P, obuf
-    cdef long xsize, ysize
-    cdef int out_f32
+    cdef long xsize, ysize, psize, osize
+    cdef int out_f32, threads
 
-    def __init__(self, cnp.ndarray w, geom, dict epi, uint8_t x_zp, bint force_portable=False):
+    def __init__(self, cnp.ndarray w, geom, dict epi, uint8_t x_zp, bint force_portable=False,
+                 int threads=1):
         (self.plan.C, self.plan.H, self.plan.W, self.plan.kh, self.plan.kw, self.plan.sh,
          self.plan.sw, self.plan.ph, self.plan.pw, self.plan.dh, self.plan.dw, self.plan.oh,
          self.plan.ow) = geom
@@ -228,8 +252,11 @@ cdef class QDepthwiseKernel:
                          <int32_t *>cnp.PyArray_DATA(wpairs))
         self.keep = (wc, wpairs, _fill_epi(&self.epi, epi))
         self.out_f32 = epi["out_f32"]
-        self.P = np.zeros(psize, np.int16)
-        self.obuf = np.zeros(osize, np.int32)
+        # threads > 1: channel ranges, a plane and output buffer each
+        self.threads = max(1, min(threads, self.plan.C))
+        self.psize, self.osize = psize, osize
+        self.P = np.zeros(psize * self.threads, np.int16)
+        self.obuf = np.zeros(osize * self.threads, np.int32)
         self.xsize = <long>self.plan.C * self.plan.H * self.plan.W
         self.ysize = <long>self.plan.C * self.plan.oh * self.plan.ow
 
@@ -249,11 +276,20 @@ cdef class QDepthwiseKernel:
         cdef int16_t *P = <int16_t *>cnp.PyArray_DATA(self.P)
         cdef int32_t *ob = <int32_t *>cnp.PyArray_DATA(self.obuf)
         cdef long b, es = 4 if self.out_f32 else 1
+        cdef int t, nt = self.threads, per = (self.plan.C + self.threads - 1) // self.threads
         with nogil:
             for b in range(n):
-                qdw_run(&self.plan, xp + b * self.xsize, wp, wpairs, &self.epi,
-                        yp + b * self.ysize * es, zp + b * self.ysize if zp != NULL else NULL,
-                        P, ob)
+                if nt == 1:
+                    qdw_run(&self.plan, xp + b * self.xsize, wp, wpairs, &self.epi,
+                            yp + b * self.ysize * es,
+                            zp + b * self.ysize if zp != NULL else NULL, P, ob)
+                    continue
+                for t in prange(nt, num_threads=nt, schedule="static"):
+                    qdw_run_channels(&self.plan, xp + b * self.xsize, wp, wpairs, &self.epi,
+                                     yp + b * self.ysize * es,
+                                     zp + b * self.ysize if zp != NULL else NULL,
+                                     P + t * self.psize, ob + t * self.osize, t * per,
+                                     min(self.plan.C, (t + 1) * per))
 
 
 cdef class QGemmKernel:

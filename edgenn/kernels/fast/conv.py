@@ -34,7 +34,7 @@ def _supports(node, ins, outs) -> bool:
             and (len(ins) < 3 or ins[2] is None or ins[2].value is not None))
 
 
-@kernel("Conv", "conv_gemm", supports=_supports)
+@kernel("Conv", "conv_gemm", supports=_supports, pool="blas")
 def prepare(node, ins, outs):
     from ._im2col import im2col
     x, w, y = ins[0], ins[1].value, outs[0]

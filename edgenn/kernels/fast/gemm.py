@@ -15,7 +15,7 @@ def _gemm_supports(node, ins, outs) -> bool:
             and epilogue.supported(node))
 
 
-@kernel("Gemm", "gemm_blas", supports=_gemm_supports)
+@kernel("Gemm", "gemm_blas", supports=_gemm_supports, pool="blas")
 def prepare_gemm(node, ins, outs):
     at = node.attrs
     alpha, beta = float(at.get("alpha", 1.0)), float(at.get("beta", 1.0))
@@ -60,7 +60,7 @@ def prepare_gemm(node, ins, outs):
 
 @kernel("MatMul", "matmul_blas",
         supports=lambda node, ins, outs: ins[0].dtype == ins[1].dtype == "float32"
-        and len(ins[0].shape) >= 2 and len(ins[1].shape) >= 2)
+        and len(ins[0].shape) >= 2 and len(ins[1].shape) >= 2, pool="blas")
 def prepare_matmul(node, ins, outs):
     def run(inputs, outputs):
         np.matmul(inputs[0], inputs[1], out=outputs[0])

@@ -17,6 +17,7 @@ import numpy as np
 from .conv import geometry
 from .qgemm import consts_ok, epilogue_args, opt, pack_a, register, u8_path_exact
 from .quantize import scalar
+from .threading_cost import plan_threads
 
 ACTIVATIONS = ("", "Relu", "Clip", "HardSwish", "HardSigmoid", "Sigmoid", "SiLU", "LeakyRelu")
 
@@ -64,7 +65,7 @@ def _gemm_supports(node, ins, outs) -> bool:
     return _conv_ok(node, ins, outs) and not _is_depthwise(node, ins)
 
 
-def prepare_gemm(node, ins, outs, force_portable=False, force_wide=False):
+def prepare_gemm(node, ins, outs, force_portable=False, force_wide=False, threads=1):
     """-> run(inputs, outputs); force_*: tests pin the portable build / the int16 path."""
     qg = _qgemm()
     w = np.asarray(ins[3].value, np.int8)
@@ -76,7 +77,7 @@ def prepare_gemm(node, ins, outs, force_portable=False, force_wide=False):
     packed = np.concatenate([pack_a(wrows[g * mg:(g + 1) * mg], wide) for g in range(group)])
     epi = epilogue_args(node, ins, m, wsum=wrows.astype(np.int64).sum(axis=1))
     k = qg.QConvKernel(packed, wide, _geom(node, ins, outs), group, m, epi,
-                       int(scalar(ins[2])), force_portable=force_portable)
+                       int(scalar(ins[2])), force_portable=force_portable, threads=threads)
     run = _runner(k, opt(ins, 9) is not None)
     run.wide = wide
     return run
@@ -84,6 +85,11 @@ def prepare_gemm(node, ins, outs, force_portable=False, force_wide=False):
 
 register("QConv", "qconv_gemm_int8", _gemm_supports,
          lambda node, ins, outs: prepare_gemm(node, ins, outs))
+# output pixels split over the session's threads (OpenMP): only in the "omp" pool's plans
+register("QConv", "qconv_gemm_int8_mt",
+         lambda node, ins, outs: plan_threads() > 1 and _gemm_supports(node, ins, outs),
+         lambda node, ins, outs: prepare_gemm(node, ins, outs, threads=plan_threads()),
+         pool="omp")
 
 
 # -- depthwise ---------------------------------------------------------------------------------
@@ -93,15 +99,21 @@ def _dw_supports(node, ins, outs) -> bool:
         ins[3].shape[2] * ins[3].shape[3] <= 1024
 
 
-def prepare_depthwise(node, ins, outs, force_portable=False):
+def prepare_depthwise(node, ins, outs, force_portable=False, threads=1):
     qg = _qgemm()
     w = np.asarray(ins[3].value, np.int8)
     c = w.shape[0]
     epi = epilogue_args(node, ins, c, wsum=None)   # the kernel subtracts x_zp itself
     k = qg.QDepthwiseKernel(w.reshape(c, -1), _geom(node, ins, outs), epi,
-                            int(scalar(ins[2])), force_portable=force_portable)
+                            int(scalar(ins[2])), force_portable=force_portable,
+                            threads=threads)
     return _runner(k, opt(ins, 9) is not None)
 
 
 register("QConv", "qconv_dw_int8", _dw_supports,
          lambda node, ins, outs: prepare_depthwise(node, ins, outs))
+# channels split over the session's threads (OpenMP)
+register("QConv", "qconv_dw_int8_mt",
+         lambda node, ins, outs: plan_threads() > 1 and _dw_supports(node, ins, outs),
+         lambda node, ins, outs: prepare_depthwise(node, ins, outs, threads=plan_threads()),
+         pool="omp")

@@ -131,13 +131,15 @@ def bit_exact(node, outs) -> bool:
     return outs[0].dtype != "uint8" or node.attrs.get("activation", "") not in TRANSCENDENTAL
 
 
-def register(op: str, name: str, supports, prepare) -> None:
+def register(op: str, name: str, supports, prepare, pool: str = "own") -> None:
     """Register `prepare` twice: `name` for the bit-exact nodes, `name`_exp (one output step
-    of tolerance) for u8 outputs through Sigmoid / SiLU / Gelu."""
+    of tolerance) for u8 outputs through Sigmoid / SiLU / Gelu. A multi-thread kernel
+    (pool "omp") is named <base>_mt / <base>_exp_mt."""
+    base, mt = (name[:-3], "_mt") if name.endswith("_mt") else (name, "")
     kernel(op, name, supports=lambda node, ins, outs: supports(node, ins, outs)
-           and bit_exact(node, outs))(prepare)
-    kernel(op, name + "_exp", supports=lambda node, ins, outs: supports(node, ins, outs)
-           and not bit_exact(node, outs), lsb_tolerance=1)(prepare)
+           and bit_exact(node, outs), pool=pool)(prepare)
+    kernel(op, base + "_exp" + mt, supports=lambda node, ins, outs: supports(node, ins, outs)
+           and not bit_exact(node, outs), lsb_tolerance=1, pool=pool)(prepare)
 
 
 # -- weight packing ---------------------------------------------------------------------------

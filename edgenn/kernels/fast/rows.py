@@ -106,7 +106,7 @@ def c_smx(s, scale, kind, avx2=True):
     return lambda m: sm(s, scale, m, avx2)
 
 
-@kernel("FusedAttention", "attention_blas_c", supports=attention_supports, cost=c_cost)
+@kernel("FusedAttention", "attention_blas_c", supports=attention_supports, cost=c_cost, pool="blas")
 def prepare_attention(node, ins, outs):
     return attention_plan(node, ins, outs, c_smx)
 

@@ -86,7 +86,8 @@ def numba_smx(s, scale, kind):
     return lambda m: smx(s, si, sc, scale, dummy if m is None else m, kind)
 
 
-@kernel("FusedAttention", "attention_blas_numba", supports=attention_supports, cost=numba_cost)
+@kernel("FusedAttention", "attention_blas_numba", supports=attention_supports, cost=numba_cost,
+        pool="blas")
 def prepare_attention(node, ins, outs):
     """Per head, BLAS for q @ k_t and p @ v, Numba for scale + mask + softmax in one pass
     (the plan, shared with the C kernel, is rows.attention_plan)."""

@@ -164,7 +164,7 @@ def _convt_supports(node, ins, outs) -> bool:
             and not node.attrs.get("activation"))
 
 
-@kernel("ConvTranspose", "convtranspose_gemm", supports=_convt_supports)
+@kernel("ConvTranspose", "convtranspose_gemm", supports=_convt_supports, pool="blas")
 def prepare_convtranspose(node, ins, outs):
     x, w = ins[0], ins[1]
     n, c, h, wd = x.shape

@@ -231,12 +231,12 @@ def _prepare(node, ins, outs, m: int, block_bytes: int = _BLOCK_BYTES):
     return run
 
 
-@kernel("Conv", "winograd_f23", supports=_supports, cost=_cost(2))
+@kernel("Conv", "winograd_f23", supports=_supports, cost=_cost(2), pool="blas")
 def prepare_f23(node, ins, outs):
     return _prepare(node, ins, outs, 2)
 
 
-@kernel("Conv", "winograd_f43", supports=_supports, cost=_cost(4))
+@kernel("Conv", "winograd_f43", supports=_supports, cost=_cost(4), pool="blas")
 def prepare_f43(node, ins, outs):
     return _prepare(node, ins, outs, 4)
 

@@ -1,0 +1,78 @@
+"""Multi-thread latency, one runtime per fresh process (in one process, the runtimes'
+thread pools spin and starve each other, so interleaving is only fair at 1 thread).
+
+    python scripts/compare_processes.py --threads 2 mobilenet_v2-op13 resnet18-op17
+    python scripts/compare_processes.py --threads 2 --int8 mobilenet_v2-op13
+
+Runtimes: edgenn, onnxruntime, mnn (fp32); with --int8 also edgenn-int8 (its own
+quantizer) and onnxruntime-int8 (quantize_static QDQ), both calibrated on the same images.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CHILD = r"""
+import json, os, sys, time
+import numpy as np
+sys.path.insert(0, os.path.join({here!r}, "..", "tests"))
+from models import ZOO, imagenet_calibration
+from edgenn import bench
+name, runtime, threads, rounds = {name!r}, {runtime!r}, {threads}, {rounds}
+path, feeds = ZOO[name]()
+shapes = {{k: v.shape for k, v in feeds.items()}}
+if runtime.endswith("-int8"):
+    (inp, x), = feeds.items()
+    calib = [{{inp: b}} for b in imagenet_calibration(x.shape[-1])]
+    if runtime == "edgenn-int8":
+        import edgenn
+        int8 = os.path.join({tmp!r}, name + ".int8.enn")
+        if not os.path.exists(int8):
+            edgenn.save(edgenn.quantize(str(path), calib), int8)
+        runner = bench.edgenn_runner(int8, threads, shapes)
+    else:
+        runner = bench.onnxruntime_runner(bench.onnxruntime_int8_model(str(path), calib), threads)
+elif runtime == "edgenn":
+    runner = bench.edgenn_runner(str(path), threads, shapes)
+else:
+    runner = bench.PEERS[runtime](str(path), threads, shapes)
+bench.interleave([runner], feeds, rounds, warmup=5)
+print("RESULT", json.dumps(runner.times))
+"""
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("models", nargs="+")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=20)
+    p.add_argument("--int8", action="store_true")
+    p.add_argument("--runtimes", default="edgenn,onnxruntime,mnn")
+    args = p.parse_args()
+    runtimes = args.runtimes.split(",") + (["edgenn-int8", "onnxruntime-int8"] if args.int8 else [])
+    tmp = os.path.join(os.environ.get("TMPDIR", "/tmp"), "edgenn-compare")
+    os.makedirs(tmp, exist_ok=True)
+    import numpy as np
+    for name in args.models:
+        print(f"\n== {name}: {args.threads} thread(s), one process per runtime, median of "
+              f"{args.rounds} after 5 warm-up runs")
+        rows = {}
+        for rt in runtimes:
+            code = CHILD.format(here=HERE, name=name, runtime=rt, threads=args.threads,
+                                rounds=args.rounds, tmp=tmp)
+            out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+            line = [x for x in out.stdout.splitlines() if x.startswith("RESULT ")]
+            if out.returncode or not line:
+                print(f"{rt:18} failed: {(out.stderr.strip().splitlines() or ['?'])[-1]}")
+                continue
+            rows[rt] = float(np.median(json.loads(line[0][7:]))) * 1e3
+        base = rows.get("edgenn")
+        for rt, ms in rows.items():
+            ratio = f"{ms / base:6.2f}x" if base else ""
+            print(f"{rt:18} {ms:9.2f} ms  {ratio} of edgenn fp32")
+
+
+if __name__ == "__main__":
+    main()
