@@ -74,28 +74,12 @@ def weight_transform(w: np.ndarray, m: int) -> np.ndarray:
     _, g, _ = matrices(m)
     alpha = m + 2
     k, c = w.shape[:2]
-    # separable: R = G w (alpha x 3 planes of (K, C)), then U = R G^T (alpha x alpha planes),
-    # each plane a sum of 3 scaled planes (zero coefficients skipped); float64 accumulation
-    taps = np.require(w.transpose(2, 3, 0, 1), dtype=np.float64, requirements="C")  # (3,3,K,C)
-    rows = np.zeros((alpha, 3, k, c), np.float64)
-    u = np.empty((alpha * alpha, k, c), np.float32)
-    acc, tmp = np.empty((k, c), np.float64), np.empty((k, c), np.float64)
-
-    def combine(out, coefs, planes):  # out = sum coefs[t] * planes[t]
-        out.fill(0.0)
-        for coef, plane in zip(coefs, planes):
-            if coef:
-                np.multiply(plane, coef, out=tmp)
-                np.add(out, tmp, out=out)
-
-    for i in range(alpha):
-        for b in range(3):
-            combine(rows[i, b], g[i], taps[:, b])
-    for i in range(alpha):
-        for j in range(alpha):
-            combine(acc, g[j], rows[i])
-            u[i * alpha + j] = acc
-    return u
+    # separable, as plain float32 matrix products over contiguous planes (3-term sums):
+    # R = G w over the first tap axis, then U = R G^T over the second
+    g = g.astype(np.float32)
+    taps = np.require(w.transpose(2, 3, 0, 1), dtype=np.float32, requirements="C")  # (3,3,K,C)
+    rows = (g @ taps.reshape(3, -1)).reshape(alpha, 3, k * c)          # (alpha, 3, K*C)
+    return np.matmul(g, rows).reshape(alpha * alpha, k, c)             # (alpha^2, K, C)
 
 
 # ---- cost model -----------------------------------------------------------------------------
