@@ -19,7 +19,9 @@ extensions = [
               extra_link_args=["-fopenmp"],
               depends=["edgenn/kernels/fast/_dwc8.h"]),
     Extension("edgenn.kernels.fast._rowops", ["edgenn/kernels/fast/_rowops.pyx"],
-              include_dirs=["edgenn/kernels/fast"], extra_compile_args=["-O3"],
+              include_dirs=["edgenn/kernels/fast"],
+              # no mul+add contraction: the quantize / QAdd passes must round as NumPy does
+              extra_compile_args=["-O3", "-ffp-contract=off"],
               depends=["edgenn/kernels/fast/_rowops.h", "edgenn/kernels/fast/_simd_math.h"]),
     # int8 QConv / QGemm: bit-exact float epilogue, so no FMA contraction
     Extension("edgenn.kernels.fast._qgemm", ["edgenn/kernels/fast/_qgemm.pyx"],

@@ -32,7 +32,24 @@ def dequantize_cases():
             yield node, [x, np.float32(scale), np.uint8(zp)], {1, 2}
 
 
-CASES = {"QuantizeLinear": quantize_cases, "DequantizeLinear": dequantize_cases}
+def qadd_cases():
+    """Residual-style adds of two uint8 tensors: tails around 32, ties, saturation, Relu."""
+    rng = np.random.default_rng(14)
+    params = [(0.02, 128, 0.03, 100, 0.04, 120), (0.1, 0, 0.1, 0, 0.05, 0),
+              (0.5, 255, 0.25, 3, 0.2, 250), (0.05, 10, 0.05, 10, 0.1, 10)]
+    for shape in [(1,), (31,), (32,), (65,), (1, 16, 9, 9), (2, 24, 56, 57)]:
+        for sa, za, sb, zb, sy, zy in params:
+            for act in ("", "Relu"):
+                a = rng.integers(0, 256, shape, dtype=np.uint8)
+                b = rng.integers(0, 256, shape, dtype=np.uint8)
+                node = Node("QAdd", ["a", "sa", "za", "b", "sb", "zb", "sy", "zy"], ["y"],
+                            {"activation": act}, "qadd")
+                yield node, [a, np.float32(sa), np.uint8(za), b, np.float32(sb), np.uint8(zb),
+                             np.float32(sy), np.uint8(zy)], {1, 2, 4, 5, 6, 7}
+
+
+CASES = {"QuantizeLinear": quantize_cases, "DequantizeLinear": dequantize_cases,
+         "QAdd": qadd_cases}
 
 
 def maxpool_int_cases():

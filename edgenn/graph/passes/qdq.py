@@ -15,14 +15,16 @@ Rewrites, in this order (names as in the int8 spec):
    of the conv's output scale there and more downstream (measured on ORT-quantized
    ResNet / MobileNetV2 blocks: closer to the float model on average, but several steps
    away from onnxruntime on a quarter of the outputs). By default the QDQ arithmetic
-   stays exact: QConv -> u8, then DQ, Add, Q in float (bit-exact with onnxruntime's
-   literal QDQ run in tests/test_qdq_pass.py).
+   stays exact: QConv -> u8, then QAdd (step 5: DQ, Add, Q in one uint8 pass, bit-exact
+   with onnxruntime's literal QDQ run in tests/test_qdq_pass.py).
 3. Conv / Gemm / MatMul reading DQ(x_q u8) with DQ(const s8) weights [, bias][, Z = DQ(z_q)]
    (activation as fused by the fp32 passes, or one activation node before the Q)
    => QConv / QGemm; with a following Q (u8, per tensor) the output is y_q, otherwise float.
 4. DQ -> MaxPool / Reshape / Flatten / Transpose / Squeeze / Unsqueeze / Identity / Concat
    -> Q, all with equal (scale, zero point) => the op on the uint8 tensor.
-5. Q(DQ(t_q)) with equal parameters => t_q.
+5. Q([Relu](Add(DQ(a_q), DQ(b_q)))), a and b of one shape => QAdd (uint8, one pass, the
+   same float32 arithmetic op for op).
+6. Q(DQ(t_q)) with equal parameters => t_q.
 Finally DQ / Q nodes left unread are removed. What does not match stays QDQ + float op:
 correct, only slower.
 """
@@ -352,6 +354,35 @@ def _op_on_uint8(graph: Graph, view: View, q: Node) -> bool:
     return True
 
 
+# -- 4b. Q([Relu](Add(DQ(a_q), DQ(b_q)))) => QAdd(a_q, b_q) ----------------------------------------
+
+def _qadd(oracle: _ShapeOracle):
+    """The uint8 residual Add (ORT's QDQ form, and ours where an Add is not a conv's
+    residual): one pass instead of DQ, DQ, Add, [Relu,] Q; same arithmetic, op for op."""
+    def rewrite(graph: Graph, view: View, q: Node) -> bool:
+        if q.op != Q:
+            return False
+        qt = _per_tensor(view, q)
+        chain, relu = [q], view.prod(q.inputs[0], "Relu")
+        if relu is not None:
+            if view.only_use(relu.outputs[0]) is not q:
+                return False
+            chain.insert(0, relu)
+        add = view.prod(chain[0].inputs[0], "Add")
+        if qt is None or add is None or view.only_use(add.outputs[0]) is not chain[0] \
+                or len(add.inputs) != 2:
+            return False
+        a, b = (dq_activation(view, name) for name in add.inputs)
+        if a is None or b is None or not oracle.same(add.inputs[0], add.inputs[1]):
+            return False
+        fused = new_node(graph, "QAdd", [a.name, a.scale, a.zero_point, b.name, b.scale,
+                                         b.zero_point, q.inputs[1], q.inputs[2]],
+                         [q.outputs[0]], {"activation": "Relu" if relu else ""}, add.name)
+        replace_chain(graph, [add] + chain, fused)
+        return True
+    return rewrite
+
+
 # -- 5. Q(DQ(t_q)) => t_q ------------------------------------------------------------------------
 
 def _requantize_pair(graph: Graph, view: View, q: Node) -> bool:
@@ -394,6 +425,8 @@ def fuse_qdq(graph: Graph) -> bool:
                                         "qdq_residual_lifted")
         changed |= rewrite_and_note(graph, _fuse_product, "qdq_product_fused")
         changed |= rewrite_and_note(graph, _op_on_uint8, "qdq_op_on_uint8")
+        if "Add" in ops:
+            changed |= rewrite_and_note(graph, _qadd(_ShapeOracle(graph)), "qdq_add_fused")
         changed |= rewrite_and_note(graph, _requantize_pair, "qdq_pair_removed")
     if changed:
         _remove_unread(graph)

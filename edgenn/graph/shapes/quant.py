@@ -23,7 +23,7 @@ from ...errors import GraphError, UnsupportedOpError
 from ...registry import TensorInfo, shape_rule
 from .nn import ACTIVATIONS, matmul_shape, window_geometry
 
-OPS = ("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearConv",
+OPS = ("QAdd", "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearConv",
        "QLinearMatMul", "ConvInteger", "MatMulInteger", "QConv", "QGemm")
 
 # the integer types QuantizeLinear / DequantizeLinear handle; ONNX also has int4, uint4,
@@ -322,6 +322,26 @@ def qlinear_matmul(node, ins):
            "y_zero_point (uint8 or int8) is required")
     _zero_point(node, y_zp, "y_zero_point", y_zp.dtype, ())
     return [TensorInfo(y_zp.dtype, y)]
+
+
+
+@shape_rule("QAdd")
+def qadd(node, ins):
+    """QAdd(a u8, a_scale, a_zp, b u8, b_scale, b_zp, y_scale, y_zp) -> y u8, a and b of one
+    shape; attrs activation "" | "Relu". The QDQ arithmetic of Q([Relu](DQ(a) + DQ(b))),
+    op for op (graph/passes/qdq.py makes it)."""
+    a, b = ins[0], _input(ins, 3)
+    _dtype(node, a, "a", ("uint8",))
+    _dtype(node, b, "b", ("uint8",))
+    _check(node, tuple(a.shape) == tuple(b.shape),
+           f"a {a.shape} and b {b.shape} must have one shape (no broadcasting)")
+    for i, what, dtype in ((1, "a_scale", "float32"), (2, "a_zero_point", "uint8"),
+                           (4, "b_scale", "float32"), (5, "b_zero_point", "uint8"),
+                           (6, "y_scale", "float32"), (7, "y_zero_point", "uint8")):
+        _scalar(node, _input(ins, i), what, (dtype,))
+    act = node.attrs.get("activation", "") or ""
+    _check(node, act in ("", "Relu"), f"activation {act!r} must be '' or 'Relu'")
+    return [TensorInfo("uint8", tuple(a.shape))]
 
 
 CONST_INPUTS: dict = {}

@@ -507,6 +507,62 @@ static void rowops_dequantize_u8(int avx2, const unsigned char *x, float *y, lon
         y[i] = (float)((int)x[i] - zp) * scale;
 }
 
+/* ---- QAdd: y = quantize([relu]((a - za) * sa + (b - zb) * sb)), uint8 per tensor ----------
+ * each step one float32 operation as the QDQ graph does it (DequantizeLinear x2, Add,
+ * Relu, QuantizeLinear with its division), so the result is bit-exact with it.            */
+
+static inline unsigned char row_qadd1(unsigned char a, unsigned char b, float sa, int za,
+                                      float sb, int zb, float sy, int zy, int relu)
+{
+    float v = (float)((int)a - za) * sa + (float)((int)b - zb) * sb;
+    if (relu && v < 0.0f) v = 0.0f;
+    return row_quant1(v, sy, zy, 1);
+}
+
+__attribute__((target("avx2,fma")))
+static void row_qadd_avx2(const unsigned char *a, const unsigned char *b, unsigned char *y,
+                          long n, float sa, int za, float sb, int zb, float sy, int zy,
+                          int relu)
+{
+    const __m256 vsa = _mm256_set1_ps(sa), vsb = _mm256_set1_ps(sb), vsy = _mm256_set1_ps(sy),
+                 lo = _mm256_set1_ps(-1024.0f), hi = _mm256_set1_ps(1024.0f),
+                 zero = _mm256_setzero_ps();
+    const __m256i vza = _mm256_set1_epi32(za), vzb = _mm256_set1_epi32(zb),
+                  vzy = _mm256_set1_epi32(zy), order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    long i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m256i q[4];
+        for (int j = 0; j < 4; j++) {
+            __m256i ia = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(a + i + 8 * j)));
+            __m256i ib = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(b + i + 8 * j)));
+            __m256 va = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(ia, vza)), vsa);
+            __m256 vb = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(ib, vzb)), vsb);
+            __m256 v = _mm256_add_ps(va, vb);          /* no FMA: two roundings, as NumPy */
+            if (relu) v = _mm256_max_ps(v, zero);
+            v = _mm256_div_ps(v, vsy);
+            v = _mm256_min_ps(_mm256_max_ps(v, lo), hi);
+            q[j] = _mm256_add_epi32(_mm256_cvtps_epi32(v), vzy);
+        }
+        __m256i w01 = _mm256_packs_epi32(q[0], q[1]), w23 = _mm256_packs_epi32(q[2], q[3]);
+        __m256i bytes = _mm256_packus_epi16(w01, w23);
+        _mm256_storeu_si256((__m256i *)(y + i), _mm256_permutevar8x32_epi32(bytes, order));
+    }
+    for (; i < n; i++)
+        y[i] = row_qadd1(a[i], b[i], sa, za, sb, zb, sy, zy, relu);
+}
+
+static void rowops_qadd_u8(int avx2, const unsigned char *a, const unsigned char *b,
+                           unsigned char *y, long n, float sa, int za, float sb, int zb,
+                           float sy, int zy, int relu)
+{
+    if (avx2) {
+        row_qadd_avx2(a, b, y, n, sa, za, sb, zb, sy, zy, relu);
+        return;
+    }
+    for (long i = 0; i < n; i++)
+        y[i] = row_qadd1(a[i], b[i], sa, za, sb, zb, sy, zy, relu);
+}
+
 static int rowops_cpu_has_avx2(void)
 {
     __builtin_cpu_init();

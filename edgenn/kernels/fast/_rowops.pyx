@@ -22,6 +22,9 @@ cdef extern from "_rowops.h" nogil:
                             int zp, int divide)
     void rowops_dequantize_u8(int avx2, const unsigned char *x, float *y, long n,
                               float scale, int zp)
+    void rowops_qadd_u8(int avx2, const unsigned char *a, const unsigned char *b,
+                        unsigned char *y, long n, float sa, int za, float sb, int zb,
+                        float sy, int zy, int relu)
 
 
 cdef bint _avx2 = rowops_cpu_has_avx2()
@@ -129,3 +132,15 @@ def dequantize_u8(const unsigned char[::1] x, float[::1] y, float scale, int zer
         return
     with nogil:
         rowops_dequantize_u8(a, &x[0], &y[0], x.shape[0], scale, zero_point)
+
+
+def qadd_u8(const unsigned char[::1] a, const unsigned char[::1] b, unsigned char[::1] y,
+            float sa, int za, float sb, int zb, float sy, int zy, bint relu,
+            bint avx2=True):
+    """y = clamp(rint([relu]((a - za) * sa + (b - zb) * sb) / sy) + zy, 0, 255)."""
+    assert a.shape[0] == b.shape[0] == y.shape[0]
+    cdef int av = avx2 and _avx2
+    if a.shape[0] == 0:
+        return
+    with nogil:
+        rowops_qadd_u8(av, &a[0], &b[0], &y[0], a.shape[0], sa, za, sb, zb, sy, zy, relu)

@@ -1,4 +1,4 @@
-"""QuantizeLinear / DequantizeLinear, per tensor, uint8 <-> float32: one C pass each
+"""QuantizeLinear / DequantizeLinear, per tensor, uint8 <-> float32, and QAdd: one C pass each
 (_rowops quantize_u8 / dequantize_u8, AVX2 with a portable fallback), bit-exact with the
 ONNX reference (x / scale in float32, round half to even, saturate)."""
 from __future__ import annotations
@@ -51,4 +51,23 @@ def prepare_dequantize(node, ins, outs):
 
     def run(inputs, outputs):
         dequantize(inputs[0].reshape(-1), outputs[0].reshape(-1), scale, zp)
+    return run
+
+
+def _qadd_supports(node, ins, outs) -> bool:
+    return all(scalar(ins[i]) is not None for i in (1, 2, 4, 5, 6, 7))
+
+
+@kernel("QAdd", "qadd_u8_c", supports=_qadd_supports, cost=c_cost)
+def prepare_qadd(node, ins, outs):
+    """Q([Relu](DQ(a) + DQ(b))) in one pass over the uint8 tensors (_rowops qadd_u8)."""
+    sa, za, sb, zb, sy, zy = (scalar(ins[i]) for i in (1, 2, 4, 5, 6, 7))
+    sa, sb, sy = np.float32(sa), np.float32(sb), np.float32(sy)
+    za, zb, zy = int(za), int(zb), int(zy)
+    relu = node.attrs.get("activation", "") == "Relu"
+    qadd = _rowops.qadd_u8
+
+    def run(inputs, outputs):
+        qadd(inputs[0].reshape(-1), inputs[3].reshape(-1), outputs[0].reshape(-1),
+             sa, za, sb, zb, sy, zy, relu)
     return run

@@ -262,3 +262,13 @@ def qlinear_matmul(attrs, inputs):
     acc = gemm_accumulate(a, a_zp, b, b_zp)
     return [_requantize_linear(acc, acc.ndim - 1, a_scale, b_scale, y_scale, y_zp)
             .reshape(acc.shape)]
+
+
+@reference("QAdd")
+def qadd(attrs, inputs):
+    """Q([Relu](DQ(a) + DQ(b))): each step the float32 operation the QDQ graph does."""
+    a, sa, za, b, sb, zb, sy, zy = inputs[:8]
+    v = dequantize_values(a, sa, za) + dequantize_values(b, sb, zb)
+    if attrs.get("activation", "") == "Relu":
+        v = np.maximum(v, F32(0))
+    return [quantize_values(v, sy, zy)]
