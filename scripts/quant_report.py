@@ -83,7 +83,9 @@ def main():
         print(f"{'method':18} {'acc fp32':>9} {'acc int8':>9} {'top-1 agree':>11} "
               f"{'cosine':>8} {'worst':>7} {'SQNR dB':>8} {'quantize s':>10}")
         rows = [(m, dict(method=m)) for m in METHODS] + \
-            [("kl+fidelity", dict(method="kl", fidelity=0.99))]
+            [("kl+fidelity", dict(method="kl", fidelity=0.99)),
+             ("kl+fid .999", dict(method="kl", fidelity=0.999)),
+             ("kl+fid .999+8bit", dict(method="kl", fidelity=0.999, bits8_first=True))]
         last = None
         for label, kw in rows:
             t0 = time.perf_counter()
@@ -96,7 +98,9 @@ def main():
             extra = ""
             mixed = g.meta["quantization"].get("mixed_precision")
             if mixed:
-                extra = f"  ({len(mixed['fp32_layers'])} layers fp32)"
+                n8 = len(mixed.get("bits8_layers") or ())
+                extra = f"  ({len(mixed['fp32_layers'])} layers fp32" + \
+                    (f", {n8} with 8-bit weights)" if n8 else ")")
             print(f"{label:18} {acc['fp32']:9.2%} {acc['int8']:9.2%} {m['top1']:11.2%} "
                   f"{m['cosine']:8.5f} {m['cosine_min']:7.4f} {m['sqnr_db']:8.1f} "
                   f"{dt:10.1f}{extra}")

@@ -213,6 +213,26 @@ def test_fidelity_target_keeps_the_most_sensitive_layers_fp32(digits):
     assert {r["node"] for r in rep["layers"] if r["precision"] == "fp32"} == set(kept)
 
 
+
+def test_bits8_first_gives_sensitive_layers_8bit_weights_before_fp32(digits):
+    """bits8_first: the search first moves the most sensitive 7-bit layers to 8-bit
+    weights (k = 1, 2, ...), and keeps layers fp32 only if that is not enough."""
+    calib, x, y, fp32 = digits
+    q = edgenn.quantize(quant_data.DEMO_MODEL, calib, method="minmax", fidelity=0.99999,
+                        bits8_first=True)
+    mixed = q.meta["quantization"]["mixed_precision"]
+    sens, b8 = mixed["sensitivity"], mixed["bits8_layers"]
+    assert mixed["met"] and b8
+    worst_first = sorted(sens, key=lambda k: (sens[k].get("top1") or 1.0, sens[k]["cosine"]))
+    assert b8 == [n for n in worst_first if n in b8][:len(b8)]
+    steps = [s for s in mixed["search"] if s["fp32_layers"] == 0]
+    assert [s["bits8_layers"] for s in steps] == list(range(len(steps)))
+    records = {r["node"]: r for r in q.meta["quantization"]["layers"]}
+    assert all(records[n]["weight_bits"] == 8 for n in b8 if n in records)
+    assert any(r["weight_bits"] == 7 for n, r in records.items() if n not in b8)
+    out = run(q, x)
+    assert _cos(out, fp32) > 0.9999
+
 def test_exclude_by_name_and_op(digits):
     calib = digits[0]
     q = edgenn.quantize(quant_data.DEMO_MODEL, calib, exclude=("Gemm", "/stem/stem.0/Conv"))

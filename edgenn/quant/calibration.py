@@ -317,30 +317,6 @@ def kl_range(obs: Observer) -> tuple[float, float]:
     return max(obs.min, -t), min(obs.max, t)
 
 
-
-MSE_CANDIDATES = 128
-
-
-def mse_range(obs: Observer, candidates: int = MSE_CANDIDATES) -> tuple[float, float]:
-    """The clip of |x| at threshold T that gives the lowest quantization MSE on the
-    histograms (`histogram_mse`), T on a grid of `candidates` values up to max |x|;
-    the range is [max(min, -T), min(max, T)] as for KL."""
-    if not obs.has_histogram:
-        return minmax_range(obs)
-    peak = max(abs(obs.min), abs(obs.max))
-    if not math.isfinite(peak) or peak <= 0:
-        return minmax_range(obs)
-    best, best_err = minmax_range(obs), math.inf
-    for t in peak * np.arange(1, candidates + 1) / candidates:
-        lo, hi = max(obs.min, -t), min(obs.max, t)
-        if hi <= lo:
-            continue
-        err = histogram_mse(obs, lo, hi)
-        if err < best_err:
-            best, best_err = (float(lo), float(hi)), err
-    return best
-
-
 # -- uint8 parameters and their error ----------------------------------------------------------
 def uint8_params(lo: float, hi: float) -> tuple[np.float32, np.uint8]:
     """Per-tensor asymmetric uint8 (scale, zero point) for the range [lo, hi] widened to
@@ -385,8 +361,6 @@ def activation_range(obs: Observer, method: str, percentile: float = 99.99,
         return percentile_range(obs, percentile, percentile_mode)
     if method == "kl":
         return kl_range(obs)
-    if method == "mse":
-        return mse_range(obs)
     raise ValueError(f"unknown calibration method {method!r}; choose one of {METHODS}")
 
 

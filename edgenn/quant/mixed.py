@@ -28,9 +28,14 @@ class MixedResult:
     sensitivity: dict[str, dict]           # layer -> {"cosine", "top1"} when alone int8
     steps: list[dict] = field(default_factory=list)  # k -> fidelity of that candidate
     met: bool = False
+    bits8_layers: list[str] = field(default_factory=list)  # given 8-bit weights instead
+
+    def layer_bits(self) -> dict[str, int]:
+        return {name: 8 for name in self.bits8_layers}
 
     def summary(self) -> dict:
         return {"target": self.target, "met": self.met, "fp32_layers": self.fp32_layers,
+                "bits8_layers": self.bits8_layers,
                 "sensitivity": self.sensitivity, "search": self.steps}
 
 
@@ -67,10 +72,23 @@ def _order_key(s: dict):
     return (top1 if top1 is not None else 1.0, s["cosine"])
 
 
+def _weight_bits_of(graph: Graph, plan: QuantPlan, opts) -> dict[str, int]:
+    from .rewrite import is_depthwise
+    out = {}
+    for n in graph.nodes:
+        if n.name in plan.layers:
+            dw = opts.depthwise_bits and is_depthwise(n, graph.consts[n.inputs[1]])
+            out[n.name] = opts.depthwise_bits if dw else opts.weight_bits
+    return out
+
+
 def keep_sensitive_fp32(graph: Graph, plan: QuantPlan, ranges, opts, batches: Batches,
                         target: float, exclude=(), progress=None, threads: int = 1,
-                        means=None) -> MixedResult:
-    """The plan with the fewest most-sensitive layers fp32 that meets `target`."""
+                        means=None, bits8_first: bool = False) -> MixedResult:
+    """The plan with the fewest most-sensitive layers fp32 that meets `target`.
+    bits8_first: before keeping any layer fp32, give the k most sensitive layers with
+    7-bit weights 8-bit weights (k = 1, 2, ...); the fp32 search then starts from the
+    model with all of them 8-bit."""
     from .quantize import build
     reference = fp32_outputs(graph, batches, threads)
     sens = sensitivities(graph, plan, ranges, opts, batches, reference, exclude, progress,
@@ -78,6 +96,26 @@ def keep_sensitive_fp32(graph: Graph, plan: QuantPlan, ranges, opts, batches: Ba
     order = sorted(plan.layers, key=lambda name: _order_key(sens[name]))
     result = MixedResult(plan, target, [], sens)
     total = len(order) + 1
+    bits = {}
+    if bits8_first:
+        seven = [n for n in order if _weight_bits_of(graph, plan, opts).get(n) == 7]
+        g, _ = build(graph, plan, ranges, opts, means)
+        summary = evaluate(g, batches, reference, threads)
+        result.steps.append({"fp32_layers": 0, "bits8_layers": 0, **summary})
+        if meets(summary, target):
+            result.met = True
+            return result
+        for k in range(1, len(seven) + 1):
+            bits = {n: 8 for n in seven[:k]}
+            g, _ = build(graph, plan, ranges, opts, means, bits)
+            summary = evaluate(g, batches, reference, threads)
+            result.steps.append({"fp32_layers": 0, "bits8_layers": k, **summary})
+            if progress is not None:
+                progress("mixed precision: 8-bit weights tried", k, len(seven))
+            if meets(summary, target):
+                result.bits8_layers, result.met = list(bits), True
+                return result
+        result.bits8_layers = list(bits)
     for k in range(len(order) + 1):
         kept = order[:k]
         candidate = plan_quantization(graph, set(exclude) | set(kept))
@@ -86,9 +124,9 @@ def keep_sensitive_fp32(graph: Graph, plan: QuantPlan, ranges, opts, batches: Ba
             result.steps.append({"fp32_layers": k, "cosine": 1.0, "top1": None})
             result.met = True
             break
-        g, _ = build(graph, candidate, ranges, opts, means)
+        g, _ = build(graph, candidate, ranges, opts, means, bits)
         summary = evaluate(g, batches, reference, threads)
-        result.steps.append({"fp32_layers": k, **summary})
+        result.steps.append({"fp32_layers": k, "bits8_layers": len(bits), **summary})
         if progress is not None:
             progress("mixed precision: candidates tried (search ends early when met)",
                      k + 1, total)

@@ -147,13 +147,13 @@ def input_means(graph: Graph, plan: QuantPlan, observers) -> dict[str, np.ndarra
 
 
 def build(graph: Graph, plan: QuantPlan, ranges: dict, opts: Options,
-          means: dict | None = None) -> tuple[Graph, list]:
+          means: dict | None = None, layer_bits: dict | None = None) -> tuple[Graph, list]:
     """QDQ graph (not fused) for `plan` with the calibrated ranges; `means` (layer ->
-    E[input channel]) turns on bias correction."""
+    E[input channel]) turns on bias correction; `layer_bits`: per-layer weight bits."""
     params = group_params(plan, ranges)
     return write_qdq(graph, plan, params, opts.weight_bits, _weight_method(opts.method),
                      opts.per_channel, opts.depthwise_bits,
-                     means if opts.bias_correction else None)
+                     means if opts.bias_correction else None, layer_bits)
 
 
 def fuse(graph: Graph) -> Graph:
@@ -178,7 +178,7 @@ def quantize(model, calibration_data, method: str = "minmax", weight_bits: int =
              percentile: float = 99.99, percentile_mode: str = "abs",
              batch_size: int | None = None, image_spec: ImageSpec | None = None,
              held_out: float = 0.2, fidelity_data=None, equalize: bool = True,
-             bias_correction: bool = True,
+             bias_correction: bool = True, bits8_first: bool = False,
              fuse_qdq: bool = True, threads: int = 1) -> Graph:
     """Post-training int8 quantization (module doc). Returns the quantized Graph; save it
     with `edgenn.save`, run it with `edgenn.InferenceSession(graph)`.
@@ -195,6 +195,9 @@ def quantize(model, calibration_data, method: str = "minmax", weight_bits: int =
         cosine (and top-1 agreement for classifier outputs) reaches it, measured on
         `fidelity_data` if given (any data form), else on the last `held_out` fraction of
         the calibration batches, which are then kept out of calibration.
+    bits8_first: with `fidelity`, first give the most sensitive 7-bit layers 8-bit
+        weights (one more at a time) and keep layers fp32 only if that is not enough
+        (mixed.keep_sensitive_fp32).
     exclude: node names or op types kept fp32.
     progress: callback(stage: str, done: int, total: int).
     equalize: equalize the channel ranges of tensors that feed depthwise convs
@@ -236,9 +239,11 @@ def quantize(model, calibration_data, method: str = "minmax", weight_bits: int =
     if fidelity is not None:
         from .mixed import keep_sensitive_fp32
         mixed = keep_sensitive_fp32(graph, plan, ranges, opts, evaluation, fidelity,
-                                    exclude, progress=progress, threads=threads, means=means)
+                                    exclude, progress=progress, threads=threads, means=means,
+                                    bits8_first=bits8_first)
         final_plan = mixed.plan
-    qgraph, records = build(graph, final_plan, ranges, opts, means)
+    qgraph, records = build(graph, final_plan, ranges, opts, means,
+                            mixed.layer_bits() if mixed else None)
     _note(qgraph, opts, final_plan, ranges, used, records, mixed, observers)
     qgraph.meta["quantization"]["equalized"] = equalized
     return fuse(qgraph) if fuse_qdq else qgraph

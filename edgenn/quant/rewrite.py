@@ -186,8 +186,8 @@ def is_depthwise(node: Node, w: np.ndarray) -> bool:
 
 def write_qdq(graph: Graph, plan: QuantPlan, params: dict[str, TensorParams],
               weight_bits: int = 7, weight_method="maxabs", per_channel: bool = True,
-              depthwise_bits: int | None = 8, input_means: dict | None = None
-              ) -> tuple[Graph, list[dict]]:
+              depthwise_bits: int | None = 8, input_means: dict | None = None,
+              layer_bits: dict | None = None) -> tuple[Graph, list[dict]]:
     """A copy of `graph` with QDQ written for `plan` (module doc).
 
     weight_method: "maxabs" | "admm", or a dict {layer name: method}.
@@ -197,6 +197,8 @@ def write_qdq(graph: Graph, plan: QuantPlan, params: dict[str, TensorParams],
     8), and these layers are a small part of the compute.
     input_means: {layer: E[x_c] of its input}: bias correction, b -= (W_q - W) E[x]
     (Conv and Gemm; a Conv without bias gets one).
+    layer_bits: {layer: weight bits} overriding the two above (mixed precision gives
+    sensitive layers 8-bit weights before it keeps them fp32).
     -> (graph, one record per quantized layer: node, op, input, output, quantized output
     tensor (or None when the output stays float), weight method and weight error)."""
     qmax_of(weight_bits)
@@ -235,6 +237,7 @@ def write_qdq(graph: Graph, plan: QuantPlan, params: dict[str, TensorParams],
             bits = weight_bits
             if depthwise_bits and is_depthwise(node, g.consts[node.inputs[1]]):
                 bits = depthwise_bits
+            bits = (layer_bits or {}).get(node.name, bits)
             mean = (input_means or {}).get(node.name)
             pre, record = _quantize_layer(g, node, params, source_of, bits, method,
                                           per_channel, mean)
