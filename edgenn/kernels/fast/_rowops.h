@@ -446,25 +446,36 @@ static inline unsigned char row_quant1(float v, float scale, int zp, int divide)
     return (unsigned char)(q < 0 ? 0 : q > 255 ? 255 : q);
 }
 
+/* 32 float32 values t (4 vectors, already divided/multiplied by the scale) -> uint8:
+ * clamp to +-1024 (NaN -> low end), round half even, + zp, saturate to [0, 255], store. */
+__attribute__((target("avx2,fma"), always_inline))
+static inline void row_store32_u8(const __m256 t[4], int zp, unsigned char *y)
+{
+    const __m256 lo = _mm256_set1_ps(-1024.0f), hi = _mm256_set1_ps(1024.0f);
+    const __m256i z = _mm256_set1_epi32(zp), order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    __m256i q[4];
+    for (int j = 0; j < 4; j++) {
+        __m256 v = _mm256_min_ps(_mm256_max_ps(t[j], lo), hi);   /* max(NaN, lo) = lo */
+        q[j] = _mm256_add_epi32(_mm256_cvtps_epi32(v), z);       /* round half even */
+    }
+    __m256i w01 = _mm256_packs_epi32(q[0], q[1]), w23 = _mm256_packs_epi32(q[2], q[3]);
+    __m256i b = _mm256_packus_epi16(w01, w23);                   /* saturates to [0, 255] */
+    _mm256_storeu_si256((__m256i *)y, _mm256_permutevar8x32_epi32(b, order));
+}
+
 __attribute__((target("avx2,fma")))
 static void row_quantize_avx2(const float *x, unsigned char *y, long n, float scale, int zp,
                               int divide)
 {
-    const __m256 s = _mm256_set1_ps(scale), lo = _mm256_set1_ps(-1024.0f),
-                 hi = _mm256_set1_ps(1024.0f);
-    const __m256i z = _mm256_set1_epi32(zp), order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m256 s = _mm256_set1_ps(scale);
     long i = 0;
     for (; i + 32 <= n; i += 32) {
-        __m256i q[4];
+        __m256 t[4];
         for (int j = 0; j < 4; j++) {
             __m256 v = _mm256_loadu_ps(x + i + 8 * j);
-            v = divide ? _mm256_div_ps(v, s) : _mm256_mul_ps(v, s);
-            v = _mm256_min_ps(_mm256_max_ps(v, lo), hi);   /* max(NaN, lo) = lo */
-            q[j] = _mm256_add_epi32(_mm256_cvtps_epi32(v), z);  /* round half even */
+            t[j] = divide ? _mm256_div_ps(v, s) : _mm256_mul_ps(v, s);
         }
-        __m256i w01 = _mm256_packs_epi32(q[0], q[1]), w23 = _mm256_packs_epi32(q[2], q[3]);
-        __m256i b = _mm256_packus_epi16(w01, w23);     /* saturates to [0, 255] */
-        _mm256_storeu_si256((__m256i *)(y + i), _mm256_permutevar8x32_epi32(b, order));
+        row_store32_u8(t, zp, y + i);
     }
     for (; i < n; i++)
         y[i] = row_quant1(x[i], scale, zp, divide);
@@ -525,13 +536,11 @@ static void row_qadd_avx2(const unsigned char *a, const unsigned char *b, unsign
                           int relu)
 {
     const __m256 vsa = _mm256_set1_ps(sa), vsb = _mm256_set1_ps(sb), vsy = _mm256_set1_ps(sy),
-                 lo = _mm256_set1_ps(-1024.0f), hi = _mm256_set1_ps(1024.0f),
                  zero = _mm256_setzero_ps();
-    const __m256i vza = _mm256_set1_epi32(za), vzb = _mm256_set1_epi32(zb),
-                  vzy = _mm256_set1_epi32(zy), order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m256i vza = _mm256_set1_epi32(za), vzb = _mm256_set1_epi32(zb);
     long i = 0;
     for (; i + 32 <= n; i += 32) {
-        __m256i q[4];
+        __m256 t[4];
         for (int j = 0; j < 4; j++) {
             __m256i ia = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(a + i + 8 * j)));
             __m256i ib = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(b + i + 8 * j)));
@@ -539,13 +548,9 @@ static void row_qadd_avx2(const unsigned char *a, const unsigned char *b, unsign
             __m256 vb = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(ib, vzb)), vsb);
             __m256 v = _mm256_add_ps(va, vb);          /* no FMA: two roundings, as NumPy */
             if (relu) v = _mm256_max_ps(v, zero);
-            v = _mm256_div_ps(v, vsy);
-            v = _mm256_min_ps(_mm256_max_ps(v, lo), hi);
-            q[j] = _mm256_add_epi32(_mm256_cvtps_epi32(v), vzy);
+            t[j] = _mm256_div_ps(v, vsy);
         }
-        __m256i w01 = _mm256_packs_epi32(q[0], q[1]), w23 = _mm256_packs_epi32(q[2], q[3]);
-        __m256i bytes = _mm256_packus_epi16(w01, w23);
-        _mm256_storeu_si256((__m256i *)(y + i), _mm256_permutevar8x32_epi32(bytes, order));
+        row_store32_u8(t, zy, y + i);
     }
     for (; i < n; i++)
         y[i] = row_qadd1(a[i], b[i], sa, za, sb, zb, sy, zy, relu);
