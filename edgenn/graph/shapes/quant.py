@@ -282,6 +282,16 @@ def _linear_scale(node, info, what: str, sizes: tuple[int, ...] = ()) -> None:
                      + (f" or 1-D of size {sizes[0]}" if sizes else ""))
 
 
+def _linear_output(node, ins):
+    """QLinearConv / QLinearMatMul inputs 6, 7 (y_scale, y_zero_point) -> the y_zp info."""
+    _linear_scale(node, _input(ins, 6), "y_scale")
+    y_zp = _input(ins, 7)
+    _check(node, y_zp is not None and y_zp.dtype in INT8_TYPES,
+           "y_zero_point (uint8 or int8) is required")
+    _zero_point(node, y_zp, "y_zero_point", y_zp.dtype, ())
+    return y_zp
+
+
 @shape_rule("QLinearConv")
 def qlinear_conv(node, ins):
     x, w = ins[0], _input(ins, 3)
@@ -293,11 +303,7 @@ def qlinear_conv(node, ins):
     _zero_point(node, ins[2], "x_zero_point", x.dtype, ())
     _linear_scale(node, ins[4], "w_scale", (m,))
     _zero_point(node, ins[5], "w_zero_point", w.dtype, (m,))
-    _linear_scale(node, _input(ins, 6), "y_scale")
-    y_zp = _input(ins, 7)
-    _check(node, y_zp is not None and y_zp.dtype in INT8_TYPES,
-           "y_zero_point (uint8 or int8) is required")
-    _zero_point(node, y_zp, "y_zero_point", y_zp.dtype, ())
+    y_zp = _linear_output(node, ins)
     bias = _input(ins, 8)
     if bias is not None:
         _dtype(node, bias, "B", ("int32",))
@@ -316,11 +322,7 @@ def qlinear_matmul(node, ins):
     _zero_point(node, ins[2], "a_zero_point", a.dtype, ())
     _linear_scale(node, ins[4], "b_scale", (n,))
     _zero_point(node, ins[5], "b_zero_point", b.dtype, (n,))
-    _linear_scale(node, _input(ins, 6), "y_scale")
-    y_zp = _input(ins, 7)
-    _check(node, y_zp is not None and y_zp.dtype in INT8_TYPES,
-           "y_zero_point (uint8 or int8) is required")
-    _zero_point(node, y_zp, "y_zero_point", y_zp.dtype, ())
+    y_zp = _linear_output(node, ins)
     return [TensorInfo(y_zp.dtype, y)]
 
 

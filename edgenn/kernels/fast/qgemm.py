@@ -15,11 +15,11 @@ from __future__ import annotations
 import numpy as np
 
 from ...registry import kernel
+from ..reference.quant import INTEGER_PATH_ACTIVATIONS, integer_path_bounds
 from .quantize import scalar
 
 F32 = np.float32
 MR, NR = 6, 8                     # register tile of the C micro-kernel (_qgemm.h)
-INTEGER_PATH_ACTIVATIONS = ("", "Relu", "Clip")
 ACTIVATIONS = ("", "Relu", "Clip", "HardSwish", "HardSigmoid", "Sigmoid", "SiLU", "LeakyRelu",
                "Gelu")
 # exp / erf in C may round differently from NumPy's in the last float bit, so a u8 output
@@ -98,13 +98,7 @@ def epilogue_args(node, ins, channels: int, wsum=None, per_col: bool = False) ->
         e["yzp"] = int(y_zp)
     if has_y and not has_z and act in INTEGER_PATH_ACTIVATIONS:
         mult = x_scale * w_scale / y_scale                       # float32, as the reference
-        lo, hi = F32(0), F32(255)
-        if act == "Relu":
-            lo = max(lo, y_zp)
-        elif act == "Clip":
-            a, b_ = (F32(p) for p in params)
-            lo = max(lo, np.rint(a / y_scale) + y_zp)
-            hi = min(hi, np.rint(b_ / y_scale) + y_zp)
+        lo, hi = integer_path_bounds(act, params, y_scale, y_zp)
         e.update(float_path=0, act="", lo=int(np.clip(lo, -1, 256)), hi=int(np.clip(hi, -1, 256)))
     else:
         mult = x_scale * w_scale

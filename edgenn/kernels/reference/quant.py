@@ -85,6 +85,20 @@ def gemm_accumulate(a, a_zp, b, b_zp=None, bias=None) -> np.ndarray:
 INTEGER_PATH_ACTIVATIONS = ("", "Relu", "Clip")
 
 
+def integer_path_bounds(act: str, params, y_scale, y_zp) -> tuple[np.float32, np.float32]:
+    """The uint8 clamp [lo, hi] that applies Relu / Clip(a, b) after quantization (float32:
+    quantization is monotone, so clamping there equals activating first)."""
+    ys, zp = F32(y_scale), F32(y_zp)
+    lo, hi = F32(0), F32(255)
+    if act == "Relu":
+        lo = max(lo, zp)
+    elif act == "Clip":
+        a, b = (F32(p) for p in params)
+        lo = max(lo, np.rint(a / ys) + zp)
+        hi = min(hi, np.rint(b / ys) + zp)
+    return lo, hi
+
+
 def requantize(acc, axis: int, x_scale, w_scale, y_scale=None, y_zp=None, z=None,
                z_scale=None, z_zp=None, activation: str = "", activation_params=()):
     """int32 accumulators (channel axis `axis`) -> uint8 y (y_scale given) or float32 y."""
@@ -96,13 +110,7 @@ def requantize(acc, axis: int, x_scale, w_scale, y_scale=None, y_zp=None, z=None
         ys, zp = _f32(y_scale), F32(np.asarray(y_zp).reshape(-1)[0])
         mult = xs * ws / ys                                   # float32, per channel
         q = np.rint(accf * mult) + zp
-        lo, hi = F32(0), F32(255)
-        if act == "Relu":
-            lo = max(lo, zp)
-        elif act == "Clip":
-            a, b = (F32(p) for p in activation_params)
-            lo = max(lo, np.rint(a / ys) + zp)
-            hi = min(hi, np.rint(b / ys) + zp)
+        lo, hi = integer_path_bounds(act, activation_params, ys, zp)
         return np.clip(q, lo, hi).astype(np.uint8)
     v = accf * (xs * ws)
     if z is not None:
