@@ -61,27 +61,33 @@ def _check_against_reference(spec):
         if not spec.supports(node, ins, outs):
             continue
         covered += 1
-        want = np.asarray(REFERENCE[spec.op](node.attrs, inputs)[0])
-        got = np.empty(outs[0].shape, outs[0].dtype)
-        if got.dtype.kind == "f":
-            got.fill(np.nan)  # every element must be written
-        spec.prepare(node, ins, outs)(inputs, [got])
-        assert got.dtype == want.dtype and got.shape == want.shape, spec.name
-        if got.dtype.kind != "f" and spec.lsb_tolerance:   # quantized via float: one step
-            diff = np.abs(got.astype(np.int64) - want.astype(np.int64))
-            assert diff.max(initial=0) <= spec.lsb_tolerance, (spec.name, node.attrs)
-            assert np.mean(diff > 0) <= 0.01 if diff.size else True, (spec.name, node.attrs)
-            continue
-        if got.dtype.kind != "f":
-            assert np.array_equal(got, want), (spec.name, node.attrs)
-            continue
-        if got.size == 0:
-            continue
-        scale = max(float(np.max(np.abs(want))), 1e-6)
-        err = float(np.max(np.abs(got.astype(np.float64) - want))) / scale
-        # kernels that compute a quantized op through float (lsb_tolerance) round the
-        # int32 sums differently: the tuner's 1e-4 check applies to their float outputs
-        tol = 1e-4 if spec.lsb_tolerance else 1e-5
-        assert err <= tol, (spec.name, node.attrs,
-                            [None if x is None else np.shape(x) for x in inputs], err)
+        wants = [np.asarray(w) for w in REFERENCE[spec.op](node.attrs, inputs)]
+        gots = [np.empty(o.shape, o.dtype) for o in outs]
+        for got in gots:
+            if got.dtype.kind == "f":
+                got.fill(np.nan)  # every element must be written
+        spec.prepare(node, ins, outs)(inputs, gots)
+        for got, want in zip(gots, wants):   # every output (DynamicQuantizeLinear has 3)
+            _assert_output(spec, node, inputs, got, want)
     assert covered >= 4, f"{spec.name}: only {covered} cases apply"
+
+
+def _assert_output(spec, node, inputs, got, want):
+    assert got.dtype == want.dtype and got.shape == want.shape, spec.name
+    if got.dtype.kind != "f" and spec.lsb_tolerance:   # quantized via float: one step
+        diff = np.abs(got.astype(np.int64) - want.astype(np.int64))
+        assert diff.max(initial=0) <= spec.lsb_tolerance, (spec.name, node.attrs)
+        assert np.mean(diff > 0) <= 0.01 if diff.size else True, (spec.name, node.attrs)
+        return
+    if got.dtype.kind != "f":
+        assert np.array_equal(got, want), (spec.name, node.attrs)
+        return
+    if got.size == 0:
+        return
+    scale = max(float(np.max(np.abs(want))), 1e-6)
+    err = float(np.max(np.abs(got.astype(np.float64) - want))) / scale
+    # kernels that compute a quantized op through float (lsb_tolerance) round the
+    # int32 sums differently: the tuner's 1e-4 check applies to their float outputs
+    tol = 1e-4 if spec.lsb_tolerance else 1e-5
+    assert err <= tol, (spec.name, node.attrs,
+                        [None if x is None else np.shape(x) for x in inputs], err)

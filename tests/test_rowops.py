@@ -173,3 +173,20 @@ def test_c_kernels_priced_ahead_of_numba():
         assert all(names.index(c_name) < names.index(s.name) for s in numba), names
         assert all(s.cost is not None and s.cost(None, [], []) >= 4
                    * specs[names.index(c_name)].cost(None, [], []) for s in numba)
+
+
+@pytest.mark.parametrize("avx2", BUILDS)
+def test_dynamic_quantize_matches_reference(avx2):
+    """DynamicQuantizeLinear in C, both builds: parameters and values bit-exact with the
+    reference over tails around the vector width, one-signed ranges, zeros, ties."""
+    from edgenn.kernels.reference.quant import dynamic_quantize_linear
+    rng = np.random.default_rng(3)
+    for n in (0, 1, 7, 15, 16, 17, 33, 1000, 4099):
+        for shift in (0.0, 3.0, -3.0):
+            x = (rng.standard_normal(n) * 2 + shift).astype(np.float32)
+            x[: n // 5] = (np.arange(n // 5) - 2.5).astype(np.float32) * 0.1   # ties
+            y = np.empty(n, np.uint8)
+            scale, zp = _rowops.dynamic_quantize_u8(x, y, avx2=avx2)
+            want_y, want_scale, want_zp = dynamic_quantize_linear({}, [x])
+            assert np.float32(scale) == want_scale and zp == want_zp, (n, shift)
+            np.testing.assert_array_equal(y, want_y)

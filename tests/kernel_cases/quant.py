@@ -127,7 +127,10 @@ def saturating_conv_case(rng, geom=(1, 8, 6, 6, 7, 3, 1, 1, 1, 1), act=""):
 
 
 def qgemm_case(rng, lead, k, n, act="", params=(), y_quant=True, residual=False, bits=7,
-               per_channel=True, bias=True, a=None, b=None, a_zp=None):
+               per_channel=True, bias=True, a=None, b=None, a_zp=None, dynamic=False,
+               fbias=False):
+    """dynamic: a_scale / a_zp are run-time inputs (DynamicQuantizeLinear's outputs);
+    fbias: the float bias D (float output only)."""
     a = rng.integers(0, 256, lead + (k,), dtype=np.uint8) if a is None else a
     b = weight_values(rng, (k, n), bits) if b is None else b
     a_zp = int(rng.integers(0, 256)) if a_zp is None else a_zp
@@ -144,11 +147,18 @@ def qgemm_case(rng, lead, k, n, act="", params=(), y_quant=True, residual=False,
     if residual:
         inputs += [rng.integers(0, 256, lead + (n,), dtype=np.uint8),
                    np.array(np.float32(0.07)), np.array(np.uint8(rng.integers(0, 256)))]
+    if fbias:
+        inputs += [None] * (12 - len(inputs)) + [(rng.standard_normal(n) * 3).astype(np.float32)]
+    if dynamic:
+        inputs[1] = np.array(np.float32(rng.random() * 0.05 + 0.001))
     while inputs[-1] is None:
         inputs.pop()
     attrs = dict(activation=act, activation_params=list(params))
     names = [f"i{i}" if v is not None else "" for i, v in enumerate(inputs)]
-    return Node("QGemm", names, ["y"], attrs, "qgemm"), inputs, set(CONST)
+    const = set(CONST) | {12}
+    if dynamic:
+        const -= {1, 2}
+    return Node("QGemm", names, ["y"], attrs, "qgemm"), inputs, const
 
 
 # leading dims (rows), K, N: M = 1 (row kernel), 7 (one 6-row panel + a row), K and N tails
@@ -170,6 +180,13 @@ def qgemm_cases(all_variants: bool = False):
     for i, act in enumerate(("Sigmoid", "SiLU", "Gelu", "Sigmoid")):
         lead, k, n = GEMM_SHAPES[i + 1]
         yield qgemm_case(rng, lead, k, n, act, (), True, i % 2 == 1)
+    # onnxruntime's quantize_dynamic form: run-time a_scale / a_zp, float output, float bias,
+    # 8-bit (wide path) and 7-bit weights, with and without a fused activation
+    for i, (lead, k, n) in enumerate(GEMM_SHAPES):
+        act = ("", "Gelu", "Relu")[i % 3]
+        yield qgemm_case(rng, lead, k, n, act, (), False, bits=8 if i % 2 else 7,
+                         per_channel=i % 3 != 0, bias=i % 4 == 3, dynamic=True,
+                         fbias=i % 4 != 1)
     # saturating corner: 8-bit extremes against a = 255
     a = np.full((3, 40), 255, np.uint8)
     b = np.where(rng.random((40, 11)) < 0.5, -128, 127).astype(np.int8)

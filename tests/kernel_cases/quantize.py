@@ -48,8 +48,20 @@ def qadd_cases():
                              np.float32(sy), np.uint8(zy)], {1, 2, 4, 5, 6, 7}
 
 
+def dynamic_quantize_cases():
+    """DynamicQuantizeLinear: ranges on both sides of 0, all-positive / all-negative (the
+    range is widened to include 0), all zeros (scale 1/255), ties, tails around 32."""
+    rng = np.random.default_rng(15)
+    for shape in SHAPES:
+        for shift in (0.0, 5.0, -5.0):
+            x = _x(rng, shape, 0.02) + np.float32(shift)
+            yield Node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"], {}, "dql"), [x], set()
+    yield Node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"], {}, "dql"), \
+        [np.zeros((3, 40), np.float32)], set()
+
+
 CASES = {"QuantizeLinear": quantize_cases, "DequantizeLinear": dequantize_cases,
-         "QAdd": qadd_cases}
+         "QAdd": qadd_cases, "DynamicQuantizeLinear": dynamic_quantize_cases}
 
 
 def maxpool_int_cases():

@@ -63,7 +63,13 @@ def _supported() -> set[str]:
 
 
 def _free(node: Node) -> bool:
-    return node.op in FUSABLE_PRODUCERS and not node.attrs.get("activation")
+    """A Conv / Gemm, or a float-output QGemm (no y_scale: its epilogue is float), with no
+    activation yet."""
+    if node.attrs.get("activation"):
+        return False
+    if node.op == "QGemm":
+        return len(node.inputs) < 7 or not node.inputs[6]
+    return node.op in FUSABLE_PRODUCERS
 
 
 def fuse_activation(graph: Graph) -> bool:
@@ -72,7 +78,7 @@ def fuse_activation(graph: Graph) -> bool:
     Also the SiLU pattern Mul(x, Sigmoid(x)) with x the Conv/Gemm output.
     """
     ops = graph.op_counts()
-    if not any(op in ops for op in FUSABLE_PRODUCERS):
+    if not any(op in ops for op in FUSABLE_PRODUCERS + ("QGemm",)):
         return False
     supported = _supported()
 

@@ -7,7 +7,8 @@ fuse:      pattern fusions, ordered so each sees the form the one before produce
            an activation; the HardSwish spellings become HardSwish before activation
            fusion; MatMul becomes Gemm before Gemm takes its residual and activation;
            a quantized graph in QDQ form becomes QConv / QGemm last (fuse_qdq), when its
-           Conv/Gemm carry their fused activation and residual.
+           Conv/Gemm carry their fused activation and residual; onnxruntime's integer
+           MatMul forms (quantize_dynamic, QLinearMatMul) become QGemm after it.
 all:       both, the whole list repeated until a round changes nothing (a fusion can
            expose a fold and the other way round).
 """
@@ -26,12 +27,13 @@ from .gemm import matmul_add_to_gemm
 from .identity import remove_identity
 from .layernorm import fuse_layernorm
 from .qdq import fuse_qdq
+from .qinteger import fuse_integer_matmul
 
 DECLUTTER = [fold_constants, remove_identity, eliminate_common_subexpressions,
              eliminate_dead_code]
 FUSE = [fold_conv_batchnorm, fold_conv_affine, fold_input_affine, fuse_layernorm, fuse_gelu,
         fuse_attention, normalize_hardswish, matmul_add_to_gemm, fuse_residual_add,
-        fuse_activation, fuse_qdq]
+        fuse_activation, fuse_qdq, fuse_integer_matmul]
 
 PIPELINES = {
     "none": [],

@@ -12,7 +12,10 @@ QConv(x u8 (N,C,H,W), x_scale f32, x_zp u8, w i8 (M,C/g,KH,KW) const, w_scale f3
   attrs: Conv's geometry (kernel_shape, strides, pads, dilations, group) and the fused
   epilogue (activation, activation_params) as the fp32 Conv has them.
 QGemm(a u8 (..., K), a_scale, a_zp, b i8 (K, N) const, b_scale () or (N,), b_zp zeros,
-      [y_scale, y_zp], [C i32 (N,)], [z u8 (..., N), z_scale, z_zp]) -> y (..., N).
+      [y_scale, y_zp], [C i32 (N,)], [z u8 (..., N), z_scale, z_zp], [D f32 (N,)])
+      -> y (..., N). D (float output only) is added after the scaling:
+      y = act(float(acc) * (a_scale * b_scale) + D [+ residual]). a_scale / a_zp may be
+      run-time scalars (DynamicQuantizeLinear's outputs: onnxruntime's quantize_dynamic).
 "" marks an omitted optional input.
 """
 from __future__ import annotations
@@ -159,7 +162,13 @@ def qgemm(node, ins):
     _per_channel(node, _input(ins, 5), "b_zero_point", ("int8",), n)
     _check_weight_zero_point(node, ins[5], "b_zero_point")
     y = (*a.shape[:-1], n)
-    return [TensorInfo(_check_epilogue(node, ins, y, n, tuple(ACTIVATIONS)), y)]
+    out = _check_epilogue(node, ins, y, n, tuple(ACTIVATIONS))
+    d = _input(ins, 12)
+    if d is not None:
+        _dtype(node, d, "float bias D", ("float32",))
+        _check(node, tuple(d.shape) == (n,), f"float bias D of shape {d.shape} must be ({n},)")
+        _check(node, out == "float32", "float bias D needs a float output (no y_scale)")
+    return [TensorInfo(out, y)]
 
 
 # -- ONNX ops ----------------------------------------------------------------------------------

@@ -7,6 +7,7 @@
  *
  *   integer path:  y = clamp(rint(float(acc) * M[c]) + y_zp, lo, hi)                  u8
  *   float path:    v = float(acc) * S[c]
+ *                  v = v + D[c]                                      (float bias, if any)
  *                  v = v + float(z - z_zp) * z_scale                 (residual, if any)
  *                  v = act(v)
  *                  y = clamp(rint(v * inv_y) + y_zp, 0, 255)  (u8)   or  y = v  (float32)
@@ -49,6 +50,7 @@ typedef struct {
     int per_col;             /* constants indexed by output column (QGemm), else by row */
     const int32_t *bias;     /* per channel, added to the raw sums */
     const float *mult;       /* per channel: M (integer path) or S = x_scale * w_scale */
+    const float *fadd;       /* float path: per channel float bias D added after S, or NULL */
     int32_t yzp, lo, hi;     /* u8 output: zero point and clamp bounds */
     int out_f32;             /* float path: float32 output (no requantization) */
     float inv_y;             /* float path, u8 output: float32(1) / y_scale */
@@ -119,6 +121,8 @@ static void qe_span_c(const int32_t *acc, long n, const qe_epi *e, long row, lon
             yu[j] = qe_clamp1(qe_round1(v) + e->yzp, e->lo, e->hi);
             continue;
         }
+        if (e->fadd)
+            v = v + e->fadd[c];
         if (e->has_z) {
             float r = (float)((int32_t)z[j] - e->zzp) * e->zscale;
             v = v + r;
@@ -201,6 +205,9 @@ QE_AVX2 static inline void qe_vec8(__m256i acc, const qe_epi *e, long row, long 
                       _mm_set1_epi8((char)qe_u8(e->hi)), (uint8_t *)y);
         return;
     }
+    if (e->fadd)
+        v = _mm256_add_ps(v, e->per_col ? _mm256_loadu_ps(e->fadd + col0)
+                                        : _mm256_set1_ps(e->fadd[row]));
     if (e->has_z) {
         __m256i zi = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)z));
         __m256 r = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(zi, _mm256_set1_epi32(e->zzp))),

@@ -26,6 +26,7 @@ cdef extern from "_qepi.h" nogil:
         int per_col
         const int32_t *bias
         const float *mult
+        const float *fadd
         int32_t yzp, lo, hi
         int out_f32
         float inv_y
@@ -89,13 +90,20 @@ cdef int FLAGS = cnp.NPY_ARRAY_C_CONTIGUOUS
 
 
 cdef object _fill_epi(qe_epi *e, dict epi):
-    """Copy the epilogue dict into e; -> the arrays e points into (keep them alive)."""
+    """Copy the epilogue dict into e; -> the arrays e points into (keep them alive):
+    (bias, mult, fadd or None)."""
     bias = np.ascontiguousarray(epi["bias"], np.int32)
     mult = np.ascontiguousarray(epi["mult"], np.float32)
+    fadd = epi.get("fadd")
+    if fadd is not None:
+        fadd = np.ascontiguousarray(fadd, np.float32)
+        if fadd.size < mult.size:
+            raise ValueError(f"float bias of {fadd.size} values, expected {mult.size}")
     e.float_path = epi["float_path"]
     e.per_col = epi["per_col"]
     e.bias = <const int32_t *>cnp.PyArray_DATA(bias)
     e.mult = <const float *>cnp.PyArray_DATA(mult)
+    e.fadd = NULL if fadd is None else <const float *>cnp.PyArray_DATA(fadd)
     e.yzp, e.lo, e.hi = epi["yzp"], epi["lo"], epi["hi"]
     e.out_f32 = epi["out_f32"]
     e.inv_y = epi["inv_y"]
@@ -104,7 +112,7 @@ cdef object _fill_epi(qe_epi *e, dict epi):
     e.zscale = epi["zscale"]
     e.act = ACTIVATIONS[epi["act"]]
     e.p0, e.p1 = epi["p0"], epi["p1"]
-    return (bias, mult)
+    return (bias, mult, fadd)
 
 
 cdef int _check(cnp.ndarray a, int typenum, long size, str what) except -1:
@@ -211,6 +219,8 @@ cdef class QConvKernel:
                     g.x = xp + b * self.xsize + gi * xg
                     e.bias = self.epi.bias + gi * self.plan.M
                     e.mult = self.epi.mult + gi * self.plan.M
+                    if self.epi.fadd != NULL:
+                        e.fadd = self.epi.fadd + gi * self.plan.M
                     if self.threads == 1:
                         qg_conv_run(&self.plan, wp + gi * self.gstride, &g, &e,
                                     yp + (b * self.ysize + gi * yg) * es,
@@ -294,15 +304,23 @@ cdef class QDepthwiseKernel:
 
 cdef class QGemmKernel:
     """QGemm: y (rows, N) = epilogue(a (rows, K) u8 x B (K, N) s8); bpacked from
-    qgemm.pack_b (NP panels of 8 columns, NP a multiple of 4)."""
+    qgemm.pack_b (NP panels of 8 columns, NP a multiple of 4).
+
+    threads > 1: row ranges (whole 6-row panels) over OpenMP threads, a workspace each.
+    set_dynamic(w_scale, wsum, bias): a_scale / a_zp are given per call (run's a_scale,
+    a_zp: the outputs of DynamicQuantizeLinear); the epilogue's S = a_scale * w_scale and
+    bias - a_zp * wsum are then recomputed per call (float path only)."""
     cdef qg_gemm_plan plan
+    cdef qg_gemm_plan part[64]
+    cdef long row0[64]
     cdef qe_epi epi
     cdef object keep
-    cdef cnp.ndarray ws
-    cdef int out_f32
+    cdef cnp.ndarray ws, dyn_wscale, dyn_wsum, dyn_bias
+    cdef long wsize
+    cdef int out_f32, threads, dynamic
 
     def __init__(self, cnp.ndarray bpacked, bint wide, long rows, long K, long N, dict epi,
-                 bint force_portable=False):
+                 bint force_portable=False, int threads=1):
         self.plan.M, self.plan.K, self.plan.N = rows, K, N
         self.plan.wide = wide
         self.plan.G = (K + (1 if wide else 3)) // (2 if wide else 4)
@@ -315,15 +333,57 @@ cdef class QGemmKernel:
                              f"{self.plan.NP * self.plan.G * QG_NR * 4}")
         self.keep = (bp, _fill_epi(&self.epi, epi))
         self.out_f32 = epi["out_f32"]
-        self.ws = np.zeros(qg_gemm_workspace(&self.plan), np.uint8)
+        self.dynamic = 0
+        # row ranges: whole 6-row panels, at most one range per thread
+        panels = (rows + QG_MR - 1) // QG_MR
+        self.threads = max(1, min(threads, panels, 64))
+        per = (panels + self.threads - 1) // self.threads * QG_MR
+        cdef int t
+        self.wsize = 0
+        for t in range(self.threads):
+            self.part[t] = self.plan
+            self.row0[t] = min(rows, t * per)
+            self.part[t].M = min(rows, (t + 1) * per) - self.row0[t]
+            self.part[t].mc = qg_gemm_block(max(self.part[t].M, 1), self.plan.G)
+            self.wsize = max(self.wsize, qg_gemm_workspace(&self.part[t]))
+        self.ws = np.zeros(self.wsize * self.threads, np.uint8)
+
+    def set_dynamic(self, cnp.ndarray w_scale, cnp.ndarray wsum, cnp.ndarray bias):
+        """w_scale (N,) float32, wsum (N,) int32 (sum_k b[k, n]), bias (N,) int32."""
+        if not self.epi.float_path:
+            raise ValueError("a per-call a_scale needs the float epilogue")
+        n32 = self.keep[1][1].size
+        self.dyn_wscale = np.zeros(n32, np.float32)
+        self.dyn_wscale[:w_scale.size] = w_scale
+        self.dyn_wsum = np.zeros(n32, np.int32)
+        self.dyn_wsum[:wsum.size] = wsum
+        self.dyn_bias = np.zeros(n32, np.int32)
+        self.dyn_bias[:bias.size] = bias
+        self.dynamic = 1
 
     @property
     def simd(self):
         return "avx2" if self.plan.use_avx2 else "portable"
 
-    def run(self, cnp.ndarray a, cnp.ndarray y, cnp.ndarray z=None):
+    @property
+    def thread_count(self):
+        return self.threads
+
+    cdef void _set_scale(self, float xs, int32_t xzp) noexcept nogil:
+        cdef float *mult = <float *>self.epi.mult
+        cdef int32_t *bias = <int32_t *>self.epi.bias
+        cdef const float *ws = <const float *>cnp.PyArray_DATA(self.dyn_wscale)
+        cdef const int32_t *wsum = <const int32_t *>cnp.PyArray_DATA(self.dyn_wsum)
+        cdef const int32_t *b = <const int32_t *>cnp.PyArray_DATA(self.dyn_bias)
+        cdef long c, n = cnp.PyArray_SIZE(self.dyn_wscale)
+        for c in range(n):
+            mult[c] = xs * ws[c]
+            # int32 wrap-around, as the accumulators
+            bias[c] = <int32_t>(<unsigned int>b[c] - <unsigned int>xzp * <unsigned int>wsum[c])
+
+    def run(self, cnp.ndarray a, cnp.ndarray y, cnp.ndarray z=None, a_scale=None, a_zp=None):
         """a: rows x K uint8 (C-contiguous, any shape of that size); y rows x N (uint8 or
-        float32); z like y or None."""
+        float32); z like y or None; a_scale / a_zp: scalars, after set_dynamic only."""
         a, z = _contig(a), _contig(z)
         cdef long rows = self.plan.M, N = self.plan.N
         _check(a, cnp.NPY_UINT8, rows * self.plan.K, "QGemm a")
@@ -334,11 +394,29 @@ cdef class QGemmKernel:
                 raise ValueError("QGemm: residual z missing")
             _check(z, cnp.NPY_UINT8, rows * N, "QGemm z")
             zp = <const uint8_t *>cnp.PyArray_DATA(z)
+        cdef float xs = 0
+        cdef int32_t xzp = 0
+        if self.dynamic:
+            if a_scale is None or a_zp is None:
+                raise ValueError("QGemm: this kernel takes a_scale and a_zp per call")
+            xs, xzp = float(a_scale), int(a_zp)
         if rows == 0 or N == 0:
             return
         cdef const uint8_t *bp = <const uint8_t *>cnp.PyArray_DATA(self.keep[0])
         cdef const uint8_t *ap = <const uint8_t *>cnp.PyArray_DATA(a)
-        cdef void *yp = cnp.PyArray_DATA(y)
+        cdef char *yp = <char *>cnp.PyArray_DATA(y)
         cdef uint8_t *ws = <uint8_t *>cnp.PyArray_DATA(self.ws)
+        cdef long K = self.plan.K, es = 4 if self.out_f32 else 1
+        cdef int t
         with nogil:
-            qg_gemm_run(&self.plan, bp, ap, self.plan.K, &self.epi, yp, zp, ws)
+            if self.dynamic:
+                self._set_scale(xs, xzp)
+            if self.threads == 1:
+                qg_gemm_run(&self.plan, bp, ap, K, &self.epi, yp, zp, ws)
+            else:
+                for t in prange(self.threads, num_threads=self.threads, schedule="static"):
+                    if self.part[t].M > 0:
+                        qg_gemm_run(&self.part[t], bp, ap + self.row0[t] * K, K, &self.epi,
+                                    yp + self.row0[t] * N * es,
+                                    zp + self.row0[t] * N if zp != NULL else NULL,
+                                    ws + t * self.wsize)

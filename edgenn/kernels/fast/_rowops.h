@@ -507,6 +507,45 @@ static void row_dequantize_avx2(const unsigned char *x, float *y, long n, float 
         y[i] = (float)((int)x[i] - zp) * scale;
 }
 
+/* ---- DynamicQuantizeLinear: the uint8 range [min(x, 0), max(x, 0)] ---------------------
+ * scale = (hi == lo ? 1 : hi - lo) / 255, zero point = rint(clip(0 - lo / scale, 0, 255)),
+ * float32, one rounding per operation (the reference's arithmetic); then quantize (divide).
+ * NaN elements are skipped by the range (the reference's NumPy max would return NaN). */
+__attribute__((target("avx2,fma")))
+static void row_minmax_avx2(const float *x, long n, float *lo, float *hi)
+{
+    __m256 mn = _mm256_setzero_ps(), mx = mn, mn2 = mn, mx2 = mn;
+    long i = 0;
+    for (; i + 16 <= n; i += 16) {   /* min(v, acc): acc when v is NaN */
+        __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8);
+        mn = _mm256_min_ps(a, mn); mx = _mm256_max_ps(a, mx);
+        mn2 = _mm256_min_ps(b, mn2); mx2 = _mm256_max_ps(b, mx2);
+    }
+    float m[8], M[8];
+    _mm256_storeu_ps(m, _mm256_min_ps(mn, mn2));
+    _mm256_storeu_ps(M, _mm256_max_ps(mx, mx2));
+    float l = 0.0f, h = 0.0f;
+    for (int j = 0; j < 8; j++) { l = m[j] < l ? m[j] : l; h = M[j] > h ? M[j] : h; }
+    for (; i < n; i++) { l = x[i] < l ? x[i] : l; h = x[i] > h ? x[i] : h; }
+    *lo = l; *hi = h;
+}
+
+static void rowops_dynamic_quantize_u8(int avx2, const float *x, unsigned char *y, long n,
+                                       float *scale, int *zp)
+{
+    float lo = 0.0f, hi = 0.0f;
+    if (avx2)
+        row_minmax_avx2(x, n, &lo, &hi);
+    else
+        for (long i = 0; i < n; i++) { lo = x[i] < lo ? x[i] : lo; hi = x[i] > hi ? x[i] : hi; }
+    float s = (hi == lo ? 1.0f : hi - lo) / 255.0f;
+    float z = 0.0f - lo / s;
+    z = z < 0.0f ? 0.0f : (z > 255.0f ? 255.0f : z);
+    *scale = s;
+    *zp = (int)rintf(z);
+    rowops_quantize_u8(avx2, x, y, n, s, *zp, 1);
+}
+
 static void rowops_dequantize_u8(int avx2, const unsigned char *x, float *y, long n,
                                  float scale, int zp)
 {

@@ -22,6 +22,8 @@ cdef extern from "_rowops.h" nogil:
                             int zp, int divide)
     void rowops_dequantize_u8(int avx2, const unsigned char *x, float *y, long n,
                               float scale, int zp)
+    void rowops_dynamic_quantize_u8(int avx2, const float *x, unsigned char *y, long n,
+                                    float *scale, int *zp)
     void rowops_qadd_u8(int avx2, const unsigned char *a, const unsigned char *b,
                         unsigned char *y, long n, float sa, int za, float sb, int zb,
                         float sy, int zy, int relu)
@@ -121,6 +123,20 @@ def quantize_u8(const float[::1] x, unsigned char[::1] y, float scale, int zero_
         return
     with nogil:
         rowops_quantize_u8(a, &x[0], &y[0], x.shape[0], scale, zero_point, divide)
+
+
+def dynamic_quantize_u8(const float[::1] x, unsigned char[::1] y, bint avx2=True):
+    """ONNX DynamicQuantizeLinear: y = quantize(x) over [min(x, 0), max(x, 0)];
+    -> (scale, zero_point)."""
+    assert x.shape[0] == y.shape[0]
+    cdef int a = avx2 and _avx2
+    cdef float scale = 1.0 / 255
+    cdef int zp = 0
+    if x.shape[0] == 0:
+        return scale, zp
+    with nogil:
+        rowops_dynamic_quantize_u8(a, &x[0], &y[0], x.shape[0], &scale, &zp)
+    return scale, zp
 
 
 def dequantize_u8(const unsigned char[::1] x, float[::1] y, float scale, int zero_point,

@@ -38,7 +38,7 @@ def _consts_ok(ins) -> bool:
         if info is not None and scalar(info) is None:
             return False
     return ins[3].value is not None and ins[4].value is not None and \
-        (_opt(ins, 8) is None or ins[8].value is not None)
+        (_opt(ins, 8) is None or ins[8].value is not None) and _opt(ins, 12) is None
 
 
 def _float_problem(node, ins, outs, op: str):

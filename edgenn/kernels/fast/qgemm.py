@@ -8,7 +8,10 @@ vpmaddubsw); per call only a is packed. The epilogue (int8 spec: integer or floa
 residual, activation) runs on each 6x8 register tile's sums (see _qepi.h).
 
 Inputs (the int8 spec): 0 a, 1 a_scale, 2 a_zp, 3 b, 4 b_scale () or (N,), 5 b_zp (zeros),
-6 y_scale, 7 y_zp, 8 C (int32 (N,)), 9 z, 10 z_scale, 11 z_zp; "" (None) when omitted.
+6 y_scale, 7 y_zp, 8 C (int32 (N,)), 9 z, 10 z_scale, 11 z_zp, 12 D (float32 (N,), float
+output only); "" (None) when omitted. a_scale / a_zp may be computed at run time (the
+outputs of DynamicQuantizeLinear, onnxruntime's quantize_dynamic form) when the output is
+float: the kernel then rebuilds the epilogue's per-column constants per call (O(N)).
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import numpy as np
 from ...registry import kernel
 from ..reference.quant import INTEGER_PATH_ACTIVATIONS, integer_path_bounds
 from .quantize import scalar
+from .threading_cost import plan_threads
 
 F32 = np.float32
 MR, NR = 6, 8                     # register tile of the C micro-kernel (_qgemm.h)
@@ -43,12 +47,24 @@ def _round_up(v: int, m: int) -> int:
 
 # -- capability checks shared with qconv.py ---------------------------------------------------
 
-def consts_ok(node, ins, outs, channels: int, activations=ACTIVATIONS) -> bool:
+def dynamic_scale(ins) -> bool:
+    """a_scale / a_zp known only at run time (scalars)."""
+    return any(opt(ins, i) is not None and opt(ins, i).value is None for i in (1, 2))
+
+
+def consts_ok(node, ins, outs, channels: int, activations=ACTIVATIONS,
+              dynamic_ok: bool = False) -> bool:
     """Scales / zero points constant (per tensor; the weights' scale per tensor or per
-    channel), weight zero point all zeros, bias constant int32, u8 activations and
-    residual, u8 or float32 output, a known activation."""
+    channel; with dynamic_ok a_scale / a_zp may be run-time scalars when the output is
+    float), weight zero point all zeros, bias constant int32, float bias D constant
+    float32, u8 activations and residual, u8 or float32 output, a known activation."""
+    dynamic = dynamic_scale(ins)
+    if dynamic and not (dynamic_ok and opt(ins, 6) is None):
+        return False
     for i in (1, 2):
-        if scalar(opt(ins, i)) is None:
+        info = opt(ins, i)
+        if info is None or int(np.prod(info.shape)) != 1 or \
+                (not dynamic and scalar(info) is None):
             return False
     w, ws, wz = opt(ins, 3), opt(ins, 4), opt(ins, 5)
     if w is None or w.value is None or w.dtype != "int8" or ws is None or ws.value is None:
@@ -72,6 +88,10 @@ def consts_ok(node, ins, outs, channels: int, activations=ACTIVATIONS) -> bool:
     if z is not None and (z.dtype != "uint8" or tuple(z.shape) != tuple(outs[0].shape)
                           or scalar(opt(ins, 10)) is None or scalar(opt(ins, 11)) is None):
         return False
+    d = opt(ins, 12)
+    if d is not None and (d.value is None or d.dtype != "float32" or y_scale is not None
+                          or np.asarray(d.value).size != channels):
+        return False
     return node.attrs.get("activation", "") in activations
 
 
@@ -79,8 +99,13 @@ def epilogue_args(node, ins, channels: int, wsum=None, per_col: bool = False) ->
     """The epilogue constants of the int8 spec, computed once in float32 NumPy exactly as
     the reference does. wsum (channels,): sum_k w[c, k] when the kernel's sums are over the
     raw u8 x (the zero point's term is folded into the bias), None when the kernel
-    subtracts the zero point itself. Per-channel arrays are padded to a multiple of 32."""
-    x_scale, x_zp = F32(scalar(ins[1])), int(scalar(ins[2]))
+    subtracts the zero point itself. Per-channel arrays are padded to a multiple of 32.
+    Run-time a_scale / a_zp: the constants for a_scale 1, a_zp 0 (the kernel redoes
+    mult and bias per call)."""
+    if dynamic_scale(ins):
+        x_scale, x_zp = F32(1), 0
+    else:
+        x_scale, x_zp = F32(scalar(ins[1])), int(scalar(ins[2]))
     w_scale = np.broadcast_to(np.asarray(ins[4].value, F32).reshape(-1), (channels,))
     b = opt(ins, 8)
     bias = np.zeros(channels, np.int64) if b is None else \
@@ -117,6 +142,10 @@ def epilogue_args(node, ins, channels: int, wsum=None, per_col: bool = False) ->
     e["bias"][:channels] = bias.astype(np.int32)                 # int32 wrap, as the sums
     e["mult"] = np.zeros(n32, F32)
     e["mult"][:channels] = mult
+    d = opt(ins, 12)
+    if d is not None:
+        e["fadd"] = np.zeros(n32, F32)
+        e["fadd"][:channels] = np.asarray(d.value, F32).reshape(-1)
     return e
 
 
@@ -177,20 +206,33 @@ def pack_b(w_kn: np.ndarray, wide: bool) -> np.ndarray:
 def _supports(node, ins, outs) -> bool:
     b = opt(ins, 3)
     return (len(ins[0].shape) >= 1 and b is not None and len(b.shape) == 2
-            and consts_ok(node, ins, outs, b.shape[1]))
+            and consts_ok(node, ins, outs, b.shape[1], dynamic_ok=True))
 
 
-def prepare_qgemm(node, ins, outs, force_portable=False, force_wide=False):
+def prepare_qgemm(node, ins, outs, force_portable=False, force_wide=False, threads=1):
     """-> run(inputs, outputs); force_*: tests pin the portable build / the wide path."""
     qg = _qgemm()
     w = np.asarray(ins[3].value, np.int8)
     k, n = w.shape
     rows = int(np.prod(outs[0].shape[:-1]))
     wide = force_wide or not u8_path_exact(w.T)
-    epi = epilogue_args(node, ins, n, wsum=w.astype(np.int64).sum(axis=0), per_col=True)
-    g = qg.QGemmKernel(pack_b(w, wide), wide, rows, k, n, epi, force_portable=force_portable)
+    wsum = w.astype(np.int64).sum(axis=0)
+    dynamic = dynamic_scale(ins)
+    epi = epilogue_args(node, ins, n, wsum=None if dynamic else wsum, per_col=True)
+    g = qg.QGemmKernel(pack_b(w, wide), wide, rows, k, n, epi, force_portable=force_portable,
+                       threads=threads)
+    if dynamic:
+        b = opt(ins, 8)
+        bias = np.zeros(n, np.int32) if b is None else np.asarray(b.value, np.int32).reshape(n)
+        g.set_dynamic(np.broadcast_to(np.asarray(ins[4].value, F32).reshape(-1), (n,)).copy(),
+                      wsum.astype(np.int32), bias)   # int32 wrap, as the sums
     gemm = g.run
-    if opt(ins, 9) is not None:
+    has_z = opt(ins, 9) is not None
+    if dynamic:
+        def run(inputs, outputs):
+            gemm(inputs[0], outputs[0], None, inputs[1].reshape(-1)[0],
+                 inputs[2].reshape(-1)[0])
+    elif has_z:
         def run(inputs, outputs):
             gemm(inputs[0], outputs[0], inputs[9])
     else:
@@ -202,3 +244,8 @@ def prepare_qgemm(node, ins, outs, force_portable=False, force_wide=False):
 
 
 register("QGemm", "qgemm_int8", _supports, lambda node, ins, outs: prepare_qgemm(node, ins, outs))
+# rows (6-row panels) split over the session's threads (OpenMP): only in "omp" pool plans
+register("QGemm", "qgemm_int8_mt",
+         lambda node, ins, outs: plan_threads() > 1 and _supports(node, ins, outs),
+         lambda node, ins, outs: prepare_qgemm(node, ins, outs, threads=plan_threads()),
+         pool="omp")

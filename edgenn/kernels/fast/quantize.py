@@ -1,6 +1,7 @@
-"""QuantizeLinear / DequantizeLinear, per tensor, uint8 <-> float32, and QAdd: one C pass each
-(_rowops quantize_u8 / dequantize_u8, AVX2 with a portable fallback), bit-exact with the
-ONNX reference (x / scale in float32, round half to even, saturate)."""
+"""QuantizeLinear / DequantizeLinear, per tensor, uint8 <-> float32, DynamicQuantizeLinear and
+QAdd: one C pass each (_rowops quantize_u8 / dequantize_u8, AVX2 with a portable fallback;
+DynamicQuantizeLinear adds a min / max pass), bit-exact with the ONNX reference
+(x / scale in float32, round half to even, saturate)."""
 from __future__ import annotations
 
 import numpy as np
@@ -70,4 +71,18 @@ def prepare_qadd(node, ins, outs):
     def run(inputs, outputs):
         qadd(inputs[0].reshape(-1), inputs[3].reshape(-1), outputs[0].reshape(-1),
              sa, za, sb, zb, sy, zy, relu)
+    return run
+
+
+@kernel("DynamicQuantizeLinear", "dynamic_quantize_u8_c", cost=c_cost,
+        supports=lambda node, ins, outs: ins[0].dtype == "float32")
+def prepare_dynamic_quantize(node, ins, outs):
+    """One min / max pass and one quantize pass in C (the reference's float32 parameter
+    arithmetic; NaN-free inputs)."""
+    dynamic_quantize = _rowops.dynamic_quantize_u8
+
+    def run(inputs, outputs):
+        scale, zp = dynamic_quantize(inputs[0].reshape(-1), outputs[0].reshape(-1))
+        outputs[1][...] = scale
+        outputs[2][...] = zp
     return run

@@ -13,7 +13,7 @@ Plain functions for kernel tests:
                   z_zp, **attrs) -> y          (attrs: strides, pads, dilations, group,
                                                 activation, activation_params, ...)
   qgemm_reference(a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp, bias, z, z_scale,
-                  z_zp, **attrs) -> y
+                  z_zp, fbias, **attrs) -> y
   conv_accumulate / gemm_accumulate -> int32 accumulators;  requantize(acc, ...) -> y
 """
 from __future__ import annotations
@@ -100,8 +100,10 @@ def integer_path_bounds(act: str, params, y_scale, y_zp) -> tuple[np.float32, np
 
 
 def requantize(acc, axis: int, x_scale, w_scale, y_scale=None, y_zp=None, z=None,
-               z_scale=None, z_zp=None, activation: str = "", activation_params=()):
-    """int32 accumulators (channel axis `axis`) -> uint8 y (y_scale given) or float32 y."""
+               z_scale=None, z_zp=None, activation: str = "", activation_params=(),
+               fbias=None):
+    """int32 accumulators (channel axis `axis`) -> uint8 y (y_scale given) or float32 y.
+    fbias: a float32 per-channel bias added right after the scaling (float path only)."""
     act = activation or ""
     accf = acc.astype(np.int32).astype(F32)
     ws = _channels(w_scale, axis, acc.ndim, F32)
@@ -113,6 +115,8 @@ def requantize(acc, axis: int, x_scale, w_scale, y_scale=None, y_zp=None, z=None
         lo, hi = integer_path_bounds(act, activation_params, ys, zp)
         return np.clip(q, lo, hi).astype(np.uint8)
     v = accf * (xs * ws)
+    if fbias is not None:
+        v = v + _channels(fbias, axis, acc.ndim, F32)
     if z is not None:
         v = v + (z.astype(np.int32) - np.int32(np.asarray(z_zp).reshape(-1)[0])).astype(F32) \
             * _f32(z_scale)
@@ -135,11 +139,12 @@ def qconv_reference(x, x_scale, x_zp, w, w_scale, w_zp=None, y_scale=None, y_zp=
 
 
 def qgemm_reference(a, a_scale, a_zp, b, b_scale, b_zp=None, y_scale=None, y_zp=None,
-                    bias=None, z=None, z_scale=None, z_zp=None, **attrs) -> np.ndarray:
+                    bias=None, z=None, z_scale=None, z_zp=None, fbias=None,
+                    **attrs) -> np.ndarray:
     """QGemm on plain arrays: a (..., K) u8, b (K, N) i8 -> y (..., N)."""
     acc = gemm_accumulate(a, a_zp, b, None, bias)
     return requantize(acc, acc.ndim - 1, a_scale, b_scale, y_scale, y_zp, z, z_scale, z_zp,
-                      attrs.get("activation", ""), attrs.get("activation_params", ()))
+                      attrs.get("activation", ""), attrs.get("activation_params", ()), fbias)
 
 
 def _padded(inputs, n: int) -> list:
@@ -153,7 +158,7 @@ def qconv(attrs, inputs):
 
 @reference("QGemm")
 def qgemm(attrs, inputs):
-    return [qgemm_reference(*_padded(inputs, 12), **attrs)]
+    return [qgemm_reference(*_padded(inputs, 13), **attrs)]
 
 
 # -- ONNX QuantizeLinear / DequantizeLinear / DynamicQuantizeLinear ------------------------------
@@ -207,15 +212,21 @@ def dequantize_linear(attrs, inputs):
     return [dequantize_values(x, scale, zp, int(attrs.get("axis", 1)))]
 
 
-@reference("DynamicQuantizeLinear")
-def dynamic_quantize_linear(attrs, inputs):
-    """uint8 over the range [min(x, 0), max(x, 0)]: scale = range / 255 (1/255 for an
-    all-zero x), zero point = rint(clip(-min / scale, 0, 255))."""
-    x = inputs[0].astype(F32, copy=False)
+def dynamic_range_params(x: np.ndarray) -> tuple[np.float32, np.float32]:
+    """DynamicQuantizeLinear's uint8 parameters over the range [min(x, 0), max(x, 0)]:
+    scale = range / 255 (1/255 for an all-zero x), zero point = rint(clip(-min / scale,
+    0, 255)); float32 arithmetic, one rounding per operation."""
     hi = F32(max(F32(0), x.max())) if x.size else F32(0)
     lo = F32(min(F32(0), x.min())) if x.size else F32(0)
     scale = (F32(1) if hi == lo else hi - lo) / F32(255)
-    zp = np.rint(np.clip(F32(0) - lo / scale, F32(0), F32(255)))
+    return scale, np.rint(np.clip(F32(0) - lo / scale, F32(0), F32(255)))
+
+
+@reference("DynamicQuantizeLinear")
+def dynamic_quantize_linear(attrs, inputs):
+    """y = saturate(rint(x / scale) + zero point), uint8 (see dynamic_range_params)."""
+    x = inputs[0].astype(F32, copy=False)
+    scale, zp = dynamic_range_params(x)
     y = np.clip(np.rint(x / scale) + zp, F32(0), F32(255)).astype(np.uint8)
     return [y, np.array(scale, dtype=F32), np.array(zp, dtype=np.uint8)]
 
