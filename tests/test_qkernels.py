@@ -45,11 +45,11 @@ def assert_matches(got, want, node, what=""):
 
 
 def _paths(node, ins):
-    """-> [(name, prepare(node, ins, outs, force_portable, force_wide))] for this node."""
+    """-> [(name, prepare(node, ins, outs, force_portable, **mode))] for this node."""
     if node.op == "QGemm":
         return [("gemm", qgemm.prepare_qgemm)]
     if qconv._is_depthwise(node, ins):
-        return [("dw", lambda nd, i, o, force_portable, force_wide:
+        return [("dw", lambda nd, i, o, force_portable:
                  qconv.prepare_depthwise(nd, i, o, force_portable=force_portable))]
     return [("gemm", qconv.prepare_gemm)]
 
@@ -62,16 +62,16 @@ def check_all_paths(node, inputs, const):
                  qconv._dw_supports if qconv._is_depthwise(node, ins) else qconv._gemm_supports)
     assert supported(node, ins, outs), node.attrs
     ran = 0
+    # the path chosen by default, the wide path, u8 + excess forced (8-bit weights)
+    modes = [{}, {"force_wide": True}, {"excess_limit": 1.0}]
     for name, prepare in _paths(node, ins):
         for portable in SIMD:
-            for wide in (False, True):
-                if name == "dw" and wide:
-                    continue
-                run = prepare(node, ins, outs, force_portable=portable, force_wide=wide)
+            for mode in modes if name != "dw" else modes[:1]:
+                run = prepare(node, ins, outs, force_portable=portable, **mode)
                 for fill in (0, 255):   # every element written
                     got = np.full(outs[0].shape, fill, outs[0].dtype)
                     run(inputs, [got])
-                    assert_matches(got, want, node, f"{name} portable={portable} wide={wide}")
+                    assert_matches(got, want, node, f"{name} portable={portable} {mode}")
                 ran += 1
     return ran
 
@@ -274,3 +274,48 @@ def test_plan_once_run_many():
     size, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert peak < 4096, peak
+
+
+# -- 8-bit weights: the u8 path plus the sparse excess ------------------------------------------
+
+def test_split_excess_is_exact_and_sparse():
+    rng = np.random.default_rng(21)
+    w = rng.integers(-128, 128, (37, 61)).astype(np.int8)
+    w[0, :6] = [-128, -128, 127, 127, -128, 127]          # the extremes, both signs
+    main, excess = qgemm.split_excess(w)
+    assert np.array_equal(main.astype(np.int16) + excess, w)
+    assert qgemm.u8_path_exact(main)
+    assert qgemm.u8_path_exact(excess)                     # vpmaddubsw exact on it too
+    pairs = np.pad(excess, ((0, 0), (0, 1))).reshape(37, -1, 2)
+    assert np.all(np.count_nonzero(pairs, axis=2) <= 1)    # one element per pair
+    assert list(main[0, :6]) == [-128, 0, 127, 1, -128, 127]
+
+
+def _gaussian_weights(rng, shape):
+    """Weights as onnxruntime's int8 quantizer writes them (8-bit, max-abs per tensor):
+    saturating pairs are rare, so the default path is u8 + excess."""
+    w = rng.standard_normal(shape)
+    return np.clip(np.rint(w / np.abs(w).max() * 127), -127, 127).astype(np.int8)
+
+
+@pytest.mark.parametrize("op", ["QGemm", "QConv"])
+def test_realistic_8bit_weights_take_u8_plus_excess(op):
+    rng = np.random.default_rng(22)
+    if op == "QGemm":
+        node, inputs, const = qgemm_case(rng, (13,), 300, 70, b=_gaussian_weights(rng, (300, 70)))
+        prepare, w_rows = qgemm.prepare_qgemm, inputs[3].T
+    else:
+        geom = (1, 16, 12, 11, 20, 3, 1, 1, 1, 1)   # K = 144 (past the small-K kernel), M = 20
+        node, inputs, const = qconv_case(rng, geom)
+        inputs[3] = _gaussian_weights(rng, inputs[3].shape)
+        prepare, w_rows = qconv.prepare_gemm, inputs[3].reshape(inputs[3].shape[0], -1)
+    assert not qgemm.u8_path_exact(w_rows)
+    ins = _infos(inputs, const)
+    outs = infer_node(node, ins, fold=False)
+    for portable in SIMD:
+        run = prepare(node, ins, outs, force_portable=portable)
+        assert run.excess and not run.wide
+        got = np.empty(outs[0].shape, outs[0].dtype)
+        run(inputs, [got])
+        assert_matches(got, _reference(node, inputs), node, f"portable={portable}")
+    check_all_paths(node, inputs, const)

@@ -26,9 +26,14 @@
  *   vpmaddwd(ones) + vpaddd, the MLAS / XNNPACK AVX2 scheme (fp32 FMA peak: 38 GFLOP/s).
  *   Small K (QConv K <= 48): the finish and epilogue per tile dominate, so a 6 x 16 tile
  *   with the vpmaddwd(ones) widening and no finish is used instead.
+ * - "u8 + excess": 8-bit weights (onnxruntime's quantizers without reduce_range) are split
+ *   W = Wm + Wx, Wm with no saturating pair (the u8 path above), Wx the excess of the rare
+ *   saturating pairs (~0.1% of pairs on real models: one element per pair, |x| <= 127, so
+ *   vpmaddubsw on it is exact too). Wx is kept per constant panel as a list of the K
+ *   groups where it is non-zero (qg_excess, ~1% of the groups) and added to each tile's
+ *   sums before the epilogue (qg_excess_add): u8-path speed, exact.
  * - "wide" (kg = 2 int16): operands widened to s16, vpmaddwd into s32: exact for any
- *   8-bit weights, ~38 GOPS at best (fp32 parity); for layers whose weights could
- *   saturate the u8 path (8-bit weights, e.g. onnxruntime's quantizer without reduce_range).
+ *   8-bit weights, ~38 GOPS at best (fp32 parity); for layers whose excess is not sparse.
  *
  * The zero point of the activations is folded into the epilogue's per-channel constant:
  * sum_k (x_k - z) w_k = sum_k x_k w_k - z sum_k w_k; conv padding reads z (contributes 0).
@@ -495,6 +500,79 @@ static void qg_pack_b_conv(const qg_conv *g, long K, long G, int wide, int direc
     }
 }
 
+/* ---------------------------------------------------------------- excess weights */
+
+/* The excess weights Wx of one constant panel (QGemm: a B panel of 8 columns; QConv: an
+ * A panel of 6 rows): n groups, group[i] its K group index, data + i * bytes its values in
+ * the panel's group layout (QG_BBYTES or QG_ABYTES), int8. */
+typedef struct {
+    long n;
+    const int32_t *group;
+    const uint8_t *data;
+} qg_excess;
+
+/* Per plan: panel p's groups are [start[p], start[p + 1]) of group / data (NULL: none). */
+typedef struct {
+    const int32_t *start, *group;
+    const uint8_t *data;
+} qg_excess_table;
+
+static qg_excess qg_excess_of(const qg_excess_table *t, long panel, long bytes) {
+    qg_excess x = {0, NULL, NULL};
+    if (t && t->start) {
+        long s = t->start[panel];
+        x.n = t->start[panel + 1] - s;
+        x.group = t->group + s;
+        x.data = t->data + s * bytes;
+    }
+    return x;
+}
+
+/* acc (6 x 8 sums of one tile) += the excess products. QG_GEMM: a = the A panel (u8,
+ * per call), the excess is B's; QG_CONV: b = the B panel (u8 pixels), the excess is A's. */
+static void qg_excess_add_c(const qg_excess *x, int flavor, const uint8_t *a,
+                            const uint8_t *b, int32_t *acc) {
+    for (long i = 0; i < x->n; i++) {
+        long g = x->group[i];
+        const uint8_t *u = flavor == QG_GEMM ? a + g * QG_ABYTES : b + g * QG_BBYTES;
+        const int8_t *w = (const int8_t *)(x->data + i * (flavor == QG_GEMM ? QG_BBYTES : QG_ABYTES));
+        for (int r = 0; r < QG_MR; r++)
+            for (int j = 0; j < QG_NR; j++) {
+                int32_t s = 0;
+                for (int q = 0; q < 4; q++)
+                    s += flavor == QG_GEMM ? (int32_t)u[r * 4 + q] * w[j * 4 + q]
+                                           : (int32_t)u[j * 4 + q] * w[r * 4 + q];
+                acc[r * QG_NR + j] += s;
+            }
+    }
+}
+
+#if QE_X86
+QE_AVX2 static void qg_excess_add_avx2(const qg_excess *x, int flavor, const uint8_t *a,
+                                       const uint8_t *b, int32_t *acc) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i c[QG_MR];
+    for (int r = 0; r < QG_MR; r++) c[r] = _mm256_loadu_si256((const __m256i *)(acc + 8 * r));
+    for (long i = 0; i < x->n; i++) {
+        long g = x->group[i];
+        if (flavor == QG_GEMM) {
+            const __m256i w = _mm256_loadu_si256((const __m256i *)(x->data + i * QG_BBYTES));
+            const uint8_t *u = a + g * QG_ABYTES;
+            for (int r = 0; r < QG_MR; r++)
+                c[r] = _mm256_add_epi32(c[r], _mm256_madd_epi16(_mm256_maddubs_epi16(
+                    _mm256_set1_epi32(*(const int32_t *)(u + 4 * r)), w), ones));
+        } else {
+            const __m256i u = _mm256_loadu_si256((const __m256i *)(b + g * QG_BBYTES));
+            const uint8_t *w = x->data + i * QG_ABYTES;
+            for (int r = 0; r < QG_MR; r++)
+                c[r] = _mm256_add_epi32(c[r], _mm256_madd_epi16(_mm256_maddubs_epi16(
+                    u, _mm256_set1_epi32(*(const int32_t *)(w + 4 * r))), ones));
+        }
+    }
+    for (int r = 0; r < QG_MR; r++) _mm256_storeu_si256((__m256i *)(acc + 8 * r), c[r]);
+}
+#endif
+
 /* ---------------------------------------------------------------- drivers */
 
 /* Epilogue of an mr x nr corner of a 6 x 8 tile of sums (row stride 8) whose first output
@@ -513,13 +591,15 @@ static void qg_tile_out(const int32_t *acc, int mr, long nr, const qe_epi *e, lo
  * stride ld. QConv sweeps along N (dm = 0), QGemm along M (dn = 0). */
 static void qg_sweep_c(qg_ukr_t ukr, long ng, const uint8_t *a, long da, const uint8_t *b,
                        long db, long nt, long m0, long dm, int mr_last, long n0, long dn,
-                       long nr_last, const qe_epi *e, char *y, long ld, const uint8_t *z) {
+                       long nr_last, const qe_epi *e, char *y, long ld, const uint8_t *z,
+                       const qg_excess *x, int flavor) {
     int32_t acc[QG_MR * QG_NR];
     const long es = e->out_f32 ? 4 : 1;
     for (long i = 0; i < nt; i++) {
         int last = i == nt - 1;
         long mi = m0 + i * dm, ni = n0 + i * dn, off = (i * dm) * ld + i * dn;
         ukr(ng, a + i * da, b + i * db, acc);
+        if (x->n) qg_excess_add_c(x, flavor, a + i * da, b + i * db, acc);
         qg_tile_out(acc, last ? mr_last : (dm ? QG_MR : mr_last),
                     last ? nr_last : (dn ? QG_NR : nr_last),
                     e, mi, ni, y + off * es, ld, z ? z + off : NULL, 0);
@@ -530,7 +610,8 @@ static void qg_sweep_c(qg_ukr_t ukr, long ng, const uint8_t *a, long da, const u
 QE_AVX2 static void qg_sweep_avx2(qg_ukr_t ukr, long ng, const uint8_t *a, long da,
                                   const uint8_t *b, long db, long nt, long m0, long dm,
                                   int mr_last, long n0, long dn, long nr_last, const qe_epi *e,
-                                  char *y, long ld, const uint8_t *z) {
+                                  char *y, long ld, const uint8_t *z, const qg_excess *x,
+                                  int flavor) {
     int32_t acc[QG_MR * QG_NR];
     const long es = e->out_f32 ? 4 : 1;
     for (long i = 0; i < nt; i++) {
@@ -539,6 +620,7 @@ QE_AVX2 static void qg_sweep_avx2(qg_ukr_t ukr, long ng, const uint8_t *a, long 
         long nr = last ? nr_last : (dn ? QG_NR : nr_last);
         long mi = m0 + i * dm, ni = n0 + i * dn, off = (i * dm) * ld + i * dn;
         ukr(ng, a + i * da, b + i * db, acc);
+        if (x->n) qg_excess_add_avx2(x, flavor, a + i * da, b + i * db, acc);
         if (nr == QG_NR)
             qe_tile8_avx2(acc, mr, e, mi, ni, y + off * es, ld, z ? z + off : NULL, ld);
         else
@@ -566,23 +648,29 @@ QE_AVX2 static void qg_sweep16_avx2(long ng, const uint8_t *a, const uint8_t *b,
         qe_tile16_avx2(acc, mr, e, m0, n0 + off, y + off * es, ld, z ? z + off : NULL, ld);
     }
     if (i < np)
+    {
+        const qg_excess none = {0, NULL, NULL};   /* small K: layers with excess go wide */
         qg_sweep_avx2(qg_ukr_u8_conv_avx2, ng, a, 0, b + i * bps, bps, np - i, m0, 0, mr,
                       n0 + i * QG_NR, QG_NR, nr_last, e, y + i * QG_NR * es, ld,
-                      z ? z + i * QG_NR : NULL);
+                      z ? z + i * QG_NR : NULL, &none, QG_CONV);
+    }
 }
 #endif
 
 static void qg_sweep(int use_avx2, qg_ukr_t ukr, long ng, const uint8_t *a, long da,
                      const uint8_t *b, long db, long nt, long m0, long dm, int mr_last, long n0,
-                     long dn, long nr_last, const qe_epi *e, char *y, long ld, const uint8_t *z) {
+                     long dn, long nr_last, const qe_epi *e, char *y, long ld, const uint8_t *z,
+                     const qg_excess *x, int flavor) {
 #if QE_X86
     if (use_avx2) {
-        qg_sweep_avx2(ukr, ng, a, da, b, db, nt, m0, dm, mr_last, n0, dn, nr_last, e, y, ld, z);
+        qg_sweep_avx2(ukr, ng, a, da, b, db, nt, m0, dm, mr_last, n0, dn, nr_last, e, y, ld, z,
+                      x, flavor);
         return;
     }
 #endif
     (void)use_avx2;
-    qg_sweep_c(ukr, ng, a, da, b, db, nt, m0, dm, mr_last, n0, dn, nr_last, e, y, ld, z);
+    qg_sweep_c(ukr, ng, a, da, b, db, nt, m0, dm, mr_last, n0, dn, nr_last, e, y, ld, z, x,
+               flavor);
 }
 
 typedef struct {
@@ -590,6 +678,7 @@ typedef struct {
     long G;                  /* groups of kg: ceil(K / 4) (u8) or ceil(K / 2) (wide) */
     int wide, direct, use_avx2;
     long nc;                 /* pixels per B block (multiple of 8) */
+    qg_excess_table excess;  /* per A panel (u8 path with 8-bit weights), or all NULL */
 } qg_conv_plan;
 
 /* Pixels per block: the packed block (nc x K bytes) in about 192 KiB of L2. */
@@ -628,16 +717,17 @@ static void qg_conv_cols(const qg_conv_plan *p, const uint8_t *wp, const qg_conv
         for (long m0 = 0; m0 < M; m0 += QG_MR) {   /* the A panel stays in L1 */
             int mr = M - m0 < QG_MR ? (int)(M - m0) : QG_MR;
 #if QE_X86
-            if (p->use_avx2 && !p->wide && G <= QG_SMALL_K_GROUPS) {
+            if (p->use_avx2 && !p->wide && G <= QG_SMALL_K_GROUPS && !p->excess.start) {
                 qg_sweep16_avx2(G, wp + (m0 / QG_MR) * G * QG_ABYTES, bblk, G * QG_BBYTES, np, m0,
                                 mr, j0, nv - (np - 1) * QG_NR, e, (char *)y + (m0 * N + j0) * es,
                                 N, z ? z + m0 * N + j0 : NULL);
                 continue;
             }
 #endif
+            qg_excess x = qg_excess_of(&p->excess, m0 / QG_MR, QG_ABYTES);
             qg_sweep(p->use_avx2, ukr, G, wp + (m0 / QG_MR) * G * QG_ABYTES, 0, bblk,
                      G * QG_BBYTES, np, m0, 0, mr, j0, QG_NR, nv - (np - 1) * QG_NR, e,
-                     (char *)y + (m0 * N + j0) * es, N, z ? z + m0 * N + j0 : NULL);
+                     (char *)y + (m0 * N + j0) * es, N, z ? z + m0 * N + j0 : NULL, &x, QG_CONV);
         }
     }
 }
@@ -657,6 +747,7 @@ typedef struct {
     long NP;                 /* B panels (N rounded up to a multiple of 32, / 8) */
     int wide, use_avx2;
     long mc;                 /* rows per packed A block (multiple of 6) */
+    qg_excess_table excess;  /* per B panel (u8 path with 8-bit weights), or all NULL */
 } qg_gemm_plan;
 
 static long qg_gemm_block(long M, long G) {
@@ -702,6 +793,19 @@ static void qg_pack_a_gemm(const uint8_t *a, long lda, long K, long G, int wide,
 
 /* y (M, N) (row stride N elements) = epilogue(A (M, K) u8, row stride lda, x B packed at
  * bp ([NP][G][32 bytes])); z (M, N) or NULL. */
+/* One row's 8 sums of B panel `panel` += its excess; ar: the row in its A panel. */
+static void qg_excess_add_row(const qg_excess_table *t, long panel, const uint8_t *ar,
+                              int32_t *acc8) {
+    qg_excess x = qg_excess_of(t, panel, QG_BBYTES);
+    for (long i = 0; i < x.n; i++) {
+        const uint8_t *u = ar + (long)x.group[i] * QG_ABYTES;
+        const int8_t *w = (const int8_t *)(x.data + i * QG_BBYTES);
+        for (int j = 0; j < QG_NR; j++)
+            acc8[j] += (int32_t)u[0] * w[j * 4] + (int32_t)u[1] * w[j * 4 + 1]
+                       + (int32_t)u[2] * w[j * 4 + 2] + (int32_t)u[3] * w[j * 4 + 3];
+    }
+}
+
 static void qg_gemm_run(const qg_gemm_plan *p, const uint8_t *bp, const uint8_t *a, long lda,
                         const qe_epi *e, void *y, const uint8_t *z, uint8_t *ws) {
     const long M = p->M, N = p->N, G = p->G, es = e->out_f32 ? 4 : 1;
@@ -716,9 +820,10 @@ static void qg_gemm_run(const qg_gemm_plan *p, const uint8_t *bp, const uint8_t 
         long npan = (mfull + QG_MR - 1) / QG_MR;
         for (long pj = 0; npan && pj * QG_NR < N; pj++) {
             long n0 = pj * QG_NR, nr = N - n0 < QG_NR ? N - n0 : QG_NR;
+            qg_excess x = qg_excess_of(&p->excess, pj, QG_BBYTES);
             qg_sweep(p->use_avx2, ukr, G, ws, G * QG_ABYTES, bp + pj * bps, 0, npan, i0, QG_MR,
                      (int)(mfull - (npan - 1) * QG_MR), n0, 0, nr, e, (char *)y + (i0 * N + n0) * es,
-                     N, z ? z + i0 * N + n0 : NULL);
+                     N, z ? z + i0 * N + n0 : NULL, &x, QG_GEMM);
         }
 #if QE_X86
         /* leftover rows (AVX2, u8 path): one row x 32 columns at a time */
@@ -730,6 +835,8 @@ static void qg_gemm_run(const qg_gemm_plan *p, const uint8_t *bp, const uint8_t 
                 if (n0 >= N) break;
                 long nr = N - n0 < 4 * QG_NR ? N - n0 : 4 * QG_NR;
                 qg_ukr_u8_gemm_1x4_avx2(G, ar, bp + pj * bps, bps, acc4);
+                for (long q = 0; q < 4 && pj + q < p->NP; q++)
+                    qg_excess_add_row(&p->excess, pj + q, ar, acc4 + q * QG_NR);
                 qe_span(acc4, nr, e, m, n0, (char *)y + (m * N + n0) * es,
                         z ? z + m * N + n0 : NULL, 1);
             }

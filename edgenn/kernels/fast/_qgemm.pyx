@@ -46,14 +46,20 @@ cdef extern from "_qgemm.h" nogil:
         uint8_t *xp
         int Hp, Wp
     long qg_conv_padded_size(qg_conv *g)
+    ctypedef struct qg_excess_table:
+        const int32_t *start
+        const int32_t *group
+        const uint8_t *data
     ctypedef struct qg_conv_plan:
         long M, K, N, G
         int wide, direct, use_avx2
         long nc
+        qg_excess_table excess
     ctypedef struct qg_gemm_plan:
         long M, K, N, G, NP
         int wide, use_avx2
         long mc
+        qg_excess_table excess
     long qg_conv_block(long N, long G)
     long qg_conv_workspace(const qg_conv_plan *p)
     void qg_conv_fill_padded(const qg_conv *g)
@@ -115,6 +121,26 @@ cdef object _fill_epi(qe_epi *e, dict epi):
     return (bias, mult, fadd)
 
 
+cdef object _set_excess(qg_excess_table *t, object excess, long panels, long bytes):
+    """excess = None or (start int32 (panels + 1,), group int32, data uint8): the excess
+    weights per constant panel (qgemm.excess_table); -> the arrays to keep alive."""
+    t.start = NULL
+    t.group = NULL
+    t.data = NULL
+    if excess is None:
+        return None
+    start, group, data = (np.ascontiguousarray(excess[0], np.int32),
+                          np.ascontiguousarray(excess[1], np.int32),
+                          np.ascontiguousarray(excess[2], np.uint8))
+    if start.size != panels + 1 or start[0] != 0 or np.any(np.diff(start) < 0) \
+            or start[start.size - 1] != group.size or data.size != group.size * bytes:
+        raise ValueError("malformed excess table")
+    t.start = <const int32_t *>cnp.PyArray_DATA(start)
+    t.group = <const int32_t *>cnp.PyArray_DATA(group)
+    t.data = <const uint8_t *>cnp.PyArray_DATA(data)
+    return (start, group, data)
+
+
 cdef int _check(cnp.ndarray a, int typenum, long size, str what) except -1:
     if not (cnp.PyArray_TYPE(a) == typenum and cnp.PyArray_CHKFLAGS(a, FLAGS)
             and cnp.PyArray_SIZE(a) == size):
@@ -157,7 +183,7 @@ cdef class QConvKernel:
     cdef int out_f32, threads
 
     def __init__(self, cnp.ndarray wpacked, bint wide, geom, long group, long M, dict epi,
-                 uint8_t x_zp, bint force_portable=False, int threads=1):
+                 uint8_t x_zp, bint force_portable=False, int threads=1, excess=None):
         (self.geo.C, self.geo.H, self.geo.W, self.geo.kh, self.geo.kw, self.geo.sh,
          self.geo.sw, self.geo.ph, self.geo.pw, self.geo.dh, self.geo.dw, self.geo.oh,
          self.geo.ow) = geom
@@ -178,7 +204,11 @@ cdef class QConvKernel:
         wp = np.ascontiguousarray(wpacked).view(np.uint8).ravel()
         if wp.size != self.gstride * group:
             raise ValueError(f"packed weights: {wp.size} bytes, expected {self.gstride * group}")
-        self.keep = (wp, _fill_epi(&self.epi, epi))
+        if excess is not None and (group != 1 or wide):
+            raise ValueError("excess weights: group-1 u8-path convs only")
+        ex = _set_excess(&self.plan.excess, excess, (self.plan.M + QG_MR - 1) // QG_MR,
+                         QG_MR * 4)
+        self.keep = (wp, _fill_epi(&self.epi, epi), ex)
         self.out_f32 = epi["out_f32"]
         # threads > 1: pixel ranges of whole QG_NR panels, one workspace each
         panels = (self.plan.N + QG_NR - 1) // QG_NR
@@ -320,7 +350,7 @@ cdef class QGemmKernel:
     cdef int out_f32, threads, dynamic
 
     def __init__(self, cnp.ndarray bpacked, bint wide, long rows, long K, long N, dict epi,
-                 bint force_portable=False, int threads=1):
+                 bint force_portable=False, int threads=1, excess=None):
         self.plan.M, self.plan.K, self.plan.N = rows, K, N
         self.plan.wide = wide
         self.plan.G = (K + (1 if wide else 3)) // (2 if wide else 4)
@@ -331,7 +361,10 @@ cdef class QGemmKernel:
         if bp.size != self.plan.NP * self.plan.G * QG_NR * 4:
             raise ValueError(f"packed B: {bp.size} bytes, expected "
                              f"{self.plan.NP * self.plan.G * QG_NR * 4}")
-        self.keep = (bp, _fill_epi(&self.epi, epi))
+        if excess is not None and wide:
+            raise ValueError("excess weights: u8 path only")
+        ex = _set_excess(&self.plan.excess, excess, self.plan.NP, QG_NR * 4)
+        self.keep = (bp, _fill_epi(&self.epi, epi), ex)
         self.out_f32 = epi["out_f32"]
         self.dynamic = 0
         # row ranges: whole 6-row panels, at most one range per thread

@@ -15,7 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from .conv import geometry
-from .qgemm import consts_ok, epilogue_args, opt, pack_a, register, u8_path_exact
+from .qgemm import (EXCESS_LIMIT, MR, choose_path, consts_ok, epilogue_args, opt, pack_a,
+                    register)
 from .quantize import scalar
 from .threading_cost import plan_threads
 
@@ -65,21 +66,32 @@ def _gemm_supports(node, ins, outs) -> bool:
     return _conv_ok(node, ins, outs) and not _is_depthwise(node, ins)
 
 
-def prepare_gemm(node, ins, outs, force_portable=False, force_wide=False, threads=1):
-    """-> run(inputs, outputs); force_*: tests pin the portable build / the int16 path."""
+SMALL_K = 48   # _qgemm.h QG_SMALL_K_GROUPS * 4: the 6 x 16 kernel, which takes no excess
+
+
+def prepare_gemm(node, ins, outs, force_portable=False, force_wide=False, threads=1,
+                 excess_limit=EXCESS_LIMIT):
+    """-> run(inputs, outputs); force_wide / excess_limit: tests pin the portable build,
+    the int16 path, the u8 + excess path (excess_limit=1)."""
     qg = _qgemm()
     w = np.asarray(ins[3].value, np.int8)
     m = w.shape[0]
     group = int(node.attrs.get("group", 1))
     wrows = w.reshape(m, -1)                                   # (M, C/g*KH*KW)
-    wide = force_wide or not u8_path_exact(wrows)
+    if group > 1 or wrows.shape[1] <= SMALL_K:
+        excess_limit = 0.0     # excess only on the group-1 6 x 8 sweep
+    packed_rows, wide, excess = choose_path(wrows, MR, (m + MR - 1) // MR, force_wide,
+                                            excess_limit)
     mg = m // group
-    packed = np.concatenate([pack_a(wrows[g * mg:(g + 1) * mg], wide) for g in range(group)])
+    packed = np.concatenate([pack_a(packed_rows[g * mg:(g + 1) * mg], wide)
+                             for g in range(group)])
     epi = epilogue_args(node, ins, m, wsum=wrows.astype(np.int64).sum(axis=1))
     k = qg.QConvKernel(packed, wide, _geom(node, ins, outs), group, m, epi,
-                       int(scalar(ins[2])), force_portable=force_portable, threads=threads)
+                       int(scalar(ins[2])), force_portable=force_portable, threads=threads,
+                       excess=excess)
     run = _runner(k, opt(ins, 9) is not None)
     run.wide = wide
+    run.excess = excess is not None
     return run
 
 

@@ -191,6 +191,59 @@ def _panels(w_rows: np.ndarray, lanes: int, rows_to: int, wide: bool) -> np.ndar
     return np.ascontiguousarray(p).reshape(-1).view(np.uint8)
 
 
+def split_excess(w_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """w_rows (R, K) int8 = main + excess: in each pair (w_2j, w_2j+1) whose same-signed
+    magnitudes add up past 128, w_2j stays in main and w_2j+1 keeps only what brings the
+    pair to 128; the rest of it is the excess (one element per pair, |e| <= 128, so
+    vpmaddubsw on the excess is exact too). main passes u8_path_exact."""
+    w = np.asarray(w_rows, np.int16)
+    if w.shape[1] % 2:
+        w = np.pad(w, ((0, 0), (0, 1)))
+    a, b = w[:, 0::2], w[:, 1::2]
+    over = (np.sign(a) == np.sign(b)) & (np.abs(a) + np.abs(b) > 128)
+    b_main = np.where(over, np.sign(b) * (128 - np.abs(a)), b)
+    main, excess = w.copy(), np.zeros_like(w)
+    main[:, 1::2] = b_main
+    excess[:, 1::2] = b - b_main
+    k = w_rows.shape[1]
+    return main[:, :k].astype(np.int8), excess[:, :k].astype(np.int8)
+
+
+def excess_table(excess_rows: np.ndarray, lanes: int, panels: int):
+    """The excess (R, K) in the kernel's form (_qgemm.pyx _set_excess): per panel of
+    `lanes` rows, the K groups of 4 holding a non-zero, each as a [lanes][4] int8 block.
+    -> ((start (panels + 1,), group, data), fraction of the (panel, group) blocks used)."""
+    r, k = excess_rows.shape
+    g = (k + 3) // 4
+    full = np.zeros((panels * lanes, g * 4), np.int8)
+    full[:r, :k] = excess_rows
+    blocks = full.reshape(panels, lanes, g, 4).transpose(0, 2, 1, 3)   # [panel][group][lane][4]
+    used = np.any(blocks.reshape(panels, g, -1) != 0, axis=2)
+    panel_of, group_of = np.nonzero(used)                               # panel-major order
+    start = np.zeros(panels + 1, np.int32)
+    np.cumsum(np.bincount(panel_of, minlength=panels), out=start[1:])
+    data = np.ascontiguousarray(blocks[panel_of, group_of]).reshape(-1).view(np.uint8)
+    return (start, group_of.astype(np.int32), data), float(used.mean()) if used.size else 0.0
+
+
+EXCESS_LIMIT = 0.25   # above this share of (panel, group) blocks the wide path is cheaper
+
+
+def choose_path(w_rows: np.ndarray, lanes: int, panels: int, force_wide=False,
+                excess_limit=EXCESS_LIMIT):
+    """-> (weights to pack, wide, excess table or None) for w_rows (R, K) int8: the u8 path
+    when no pair can saturate, u8 + excess when the saturating pairs are rare, else wide."""
+    if force_wide:
+        return w_rows, True, None
+    if u8_path_exact(w_rows):
+        return w_rows, False, None
+    main, excess = split_excess(w_rows)
+    table, fraction = excess_table(excess, lanes, panels)
+    if fraction > excess_limit:
+        return w_rows, True, None
+    return main, False, table
+
+
 def pack_a(w_rows: np.ndarray, wide: bool) -> np.ndarray:
     """Conv weights (M, K) int8 -> A panels of 6 rows."""
     return _panels(w_rows, MR, MR, wide)
@@ -209,18 +262,22 @@ def _supports(node, ins, outs) -> bool:
             and consts_ok(node, ins, outs, b.shape[1], dynamic_ok=True))
 
 
-def prepare_qgemm(node, ins, outs, force_portable=False, force_wide=False, threads=1):
-    """-> run(inputs, outputs); force_*: tests pin the portable build / the wide path."""
+def prepare_qgemm(node, ins, outs, force_portable=False, force_wide=False, threads=1,
+                  excess_limit=EXCESS_LIMIT):
+    """-> run(inputs, outputs); force_wide / excess_limit: tests pin the portable build,
+    the wide path, the u8 + excess path (excess_limit=1)."""
     qg = _qgemm()
     w = np.asarray(ins[3].value, np.int8)
     k, n = w.shape
     rows = int(np.prod(outs[0].shape[:-1]))
-    wide = force_wide or not u8_path_exact(w.T)
+    packed_rows, wide, excess = choose_path(np.ascontiguousarray(w.T), NR,
+                                            _round_up(max(n, 1), 4 * NR) // NR, force_wide,
+                                            excess_limit)
     wsum = w.astype(np.int64).sum(axis=0)
     dynamic = dynamic_scale(ins)
     epi = epilogue_args(node, ins, n, wsum=None if dynamic else wsum, per_col=True)
-    g = qg.QGemmKernel(pack_b(w, wide), wide, rows, k, n, epi, force_portable=force_portable,
-                       threads=threads)
+    g = qg.QGemmKernel(pack_b(packed_rows.T, wide), wide, rows, k, n, epi,
+                       force_portable=force_portable, threads=threads, excess=excess)
     if dynamic:
         b = opt(ins, 8)
         bias = np.zeros(n, np.int32) if b is None else np.asarray(b.value, np.int32).reshape(n)
@@ -240,6 +297,7 @@ def prepare_qgemm(node, ins, outs, force_portable=False, force_wide=False, threa
             gemm(inputs[0], outputs[0])
     run.kernel = g      # inspectable: simd, plan
     run.wide = wide
+    run.excess = excess is not None
     return run
 
 
