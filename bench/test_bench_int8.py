@@ -6,7 +6,10 @@ per-channel, u8/s8, after quant_pre_process) vs both fp32, pytest-benchmark.
     EDGENN_BENCH_THREADS=2 python -m pytest bench/test_bench_int8.py ...
 
 Both quantizers calibrate on the same 8 images (tests/models.py CALIBRATION_IMAGES). For
-one interleaved table with fidelity and ratios use scripts/compare_int8.py."""
+one interleaved table with fidelity and ratios use scripts/compare_int8.py.
+
+Transformers (test_dynamic_int8_latency): onnxruntime's quantize_dynamic model run by both
+runtimes, edgenn's own quantizer, both fp32 (scripts/compare_dynamic.py for the table)."""
 import os
 import sys
 
@@ -14,8 +17,10 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 from models import ZOO, imagenet_calibration  # noqa: E402
+from quant_data import token_calibration  # noqa: E402
 
-from edgenn.bench import edgenn_runner, onnxruntime_int8_model, onnxruntime_runner  # noqa: E402
+from edgenn.bench import (edgenn_runner, onnxruntime_dynamic_model,  # noqa: E402
+                          onnxruntime_int8_model, onnxruntime_runner)
 
 THREADS = int(os.environ.get("EDGENN_BENCH_THREADS", "1"))
 MODELS = ["mobilenet_v2-op13", "resnet18-op17"]
@@ -42,5 +47,34 @@ def test_int8_latency(benchmark, model, runtime):
               "onnxruntime-int8": lambda: onnxruntime_runner(theirs, THREADS),
               "onnxruntime-fp32": lambda: onnxruntime_runner(fp32, THREADS)}[runtime]()
     benchmark.group = f"{name} int8 ({THREADS} thread)"
+    benchmark.extra_info.update(model=name, runtime=runtime, threads=THREADS)
+    benchmark.pedantic(runner.run, args=(feeds,), rounds=15, warmup_rounds=3)
+
+
+DYNAMIC_MODELS = ["minilm_l6-op17"]
+DYNAMIC_RUNTIMES = ["edgenn-ort-dynamic", "onnxruntime-dynamic", "edgenn-int8", "edgenn-fp32",
+                    "onnxruntime-fp32"]
+
+
+@pytest.fixture(scope="module", params=DYNAMIC_MODELS)
+def transformer(request, tmp_path_factory):
+    import edgenn
+    path, feeds = ZOO[request.param]()
+    calib = token_calibration(feeds)
+    ours = str(tmp_path_factory.mktemp("int8") / "model.int8.enn")
+    edgenn.save(edgenn.quantize(str(path), calib), ours)
+    return request.param, str(path), ours, onnxruntime_dynamic_model(str(path)), feeds
+
+
+@pytest.mark.parametrize("runtime", DYNAMIC_RUNTIMES)
+def test_dynamic_int8_latency(benchmark, transformer, runtime):
+    name, fp32, ours, dynamic, feeds = transformer
+    shapes = {k: v.shape for k, v in feeds.items()}
+    runner = {"edgenn-ort-dynamic": lambda: edgenn_runner(dynamic, THREADS, shapes),
+              "onnxruntime-dynamic": lambda: onnxruntime_runner(dynamic, THREADS),
+              "edgenn-int8": lambda: edgenn_runner(ours, THREADS, shapes),
+              "edgenn-fp32": lambda: edgenn_runner(fp32, THREADS, shapes),
+              "onnxruntime-fp32": lambda: onnxruntime_runner(fp32, THREADS)}[runtime]()
+    benchmark.group = f"{name} int8 dynamic ({THREADS} thread)"
     benchmark.extra_info.update(model=name, runtime=runtime, threads=THREADS)
     benchmark.pedantic(runner.run, args=(feeds,), rounds=15, warmup_rounds=3)

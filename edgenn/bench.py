@@ -97,6 +97,25 @@ def interleave(runners: list[Runner], feeds: dict, rounds: int, warmup: int = 3)
     return runners
 
 
+def cosine(a, b) -> float:
+    """Cosine similarity of two outputs, flattened, in float64 (fidelity columns)."""
+    a, b = np.asarray(a, np.float64).reshape(-1), np.asarray(b, np.float64).reshape(-1)
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-30))
+
+
+def script_args(description: str, **extra):
+    """The side-by-side scripts' command line: models, --threads, --rounds (+ extra
+    options: name=default)."""
+    import argparse
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("models", nargs="+")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--rounds", type=int, default=15)
+    for name, default in extra.items():
+        p.add_argument("--" + name, default=default, type=type(default))
+    return p.parse_args()
+
+
 def table(runners: list[Runner], threads: int) -> str:
     base = float(np.median(runners[0].times))
     rows = [f"{'runtime':12} {'median ms':>10} {'min':>8} {'max':>8} {'load ms':>9} "

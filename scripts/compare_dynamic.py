@@ -1,12 +1,12 @@
 """onnxruntime's quantize_dynamic models (the usual int8 recipe for transformers:
 DynamicQuantizeLinear + MatMulInteger) side by side: edgenn and onnxruntime running the same
 int8 model, and both running the fp32 model. 8-bit weights (ORT's default) and 7-bit
-(reduce_range, ORT's advice for AVX2 without VNNI). Interleaved rounds, medians; fidelity =
-cosine of the int8 output with the fp32 one (onnxruntime fp32).
+(reduce_range, ORT's advice for AVX2 without VNNI); edgenn's own static quantizer
+(edgenn.quantize, minmax, 8 token batches of calibration) for comparison. Interleaved
+rounds, medians; fidelity = cosine of the int8 output with the fp32 one (onnxruntime fp32).
 
     python scripts/compare_dynamic.py --threads 1 minilm_l6-op17 bert_tiny-op17
 """
-import argparse
 import os
 import sys
 
@@ -14,35 +14,31 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 from models import ZOO  # noqa: E402
+from quant_data import token_calibration  # noqa: E402
 
-from edgenn.bench import (edgenn_runner, interleave, onnxruntime_dynamic_model,  # noqa: E402
-                          onnxruntime_runner)
-
-
-def cosine(a, b) -> float:
-    a, b = a.reshape(-1).astype(np.float64), b.reshape(-1).astype(np.float64)
-    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-30))
+import edgenn  # noqa: E402
+from edgenn.bench import (cosine, edgenn_runner, interleave,  # noqa: E402
+                          onnxruntime_dynamic_model, onnxruntime_runner, script_args)
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("models", nargs="+")
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--rounds", type=int, default=15)
-    args = p.parse_args()
+    args = script_args(__doc__)
     for name in args.models:
         path, feeds = ZOO[name]()
         shapes = {k: v.shape for k, v in feeds.items()}
         dyn8 = onnxruntime_dynamic_model(str(path))
         dyn7 = onnxruntime_dynamic_model(str(path), reduce_range=True)
+        own = os.path.join(os.path.dirname(dyn8), os.path.basename(dyn8) + ".own.enn")
+        edgenn.save(edgenn.quantize(str(path), token_calibration(feeds)), own)
         runners = [edgenn_runner(dyn8, args.threads, shapes),
                    onnxruntime_runner(dyn8, args.threads),
                    edgenn_runner(dyn7, args.threads, shapes),
                    onnxruntime_runner(dyn7, args.threads),
+                   edgenn_runner(own, args.threads, shapes),
                    edgenn_runner(str(path), args.threads, shapes),
                    onnxruntime_runner(str(path), args.threads)]
         for r, label in zip(runners, ("edgenn-int8", "ORT-int8", "edgenn-int8/7b", "ORT-int8/7b",
-                                      "edgenn-fp32", "ORT-fp32")):
+                                      "edgenn-own-int8", "edgenn-fp32", "ORT-fp32")):
             r.name = label
         interleave(runners, feeds, args.rounds)
         ref = runners[-1].run(feeds)[0]

@@ -6,7 +6,6 @@ medians.
 
     python scripts/compare_int8.py --threads 1 mobilenet_v2-op13 resnet18-op17
 """
-import argparse
 import os
 import sys
 import tempfile
@@ -18,22 +17,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 from models import ZOO, imagenet_calibration  # noqa: E402
 
 import edgenn  # noqa: E402
-from edgenn.bench import (edgenn_runner, interleave, onnxruntime_int8_model,  # noqa: E402
-                          onnxruntime_runner)
-
-
-def cosine(a, b) -> float:
-    a, b = a.reshape(-1).astype(np.float64), b.reshape(-1).astype(np.float64)
-    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-30))
+from edgenn.bench import (cosine, edgenn_runner, interleave, onnxruntime_int8_model,  # noqa: E402
+                          onnxruntime_runner, script_args)
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("models", nargs="+")
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--rounds", type=int, default=15)
-    p.add_argument("--method", default="minmax")
-    args = p.parse_args()
+    args = script_args(__doc__, method="minmax")
     tmp = tempfile.mkdtemp(prefix="edgenn-int8-")
     for name in args.models:
         path, feeds = ZOO[name]()

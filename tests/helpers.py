@@ -18,12 +18,16 @@ def make_model(nodes, inputs, outputs, initializers=(), opset=17):
     return model
 
 
-def ort_run(model, feeds):
+def ort_run(model, feeds, literal=False):
+    """onnxruntime's outputs, 1 thread; model: a ModelProto or a path. literal: its graph
+    optimizations off (every node as written: DQ, float op, Q)."""
     import onnxruntime as ort
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1
-    sess = ort.InferenceSession(model.SerializeToString(), opts,
-                                providers=["CPUExecutionProvider"])
+    if literal:
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    source = model.SerializeToString() if hasattr(model, "SerializeToString") else str(model)
+    sess = ort.InferenceSession(source, opts, providers=["CPUExecutionProvider"])
     return sess.run(None, feeds)
 
 

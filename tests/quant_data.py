@@ -1,5 +1,5 @@
 """Real data for the quantizer's validation: the digits CNN's held-out images and text-line
-crops for the PP-OCR mobile direction classifier (cls).
+crops for the PP-OCR mobile direction classifier (cls); token batches for BERT-style models.
 
 Text crops: windows of several widths slid along the text lines of skimage.data.page()
 (a photographed book page), each also rotated by 180 degrees, preprocessed as RapidOCR's
@@ -78,3 +78,14 @@ def ort_int8(model: str, calibration: list[dict]) -> str:
 
 
 __all__ = ["digits", "text_crops", "ppocr_cls_path", "ort_int8", "DEMO_MODEL"]
+
+
+def token_calibration(feeds: dict, count: int = 8) -> list[dict]:
+    """Calibration batches for a BERT-style model: `count` token batches shaped and padded
+    like `feeds` (seeds 100.., never the measured batch itself; vocabulary: the largest
+    id in feeds)."""
+    from models import token_batch
+    ids = feeds["input_ids"]
+    lengths = [int(m.sum()) for m in feeds["attention_mask"]]
+    vocab = int(ids.max()) + 1
+    return [token_batch(lengths, ids.shape[1], vocab, 100 + i) for i in range(count)]

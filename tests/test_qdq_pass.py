@@ -26,6 +26,7 @@ ort = pytest.importorskip("onnxruntime")
 quantization = pytest.importorskip("onnxruntime.quantization")
 
 from edgenn.api import load  # noqa: E402
+from helpers import ort_run  # noqa: E402
 from edgenn.graph.passes import optimize  # noqa: E402
 from edgenn.graph.passes.qdq import LIFT_RESIDUALS  # noqa: E402
 from edgenn.graph.passes.util import View  # noqa: E402
@@ -197,16 +198,6 @@ def quantize(model, tmp_path, reduce_range=False, preprocess=True, name="m"):
     return dst
 
 
-def ort_run(path, feeds, literal=False):
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    if literal:
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    source = path.SerializeToString() if isinstance(path, onnx.ModelProto) else str(path)
-    return ort.InferenceSession(source, so, providers=["CPUExecutionProvider"]).run(
-        None, feeds)[0]
-
-
 def output_scale(path) -> float:
     """The scale of the DequantizeLinear writing the graph output (1.0 if there is none)."""
     m = onnx.load(str(path))
@@ -277,7 +268,7 @@ def test_fused_structure_and_numerics(name, tmp_path):
     assert unfused.op_counts()["DequantizeLinear"] > 1 and "QConv" not in unfused.op_counts()
     scale = output_scale(path)
     for feeds in _feeds(model, 7, batches=2):
-        literal = ort_run(path, feeds, literal=True)
+        literal = ort_run(path, feeds, literal=True)[0]
         got = edgenn_run(fused, feeds)
         assert got.dtype == np.float32 and got.shape == literal.shape
         # measured: bit-exact on all these models (integer accumulation, float32 epilogue)
@@ -303,7 +294,7 @@ def test_lifted_residuals(name, tmp_path):
     scale = output_scale(path)
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     for feeds in _feeds(model, 7, batches=2):
-        literal = ort_run(path, feeds, literal=True)
+        literal = ort_run(path, feeds, literal=True)[0]
         got = edgenn_run(graph, feeds)
         assert steps(got, literal, scale).max() <= 5
         fp32 = sess.run(None, feeds)[0]
@@ -317,7 +308,7 @@ def test_matches_onnxruntime_fused_kernels_with_7bit_weights(name, tmp_path):
     fused = load(str(path))
     scale = output_scale(path)
     for feeds in _feeds(model, 8, batches=2):
-        want = ort_run(path, feeds)
+        want = ort_run(path, feeds)[0]
         assert_close_in_steps(edgenn_run(fused, feeds), want, scale, 0.01,
                               f"{name} vs ORT (its QLinear kernels)")
 
@@ -331,7 +322,7 @@ def test_bn_left_unfolded_stays_correct(tmp_path):
     ops = fused.op_counts()
     assert ops["QConv"] == 2 and ops["BatchNormalization"] == 2, dict(ops)
     feeds = _feeds(model, 9)[0]
-    assert_close_in_steps(edgenn_run(fused, feeds), ort_run(path, feeds, literal=True),
+    assert_close_in_steps(edgenn_run(fused, feeds), ort_run(path, feeds, literal=True)[0],
                           output_scale(path), 0.10, "BN unfolded")
 
 
@@ -359,7 +350,7 @@ def test_conv_with_float_output(tmp_path):
     ops = fused.op_counts()
     assert ops.get("DequantizeLinear", 0) == 0, dict(ops)
     feeds = _feeds(model, 10)[0]
-    literal = ort_run(path, feeds, literal=True)
+    literal = ort_run(path, feeds, literal=True)[0]
     got = edgenn_run(fused, feeds)
     scale = float(np.abs(literal).max()) / 127  # ~ the scale of the output's neighbours
     assert_close_in_steps(got, literal, scale, 0.01, "float output")
@@ -451,7 +442,7 @@ def test_zoo_quantized_by_onnxruntime(name, zoo, tmp_path):
     ratio = os.path.getsize(enn) / os.path.getsize(case.path)
     assert ratio <= 0.27, ratio    # measured 0.25 (ResNet-18), 0.265 (MobileNetV2)
     got = edgenn_run(load(str(enn)), case.feeds)
-    want = ort_run(path, case.feeds)
+    want = ort_run(path, case.feeds)[0]
     scale = output_scale(path)
     max_steps, max_frac = ZOO_BOUNDS[name]
     d = steps(got, want, scale)
@@ -558,7 +549,7 @@ def test_our_quantizer_form_residual_and_activations():
         r = np.random.default_rng(seed)
         feeds = {"x_q": r.integers(0, 256, (1, 4, 6, 6), dtype=np.uint8),
                  "z_q": r.integers(0, 256, (1, 8, 6, 6), dtype=np.uint8)}
-        literal = ort_run(model, feeds, literal=True)
+        literal = ort_run(model, feeds, literal=True)[0]
         assert_close_in_steps(edgenn_run(fused, feeds), literal, 0.03, 0.02, "fused")
         assert_close_in_steps(edgenn_run(unfused, feeds), literal, 0.03, 0.01, "unfused")
 

@@ -20,6 +20,7 @@ ort = pytest.importorskip("onnxruntime")
 quantization = pytest.importorskip("onnxruntime.quantization")
 
 from edgenn.api import load  # noqa: E402
+from helpers import ort_run  # noqa: E402
 from edgenn.graph.passes import optimize  # noqa: E402
 from edgenn.runtime.session import InferenceSession  # noqa: E402
 
@@ -88,15 +89,6 @@ def quantize_dynamic(model, tmp_path, per_channel, reduce_range=False):
     return dst
 
 
-def ort_run(path, feeds, literal=False):
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    if literal:
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"]).run(
-        None, feeds)[0]
-
-
 def unfused_reference(path, feeds):
     """The imported graph, only decluttered, run op by op on the NumPy references."""
     g = load(str(path), optimized=False)
@@ -130,11 +122,11 @@ def test_quantize_dynamic_fuses_and_is_bit_exact(per_channel, reduce_range, tmp_
         feeds = _feeds(seed)
         got = session.run(None, feeds)[0]
         np.testing.assert_array_equal(got, unfused_reference(path, feeds))
-        ort_y = ort_run(path, feeds)
+        ort_y = ort_run(path, feeds)[0]
         if reduce_range:
             np.testing.assert_array_equal(got, ort_y)
         else:
-            float_y = ort_run(tmp_path / "m.onnx", feeds)
+            float_y = ort_run(tmp_path / "m.onnx", feeds)[0]
             assert np.abs(got - float_y).max() <= np.abs(ort_y - float_y).max()
     chosen = {s.node.name: s.choice.kernel for s in session.plan.steps}
     assert all(chosen[n.name].startswith("qgemm_int8") for n in fused.nodes if n.op == "QGemm")
@@ -178,7 +170,7 @@ def test_qlinear_matmul_becomes_qgemm_bit_exact(tmp_path):
     feeds = _feeds(20)
     got = InferenceSession(str(dst)).run(None, feeds)[0]
     np.testing.assert_array_equal(got, unfused_reference(dst, feeds))
-    literal = ort_run(dst, feeds, literal=True)
+    literal = ort_run(dst, feeds, literal=True)[0]
     err = np.abs(got - literal).max() / np.abs(literal).max()
     assert err <= 2e-2, err   # ORT's u8 x s8 kernels may saturate with 8-bit weights
 
