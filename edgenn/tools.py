@@ -120,8 +120,16 @@ def describe_plan(sess) -> str:
         times = ", ".join(f"{name} {t * 1e3:.3f} ms" for name, t in
                           sorted(c.times.items(), key=lambda kv: kv[1]))
         rows.append(f"{k:4} {step.node.op:18} {step.node.name[:40]:40} -> {c.kernel}"
-                    f"  [{c.reason}]" + (f"  {{{times}}}" if times else ""))
+                    f"{_int8_arithmetic(c.run)}  [{c.reason}]"
+                    + (f"  {{{times}}}" if times else ""))
     return "\n".join(rows)
+
+
+def _int8_arithmetic(run) -> str:
+    """Which arithmetic an int8 GEMM kernel runs (see _qgemm.h): '' for other kernels."""
+    if not hasattr(run, "wide"):
+        return ""
+    return " (int16)" if run.wide else " (u8+excess)" if getattr(run, "excess", False) else " (u8)"
 
 
 def progress_printer(stream=None, after_s: float = 1.0):

@@ -365,6 +365,10 @@ def test_cli_quantize_and_accuracy(tmp_path, capsys, digits):
     assert os.path.exists(tmp_path / "r.json")
     q = edgenn.load(out_path)                               # the .enn keeps its metadata
     assert q.meta["quantization"]["method"] == "kl"
+    # the plan names each int8 layer's arithmetic (7-bit weights: the u8 path)
+    code, out, _ = run_cli(capsys, "inspect", out_path, "--plan", "--shape", "image=4,1,8,8")
+    qrows = [r for r in out.splitlines() if " QConv " in r and "-> qconv_gemm_int8" in r]
+    assert code == EXIT_OK and qrows and all("(u8)" in r for r in qrows), out
 
 
 @pytest.mark.parametrize("argv,code", [
