@@ -48,18 +48,12 @@ def mnn_runner(model, threads, shapes=None) -> Runner:
     import MNN.expr as F
     import MNN.nn as nn
     import onnx
-    exe = shutil.which("mnnconvert")
-    if exe is None:
-        raise RuntimeError("mnnconvert not found (pip install mnn)")
     proto = onnx.load(model, load_external_data=False)
     inputs = [i.name for i in proto.graph.input
               if i.name not in {t.name for t in proto.graph.initializer}]
     outputs = [o.name for o in proto.graph.output]
     t0 = time.perf_counter()
-    tmp = tempfile.mkdtemp(prefix="edgenn-mnn-")
-    path = os.path.join(tmp, "model.mnn")
-    subprocess.run([exe, "-f", "ONNX", "--modelFile", model, "--MNNModel", path,
-                    "--bizCode", "edgenn"], check=True, capture_output=True)
+    path = mnn_convert(model, tempfile.mkdtemp(prefix="edgenn-mnn-"))
     rt = nn.create_runtime_manager(({"backend": "CPU", "numThread": threads,
                                      "precision": "high"},))
     module = nn.load_module_from_file(path, inputs, outputs, runtime_manager=rt)
@@ -72,6 +66,76 @@ def mnn_runner(model, threads, shapes=None) -> Runner:
                       dtypes[feeds[n].dtype.name]) for n in inputs]
         return [np.asarray(y.read()) for y in module.forward(xs)]
     return Runner("mnn", run, time.perf_counter() - t0)
+
+
+def mnn_convert(model: str, out_dir: str) -> str:
+    exe = shutil.which("mnnconvert")
+    if exe is None:
+        raise RuntimeError("mnnconvert not found (pip install mnn)")
+    path = os.path.join(out_dir, "model.mnn")
+    subprocess.run([exe, "-f", "ONNX", "--modelFile", model, "--MNNModel", path,
+                    "--bizCode", "edgenn"], check=True, capture_output=True)
+    return path
+
+
+def mnn_int8_model(model: str, images: list[np.ndarray], mean, std) -> str:
+    """The MNN int8 peer: mnnconvert, then MNN's own post-training quantizer (KL activations,
+    max-abs weights) on `images` (NCHW float32, normalized by mean / std per channel, RGB);
+    they are written back as PNGs, the form its calibration reads (needs scikit-image).
+    MNN 3.6's `mnnquant` script passes its arguments wrongly, so its tool (the `_tools`
+    extension) is called directly, in a child process. Returns the int8 .mnn path."""
+    import json
+    import sys
+
+    from skimage.io import imsave
+    tmp = tempfile.mkdtemp(prefix="edgenn-mnn-int8-")
+    src = mnn_convert(model, tmp)
+    folder = os.path.join(tmp, "calib")
+    os.makedirs(folder)
+    mean, std = np.asarray(mean, np.float64), np.asarray(std, np.float64)
+    for i, x in enumerate(images):
+        rgb = (x[0].transpose(1, 2, 0) * std + mean) * 255.0
+        imsave(os.path.join(folder, f"{i}.png"), np.clip(np.rint(rgb), 0, 255).astype(np.uint8),
+               check_contrast=False)
+    h, w = images[0].shape[2:]
+    config = {"format": "RGB", "mean": list(mean * 255.0), "normal": list(1.0 / (std * 255.0)),
+              "width": int(w), "height": int(h), "path": folder + "/",
+              "used_image_num": len(images), "feature_quantize_method": "KL",
+              "weight_quantize_method": "MAX_ABS"}
+    with open(os.path.join(tmp, "quant.json"), "w") as f:
+        json.dump(config, f)
+    dst = os.path.join(tmp, "model.int8.mnn")
+    call = f"import _tools; _tools.mnnquant({['mnnquant', src, dst, f.name]!r})"
+    done = subprocess.run([sys.executable, "-c", call], capture_output=True, text=True)
+    if done.returncode != 0 or not os.path.exists(dst):
+        raise RuntimeError(f"MNN's quantizer failed: {done.stderr[-500:]}")
+    return dst
+
+
+def mnn_session_runner(path: str, threads: int, name: str = "mnn") -> Runner:
+    """A .mnn model through MNN's Session API (one float32 NCHW input and output). Its
+    Module API (mnn_runner) returns wrong results for int8 models (MNN 3.6: NaN or
+    values that change between calls), the Session API is deterministic."""
+    import MNN
+    t0 = time.perf_counter()
+    interp = MNN.Interpreter(path)
+    session = interp.createSession({"backend": "CPU", "numThread": threads,
+                                    "precision": "normal"})
+    inp, out = interp.getSessionInput(session), interp.getSessionOutput(session)
+    in_shape, out_shape = tuple(inp.getShape()), tuple(out.getShape())
+    host = MNN.Tensor(out_shape, MNN.Halide_Type_Float, np.zeros(out_shape, np.float32),
+                      MNN.Tensor_DimensionType_Caffe)
+
+    def run(feeds):
+        (x,) = feeds.values()
+        inp.copyFrom(MNN.Tensor(in_shape, MNN.Halide_Type_Float, np.ascontiguousarray(x),
+                                MNN.Tensor_DimensionType_Caffe))
+        interp.runSession(session)
+        out.copyToHostTensor(host)
+        return [np.array(host.getData(), dtype=np.float32).reshape(out_shape)]
+    runner = Runner(name, run, time.perf_counter() - t0)
+    runner.keep = (interp, session)
+    return runner
 
 
 PEERS = {"onnxruntime": onnxruntime_runner, "mnn": mnn_runner}
@@ -112,7 +176,10 @@ def script_args(description: str, **extra):
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--rounds", type=int, default=15)
     for name, default in extra.items():
-        p.add_argument("--" + name, default=default, type=type(default))
+        if isinstance(default, bool):   # a switch that is on by default: --no-<name>
+            p.add_argument("--no-" + name, dest=name, action="store_false")
+        else:
+            p.add_argument("--" + name, default=default, type=type(default))
     return p.parse_args()
 
 

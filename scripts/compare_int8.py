@@ -1,8 +1,9 @@
 """int8 side by side: edgenn fp32, edgenn int8 (its own quantizer), edgenn running
 onnxruntime's QDQ model, onnxruntime fp32 and onnxruntime int8 (quantize_static, QDQ,
-per-channel, u8/s8, after quant_pre_process). Same 8 calibration images for both quantizers
+per-channel, u8/s8, after quant_pre_process), MNN fp32 and MNN int8 (its own post-training
+quantizer, KL, through its Session API). Same 8 calibration images for all quantizers
 (tests/models.py CALIBRATION_IMAGES); fidelity on the 8 held-out ones. Interleaved rounds,
-medians.
+medians. --no-mnn leaves MNN out.
 
     python scripts/compare_int8.py --threads 1 mobilenet_v2-op13 resnet18-op17
 """
@@ -14,15 +15,16 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
-from models import ZOO, imagenet_calibration  # noqa: E402
+from models import IMAGENET_MEAN, IMAGENET_STD, ZOO, imagenet_calibration  # noqa: E402
 
 import edgenn  # noqa: E402
-from edgenn.bench import (cosine, edgenn_runner, interleave, onnxruntime_int8_model,  # noqa: E402
+from edgenn.bench import (mnn_convert, cosine, edgenn_runner, interleave,  # noqa: E402
+                          mnn_int8_model, mnn_session_runner, onnxruntime_int8_model,
                           onnxruntime_runner, script_args)
 
 
 def main():
-    args = script_args(__doc__, method="minmax")
+    args = script_args(__doc__, method="minmax", mnn=True)
     tmp = tempfile.mkdtemp(prefix="edgenn-int8-")
     for name in args.models:
         path, feeds = ZOO[name]()
@@ -42,8 +44,15 @@ def main():
                    edgenn_runner(ort_q, args.threads, shapes),
                    onnxruntime_runner(ort_q, args.threads),
                    onnxruntime_runner(str(path), args.threads)]
-        for r, label in zip(runners, ("edgenn-int8", "edgenn-fp32", "edgenn(ORT-QDQ)",
-                                      "ORT-int8", "ORT-fp32")):
+        labels = ["edgenn-int8", "edgenn-fp32", "edgenn(ORT-QDQ)", "ORT-int8", "ORT-fp32"]
+        if args.mnn:
+            mnn_q = mnn_int8_model(str(path), [b[input_name] for b in calib], IMAGENET_MEAN,
+                                   IMAGENET_STD)
+            runners += [mnn_session_runner(mnn_q, args.threads),
+                        mnn_session_runner(mnn_convert(str(path), tempfile.mkdtemp()),
+                                           args.threads)]
+            labels += ["MNN-int8", "MNN-fp32"]
+        for r, label in zip(runners, labels):
             r.name = label
         interleave(runners, feeds, args.rounds)
         base = float(np.median(runners[0].times))
