@@ -5,7 +5,8 @@ thread pools spin and starve each other, so interleaving is only fair at 1 threa
     python scripts/compare_processes.py --threads 2 --int8 mobilenet_v2-op13
 
 Runtimes: edgenn, onnxruntime, mnn (fp32); with --int8 also edgenn-int8 (its own
-quantizer) and onnxruntime-int8 (quantize_static QDQ), both calibrated on the same images.
+quantizer), onnxruntime-int8 (quantize_static QDQ) and mnn-int8 (its own quantizer, Session
+API), all calibrated on the same images.
 """
 import argparse
 import json
@@ -18,7 +19,7 @@ CHILD = r"""
 import json, os, sys, time
 import numpy as np
 sys.path.insert(0, os.path.join({here!r}, "..", "tests"))
-from models import ZOO, imagenet_calibration
+from models import IMAGENET_MEAN, IMAGENET_STD, ZOO, imagenet_calibration
 from edgenn import bench
 name, runtime, threads, rounds = {name!r}, {runtime!r}, {threads}, {rounds}
 path, feeds = ZOO[name]()
@@ -32,6 +33,10 @@ if runtime.endswith("-int8"):
         if not os.path.exists(int8):
             edgenn.save(edgenn.quantize(str(path), calib), int8)
         runner = bench.edgenn_runner(int8, threads, shapes)
+    elif runtime == "mnn-int8":
+        model = bench.mnn_int8_model(str(path), [c[inp] for c in calib], IMAGENET_MEAN,
+                                     IMAGENET_STD)
+        runner = bench.mnn_session_runner(model, threads)
     else:
         runner = bench.onnxruntime_runner(bench.onnxruntime_int8_model(str(path), calib), threads)
 elif runtime == "edgenn":
@@ -51,7 +56,8 @@ def main():
     p.add_argument("--int8", action="store_true")
     p.add_argument("--runtimes", default="edgenn,onnxruntime,mnn")
     args = p.parse_args()
-    runtimes = args.runtimes.split(",") + (["edgenn-int8", "onnxruntime-int8"] if args.int8 else [])
+    runtimes = args.runtimes.split(",") + (["edgenn-int8", "onnxruntime-int8", "mnn-int8"]
+                                             if args.int8 else [])
     tmp = os.path.join(os.environ.get("TMPDIR", "/tmp"), "edgenn-compare")
     os.makedirs(tmp, exist_ok=True)
     import numpy as np
