@@ -176,8 +176,9 @@ def script_args(description: str, **extra):
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--rounds", type=int, default=15)
     for name, default in extra.items():
-        if isinstance(default, bool):   # a switch that is on by default: --no-<name>
-            p.add_argument("--no-" + name, dest=name, action="store_false")
+        if isinstance(default, bool):   # a switch: --<name> (off by default) or --no-<name>
+            flag = "--no-" + name if default else "--" + name
+            p.add_argument(flag, dest=name, action="store_false" if default else "store_true")
         else:
             p.add_argument("--" + name, default=default, type=type(default))
     return p.parse_args()
@@ -244,23 +245,31 @@ def onnxruntime_int8_model(model: str, calibration: list[dict], out_dir: str | N
     return out
 
 
-def onnxruntime_dynamic_model(model: str, reduce_range: bool = False,
+def onnxruntime_dynamic_model(model: str, reduce_range: bool = False, preprocess: bool = False,
                               out_dir: str | None = None) -> str:
     """onnxruntime's quantize_dynamic as its docs give it for transformers (int8 weights per
     tensor, activations quantized per call by DynamicQuantizeLinear; reduce_range: 7-bit
-    weights, what it recommends on AVX2 machines without VNNI). Cached by the model bytes;
+    weights, what it recommends on AVX2 machines without VNNI; preprocess: quant_pre_process
+    first, which folds BatchNormalization into the convs). Cached by the model bytes;
     returns the .onnx path."""
     import hashlib
 
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    digest = hashlib.sha256(f"dynamic s8 reduce_range={reduce_range}".encode())
+    digest = hashlib.sha256(f"dynamic s8 reduce_range={reduce_range} pre={preprocess}".encode())
     digest.update(open(model, "rb").read())
     out_dir = out_dir or os.path.join(tempfile.gettempdir(), "edgenn-ort-int8")
     os.makedirs(out_dir, exist_ok=True)
     out = os.path.join(out_dir, digest.hexdigest()[:16] + ".dyn.onnx")
     if not os.path.exists(out):
-        quantize_dynamic(model, out + ".tmp.onnx", weight_type=QuantType.QInt8,
+        src = model
+        if preprocess:
+            from onnxruntime.quantization.shape_inference import quant_pre_process
+            src = out + ".pre.onnx"
+            quant_pre_process(model, src, skip_symbolic_shape=True)
+        quantize_dynamic(src, out + ".tmp.onnx", weight_type=QuantType.QInt8,
                          reduce_range=reduce_range)
         os.replace(out + ".tmp.onnx", out)
+        if src != model:
+            os.remove(src)
     return out

@@ -1,11 +1,14 @@
 """onnxruntime's quantize_dynamic models (the usual int8 recipe for transformers:
-DynamicQuantizeLinear + MatMulInteger) side by side: edgenn and onnxruntime running the same
-int8 model, and both running the fp32 model. 8-bit weights (ORT's default) and 7-bit
-(reduce_range, ORT's advice for AVX2 without VNNI); edgenn's own static quantizer
-(edgenn.quantize, minmax, 8 token batches of calibration) for comparison. Interleaved
-rounds, medians; fidelity = cosine of the int8 output with the fp32 one (onnxruntime fp32).
+DynamicQuantizeLinear + MatMulInteger; ConvInteger for convs) side by side: edgenn and
+onnxruntime running the same int8 model, and both running the fp32 model. 8-bit weights
+(ORT's default) and 7-bit (reduce_range, ORT's advice for AVX2 without VNNI); edgenn's own
+static quantizer (edgenn.quantize, minmax, 8 token batches or images of calibration) for
+comparison. --preprocess: quant_pre_process first (folds BatchNormalization, as ORT's docs
+advise). Interleaved rounds, medians; fidelity = cosine of the int8 output with the fp32
+one (onnxruntime fp32).
 
     python scripts/compare_dynamic.py --threads 1 minilm_l6-op17 bert_tiny-op17
+    python scripts/compare_dynamic.py --threads 1 --preprocess mobilenet_v2-op13
 """
 import os
 import sys
@@ -13,7 +16,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
-from models import ZOO  # noqa: E402
+from models import ZOO, imagenet_calibration  # noqa: E402
 from quant_data import token_calibration  # noqa: E402
 
 import edgenn  # noqa: E402
@@ -22,14 +25,19 @@ from edgenn.bench import (cosine, edgenn_runner, interleave,  # noqa: E402
 
 
 def main():
-    args = script_args(__doc__)
+    args = script_args(__doc__, preprocess=False)
     for name in args.models:
         path, feeds = ZOO[name]()
         shapes = {k: v.shape for k, v in feeds.items()}
-        dyn8 = onnxruntime_dynamic_model(str(path))
-        dyn7 = onnxruntime_dynamic_model(str(path), reduce_range=True)
+        dyn8 = onnxruntime_dynamic_model(str(path), preprocess=args.preprocess)
+        dyn7 = onnxruntime_dynamic_model(str(path), reduce_range=True, preprocess=args.preprocess)
         own = os.path.join(os.path.dirname(dyn8), os.path.basename(dyn8) + ".own.enn")
-        edgenn.save(edgenn.quantize(str(path), token_calibration(feeds)), own)
+        if "input_ids" in feeds:
+            calib = token_calibration(feeds)
+        else:
+            (name_in, x), = feeds.items()
+            calib = [{name_in: b} for b in imagenet_calibration(x.shape[-1])]
+        edgenn.save(edgenn.quantize(str(path), calib), own)
         runners = [edgenn_runner(dyn8, args.threads, shapes),
                    onnxruntime_runner(dyn8, args.threads),
                    edgenn_runner(dyn7, args.threads, shapes),

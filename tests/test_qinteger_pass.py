@@ -186,3 +186,81 @@ def test_patterns_that_do_not_match_stay_correct(tmp_path):
     feeds = _feeds(7)
     got = InferenceSession(str(dst)).run(None, feeds)[0]
     np.testing.assert_array_equal(got, unfused_reference(dst, feeds))
+
+
+def small_cnn(seed=0):
+    """x (1, 3, 20, 18): 3x3 padded conv + Relu, depthwise 3x3 stride 2 + Clip(0, 6),
+    grouped 3x3 (group 2), 1x1 with bias, a 1x1 without bias."""
+    rng = np.random.default_rng(seed)
+    inits, nodes = [], []
+
+    def conv(x, cin, cout, k, name, group=1, stride=1, pad=None, bias=True):
+        pad = k // 2 if pad is None else pad
+        inits.append(_const(name + "_w", rng.normal(0, 0.3, (cout, cin // group, k, k))))
+        ins = [x, name + "_w"]
+        if bias:
+            inits.append(_const(name + "_b", rng.normal(0, 0.5, cout)))
+            ins.append(name + "_b")
+        nodes.append(helper.make_node("Conv", ins, [name], name, kernel_shape=[k, k],
+                                      pads=[pad] * 4, strides=[stride] * 2, group=group))
+        return name
+
+    y = conv("x", 3, 8, 3, "c1")
+    nodes.append(helper.make_node("Relu", [y], ["r1"], "relu1"))
+    y = conv("r1", 8, 8, 3, "dw", group=8, stride=2)
+    inits.extend([_const("lo", 0.0), _const("hi", 6.0)])
+    nodes.append(helper.make_node("Clip", [y, "lo", "hi"], ["r2"], "clip"))
+    y = conv("r2", 8, 12, 3, "grouped", group=2)
+    y = conv(y, 12, 16, 1, "pw", pad=0)
+    y = conv(y, 16, 5, 1, "head", pad=0, bias=False)
+    graph = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [1, 3, 20, 18])], [helper.make_tensor_value_info(
+            y, TensorProto.FLOAT, [1, 5, 10, 9])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("reduce_range", [False, True], ids=["8bit", "7bit"])
+@pytest.mark.parametrize("per_channel", [False, True], ids=["per_tensor", "per_channel"])
+def test_quantize_dynamic_convs_fuse_and_are_bit_exact(per_channel, reduce_range, tmp_path):
+    """ConvInteger (onnxruntime's quantize_dynamic on a CNN) => QConv with the run-time
+    x_scale, the conv bias and the Relu / Clip in its epilogue: bit-exact with the unfused
+    graph, and with onnxruntime for 7-bit weights."""
+    model = small_cnn()
+    path = quantize_dynamic(model, tmp_path, per_channel, reduce_range)
+    imported = onnx.load(str(path))
+    n_convs = sum(n.op_type == "ConvInteger" for n in imported.graph.node)
+    fused = load(str(path))
+    ops = dict(fused.op_counts())
+    if n_convs:
+        assert ops.get("QConv") == n_convs and "ConvInteger" not in ops, ops
+        assert "Relu" not in ops and "Clip" not in ops and "Cast" not in ops, ops
+    session = InferenceSession(str(path))
+    rng = np.random.default_rng(8)
+    for _ in range(2):
+        feeds = {"x": rng.normal(0, 1, (1, 3, 20, 18)).astype(F32)}
+        got = session.run(None, feeds)[0]
+        np.testing.assert_array_equal(got, unfused_reference(path, feeds))
+        if reduce_range:
+            np.testing.assert_array_equal(got, ort_run(path, feeds)[0])
+    assert n_convs == 5, n_convs   # per_channel: onnxruntime keeps convs per tensor
+
+
+def test_per_channel_conv_scale_shaped_to_broadcast(tmp_path):
+    """A weight scale of shape (M, 1, 1) (one per output channel, broadcasting over NCHW)
+    is fused as QConv's per-channel w_scale; a scale that would broadcast along W is not."""
+    path = quantize_dynamic(small_cnn(), tmp_path, per_channel=False)
+    m = onnx.load(str(path))
+    scale = next(t for t in m.graph.initializer if t.name == "c1_w_scale")
+    values = np.linspace(0.5, 1.5, 8, dtype=F32) * numpy_helper.to_array(scale)
+    scale.CopyFrom(numpy_helper.from_array(values.reshape(8, 1, 1), "c1_w_scale"))
+    bad = next(t for t in m.graph.initializer if t.name == "pw_w_scale")
+    bad.CopyFrom(numpy_helper.from_array(
+        np.full(9, numpy_helper.to_array(bad), F32), "pw_w_scale"))   # along W (9 columns)
+    onnx.save(m, tmp_path / "edited.onnx")
+    fused = load(str(tmp_path / "edited.onnx"))
+    first = next(n for n in fused.nodes if n.op == "QConv")
+    assert fused.consts[first.inputs[4]].shape == (8,)
+    assert fused.op_counts()["QConv"] == 4 and fused.op_counts()["ConvInteger"] == 1
+    feeds = {"x": np.random.default_rng(9).normal(0, 1, (1, 3, 20, 18)).astype(F32)}
+    got = InferenceSession(str(tmp_path / "edited.onnx")).run(None, feeds)[0]
+    np.testing.assert_array_equal(got, unfused_reference(tmp_path / "edited.onnx", feeds))

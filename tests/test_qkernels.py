@@ -319,3 +319,31 @@ def test_realistic_8bit_weights_take_u8_plus_excess(op):
         run(inputs, [got])
         assert_matches(got, _reference(node, inputs), node, f"portable={portable}")
     check_all_paths(node, inputs, const)
+
+
+# -- run-time activation scale (onnxruntime's quantize_dynamic form) -------------------------------
+
+@pytest.mark.parametrize("geom", [(1, 5, 9, 8, 7, 3, 1, 1, 1, 1), (2, 6, 9, 9, 6, 3, 2, 1, 1, 6),
+                                  (1, 16, 7, 7, 13, 5, 1, 2, 1, 1), (1, 4, 6, 6, 6, 3, 1, 1, 1, 2)],
+                         ids=["3x3_pad", "dw_s2", "5x5_pad2", "grouped"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_dynamic_scale_changes_every_call(geom, threads):
+    """One prepared kernel, several calls with a new x_scale / x_zp each: the per-channel
+    constants and the padding (which reads the zero point) follow every call."""
+    rng = np.random.default_rng(31)
+    node, inputs, const = qconv_case(rng, geom, "Relu", (), False, dynamic=True, fbias=True)
+    ins = _infos(inputs, const)
+    outs = infer_node(node, ins, fold=False)
+    depthwise = qconv._is_depthwise(node, ins)
+    for portable in SIMD:
+        if depthwise:
+            run = qconv.prepare_depthwise(node, ins, outs, force_portable=portable,
+                                          threads=threads)
+        else:
+            run = qconv.prepare_gemm(node, ins, outs, force_portable=portable, threads=threads)
+        for x_zp, scale in ((0, 0.02), (255, 0.5), (117, 0.003), (117, 0.04)):
+            inputs[1], inputs[2] = np.array(np.float32(scale)), np.array(np.uint8(x_zp))
+            inputs[0] = rng.integers(0, 256, inputs[0].shape, dtype=np.uint8)
+            got = np.empty(outs[0].shape, np.float32)
+            run(inputs, [got])
+            assert_matches(got, _reference(node, inputs), node, f"zp {x_zp} portable={portable}")

@@ -56,8 +56,10 @@ def weight_values(rng, shape, bits: int) -> np.ndarray:
 
 
 def qconv_case(rng, geom, act="", params=(), y_quant=True, residual=False, bits=7,
-               per_channel=True, bias=True, x=None, w=None, x_zp=None):
-    """-> (node, inputs, const_indices) for one QConv (inputs per the int8 spec)."""
+               per_channel=True, bias=True, x=None, w=None, x_zp=None, dynamic=False,
+               fbias=False):
+    """-> (node, inputs, const_indices) for one QConv (inputs per the int8 spec); dynamic /
+    fbias as qgemm_case's."""
     n, c, h, wd, m, k, s, p, d, g = geom
     oh = (h + 2 * p - d * (k - 1) - 1) // s + 1
     ow = (wd + 2 * p - d * (k - 1) - 1) // s + 1
@@ -77,12 +79,25 @@ def qconv_case(rng, geom, act="", params=(), y_quant=True, residual=False, bits=
     if residual:
         inputs += [rng.integers(0, 256, (n, m, oh, ow), dtype=np.uint8),
                    np.array(np.float32(0.07)), np.array(np.uint8(rng.integers(0, 256)))]
-    while inputs[-1] is None:
-        inputs.pop()
     attrs = dict(kernel_shape=[k, k], strides=[s, s], pads=[p] * 4, dilations=[d, d],
                  group=g, auto_pad="NOTSET", activation=act, activation_params=list(params))
+    return _finish("QConv", rng, inputs, attrs, m, dynamic, fbias)
+
+
+def _finish(op, rng, inputs, attrs, channels, dynamic, fbias):
+    """Optional float bias D (input 12) and run-time x_scale / x_zp (not constant)."""
+    if fbias:
+        inputs += [None] * (12 - len(inputs)) + [
+            (rng.standard_normal(channels) * 3).astype(np.float32)]
+    if dynamic:
+        inputs[1] = np.array(np.float32(rng.random() * 0.05 + 0.001))
+    while inputs[-1] is None:
+        inputs.pop()
     names = [f"i{i}" if v is not None else "" for i, v in enumerate(inputs)]
-    return Node("QConv", names, ["y"], attrs, "qconv"), inputs, set(CONST)
+    const = set(CONST) | {12}
+    if dynamic:
+        const -= {1, 2}
+    return Node(op, names, ["y"], attrs, op.lower()), inputs, const
 
 
 def epilogue_variants():
@@ -112,6 +127,12 @@ def qconv_cases(all_variants: bool = False):
     for i, (geom, act) in enumerate(zip(some, itertools.cycle(("Sigmoid", "SiLU")))):
         yield qconv_case(rng, geom, act, (), True, i % 2 == 0, bits=8 if i % 3 else 7)
     yield saturating_conv_case(rng)
+    # onnxruntime's quantize_dynamic form (ConvInteger): run-time x_scale / x_zp, float
+    # output, float bias; group-1 (padded, strided, 1x1 direct), grouped and depthwise
+    for i, geom in enumerate(CONV_GEOMS):
+        yield qconv_case(rng, geom, ("", "Relu", "HardSwish")[i % 3], (), False,
+                         bits=8 if i % 2 else 7, per_channel=i % 3 != 0, bias=i % 4 == 3,
+                         dynamic=True, fbias=i % 4 != 1)
 
 
 def saturating_conv_case(rng, geom=(1, 8, 6, 6, 7, 3, 1, 1, 1, 1), act=""):
@@ -147,18 +168,8 @@ def qgemm_case(rng, lead, k, n, act="", params=(), y_quant=True, residual=False,
     if residual:
         inputs += [rng.integers(0, 256, lead + (n,), dtype=np.uint8),
                    np.array(np.float32(0.07)), np.array(np.uint8(rng.integers(0, 256)))]
-    if fbias:
-        inputs += [None] * (12 - len(inputs)) + [(rng.standard_normal(n) * 3).astype(np.float32)]
-    if dynamic:
-        inputs[1] = np.array(np.float32(rng.random() * 0.05 + 0.001))
-    while inputs[-1] is None:
-        inputs.pop()
     attrs = dict(activation=act, activation_params=list(params))
-    names = [f"i{i}" if v is not None else "" for i, v in enumerate(inputs)]
-    const = set(CONST) | {12}
-    if dynamic:
-        const -= {1, 2}
-    return Node("QGemm", names, ["y"], attrs, "qgemm"), inputs, const
+    return _finish("QGemm", rng, inputs, attrs, n, dynamic, fbias)
 
 
 # leading dims (rows), K, N: M = 1 (row kernel), 7 (one 6-row panel + a row), K and N tails

@@ -63,13 +63,18 @@ def _supported() -> set[str]:
 
 
 def _free(node: Node) -> bool:
-    """A Conv / Gemm, or a float-output QGemm (no y_scale: its epilogue is float), with no
-    activation yet."""
+    """A Conv / Gemm, or a float-output QConv / QGemm (no y_scale: their epilogue is
+    float), with no activation yet."""
     if node.attrs.get("activation"):
         return False
-    if node.op == "QGemm":
+    if node.op in ("QConv", "QGemm"):
         return len(node.inputs) < 7 or not node.inputs[6]
     return node.op in FUSABLE_PRODUCERS
+
+
+def _takes(node: Node, activation: str) -> bool:
+    """QConv's epilogue has no Gelu (graph/shapes/quant.py QCONV_ACTIVATIONS)."""
+    return node.op != "QConv" or activation != "Gelu"
 
 
 def fuse_activation(graph: Graph) -> bool:
@@ -78,7 +83,7 @@ def fuse_activation(graph: Graph) -> bool:
     Also the SiLU pattern Mul(x, Sigmoid(x)) with x the Conv/Gemm output.
     """
     ops = graph.op_counts()
-    if not any(op in ops for op in FUSABLE_PRODUCERS + ("QGemm",)):
+    if not any(op in ops for op in FUSABLE_PRODUCERS + ("QConv", "QGemm")):
         return False
     supported = _supported()
 
@@ -92,7 +97,7 @@ def fuse_activation(graph: Graph) -> bool:
         if p is None or not _free(p) or view.only_use(x) is not act:
             return False
         found = activation_of(view, act)
-        if found is None or found[0] not in supported:
+        if found is None or found[0] not in supported or not _takes(p, found[0]):
             return False
         p.attrs["activation"], p.attrs["activation_params"] = found[0], list(found[1])
         p.outputs = [act.outputs[0]]

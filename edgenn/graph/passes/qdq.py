@@ -164,7 +164,7 @@ def _qlinear_conv(graph: Graph, view: View, node: Node) -> bool:
     if ins[8] and view.const(ins[8]) is None:
         return False
     attrs = _conv_attrs(node.attrs, "", [])
-    if not _resolve_auto_pad(graph, node, attrs, w.shape[2:]):
+    if not resolve_auto_pad(graph, node, attrs, w.shape[2:]):
         return False
     qconv = new_node(graph, "QConv", ins[:9], node.outputs[:1], attrs, node.name)
     replace_chain(graph, [node], qconv)
@@ -263,7 +263,7 @@ def _fuse_product(graph: Graph, view: View, node: Node) -> bool:
     if node.op == "Conv":
         op, attrs = "QConv", _conv_attrs(node.attrs, act, params)
         if act not in QCONV_ACTIVATIONS or \
-                not _resolve_auto_pad(graph, node, attrs, parts.w.shape[2:]):
+                not resolve_auto_pad(graph, node, attrs, parts.w.shape[2:]):
             return False
     else:
         op, attrs = "QGemm", {"activation": act, "activation_params": [float(p) for p in params]}
@@ -313,7 +313,7 @@ def _fuse_product(graph: Graph, view: View, node: Node) -> bool:
     return True
 
 
-def _resolve_auto_pad(graph: Graph, conv: Node, attrs: dict, kernel) -> bool:
+def resolve_auto_pad(graph: Graph, conv: Node, attrs: dict, kernel) -> bool:
     """QConv has explicit pads: VALID is no padding; SAME_* needs the input's static shape."""
     mode = attrs.pop("auto_pad", "NOTSET") or "NOTSET"
     if mode == "NOTSET":

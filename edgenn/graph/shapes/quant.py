@@ -8,7 +8,9 @@ Internal ops (produced by graph/passes/qdq.py, never imported):
 
 QConv(x u8 (N,C,H,W), x_scale f32, x_zp u8, w i8 (M,C/g,KH,KW) const, w_scale f32 () or (M,),
       w_zp i8 zeros () or (M,), [y_scale f32, y_zp u8], [B i32 (M,)],
-      [z u8 (N,M,OH,OW), z_scale, z_zp])  -> y u8 (N,M,OH,OW), or float32 without y_scale.
+      [z u8 (N,M,OH,OW), z_scale, z_zp], [D f32 (M,)])
+      -> y u8 (N,M,OH,OW), or float32 without y_scale (D, x_scale / x_zp at run time: as
+      QGemm's).
   attrs: Conv's geometry (kernel_shape, strides, pads, dilations, group) and the fused
   epilogue (activation, activation_params) as the fp32 Conv has them.
 QGemm(a u8 (..., K), a_scale, a_zp, b i8 (K, N) const, b_scale () or (N,), b_zp zeros,
@@ -144,7 +146,9 @@ def qconv(node, ins):
     _check_weight_zero_point(node, ins[5], "w_zero_point")
     out, *_ = window_geometry(node, node.attrs, x.shape[2:], kernel)
     y = (n, m, *out)
-    return [TensorInfo(_check_epilogue(node, ins, y, m, QCONV_ACTIVATIONS), y)]
+    dtype = _check_epilogue(node, ins, y, m, QCONV_ACTIVATIONS)
+    _check_float_bias(node, ins, m, dtype)
+    return [TensorInfo(dtype, y)]
 
 
 @shape_rule("QGemm")
@@ -163,12 +167,18 @@ def qgemm(node, ins):
     _check_weight_zero_point(node, ins[5], "b_zero_point")
     y = (*a.shape[:-1], n)
     out = _check_epilogue(node, ins, y, n, tuple(ACTIVATIONS))
+    _check_float_bias(node, ins, n, out)
+    return [TensorInfo(out, y)]
+
+
+def _check_float_bias(node, ins, channels: int, out_dtype: str) -> None:
+    """Input 12, D: float32 (channels,), added after the scaling; float output only."""
     d = _input(ins, 12)
     if d is not None:
         _dtype(node, d, "float bias D", ("float32",))
-        _check(node, tuple(d.shape) == (n,), f"float bias D of shape {d.shape} must be ({n},)")
-        _check(node, out == "float32", "float bias D needs a float output (no y_scale)")
-    return [TensorInfo(out, y)]
+        _check(node, tuple(d.shape) == (channels,),
+               f"float bias D of shape {d.shape} must be ({channels},)")
+        _check(node, out_dtype == "float32", "float bias D needs a float output (no y_scale)")
 
 
 # -- ONNX ops ----------------------------------------------------------------------------------

@@ -170,6 +170,45 @@ cdef const uint8_t *_conv_io(cnp.ndarray x, cnp.ndarray y, cnp.ndarray z, long n
     _check(z, cnp.NPY_UINT8, n * ysize, "QConv z")
     return <const uint8_t *>cnp.PyArray_DATA(z)
 
+cdef class DynamicScale:
+    """Per-call activation scale / zero point (DynamicQuantizeLinear's outputs): before each
+    run the epilogue's per-channel constants become mult[c] = a_scale * w_scale[c] (float32,
+    as the reference) and bias[c] = B[c] - a_zp * wsum[c] (int32 wrap-around, as the sums).
+    wsum: the weights' sums when the kernel's sums are over the raw u8 input, zeros when
+    the kernel subtracts the zero point itself (depthwise)."""
+    cdef cnp.ndarray wscale, wsum, bias
+    cdef long n
+
+    def __init__(self, long n32, w_scale, wsum, bias):
+        self.n = n32
+        self.wscale = np.zeros(n32, np.float32)
+        self.wscale[:np.size(w_scale)] = np.asarray(w_scale, np.float32).reshape(-1)
+        self.wsum = np.zeros(n32, np.int32)
+        self.wsum[:np.size(wsum)] = np.asarray(wsum).reshape(-1).astype(np.int32)
+        self.bias = np.zeros(n32, np.int32)
+        self.bias[:np.size(bias)] = np.asarray(bias).reshape(-1).astype(np.int32)
+
+    cdef void apply(self, qe_epi *e, float xs, int32_t xzp) noexcept nogil:
+        cdef float *mult = <float *>e.mult
+        cdef int32_t *bias = <int32_t *>e.bias
+        cdef const float *ws = <const float *>cnp.PyArray_DATA(self.wscale)
+        cdef const int32_t *wsum = <const int32_t *>cnp.PyArray_DATA(self.wsum)
+        cdef const int32_t *b = <const int32_t *>cnp.PyArray_DATA(self.bias)
+        cdef long c
+        for c in range(self.n):
+            mult[c] = xs * ws[c]
+            bias[c] = <int32_t>(<unsigned int>b[c] - <unsigned int>xzp * <unsigned int>wsum[c])
+
+
+cdef object _dynamic_args(DynamicScale dyn, a_scale, a_zp, str what):
+    """(a_scale, a_zp) as C scalars, checked: a dynamic kernel needs both."""
+    if dyn is None:
+        return 0.0, 0
+    if a_scale is None or a_zp is None:
+        raise ValueError(f"{what}: this kernel takes a_scale and a_zp per call")
+    return float(a_scale), int(a_zp)
+
+
 cdef class QConvKernel:
     """Group-1 or grouped QConv through the packed int8 GEMM. wpacked: the weights of all
     groups, each packed by qgemm.pack_a (uint8 view); geom = (C, H, W, kh, kw, sh, sw, ph,
@@ -178,6 +217,7 @@ cdef class QConvKernel:
     cdef qg_conv geo
     cdef qe_epi epi
     cdef object keep
+    cdef DynamicScale dyn
     cdef cnp.ndarray ws, xpad
     cdef long group, Mtot, Ctot, gstride, xsize, ysize, wsize, chunk
     cdef int out_f32, threads
@@ -226,9 +266,24 @@ cdef class QConvKernel:
     def simd(self):
         return "avx2" if self.plan.use_avx2 else "portable"
 
-    def run(self, cnp.ndarray x, cnp.ndarray y, cnp.ndarray z=None):
+    def set_dynamic(self, w_scale, wsum, bias):
+        """Per-call x_scale / x_zp from now on (see DynamicScale): w_scale, wsum, bias (M,)."""
+        if not self.epi.float_path:
+            raise ValueError("a per-call x_scale needs the float epilogue")
+        self.dyn = DynamicScale(self.keep[1][1].size, w_scale, wsum, bias)
+
+    def run(self, cnp.ndarray x, cnp.ndarray y, cnp.ndarray z=None, a_scale=None, a_zp=None):
         """x (n, C, H, W) uint8, y (n, M, OH, OW) uint8 or float32, z like y (uint8) or None;
-        all C-contiguous."""
+        all C-contiguous. a_scale / a_zp: x's scale and zero point, after set_dynamic only
+        (a new zero point refills the padded image's borders)."""
+        cdef float xs
+        cdef int32_t xzp
+        xs, xzp = _dynamic_args(self.dyn, a_scale, a_zp, "QConv")
+        if self.dyn is not None:
+            self.dyn.apply(&self.epi, xs, xzp)
+            if xzp != self.geo.pad:
+                self.xpad.fill(xzp)
+                self.geo.pad = <uint8_t>xzp
         x, z = _contig(x), _contig(z)
         cdef long n = x.shape[0] if x.ndim else 0
         cdef const uint8_t *zp = _conv_io(x, y, z, n, self.xsize, self.ysize, self.out_f32,
@@ -271,6 +326,7 @@ cdef class QDepthwiseKernel:
     cdef qdw_plan plan
     cdef qe_epi epi
     cdef object keep
+    cdef DynamicScale dyn
     cdef cnp.ndarray P, obuf
     cdef long xsize, ysize, psize, osize
     cdef int out_f32, threads
@@ -304,7 +360,19 @@ cdef class QDepthwiseKernel:
     def simd(self):
         return "avx2" if self.plan.use_avx2 else "portable"
 
-    def run(self, cnp.ndarray x, cnp.ndarray y, cnp.ndarray z=None):
+    def set_dynamic(self, w_scale, bias):
+        """Per-call x_scale / x_zp from now on (the kernel subtracts x_zp itself)."""
+        if not self.epi.float_path:
+            raise ValueError("a per-call x_scale needs the float epilogue")
+        self.dyn = DynamicScale(self.keep[2][1].size, w_scale, np.zeros(1, np.int32), bias)
+
+    def run(self, cnp.ndarray x, cnp.ndarray y, cnp.ndarray z=None, a_scale=None, a_zp=None):
+        cdef float xs
+        cdef int32_t xzp
+        xs, xzp = _dynamic_args(self.dyn, a_scale, a_zp, "QConv")
+        if self.dyn is not None:
+            self.dyn.apply(&self.epi, xs, xzp)
+            self.plan.xzp = <uint8_t>xzp
         x, z = _contig(x), _contig(z)
         cdef long n = x.shape[0] if x.ndim else 0
         cdef const uint8_t *zp = _conv_io(x, y, z, n, self.xsize, self.ysize, self.out_f32,
@@ -345,9 +413,10 @@ cdef class QGemmKernel:
     cdef long row0[64]
     cdef qe_epi epi
     cdef object keep
-    cdef cnp.ndarray ws, dyn_wscale, dyn_wsum, dyn_bias
+    cdef cnp.ndarray ws
+    cdef DynamicScale dyn
     cdef long wsize
-    cdef int out_f32, threads, dynamic
+    cdef int out_f32, threads
 
     def __init__(self, cnp.ndarray bpacked, bint wide, long rows, long K, long N, dict epi,
                  bint force_portable=False, int threads=1, excess=None):
@@ -366,7 +435,7 @@ cdef class QGemmKernel:
         ex = _set_excess(&self.plan.excess, excess, self.plan.NP, QG_NR * 4)
         self.keep = (bp, _fill_epi(&self.epi, epi), ex)
         self.out_f32 = epi["out_f32"]
-        self.dynamic = 0
+        self.dyn = None
         # row ranges: whole 6-row panels, at most one range per thread
         panels = (rows + QG_MR - 1) // QG_MR
         self.threads = max(1, min(threads, panels, 64))
@@ -381,18 +450,12 @@ cdef class QGemmKernel:
             self.wsize = max(self.wsize, qg_gemm_workspace(&self.part[t]))
         self.ws = np.zeros(self.wsize * self.threads, np.uint8)
 
-    def set_dynamic(self, cnp.ndarray w_scale, cnp.ndarray wsum, cnp.ndarray bias):
-        """w_scale (N,) float32, wsum (N,) int32 (sum_k b[k, n]), bias (N,) int32."""
+    def set_dynamic(self, w_scale, wsum, bias):
+        """Per-call a_scale / a_zp from now on: w_scale (N,), wsum (N,) = sum_k b[k, n],
+        bias (N,) int32 (see DynamicScale)."""
         if not self.epi.float_path:
             raise ValueError("a per-call a_scale needs the float epilogue")
-        n32 = self.keep[1][1].size
-        self.dyn_wscale = np.zeros(n32, np.float32)
-        self.dyn_wscale[:w_scale.size] = w_scale
-        self.dyn_wsum = np.zeros(n32, np.int32)
-        self.dyn_wsum[:wsum.size] = wsum
-        self.dyn_bias = np.zeros(n32, np.int32)
-        self.dyn_bias[:bias.size] = bias
-        self.dynamic = 1
+        self.dyn = DynamicScale(self.keep[1][1].size, w_scale, wsum, bias)
 
     @property
     def simd(self):
@@ -401,18 +464,6 @@ cdef class QGemmKernel:
     @property
     def thread_count(self):
         return self.threads
-
-    cdef void _set_scale(self, float xs, int32_t xzp) noexcept nogil:
-        cdef float *mult = <float *>self.epi.mult
-        cdef int32_t *bias = <int32_t *>self.epi.bias
-        cdef const float *ws = <const float *>cnp.PyArray_DATA(self.dyn_wscale)
-        cdef const int32_t *wsum = <const int32_t *>cnp.PyArray_DATA(self.dyn_wsum)
-        cdef const int32_t *b = <const int32_t *>cnp.PyArray_DATA(self.dyn_bias)
-        cdef long c, n = cnp.PyArray_SIZE(self.dyn_wscale)
-        for c in range(n):
-            mult[c] = xs * ws[c]
-            # int32 wrap-around, as the accumulators
-            bias[c] = <int32_t>(<unsigned int>b[c] - <unsigned int>xzp * <unsigned int>wsum[c])
 
     def run(self, cnp.ndarray a, cnp.ndarray y, cnp.ndarray z=None, a_scale=None, a_zp=None):
         """a: rows x K uint8 (C-contiguous, any shape of that size); y rows x N (uint8 or
@@ -427,12 +478,9 @@ cdef class QGemmKernel:
                 raise ValueError("QGemm: residual z missing")
             _check(z, cnp.NPY_UINT8, rows * N, "QGemm z")
             zp = <const uint8_t *>cnp.PyArray_DATA(z)
-        cdef float xs = 0
-        cdef int32_t xzp = 0
-        if self.dynamic:
-            if a_scale is None or a_zp is None:
-                raise ValueError("QGemm: this kernel takes a_scale and a_zp per call")
-            xs, xzp = float(a_scale), int(a_zp)
+        cdef float xs
+        cdef int32_t xzp
+        xs, xzp = _dynamic_args(self.dyn, a_scale, a_zp, "QGemm")
         if rows == 0 or N == 0:
             return
         cdef const uint8_t *bp = <const uint8_t *>cnp.PyArray_DATA(self.keep[0])
@@ -442,8 +490,8 @@ cdef class QGemmKernel:
         cdef long K = self.plan.K, es = 4 if self.out_f32 else 1
         cdef int t
         with nogil:
-            if self.dynamic:
-                self._set_scale(xs, xzp)
+            if self.dyn is not None:
+                self.dyn.apply(&self.epi, xs, xzp)
             if self.threads == 1:
                 qg_gemm_run(&self.plan, bp, ap, K, &self.epi, yp, zp, ws)
             else:

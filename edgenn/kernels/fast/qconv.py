@@ -9,14 +9,16 @@ qconv_gemm_int8: group-1 convs (and grouped ones, group by group) as the packed 
   (8-bit weights, a same-signed pair summing past 128) take the exact int16 path.
 qconv_dw_int8: depthwise (group == C == M), int16 pair products, any kernel / stride /
   padding / dilation.
+Both take a run-time x_scale / x_zp (onnxruntime's quantize_dynamic form, float output):
+the epilogue's per-channel constants are rebuilt per call (_qgemm.pyx DynamicScale).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .conv import geometry
-from .qgemm import (EXCESS_LIMIT, MR, choose_path, consts_ok, epilogue_args, opt, pack_a,
-                    register)
+from .qgemm import (EXCESS_LIMIT, MR, choose_path, consts_ok, dynamic_constants, dynamic_scale,
+                    epilogue_args, opt, pack_a, register)
 from .quantize import scalar
 from .threading_cost import plan_threads
 
@@ -33,7 +35,7 @@ def _conv_ok(node, ins, outs) -> bool:
     return (len(x.shape) == 4 and w is not None and len(w.shape) == 4
             and len(outs[0].shape) == 4 and node.attrs.get("auto_pad", "NOTSET") in
             ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER", "", None)
-            and consts_ok(node, ins, outs, w.shape[0], ACTIVATIONS))
+            and consts_ok(node, ins, outs, w.shape[0], ACTIVATIONS, dynamic_ok=True))
 
 
 def _is_depthwise(node, ins) -> bool:
@@ -48,9 +50,13 @@ def _geom(node, ins, outs):
     return (x[1], x[2], x[3], w[2], w[3], sh, sw, ph, pw, dh, dw, y[2], y[3])
 
 
-def _runner(k, has_z):
+def _runner(k, has_z, dynamic=False):
     conv = k.run
-    if has_z:
+    if dynamic:   # x_scale / x_zp are run-time scalars
+        def run(inputs, outputs):
+            conv(inputs[0], outputs[0], inputs[9] if has_z else None,
+                 inputs[1].reshape(-1)[0], inputs[2].reshape(-1)[0])
+    elif has_z:
         def run(inputs, outputs):
             conv(inputs[0], outputs[0], inputs[9])
     else:
@@ -58,6 +64,7 @@ def _runner(k, has_z):
             conv(inputs[0], outputs[0])
     run.kernel = k    # inspectable: k.simd
     return run
+
 
 
 # -- group-1 / grouped: the packed GEMM ------------------------------------------------------
@@ -85,11 +92,15 @@ def prepare_gemm(node, ins, outs, force_portable=False, force_wide=False, thread
     mg = m // group
     packed = np.concatenate([pack_a(packed_rows[g * mg:(g + 1) * mg], wide)
                              for g in range(group)])
-    epi = epilogue_args(node, ins, m, wsum=wrows.astype(np.int64).sum(axis=1))
-    k = qg.QConvKernel(packed, wide, _geom(node, ins, outs), group, m, epi,
-                       int(scalar(ins[2])), force_portable=force_portable, threads=threads,
-                       excess=excess)
-    run = _runner(k, opt(ins, 9) is not None)
+    wsum = wrows.astype(np.int64).sum(axis=1)
+    dynamic = dynamic_scale(ins)
+    epi = epilogue_args(node, ins, m, wsum=None if dynamic else wsum)
+    x_zp = 0 if dynamic else int(scalar(ins[2]))
+    k = qg.QConvKernel(packed, wide, _geom(node, ins, outs), group, m, epi, x_zp,
+                       force_portable=force_portable, threads=threads, excess=excess)
+    if dynamic:
+        k.set_dynamic(*dynamic_constants(ins, m, wsum))
+    run = _runner(k, opt(ins, 9) is not None, dynamic)
     run.wide = wide
     run.excess = excess is not None
     return run
@@ -116,10 +127,13 @@ def prepare_depthwise(node, ins, outs, force_portable=False, threads=1):
     w = np.asarray(ins[3].value, np.int8)
     c = w.shape[0]
     epi = epilogue_args(node, ins, c, wsum=None)   # the kernel subtracts x_zp itself
+    dynamic = dynamic_scale(ins)
     k = qg.QDepthwiseKernel(w.reshape(c, -1), _geom(node, ins, outs), epi,
-                            int(scalar(ins[2])), force_portable=force_portable,
-                            threads=threads)
-    return _runner(k, opt(ins, 9) is not None)
+                            0 if dynamic else int(scalar(ins[2])),
+                            force_portable=force_portable, threads=threads)
+    if dynamic:
+        k.set_dynamic(*dynamic_constants(ins, c)[::2])
+    return _runner(k, opt(ins, 9) is not None, dynamic)
 
 
 register("QConv", "qconv_dw_int8", _dw_supports,

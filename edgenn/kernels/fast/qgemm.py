@@ -52,6 +52,17 @@ def dynamic_scale(ins) -> bool:
     return any(opt(ins, i) is not None and opt(ins, i).value is None for i in (1, 2))
 
 
+def dynamic_constants(ins, channels: int, wsum=None):
+    """A run-time a_scale's kernel constants (_qgemm.pyx DynamicScale): (w_scale (channels,)
+    float32, wsum (zeros when None: the kernel subtracts the zero point), bias (channels,)
+    int32)."""
+    b = opt(ins, 8)
+    bias = np.zeros(channels, np.int32) if b is None else \
+        np.asarray(b.value, np.int32).reshape(channels)
+    w_scale = np.broadcast_to(np.asarray(ins[4].value, F32).reshape(-1), (channels,)).copy()
+    return w_scale, np.zeros(1, np.int32) if wsum is None else wsum, bias
+
+
 def consts_ok(node, ins, outs, channels: int, activations=ACTIVATIONS,
               dynamic_ok: bool = False) -> bool:
     """Scales / zero points constant (per tensor; the weights' scale per tensor or per
@@ -279,10 +290,7 @@ def prepare_qgemm(node, ins, outs, force_portable=False, force_wide=False, threa
     g = qg.QGemmKernel(pack_b(packed_rows.T, wide), wide, rows, k, n, epi,
                        force_portable=force_portable, threads=threads, excess=excess)
     if dynamic:
-        b = opt(ins, 8)
-        bias = np.zeros(n, np.int32) if b is None else np.asarray(b.value, np.int32).reshape(n)
-        g.set_dynamic(np.broadcast_to(np.asarray(ins[4].value, F32).reshape(-1), (n,)).copy(),
-                      wsum.astype(np.int32), bias)   # int32 wrap, as the sums
+        g.set_dynamic(*dynamic_constants(ins, n, wsum))
     gemm = g.run
     has_z = opt(ins, 9) is not None
     if dynamic:

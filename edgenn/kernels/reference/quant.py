@@ -10,7 +10,7 @@ compiled with -ffp-contract=off agree with it bit for bit.
 
 Plain functions for kernel tests:
   qconv_reference(x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, bias, z, z_scale,
-                  z_zp, **attrs) -> y          (attrs: strides, pads, dilations, group,
+                  z_zp, fbias, **attrs) -> y          (attrs: strides, pads, dilations, group,
                                                 activation, activation_params, ...)
   qgemm_reference(a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp, bias, z, z_scale,
                   z_zp, fbias, **attrs) -> y
@@ -131,11 +131,12 @@ def requantize(acc, axis: int, x_scale, w_scale, y_scale=None, y_zp=None, z=None
 # -- QConv / QGemm ------------------------------------------------------------------------------
 
 def qconv_reference(x, x_scale, x_zp, w, w_scale, w_zp=None, y_scale=None, y_zp=None,
-                    bias=None, z=None, z_scale=None, z_zp=None, **attrs) -> np.ndarray:
+                    bias=None, z=None, z_scale=None, z_zp=None, fbias=None,
+                    **attrs) -> np.ndarray:
     """QConv (see graph/shapes/quant.py and the int8 spec) on plain arrays."""
     acc = conv_accumulate(x, x_zp, w, None, bias, attrs)   # w_zp is zero by definition
     return requantize(acc, 1, x_scale, w_scale, y_scale, y_zp, z, z_scale, z_zp,
-                      attrs.get("activation", ""), attrs.get("activation_params", ()))
+                      attrs.get("activation", ""), attrs.get("activation_params", ()), fbias)
 
 
 def qgemm_reference(a, a_scale, a_zp, b, b_scale, b_zp=None, y_scale=None, y_zp=None,
@@ -153,7 +154,7 @@ def _padded(inputs, n: int) -> list:
 
 @reference("QConv")
 def qconv(attrs, inputs):
-    return [qconv_reference(*_padded(inputs, 12), **attrs)]
+    return [qconv_reference(*_padded(inputs, 13), **attrs)]
 
 
 @reference("QGemm")
