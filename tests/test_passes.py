@@ -765,3 +765,60 @@ def test_optimize_is_idempotent_on_bert_layer(tmp_path):
     again = P.optimize(g)
     assert again["fusions"] == {} and again["rounds"] == 1
     assert again["nodes_before"] == again["nodes_after"]
+
+
+# -- fold_pad_into_conv -----------------------------------------------------------------------
+def _pad_conv(pads, value=None, mode="constant", conv_pads=(1, 1, 1, 1), auto_pad=None,
+              extra_use=False):
+    pad_in = ["x", "pads"] + (["v"] if value is not None else [])
+    conv_attrs = {"strides": [2, 2]}
+    if auto_pad:
+        conv_attrs["auto_pad"] = auto_pad
+    else:
+        conv_attrs["pads"] = list(conv_pads)
+    nodes = [helper.make_node("Pad", pad_in, ["p"], mode=mode),
+             helper.make_node("Conv", ["p", "W", "B"], ["y"], **conv_attrs)]
+    outputs = [("y", ["n", "m", "h", "w"])]
+    if extra_use:
+        nodes.append(helper.make_node("Relu", ["p"], ["z"]))
+        outputs.append(("z", ["n", "c", "h2", "w2"]))
+    cin = 3 + pads[1] + pads[5]
+    inits = {"W": rand(4, cin, 3, 3), "B": rand(4), "pads": np.array(pads, np.int64)}
+    if value is not None:
+        inits["v"] = c(value)
+    return model(nodes, [("x", [1, 3, 9, 10])], outputs, inits)
+
+
+@pytest.mark.parametrize("pads,conv_pads,auto_pad", [
+    ([0, 0, 0, 0, 0, 0, 1, 1], (0, 0, 0, 0), None),        # TF SAME before stride 2
+    ([0, 0, 1, 2, 0, 0, 2, 1], (1, 1, 1, 1), None),        # added to the conv's own pads
+    ([0, 0, 1, 1, 0, 0, 1, 1], None, "VALID")])
+def test_fold_pad_into_conv(pads, conv_pads, auto_pad):
+    m = _pad_conv(pads, value=0.0, conv_pads=conv_pads or (0, 0, 0, 0), auto_pad=auto_pad)
+    g, changed = check(m, {"x": rand(1, 3, 9, 10)}, P.fold_pad_into_conv)
+    assert changed and ops(g) == {"Conv": 1}
+    conv = only(g, "Conv")
+    own = list(conv_pads or (0, 0, 0, 0))
+    assert conv.inputs[0] == "x" and conv.attrs["pads"] == [
+        own[0] + pads[2], own[1] + pads[3], own[2] + pads[6], own[3] + pads[7]]
+
+
+@pytest.mark.parametrize("case", ["value", "channels", "crop", "reflect", "shared", "same"])
+def test_pad_not_folded(case):
+    """Only zero-valued, spatial, non-negative constant Pads read by nothing but the Conv."""
+    kw = {"pads": [0, 0, 1, 1, 0, 0, 1, 1]}
+    if case == "value":
+        kw["value"] = 0.5
+    elif case == "channels":
+        kw["pads"] = [0, 1, 1, 1, 0, 0, 1, 1]
+    elif case == "crop":
+        kw["pads"] = [0, 0, -1, 1, 0, 0, 1, 1]
+    elif case == "reflect":
+        kw["mode"] = "reflect"
+    elif case == "shared":
+        kw["extra_use"] = True
+    else:
+        kw["auto_pad"] = "SAME_UPPER"
+    m = _pad_conv(**kw)
+    g, changed = check(m, {"x": rand(1, 3, 9, 10)}, P.fold_pad_into_conv)
+    assert not changed and ops(g).get("Pad") == 1

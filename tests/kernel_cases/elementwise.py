@@ -143,6 +143,24 @@ def expand_cases():
                [x, np.array([1, 1, 128, 1], np.int64)], {1})
 
 
+def pad_cases():
+    """Constant Pad: spatial (TF SAME before a stride-2 conv), every axis, zero widths,
+    a non-zero value, an omitted value, uint8 and int64 data."""
+    rng = _rng(20)
+    for shape, pads, value in [((1, 32, 15, 15), [0, 0, 0, 0, 0, 0, 1, 1], None),
+                               ((1, 8, 7, 9), [0, 0, 1, 2, 0, 0, 2, 1], 0.0),
+                               ((2, 3, 4), [1, 0, 2, 0, 3, 1], -1.5),
+                               ((5,), [0, 0], 2.0), ((3, 1), [2, 0, 0, 4], None)]:
+        for dt in (F, np.uint8, np.int64):
+            x = (rng.standard_normal(shape) * 50).astype(dt)
+            ins = [x, np.array(pads, np.int64)]
+            names = ["x", "p"]
+            if value is not None:
+                ins.append(np.array(value).astype(dt))
+                names.append("v")
+            yield Node("Pad", names, ["y"], {"mode": "constant"}, "pad"), ins, {1, 2}
+
+
 CASES = {op: binary_cases(op) for op in ("Add", "Sub", "Mul", "Div", "Pow")}
 CASES.update({op: variadic_cases(op) for op in ("Max", "Min", "Sum")})
 CASES.update({op: unary_cases(op) for op in ("Relu", "Tanh", "Neg", "Abs", "Floor", "Ceil",
@@ -153,4 +171,5 @@ CASES.update({"Exp": unary_cases("Exp"), "Log": unary_cases("Log", domain="pos")
                                     for c in unary_cases("LeakyRelu", {"alpha": a})()),
               "HardSigmoid": unary_cases("HardSigmoid", {"alpha": 0.3, "beta": 0.4}),
               "Clip": clip_cases, "Transpose": transpose_cases, "Gather": gather_cases,
-              "Cast": cast_cases, "Where": where_cases, "Expand": expand_cases})
+              "Cast": cast_cases, "Where": where_cases, "Expand": expand_cases,
+              "Pad": pad_cases})

@@ -9,6 +9,7 @@ from .gelu import fuse_gelu
 from .gemm import matmul_add_to_gemm
 from .identity import remove_identity
 from .layernorm import fuse_layernorm
+from .pad import fold_pad_into_conv
 from .qdq import fuse_qdq
 from .qinteger import fuse_integer_matmul
 from .pipeline import PIPELINES, optimize, run_pipeline
@@ -19,4 +20,4 @@ __all__ = ["PIPELINES", "optimize", "run_pipeline",
            "fold_conv_batchnorm", "fold_conv_affine", "fold_input_affine",
            "fuse_residual_add", "fuse_activation",
            "normalize_hardswish", "matmul_add_to_gemm", "fuse_layernorm", "fuse_gelu",
-           "fuse_attention", "fuse_qdq", "fuse_integer_matmul"]
+           "fuse_attention", "fuse_qdq", "fuse_integer_matmul", "fold_pad_into_conv"]

@@ -3,6 +3,7 @@
 declutter: canonical clean-ups every graph gets (folding, identities, common
            subexpressions, dead code).
 fuse:      pattern fusions, ordered so each sees the form the one before produced:
+           explicit zero Pads fold into the next Conv's padding;
            BN and per-channel Mul/Add fold into Conv before the Conv takes a residual or
            an activation; the HardSwish spellings become HardSwish before activation
            fusion; MatMul becomes Gemm before Gemm takes its residual and activation;
@@ -26,12 +27,13 @@ from .gelu import fuse_gelu
 from .gemm import matmul_add_to_gemm
 from .identity import remove_identity
 from .layernorm import fuse_layernorm
+from .pad import fold_pad_into_conv
 from .qdq import fuse_qdq
 from .qinteger import fuse_integer_matmul
 
 DECLUTTER = [fold_constants, remove_identity, eliminate_common_subexpressions,
              eliminate_dead_code]
-FUSE = [fold_conv_batchnorm, fold_conv_affine, fold_input_affine, fuse_layernorm, fuse_gelu,
+FUSE = [fold_pad_into_conv, fold_conv_batchnorm, fold_conv_affine, fold_input_affine, fuse_layernorm, fuse_gelu,
         fuse_attention, normalize_hardswish, matmul_add_to_gemm, fuse_residual_add,
         fuse_activation, fuse_qdq, fuse_integer_matmul]
 

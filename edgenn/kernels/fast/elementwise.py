@@ -239,6 +239,34 @@ def prepare_transpose(node, ins, outs):
     return run
 
 
+def _pad_supports(node, ins, outs) -> bool:
+    """Constant mode, constant non-negative pads (no axes input), constant or no value."""
+    if node.attrs.get("mode", "constant") != "constant" or ins[1].value is None:
+        return False
+    if len(ins) > 3 and ins[3] is not None:
+        return False
+    if len(ins) > 2 and ins[2] is not None and ins[2].value is None:
+        return False
+    return ins[0].dtype == outs[0].dtype and bool(np.all(np.asarray(ins[1].value) >= 0))
+
+
+@kernel("Pad", "pad_constant_copy", supports=_pad_supports)
+def prepare_pad(node, ins, outs):
+    """y = value everywhere, then x copied into its window (one fill, one copy)."""
+    rank = len(ins[0].shape)
+    pads = [int(v) for v in np.asarray(ins[1].value).reshape(-1)]
+    window = tuple(slice(b, b + d) for b, d in zip(pads[:rank], ins[0].shape))
+    value = ins[2].value if len(ins) > 2 and ins[2] is not None else None
+    fill = np.zeros((), outs[0].dtype) if value is None or np.size(value) == 0 else \
+        np.asarray(value).reshape(-1)[0].astype(outs[0].dtype)
+
+    def run(inputs, outputs):
+        y = outputs[0]
+        y.fill(fill)
+        y[window] = inputs[0]
+    return run
+
+
 def _gather_supports(node, ins, outs) -> bool:
     return (ins[0].dtype == outs[0].dtype == F32 and ins[1].dtype in ("int64", "int32")
             and len(ins[0].shape) >= 1)
