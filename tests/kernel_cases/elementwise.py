@@ -161,6 +161,43 @@ def pad_cases():
             yield Node("Pad", names, ["y"], {"mode": "constant"}, "pad"), ins, {1, 2}
 
 
+def slice_cases():
+    """Constant Slice: channel halves (ShuffleNet), negative and out-of-range bounds,
+    steps (negative too), omitted axes / steps, int64 data."""
+    rng = _rng(21)
+    x = rng.standard_normal((1, 116, 14, 14)).astype(F)
+    for starts, ends, axes, steps in [([0], [58], [1], None), ([58], [116], [1], [1]),
+                                      ([-3, 1], [1000, -1], [2, 3], None),
+                                      ([13], [-100], [2], [-2]), ([0, 0, 2], [1, 116, 14], None, None),
+                                      ([5], [1], [-1], [-1])]:
+        ins = [x, np.array(starts, np.int64), np.array(ends, np.int64)]
+        if axes is not None:
+            ins.append(np.array(axes, np.int64))
+        if steps is not None:
+            ins.append(np.array(steps, np.int64))
+        names = ["x", "s", "e", "a", "t"][:len(ins)]
+        yield Node("Slice", names, ["y"], {}, "slice"), ins, set(range(1, len(ins)))
+    yield (Node("Slice", ["x", "s", "e"], ["y"], {}, "slice"),
+           [np.arange(24, dtype=np.int64).reshape(4, 6), np.array([1]), np.array([3])], {1, 2})
+
+
+def split_cases():
+    """Constant Split: explicit sizes, equal parts (num_outputs), the last part smaller,
+    a middle axis, negative axis, uint8."""
+    rng = _rng(22)
+    for shape, axis, sizes, n in [((1, 255, 13, 13), 1, [85, 85, 85], 3),
+                                  ((2, 10, 7), -1, [2, 5], 2), ((4, 9), 1, None, 3),
+                                  ((4, 10), 1, None, 3), ((6, 3, 2), 0, [1, 0, 5], 3)]:
+        for dt in (F, np.uint8):
+            x = (rng.standard_normal(shape) * 40).astype(dt)
+            attrs = {"axis": axis} if sizes is not None else {"axis": axis, "num_outputs": n}
+            ins, names = [x], ["x"]
+            if sizes is not None:
+                ins.append(np.array(sizes, np.int64))
+                names.append("s")
+            yield Node("Split", names, [f"y{i}" for i in range(n)], attrs, "split"), ins, {1}
+
+
 CASES = {op: binary_cases(op) for op in ("Add", "Sub", "Mul", "Div", "Pow")}
 CASES.update({op: variadic_cases(op) for op in ("Max", "Min", "Sum")})
 CASES.update({op: unary_cases(op) for op in ("Relu", "Tanh", "Neg", "Abs", "Floor", "Ceil",
@@ -172,4 +209,4 @@ CASES.update({"Exp": unary_cases("Exp"), "Log": unary_cases("Log", domain="pos")
               "HardSigmoid": unary_cases("HardSigmoid", {"alpha": 0.3, "beta": 0.4}),
               "Clip": clip_cases, "Transpose": transpose_cases, "Gather": gather_cases,
               "Cast": cast_cases, "Where": where_cases, "Expand": expand_cases,
-              "Pad": pad_cases})
+              "Pad": pad_cases, "Slice": slice_cases, "Split": split_cases})

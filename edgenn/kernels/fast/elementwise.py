@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...registry import kernel
-from ..reference.tensor import transpose_perm
+from ..reference.tensor import norm_axis, slice_objects, split_sizes, transpose_perm
 from .threading_cost import numba_cost
 
 F32 = "float32"
@@ -264,6 +264,41 @@ def prepare_pad(node, ins, outs):
         y = outputs[0]
         y.fill(fill)
         y[window] = inputs[0]
+    return run
+
+
+def _consts(ins, first: int) -> bool:
+    """Inputs first.. constant or omitted."""
+    return all(i is None or i.value is not None for i in ins[first:])
+
+
+@kernel("Slice", "slice_copy", supports=lambda node, ins, outs: _consts(ins, 1))
+def prepare_slice(node, ins, outs):
+    """Constant starts / ends / axes / steps: one strided copy into the output."""
+    vals = [None if i is None else i.value for i in ins[1:5]] + [None] * 4
+    window = tuple(slice_objects(ins[0].shape, vals[0], vals[1], vals[2], vals[3]))
+
+    def run(inputs, outputs):
+        np.copyto(outputs[0], inputs[0][window])
+    return run
+
+
+@kernel("Split", "split_copy", supports=lambda node, ins, outs: _consts(ins, 1))
+def prepare_split(node, ins, outs):
+    """Constant split sizes (or num_outputs / equal parts): one copy per output."""
+    shape = ins[0].shape
+    axis = norm_axis(node.attrs.get("axis", 0), len(shape))
+    sizes = split_sizes(shape[axis], ins[1].value if len(ins) > 1 and ins[1] is not None
+                        else None, node.attrs.get("num_outputs"))
+    bounds = np.cumsum([0] + list(sizes))
+    windows = [tuple(slice(int(lo), int(hi)) if a == axis else slice(None)
+                     for a in range(len(shape))) for lo, hi in zip(bounds[:-1], bounds[1:])]
+
+    def run(inputs, outputs):
+        x = inputs[0]
+        for y, window in zip(outputs, windows):
+            if y is not None:
+                np.copyto(y, x[window])
     return run
 
 
