@@ -145,6 +145,51 @@ def test_fused_graph_matches_the_qdq_simulation(digits):
     assert np.max(np.abs(a - b)) < 0.02 and np.mean(a.argmax(1) == b.argmax(1)) > 0.99
 
 
+def _affine_block_model():
+    """PP-OCR LCNetV3's conv -> HardSwish -> (* s + b) -> padded conv chain, twice (before a
+    1x1 conv the affine folds into its weights instead: fold_input_affine)."""
+    rng = np.random.default_rng(2)
+    w = {"w0": rng.standard_normal((8, 3, 3, 3)).astype(np.float32) * 0.3,
+         "w1": rng.standard_normal((8, 1, 3, 3)).astype(np.float32) * 0.3,
+         "w2": rng.standard_normal((4, 8, 3, 3)).astype(np.float32) * 0.3,
+         "s0": np.array([1.3], np.float32), "b0": np.array([-0.2], np.float32),
+         "s1": np.array([0.7], np.float32), "b1": np.array([0.4], np.float32)}
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["c0"], pads=[1, 1, 1, 1]),
+             helper.make_node("HardSwish", ["c0"], ["h0"]),
+             helper.make_node("Mul", ["s0", "h0"], ["m0"]),
+             helper.make_node("Add", ["m0", "b0"], ["a0"]),
+             helper.make_node("Conv", ["a0", "w1"], ["c1"], pads=[1, 1, 1, 1], group=8),
+             helper.make_node("HardSwish", ["c1"], ["h1"]),
+             helper.make_node("Mul", ["h1", "s1"], ["m1"]),
+             helper.make_node("Add", ["b1", "m1"], ["a1"]),
+             helper.make_node("Conv", ["a1", "w2"], ["y"], pads=[1, 1, 1, 1])]
+    return make_model(nodes, [("x", np.float32, ["N", 3, 8, 8])],
+                      [("y", np.float32, ["N", 4, 8, 8])], w)
+
+
+def test_affine_after_activation_fuses_into_the_int8_conv(monkeypatch):
+    """Mul(s) + Add(b) after a conv's activation join its epilogue (post_affine) instead of
+    running in float between the conv and the next Q; the same arithmetic but the final
+    rounding (x * (1/scale) in the epilogue, x / scale in a QuantizeLinear): at most one
+    step apart on rare elements."""
+    from edgenn.graph.passes import qdq
+    g = _affine_block_model()
+    x = np.random.default_rng(3).standard_normal((8, 3, 8, 8)).astype(np.float32)
+    fused = edgenn.quantize(g, x)
+    posts = [n.attrs["post_affine"] for n in fused.nodes if n.attrs.get("post_affine")]
+    assert np.allclose(sorted(posts), [[0.7, 0.4], [1.3, -0.2]])
+    assert "Mul" not in fused.op_counts() and "Add" not in fused.op_counts()
+    monkeypatch.setattr(qdq, "_post_affine", lambda view, name: None)
+    apart = edgenn.quantize(g, x)
+    assert apart.op_counts()["Mul"] == 2
+    a = run(fused, x, "x", reference=False)
+    b = run(apart, x, "x", reference=False)
+    assert np.array_equal(run(fused, x, "x"), a)            # kernels = reference, exactly
+    scale = float(np.abs(b).max()) / 127
+    steps = np.rint(np.abs(a - b) / scale)
+    assert steps.max() <= 1 and np.mean(steps > 0) <= 0.01
+
+
 # -- fidelity on real models --------------------------------------------------------------------
 @pytest.mark.parametrize("method", ["minmax", "percentile", "kl", "admm", "auto"])
 def test_digits_every_method_keeps_accuracy(digits, method):

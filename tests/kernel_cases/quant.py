@@ -57,9 +57,9 @@ def weight_values(rng, shape, bits: int) -> np.ndarray:
 
 def qconv_case(rng, geom, act="", params=(), y_quant=True, residual=False, bits=7,
                per_channel=True, bias=True, x=None, w=None, x_zp=None, dynamic=False,
-               fbias=False):
+               fbias=False, post=None):
     """-> (node, inputs, const_indices) for one QConv (inputs per the int8 spec); dynamic /
-    fbias as qgemm_case's."""
+    fbias / post (the post_affine (s, b) attribute) as qgemm_case's."""
     n, c, h, wd, m, k, s, p, d, g = geom
     oh = (h + 2 * p - d * (k - 1) - 1) // s + 1
     ow = (wd + 2 * p - d * (k - 1) - 1) // s + 1
@@ -81,11 +81,13 @@ def qconv_case(rng, geom, act="", params=(), y_quant=True, residual=False, bits=
                    np.array(np.float32(0.07)), np.array(np.uint8(rng.integers(0, 256)))]
     attrs = dict(kernel_shape=[k, k], strides=[s, s], pads=[p] * 4, dilations=[d, d],
                  group=g, auto_pad="NOTSET", activation=act, activation_params=list(params))
-    return _finish("QConv", rng, inputs, attrs, m, dynamic, fbias)
+    return _finish("QConv", rng, inputs, attrs, m, dynamic, fbias, post)
 
 
-def _finish(op, rng, inputs, attrs, channels, dynamic, fbias):
+def _finish(op, rng, inputs, attrs, channels, dynamic, fbias, post=None):
     """Optional float bias D (input 12) and run-time x_scale / x_zp (not constant)."""
+    if post is not None:
+        attrs["post_affine"] = list(post)
     if fbias:
         inputs += [None] * (12 - len(inputs)) + [
             (rng.standard_normal(channels) * 3).astype(np.float32)]
@@ -127,6 +129,11 @@ def qconv_cases(all_variants: bool = False):
     for i, (geom, act) in enumerate(zip(some, itertools.cycle(("Sigmoid", "SiLU")))):
         yield qconv_case(rng, geom, act, (), True, i % 2 == 0, bits=8 if i % 3 else 7)
     yield saturating_conv_case(rng)
+    # PP-OCR's learnable affine blocks: v * s + b after the activation (float path), u8 and
+    # float outputs, group-1 and depthwise
+    for i, geom in enumerate(CONV_GEOMS[::2]):
+        yield qconv_case(rng, geom, ("HardSwish", "Relu", "")[i % 3], (), i % 4 != 3,
+                         post=(1.0 + 0.37 * i, 0.25 - 0.1 * i), bits=8 if i % 2 else 7)
     # onnxruntime's quantize_dynamic form (ConvInteger): run-time x_scale / x_zp, float
     # output, float bias; group-1 (padded, strided, 1x1 direct), grouped and depthwise
     for i, geom in enumerate(CONV_GEOMS):
@@ -149,9 +156,9 @@ def saturating_conv_case(rng, geom=(1, 8, 6, 6, 7, 3, 1, 1, 1, 1), act=""):
 
 def qgemm_case(rng, lead, k, n, act="", params=(), y_quant=True, residual=False, bits=7,
                per_channel=True, bias=True, a=None, b=None, a_zp=None, dynamic=False,
-               fbias=False):
+               fbias=False, post=None):
     """dynamic: a_scale / a_zp are run-time inputs (DynamicQuantizeLinear's outputs);
-    fbias: the float bias D (float output only)."""
+    fbias: the float bias D (float output only); post: post_affine (s, b)."""
     a = rng.integers(0, 256, lead + (k,), dtype=np.uint8) if a is None else a
     b = weight_values(rng, (k, n), bits) if b is None else b
     a_zp = int(rng.integers(0, 256)) if a_zp is None else a_zp
@@ -169,7 +176,7 @@ def qgemm_case(rng, lead, k, n, act="", params=(), y_quant=True, residual=False,
         inputs += [rng.integers(0, 256, lead + (n,), dtype=np.uint8),
                    np.array(np.float32(0.07)), np.array(np.uint8(rng.integers(0, 256)))]
     attrs = dict(activation=act, activation_params=list(params))
-    return _finish("QGemm", rng, inputs, attrs, n, dynamic, fbias)
+    return _finish("QGemm", rng, inputs, attrs, n, dynamic, fbias, post)
 
 
 # leading dims (rows), K, N: M = 1 (row kernel), 7 (one 6-row panel + a row), K and N tails
@@ -191,6 +198,9 @@ def qgemm_cases(all_variants: bool = False):
     for i, act in enumerate(("Sigmoid", "SiLU", "Gelu", "Sigmoid")):
         lead, k, n = GEMM_SHAPES[i + 1]
         yield qgemm_case(rng, lead, k, n, act, (), True, i % 2 == 1)
+    for i, (lead, k, n) in enumerate(GEMM_SHAPES[::3]):   # post affine
+        yield qgemm_case(rng, lead, k, n, ("HardSwish", "Relu")[i % 2], (), i % 2 == 0,
+                         post=(0.8 + 0.2 * i, -0.3 + 0.2 * i))
     # onnxruntime's quantize_dynamic form: run-time a_scale / a_zp, float output, float bias,
     # 8-bit (wide path) and 7-bit weights, with and without a fused activation
     for i, (lead, k, n) in enumerate(GEMM_SHAPES):

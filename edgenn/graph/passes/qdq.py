@@ -18,8 +18,9 @@ Rewrites, in this order (names as in the int8 spec):
    stays exact: QConv -> u8, then QAdd (step 5: DQ, Add, Q in one uint8 pass, bit-exact
    with onnxruntime's literal QDQ run in tests/test_qdq_pass.py).
 3. Conv / Gemm / MatMul reading DQ(x_q u8) with DQ(const s8) weights [, bias][, Z = DQ(z_q)]
-   (activation as fused by the fp32 passes, or one activation node before the Q)
-   => QConv / QGemm; with a following Q (u8, per tensor) the output is y_q, otherwise float.
+   (activation as fused by the fp32 passes, or one activation node before the Q; then a
+   scalar Mul [+ Add] before the Q: post_affine) => QConv / QGemm; with a following Q (u8,
+   per tensor) the output is y_q, otherwise float.
 4. DQ -> MaxPool / Reshape / Flatten / Transpose / Squeeze / Unsqueeze / Identity / Concat
    -> Q, all with equal (scale, zero point) => the op on the uint8 tensor.
 5. Q([Relu](Add(DQ(a_q), DQ(b_q)))), a and b of one shape => QAdd (uint8, one pass, the
@@ -291,6 +292,11 @@ def _fuse_product(graph: Graph, view: View, node: Node) -> bool:
             attrs["activation"], attrs["activation_params"] = found[0], list(found[1])
             chain.append(nxt)
             out = nxt.outputs[0]
+    affine = _post_affine(view, out)   # PP-OCR's learnable affine blocks
+    if affine is not None and q_output(view, affine[1][-1].outputs[0]) is not None:
+        attrs["post_affine"] = affine[0]
+        chain.extend(affine[1])
+        out = affine[1][-1].outputs[0]
     y = ["", ""]
     found_q = q_output(view, out)
     if found_q is not None:
@@ -311,6 +317,26 @@ def _fuse_product(graph: Graph, view: View, node: Node) -> bool:
     fused = new_node(graph, op, inputs, [out], attrs, node.name)
     replace_chain(graph, chain, fused)
     return True
+
+
+def _post_affine(view: View, name: str):
+    """name -> Mul(., s) [-> Add(., b)] with scalar float constants, each read only by the
+    next: ([s, b], [mul, add?]) or None (the affine after an activation that PP-OCR's
+    LCNetV3 puts after every conv)."""
+    mul = view.only_use(name)
+    if mul is None or mul.op != "Mul" or len(mul.inputs) != 2:
+        return None
+    s = view.const(view.other_input(mul, name) or "")
+    if s is None or s.size != 1 or s.dtype != np.float32:
+        return None
+    nodes, b = [mul], 0.0
+    add = view.only_use(mul.outputs[0])
+    if add is not None and add.op == "Add" and len(add.inputs) == 2:
+        c = view.const(view.other_input(add, mul.outputs[0]) or "")
+        if c is not None and c.size == 1 and c.dtype == np.float32:
+            nodes.append(add)
+            b = float(c.reshape(-1)[0])
+    return [float(s.reshape(-1)[0]), b], nodes
 
 
 def resolve_auto_pad(graph: Graph, conv: Node, attrs: dict, kernel) -> bool:

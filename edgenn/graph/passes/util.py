@@ -267,8 +267,23 @@ def sample_bindings(graph: Graph) -> list[dict[str, TensorInfo]]:
 
 
 def probe_infos(graph: Graph) -> dict[str, TensorInfo]:
-    """Infos good for ranks and dtypes (see sample_bindings), never for dim values."""
-    return sample_bindings(graph)[0]
+    """Infos good for ranks and dtypes (see sample_bindings), never for dim values. With
+    symbolic input dims, also under a binding of multiples of 64: a detector's feature
+    pyramid (stride-32 features upsampled and added to stride-16 ones) only type-checks
+    for input sizes its strides divide, which the two odd bindings are not."""
+    sets = sample_bindings(graph)
+    symbols = sorted({d for v in graph.inputs for d in v.shape if not isinstance(d, int)},
+                     key=str)
+    if not symbols:
+        return sets[0]
+    bind = {sym: 128 + 64 * i for i, sym in enumerate(symbols)}
+    shapes = {v.name: tuple(d if isinstance(d, int) else bind[d] for d in v.shape)
+              for v in graph.inputs}
+    merged = dict(known_infos(graph, shapes))
+    for infos in sets:   # dtypes and ranks do not depend on the binding
+        for name, info in infos.items():
+            merged.setdefault(name, info)
+    return merged
 
 
 def agreed_shape(sets: list[dict], name: str) -> tuple[int, ...] | None:

@@ -12,7 +12,8 @@ QConv(x u8 (N,C,H,W), x_scale f32, x_zp u8, w i8 (M,C/g,KH,KW) const, w_scale f3
       -> y u8 (N,M,OH,OW), or float32 without y_scale (D, x_scale / x_zp at run time: as
       QGemm's).
   attrs: Conv's geometry (kernel_shape, strides, pads, dilations, group) and the fused
-  epilogue (activation, activation_params) as the fp32 Conv has them.
+  epilogue (activation, activation_params) as the fp32 Conv has them; post_affine [s, b]:
+  v * s + b after the activation (float32, two roundings), before requantization.
 QGemm(a u8 (..., K), a_scale, a_zp, b i8 (K, N) const, b_scale () or (N,), b_zp zeros,
       [y_scale, y_zp], [C i32 (N,)], [z u8 (..., N), z_scale, z_zp], [D f32 (N,)])
       -> y (..., N). D (float output only) is added after the scaling:
@@ -93,6 +94,9 @@ def _check_epilogue(node, ins, y_shape, channels: int, allowed_acts) -> str:
     _check(node, len(params) in ACTIVATIONS[act],
            f"fused activation {act!r} takes {' or '.join(map(str, ACTIVATIONS[act]))} "
            f"params, got {params}")
+    post = node.attrs.get("post_affine")
+    _check(node, not post or len(post) == 2,
+           f"post_affine must be [scale, bias], got {post}")
     y_scale, y_zp = _input(ins, 6), _input(ins, 7)
     _check(node, (y_scale is None) == (y_zp is None),
            "y_scale and y_zero_point must be given together")

@@ -10,6 +10,7 @@
  *                  v = v + D[c]                                      (float bias, if any)
  *                  v = v + float(z - z_zp) * z_scale                 (residual, if any)
  *                  v = act(v)
+ *                  v = v * ps;  v = v + pb                          (post affine, if any)
  *                  y = clamp(rint(v * inv_y) + y_zp, 0, 255)  (u8)   or  y = v  (float32)
  *
  * "Channel" c is the output row (QConv: output channel m) or the output column (QGemm: n),
@@ -59,6 +60,9 @@ typedef struct {
     float zscale;
     int act;                 /* float path activation (QE_*) and its parameters */
     float p0, p1;
+    int post;                /* float path: v * ps + pb after the activation (PP-OCR's
+                                learnable affine blocks), two roundings */
+    float ps, pb;
 } qe_epi;
 
 /* ---------------------------------------------------------------- scalar build */
@@ -128,6 +132,10 @@ static void qe_span_c(const int32_t *acc, long n, const qe_epi *e, long row, lon
             v = v + r;
         }
         v = qe_act1(v, e->act, e->p0, e->p1);
+        if (e->post) {
+            v = v * e->ps;
+            v = v + e->pb;
+        }
         if (e->out_f32)
             yf[j] = v;
         else
@@ -215,6 +223,8 @@ QE_AVX2 static inline void qe_vec8(__m256i acc, const qe_epi *e, long row, long 
         v = _mm256_add_ps(v, r);
     }
     if (e->act) v = qe_act8(v, e->act, e->p0, e->p1);
+    if (e->post)
+        v = _mm256_add_ps(_mm256_mul_ps(v, _mm256_set1_ps(e->ps)), _mm256_set1_ps(e->pb));
     if (e->out_f32)
         _mm256_storeu_ps((float *)y, v);
     else

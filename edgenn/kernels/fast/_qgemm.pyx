@@ -10,7 +10,7 @@ epilogue constants fixed) and run many times without allocating.
     k = QGemmKernel(bpacked, wide, rows, K, N, epi);  k.run(a (rows, K), y (rows, N), z)
 
 epi is a dict (see qgemm.epilogue_args): float_path, per_col, bias (int32), mult (float32),
-yzp, lo, hi, out_f32, inv_y, has_z, zzp, zscale, act, p0, p1. AVX2 is used when the CPU has
+yzp, lo, hi, out_f32, inv_y, has_z, zzp, zscale, act, p0, p1 [, fadd, post, ps, pb]. AVX2 is used when the CPU has
 it, unless force_portable.
 """
 import numpy as np
@@ -35,6 +35,8 @@ cdef extern from "_qepi.h" nogil:
         float zscale
         int act
         float p0, p1
+        int post
+        float ps, pb
 
 cdef extern from "_qgemm.h" nogil:
     int QG_MR, QG_NR
@@ -118,6 +120,8 @@ cdef object _fill_epi(qe_epi *e, dict epi):
     e.zscale = epi["zscale"]
     e.act = ACTIVATIONS[epi["act"]]
     e.p0, e.p1 = epi["p0"], epi["p1"]
+    e.post = epi.get("post", 0)
+    e.ps, e.pb = epi.get("ps", 1.0), epi.get("pb", 0.0)
     return (bias, mult, fadd)
 
 

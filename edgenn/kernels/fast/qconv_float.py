@@ -5,6 +5,7 @@ an int8 multiply-add is no faster than an fp32 FMA).
 
     xf = float32(x - x_zp)                        one C pass (dequantize, scale folded below)
     yf = act(conv(xf, w * x_scale * w_scale) + bias * x_scale * w_scale [+ zf])   fp32 kernel
+    yf = yf * s + b                               post_affine (s, b), if any (NumPy, in place)
     y  = clamp(rint(yf * (1 / y_scale)) + y_zp)  one C pass, or yf itself (float output)
 
 The float accumulation rounds differently from the exact int32 one, so an output may land
@@ -116,6 +117,9 @@ def _wrap(op: str, qop: str, spec: KernelSpec) -> None:
         z_scale = np.float32(scalar(ins[10])) if has_z else None
         z_zp = int(scalar(ins[11])) if has_z else 0
         quantized = outs[0].dtype == "uint8"
+        post = node.attrs.get("post_affine") or None
+        if post:
+            ps, pb = np.float32(post[0]), np.float32(post[1])
         yf = np.empty(fout[0].shape, np.float32) if quantized else None
         inv = np.float32(1) / np.float32(scalar(ins[6])) if quantized else None
         y_zp = int(scalar(ins[7])) if quantized else 0
@@ -128,11 +132,13 @@ def _wrap(op: str, qop: str, spec: KernelSpec) -> None:
             dequantize(inputs[0].reshape(-1), xflat, 1.0, x_zp)
             if has_z:
                 dequantize(inputs[9].reshape(-1), zf.reshape(-1), z_scale, z_zp)
+            y = yf if quantized else outputs[0].reshape(yshape)
+            frun(fin, [y])
+            if post:
+                np.multiply(y, ps, out=y)
+                np.add(y, pb, out=y)
             if quantized:
-                frun(fin, [yf])
                 quantize(yf.reshape(-1), outputs[0].reshape(-1), inv, y_zp, False)
-            else:
-                frun(fin, [outputs[0].reshape(yshape)])
         return run
 
 

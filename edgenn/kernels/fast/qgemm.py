@@ -132,7 +132,10 @@ def epilogue_args(node, ins, channels: int, wsum=None, per_col: bool = False) ->
     if has_y:
         y_scale, y_zp = F32(scalar(ins[6])), F32(scalar(ins[7]))
         e["yzp"] = int(y_zp)
-    if has_y and not has_z and act in INTEGER_PATH_ACTIVATIONS:
+    post = node.attrs.get("post_affine") or None
+    if post:
+        e.update(post=1, ps=float(F32(post[0])), pb=float(F32(post[1])))
+    if has_y and not has_z and act in INTEGER_PATH_ACTIVATIONS and not post:
         mult = x_scale * w_scale / y_scale                       # float32, as the reference
         lo, hi = integer_path_bounds(act, params, y_scale, y_zp)
         e.update(float_path=0, act="", lo=int(np.clip(lo, -1, 256)), hi=int(np.clip(hi, -1, 256)))

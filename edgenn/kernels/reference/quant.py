@@ -101,14 +101,16 @@ def integer_path_bounds(act: str, params, y_scale, y_zp) -> tuple[np.float32, np
 
 def requantize(acc, axis: int, x_scale, w_scale, y_scale=None, y_zp=None, z=None,
                z_scale=None, z_zp=None, activation: str = "", activation_params=(),
-               fbias=None):
+               fbias=None, post_affine=None):
     """int32 accumulators (channel axis `axis`) -> uint8 y (y_scale given) or float32 y.
-    fbias: a float32 per-channel bias added right after the scaling (float path only)."""
+    fbias: a float32 per-channel bias added right after the scaling; post_affine (s, b):
+    v * s + b after the activation (float path only, both)."""
     act = activation or ""
     accf = acc.astype(np.int32).astype(F32)
     ws = _channels(w_scale, axis, acc.ndim, F32)
     xs = _f32(x_scale)
-    if y_scale is not None and z is None and act in INTEGER_PATH_ACTIVATIONS:
+    if y_scale is not None and z is None and act in INTEGER_PATH_ACTIVATIONS \
+            and not post_affine:
         ys, zp = _f32(y_scale), F32(np.asarray(y_zp).reshape(-1)[0])
         mult = xs * ws / ys                                   # float32, per channel
         q = np.rint(accf * mult) + zp
@@ -121,6 +123,9 @@ def requantize(acc, axis: int, x_scale, w_scale, y_scale=None, y_zp=None, z=None
         v = v + (z.astype(np.int32) - np.int32(np.asarray(z_zp).reshape(-1)[0])).astype(F32) \
             * _f32(z_scale)
     v = nn.apply_activation(v.astype(F32, copy=False), act, activation_params)
+    if post_affine:
+        v = v * F32(post_affine[0])
+        v = v + F32(post_affine[1])
     if y_scale is None:
         return v.astype(F32, copy=False)
     inv = F32(1) / _f32(y_scale)
@@ -136,7 +141,8 @@ def qconv_reference(x, x_scale, x_zp, w, w_scale, w_zp=None, y_scale=None, y_zp=
     """QConv (see graph/shapes/quant.py and the int8 spec) on plain arrays."""
     acc = conv_accumulate(x, x_zp, w, None, bias, attrs)   # w_zp is zero by definition
     return requantize(acc, 1, x_scale, w_scale, y_scale, y_zp, z, z_scale, z_zp,
-                      attrs.get("activation", ""), attrs.get("activation_params", ()), fbias)
+                      attrs.get("activation", ""), attrs.get("activation_params", ()), fbias,
+                      attrs.get("post_affine"))
 
 
 def qgemm_reference(a, a_scale, a_zp, b, b_scale, b_zp=None, y_scale=None, y_zp=None,
@@ -145,7 +151,8 @@ def qgemm_reference(a, a_scale, a_zp, b, b_scale, b_zp=None, y_scale=None, y_zp=
     """QGemm on plain arrays: a (..., K) u8, b (K, N) i8 -> y (..., N)."""
     acc = gemm_accumulate(a, a_zp, b, None, bias)
     return requantize(acc, acc.ndim - 1, a_scale, b_scale, y_scale, y_zp, z, z_scale, z_zp,
-                      attrs.get("activation", ""), attrs.get("activation_params", ()), fbias)
+                      attrs.get("activation", ""), attrs.get("activation_params", ()), fbias,
+                      attrs.get("post_affine"))
 
 
 def _padded(inputs, n: int) -> list:
