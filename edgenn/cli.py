@@ -173,7 +173,8 @@ def cmd_quantize(args) -> int:
                      exclude=tuple(args.exclude or ()), progress=_stage_printer(),
                      percentile=args.percentile, percentile_mode=args.percentile_mode,
                      batch_size=args.batch_size,
-                     image_spec=spec, threads=args.threads)
+                     image_spec=spec, threads=args.threads,
+                     speed_check=not args.no_speed_check)
     save(graph, args.output)
     meta = graph.meta.get("quantization", {})
     n_int8 = len(meta.get("layers", []))
@@ -183,6 +184,11 @@ def cmd_quantize(args) -> int:
           f"method {args.method}, {args.weight_bits}-bit weights)")
     for name, why in kept.items():
         print(f"  fp32: {name} ({why})")
+    check = meta.get("speed_check")
+    if check and check.get("int8_ms") is not None:
+        print(f"speed check: all-int8 {check['int8_ms']:.2f} ms, with "
+              f"{len(check['fp32_kernels'])} layers fp32 {check['with_fp32_ms']:.2f} ms -> "
+              f"kept {check['kept']}")
     mixed = meta.get("mixed_precision")
     if mixed:
         last = mixed["search"][-1] if mixed["search"] else {}
@@ -293,6 +299,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "output cosine (and top-1 agreement) reaches it")
     qz.add_argument("--exclude", action="append", metavar="NODE_OR_OP",
                     help="keep this node (or every node of this op type) fp32")
+    qz.add_argument("--no-speed-check", action="store_true",
+                    help="keep every quantizable layer int8, even those this CPU runs "
+                         "faster in fp32 (default: measured, the faster model kept)")
     qz.add_argument("--report", action="store_true", help="print the fp32 vs int8 report")
     qz.add_argument("--data", metavar="DATA", help="held-out inputs for --report")
     data_options(qz)

@@ -24,6 +24,14 @@ import quant_data
 QOPS = ("QuantizeLinear", "DequantizeLinear", "QConv", "QGemm")
 
 
+@pytest.fixture(autouse=True)
+def no_speed_check(monkeypatch):
+    """The speed check times models and keeps the faster one: the structure tests here
+    need the all-int8 model every time (test_speed_check_* turn it on explicitly)."""
+    from edgenn.quant import quantize as module
+    monkeypatch.setitem(module.quantize.__kwdefaults__, "speed_check", False)
+
+
 def run(graph, x, name="image", reference=True):
     return edgenn.InferenceSession(graph, reference=reference).run(None, {name: x})[0]
 
@@ -400,7 +408,7 @@ def test_cli_quantize_and_accuracy(tmp_path, capsys, digits):
     out_path = str(tmp_path / "d.int8.enn")
     code, out, err = run_cli(capsys, "quantize", quant_data.DEMO_MODEL, "--calib",
                              str(tmp_path / "calib.npz"), "-o", out_path, "--method", "kl",
-                             "--fidelity", "0.99")
+                             "--fidelity", "0.99", "--no-speed-check")
     assert code == EXIT_OK and "wrote" in out and "fidelity target 0.99: met" in out
     assert "calibrating: histograms" in err
     code, out, _ = run_cli(capsys, "accuracy", quant_data.DEMO_MODEL, out_path, "--data",
@@ -434,3 +442,56 @@ def test_cli_errors_are_messages(tmp_path, capsys, argv, code, digits):
     got, _, err = run_cli(capsys, "quantize", quant_data.DEMO_MODEL, "-o",
                           str(tmp_path / "o.enn"), *argv)
     assert got == code and err.startswith("edgenn: error:")
+
+
+# -- speed check ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("alt_faster", [True, False])
+def test_speed_check_keeps_the_faster_model(digits, monkeypatch, tmp_path, alt_faster):
+    """Layers the tuned plan runs on fp32 kernels go back to fp32 when that model times
+    faster (timings stubbed here: the choice logic, not this machine, is under test); their
+    weights are then stored as weight-only int8, so the file stays as small."""
+    from edgenn.quant import speed
+    calib, x, _, fp32 = digits
+    slow = ["/blocks/blocks.1/Conv", "/head/Gemm"]
+    monkeypatch.setattr(speed, "fp32_kernel_layers", lambda *a, **k: list(slow))
+    monkeypatch.setattr(speed, "faster", lambda a, b, *r, **k: (1.0, 0.5) if alt_faster
+                        else (0.5, 1.0))
+    all_int8 = edgenn.quantize(quant_data.DEMO_MODEL, calib, speed_check=False)
+    q = edgenn.quantize(quant_data.DEMO_MODEL, calib, speed_check=True)
+    check = q.meta["quantization"]["speed_check"]
+    assert check["fp32_kernels"] == slow and check["int8_ms"] == (1000.0 if alt_faster else 500.0)
+    int8_layers = {r["node"] for r in q.meta["quantization"]["layers"]}
+    if not alt_faster:
+        assert check["kept"] == "int8" and set(slow) <= int8_layers
+        return
+    assert check["kept"] == "fp32 for fp32_kernels" and not set(slow) & int8_layers
+    assert all(q.meta["quantization"]["fp32_layers"][n].startswith("runs faster") for n in slow)
+    ops = q.op_counts()
+    assert ops["Conv"] == 1 and ops["Gemm"] == 1
+    from edgenn.compress.weights import MIN_ELEMENTS
+    big = {n.inputs[1] for n in q.nodes if n.name in slow
+           and q.consts[n.inputs[1]].size >= MIN_ELEMENTS}
+    assert big and set(q.meta["weight_codecs"]) == big
+    a, b = tmp_path / "all.enn", tmp_path / "mixed.enn"
+    edgenn.save(all_int8, a)
+    edgenn.save(q, b)
+    assert os.path.getsize(b) <= 1.1 * os.path.getsize(a)
+    out = run(edgenn.load(str(b)), x, reference=False)
+    assert _cos(out, fp32) > 0.999 and np.mean(out.argmax(1) == fp32.argmax(1)) > 0.97
+
+
+def test_fp32_kernel_layers_names_the_fp32_graph_layers(digits):
+    """The tuned plan's *_f32 int8 steps, named as the fp32 graph's layers."""
+    from edgenn.quant import speed
+    from edgenn.runtime.session import InferenceSession
+    calib = digits[0]
+    q = edgenn.quantize(quant_data.DEMO_MODEL, calib, speed_check=False)
+    records = q.meta["quantization"]["layers"]
+    feeds = speed.timing_feeds(edgenn.load(quant_data.DEMO_MODEL), {"image": calib})
+    assert feeds["image"].shape[0] == 1
+    names = speed.fp32_kernel_layers(q, records, feeds)
+    session = InferenceSession(q)
+    session.run(None, feeds)            # the same tuned choices (cached per CPU)
+    f32_steps = [s for s in session.plan.steps if "_f32" in s.choice.kernel]
+    assert len(names) == len(f32_steps)
+    assert set(names) <= {r["node"] for r in records}

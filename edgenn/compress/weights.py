@@ -110,13 +110,17 @@ def decode(q: np.ndarray, scale: np.ndarray, meta: dict) -> np.ndarray:
     return np.ascontiguousarray(np.moveaxis(w.reshape(moved), 0, axis), dtype=np.float32)
 
 
-def compress_weights(graph: Graph, bits: int = 8, min_elements: int = MIN_ELEMENTS) -> dict:
-    """Mark every float32 weight of >= min_elements values for weight-only coding and
-    replace it in memory by its decoded value, so the graph runs now exactly as it will
-    after save + load. -> {"tensors": n, "bytes_before": b0, "bytes_after": b1}."""
+def compress_weights(graph: Graph, bits: int = 8, min_elements: int = MIN_ELEMENTS,
+                     names=None) -> dict:
+    """Mark every float32 weight of >= min_elements values (of `names` only, if given) for
+    weight-only coding and replace it in memory by its decoded value, so the graph runs now
+    exactly as it will after save + load.
+    -> {"tensors": n, "bytes_before": b0, "bytes_after": b1}."""
     codecs = graph.meta.setdefault("weight_codecs", {})
     before = after = 0
     for name, w in list(graph.consts.items()):
+        if names is not None and name not in names:
+            continue
         if w.dtype != np.float32 or w.size < min_elements or w.ndim < 2:
             continue
         axis = output_axis(graph, name)

@@ -179,7 +179,7 @@ def quantize(model, calibration_data, method: str = "minmax", weight_bits: int =
              batch_size: int | None = None, image_spec: ImageSpec | None = None,
              held_out: float = 0.2, fidelity_data=None, equalize: bool = True,
              bias_correction: bool = True, bits8_first: bool = False,
-             fuse_qdq: bool = True, threads: int = 1) -> Graph:
+             fuse_qdq: bool = True, threads: int = 1, speed_check: bool = True) -> Graph:
     """Post-training int8 quantization (module doc). Returns the quantized Graph; save it
     with `edgenn.save`, run it with `edgenn.InferenceSession(graph)`.
 
@@ -205,6 +205,10 @@ def quantize(model, calibration_data, method: str = "minmax", weight_bits: int =
     bias_correction: subtract the mean output shift the weight rounding causes,
         (W_q - W) E[x], from each layer's bias (E[x]: per input channel over the
         calibration data; Nagel et al. 2019, "empirical" variant in spirit).
+    speed_check: keep fp32 the layers the tuned int8 plan runs on fp32 kernels anyway,
+        when the model is faster that way on this CPU (speed.py; measured, both models
+        timed whole; recorded in meta["quantization"]["speed_check"]).
+    threads: for calibration and the speed check.
     """
     opts = Options(method, int(weight_bits), bool(per_channel), float(percentile),
                    percentile_mode, depthwise_bits, bool(bias_correction))
@@ -242,11 +246,34 @@ def quantize(model, calibration_data, method: str = "minmax", weight_bits: int =
                                     exclude, progress=progress, threads=threads, means=means,
                                     bits8_first=bits8_first)
         final_plan = mixed.plan
-    qgraph, records = build(graph, final_plan, ranges, opts, means,
-                            mixed.layer_bits() if mixed else None)
+    bits = mixed.layer_bits() if mixed else None
+    qgraph, records = build(graph, final_plan, ranges, opts, means, bits)
     _note(qgraph, opts, final_plan, ranges, used, records, mixed, observers)
     qgraph.meta["quantization"]["equalized"] = equalized
-    return fuse(qgraph) if fuse_qdq else qgraph
+    if not fuse_qdq:
+        return qgraph
+    fused = fuse(qgraph)
+    if not speed_check or not fused.meta["quantization"].get("fused"):
+        return fused
+    from . import speed
+    feeds = speed.timing_feeds(graph, calib.feeds[0])
+    slow = speed.fp32_kernel_layers(fused, records, feeds, threads)
+    check = {"fp32_kernels": slow, "kept": "int8"}
+    alt_plan = plan_quantization(graph, exclude, only=set(final_plan.layers) - set(slow))
+    if slow and alt_plan.layers:
+        for name in slow:
+            alt_plan.skipped[name] = "runs faster in fp32 on this CPU (speed check)"
+        alt, alt_records = build(graph, alt_plan, ranges, opts, means, bits)
+        _note(alt, opts, alt_plan, ranges, used, alt_records, mixed, observers)
+        alt.meta["quantization"]["equalized"] = equalized
+        alt = fuse(alt)
+        speed.code_fp32_weights(alt, slow)
+        t_int8, t_alt = speed.faster(fused, alt, feeds, threads)
+        check.update(int8_ms=t_int8 * 1e3, with_fp32_ms=t_alt * 1e3)
+        if t_alt < t_int8 * (1 - speed.MARGIN):
+            fused, check["kept"] = alt, "fp32 for fp32_kernels"
+    fused.meta["quantization"]["speed_check"] = check
+    return fused
 
 
 def _reasons(skipped: dict) -> str:

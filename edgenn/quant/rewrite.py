@@ -338,7 +338,7 @@ def _quantize_layer(g: Graph, node: Node, params, source_of: dict[str, str], bit
     node.inputs = ins
     rel = float(np.sum((wq - w) ** 2) / max(float(np.sum(np.asarray(w, np.float64) ** 2)), 1e-30))
     record = {"node": node.name, "op": node.op, "input": x_name,
-              "output": node.outputs[0], "weight_method": method,
+              "output": node.outputs[0], "weight": w_ins[0], "weight_method": method,
               "weight_bits": bits, "weight_rel_error": rel, "weight_scales": int(m),
               "bias_shift": None if shift is None else float(np.max(np.abs(shift)))}
     return pre, record
