@@ -62,4 +62,4 @@ def code_fp32_weights(graph: Graph, layers) -> None:
     from ..compress.weights import compress_weights
     layers = set(layers)
     names = {n.inputs[1] for n in graph.nodes if n.name in layers and len(n.inputs) > 1}
-    compress_weights(graph, bits=8, names=names)
+    compress_weights(graph, bits=8, names=names, fit="maxabs")   # as the int8 layers' (minmax)
