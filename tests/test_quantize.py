@@ -495,3 +495,14 @@ def test_fp32_kernel_layers_names_the_fp32_graph_layers(digits):
     f32_steps = [s for s in session.plan.steps if "_f32" in s.choice.kernel]
     assert len(names) == len(f32_steps)
     assert set(names) <= {r["node"] for r in records}
+
+
+def test_speed_check_failure_keeps_the_int8_model(digits, monkeypatch):
+    from edgenn.quant import speed
+
+    def broken(*a, **k):
+        raise RuntimeError("timing failed")
+    monkeypatch.setattr(speed, "fp32_kernel_layers", broken)
+    q = edgenn.quantize(quant_data.DEMO_MODEL, digits[0], speed_check=True)
+    assert q.meta["quantization"]["speed_check"] == {"skipped": "RuntimeError: timing failed"}
+    assert q.op_counts()["QConv"] == 8

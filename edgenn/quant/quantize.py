@@ -247,26 +247,41 @@ def quantize(model, calibration_data, method: str = "minmax", weight_bits: int =
                                     bits8_first=bits8_first)
         final_plan = mixed.plan
     bits = mixed.layer_bits() if mixed else None
-    qgraph, records = build(graph, final_plan, ranges, opts, means, bits)
-    _note(qgraph, opts, final_plan, ranges, used, records, mixed, observers)
-    qgraph.meta["quantization"]["equalized"] = equalized
+
+    def rebuild(plan: QuantPlan) -> tuple[Graph, list]:
+        """The QDQ graph of `plan` with its metadata, and its layer records."""
+        q, recs = build(graph, plan, ranges, opts, means, bits)
+        _note(q, opts, plan, ranges, used, recs, mixed, observers)
+        q.meta["quantization"]["equalized"] = equalized
+        return q, recs
+
+    qgraph, records = rebuild(final_plan)
     if not fuse_qdq:
         return qgraph
     fused = fuse(qgraph)
     if not speed_check or not fused.meta["quantization"].get("fused"):
         return fused
+    try:
+        fused = _speed_check(graph, fused, records, calib.feeds[0], final_plan, exclude,
+                             rebuild, threads)
+    except Exception as e:   # an optimization only: never lose the int8 model to it
+        fused.meta["quantization"]["speed_check"] = {"skipped": f"{type(e).__name__}: {e}"}
+    return fused
+
+
+def _speed_check(graph: Graph, fused: Graph, records, feeds: dict, final_plan: QuantPlan,
+                 exclude, rebuild, threads: int) -> Graph:
+    """speed.py: the int8 layers the tuned plan runs on fp32 kernels, back in fp32 when
+    the whole model is faster that way; the choice is recorded in the metadata."""
     from . import speed
-    feeds = speed.timing_feeds(graph, calib.feeds[0])
+    feeds = speed.timing_feeds(graph, feeds)
     slow = speed.fp32_kernel_layers(fused, records, feeds, threads)
     check = {"fp32_kernels": slow, "kept": "int8"}
     alt_plan = plan_quantization(graph, exclude, only=set(final_plan.layers) - set(slow))
     if slow and alt_plan.layers:
         for name in slow:
             alt_plan.skipped[name] = "runs faster in fp32 on this CPU (speed check)"
-        alt, alt_records = build(graph, alt_plan, ranges, opts, means, bits)
-        _note(alt, opts, alt_plan, ranges, used, alt_records, mixed, observers)
-        alt.meta["quantization"]["equalized"] = equalized
-        alt = fuse(alt)
+        alt = fuse(rebuild(alt_plan)[0])
         speed.code_fp32_weights(alt, slow)
         t_int8, t_alt = speed.faster(fused, alt, feeds, threads)
         check.update(int8_ms=t_int8 * 1e3, with_fp32_ms=t_alt * 1e3)
