@@ -506,3 +506,21 @@ def test_speed_check_failure_keeps_the_int8_model(digits, monkeypatch):
     q = edgenn.quantize(quant_data.DEMO_MODEL, digits[0], speed_check=True)
     assert q.meta["quantization"]["speed_check"] == {"skipped": "RuntimeError: timing failed"}
     assert q.op_counts()["QConv"] == 8
+
+
+def test_post_affine_refuses_rank_raising_constants():
+    """A one-value constant of higher rank than the activation broadcasts its rank up: the
+    Mul stays a float op (a (1,) or scalar constant fuses)."""
+    from edgenn.graph.ir import Graph, Node, ValueInfo
+    from edgenn.graph.passes.qdq import _post_affine
+    from edgenn.graph.passes.util import View
+    for shape, fused in (((1,), True), ((), True), ((1, 1, 1, 1, 1), False)):
+        g = Graph([Node("Relu", ["x"], ["r"], {}, "relu"),
+                   Node("Mul", ["r", "s"], ["m"], {}, "mul"),
+                   Node("Add", ["m", "b"], ["y"], {}, "add")],
+                  [ValueInfo("x", "float32", (1, 2, 3, 3))], [ValueInfo("y", "float32", None)],
+                  {"s": np.full(shape, 1.5, np.float32), "b": np.full((1,), 0.5, np.float32)})
+        found = _post_affine(View(g), "r")
+        assert (found is not None) == fused, shape
+        if fused:
+            assert found[0] == [1.5, 0.5] and [n.op for n in found[1]] == ["Mul", "Add"]

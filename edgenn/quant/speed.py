@@ -62,4 +62,6 @@ def code_fp32_weights(graph: Graph, layers) -> None:
     from ..compress.weights import compress_weights
     layers = set(layers)
     names = {n.inputs[1] for n in graph.nodes if n.name in layers and len(n.inputs) > 1}
+    # the graph's own codec table (its metadata may be a shallow copy of the source's)
+    graph.meta["weight_codecs"] = dict(graph.meta.get("weight_codecs", {}))
     compress_weights(graph, bits=8, names=names, fit="maxabs")   # as the int8 layers' (minmax)

@@ -198,6 +198,9 @@ def qgemm_cases(all_variants: bool = False):
     for i, act in enumerate(("Sigmoid", "SiLU", "Gelu", "Sigmoid")):
         lead, k, n = GEMM_SHAPES[i + 1]
         yield qgemm_case(rng, lead, k, n, act, (), True, i % 2 == 1)
+    # run-time scale with a uint8 residual, float output
+    yield qgemm_case(rng, (7,), 40, 16, "Relu", (), False, residual=True, dynamic=True,
+                     fbias=True)
     for i, (lead, k, n) in enumerate(GEMM_SHAPES[::3]):   # post affine
         yield qgemm_case(rng, lead, k, n, ("HardSwish", "Relu")[i % 2], (), i % 2 == 0,
                          post=(0.8 + 0.2 * i, -0.3 + 0.2 * i))

@@ -327,13 +327,13 @@ def _post_affine(view: View, name: str):
     if mul is None or mul.op != "Mul" or len(mul.inputs) != 2:
         return None
     s = view.const(view.other_input(mul, name) or "")
-    if s is None or s.size != 1 or s.dtype != np.float32:
-        return None
+    if s is None or s.size != 1 or s.ndim > 1 or s.dtype != np.float32:
+        return None   # (a one-value constant of higher rank would broadcast the rank up)
     nodes, b = [mul], 0.0
     add = view.only_use(mul.outputs[0])
     if add is not None and add.op == "Add" and len(add.inputs) == 2:
         c = view.const(view.other_input(add, mul.outputs[0]) or "")
-        if c is not None and c.size == 1 and c.dtype == np.float32:
+        if c is not None and c.size == 1 and c.ndim <= 1 and c.dtype == np.float32:
             nodes.append(add)
             b = float(c.reshape(-1)[0])
     return [float(s.reshape(-1)[0]), b], nodes

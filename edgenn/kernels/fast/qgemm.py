@@ -298,8 +298,8 @@ def prepare_qgemm(node, ins, outs, force_portable=False, force_wide=False, threa
     has_z = opt(ins, 9) is not None
     if dynamic:
         def run(inputs, outputs):
-            gemm(inputs[0], outputs[0], None, inputs[1].reshape(-1)[0],
-                 inputs[2].reshape(-1)[0])
+            gemm(inputs[0], outputs[0], inputs[9] if has_z else None,
+                 inputs[1].reshape(-1)[0], inputs[2].reshape(-1)[0])
     elif has_z:
         def run(inputs, outputs):
             gemm(inputs[0], outputs[0], inputs[9])
