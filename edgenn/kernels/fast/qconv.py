@@ -18,7 +18,7 @@ import numpy as np
 
 from .conv import geometry
 from .qgemm import (EXCESS_LIMIT, MR, choose_path, consts_ok, dynamic_constants, dynamic_scale,
-                    epilogue_args, opt, pack_a, register)
+                    epilogue_args, kernel_runner, opt, pack_a, register)
 from .quantize import scalar
 from .threading_cost import plan_threads
 
@@ -48,22 +48,6 @@ def _geom(node, ins, outs):
     x, w, y = ins[0].shape, ins[3].shape, outs[0].shape
     (sh, sw), (ph, pw), (dh, dw) = geometry(node, x, w, y)
     return (x[1], x[2], x[3], w[2], w[3], sh, sw, ph, pw, dh, dw, y[2], y[3])
-
-
-def _runner(k, has_z, dynamic=False):
-    conv = k.run
-    if dynamic:   # x_scale / x_zp are run-time scalars
-        def run(inputs, outputs):
-            conv(inputs[0], outputs[0], inputs[9] if has_z else None,
-                 inputs[1].reshape(-1)[0], inputs[2].reshape(-1)[0])
-    elif has_z:
-        def run(inputs, outputs):
-            conv(inputs[0], outputs[0], inputs[9])
-    else:
-        def run(inputs, outputs):
-            conv(inputs[0], outputs[0])
-    run.kernel = k    # inspectable: k.simd
-    return run
 
 
 
@@ -100,7 +84,7 @@ def prepare_gemm(node, ins, outs, force_portable=False, force_wide=False, thread
                        force_portable=force_portable, threads=threads, excess=excess)
     if dynamic:
         k.set_dynamic(*dynamic_constants(ins, m, wsum))
-    run = _runner(k, opt(ins, 9) is not None, dynamic)
+    run = kernel_runner(k, opt(ins, 9) is not None, dynamic)
     run.wide = wide
     run.excess = excess is not None
     return run
@@ -133,7 +117,7 @@ def prepare_depthwise(node, ins, outs, force_portable=False, threads=1):
                             force_portable=force_portable, threads=threads)
     if dynamic:
         k.set_dynamic(*dynamic_constants(ins, c)[::2])
-    return _runner(k, opt(ins, 9) is not None, dynamic)
+    return kernel_runner(k, opt(ins, 9) is not None, dynamic)
 
 
 register("QConv", "qconv_dw_int8", _dw_supports,

@@ -276,6 +276,25 @@ def _supports(node, ins, outs) -> bool:
             and consts_ok(node, ins, outs, b.shape[1], dynamic_ok=True))
 
 
+def kernel_runner(k, has_z: bool, dynamic: bool = False):
+    """run(inputs, outputs) over an int8 kernel object k (QGemmKernel, QConvKernel,
+    QDepthwiseKernel: k.run(x, y, z, a_scale, a_zp)): the residual is input 9, a run-time
+    scale / zero point inputs 1 and 2."""
+    call = k.run
+    if dynamic:
+        def run(inputs, outputs):
+            call(inputs[0], outputs[0], inputs[9] if has_z else None,
+                 inputs[1].reshape(-1)[0], inputs[2].reshape(-1)[0])
+    elif has_z:
+        def run(inputs, outputs):
+            call(inputs[0], outputs[0], inputs[9])
+    else:
+        def run(inputs, outputs):
+            call(inputs[0], outputs[0])
+    run.kernel = k    # inspectable: k.simd
+    return run
+
+
 def prepare_qgemm(node, ins, outs, force_portable=False, force_wide=False, threads=1,
                   excess_limit=EXCESS_LIMIT):
     """-> run(inputs, outputs); force_wide / excess_limit: tests pin the portable build,
@@ -294,19 +313,7 @@ def prepare_qgemm(node, ins, outs, force_portable=False, force_wide=False, threa
                        force_portable=force_portable, threads=threads, excess=excess)
     if dynamic:
         g.set_dynamic(*dynamic_constants(ins, n, wsum))
-    gemm = g.run
-    has_z = opt(ins, 9) is not None
-    if dynamic:
-        def run(inputs, outputs):
-            gemm(inputs[0], outputs[0], inputs[9] if has_z else None,
-                 inputs[1].reshape(-1)[0], inputs[2].reshape(-1)[0])
-    elif has_z:
-        def run(inputs, outputs):
-            gemm(inputs[0], outputs[0], inputs[9])
-    else:
-        def run(inputs, outputs):
-            gemm(inputs[0], outputs[0])
-    run.kernel = g      # inspectable: simd, plan
+    run = kernel_runner(g, opt(ins, 9) is not None, dynamic)
     run.wide = wide
     run.excess = excess is not None
     return run
