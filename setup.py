@@ -1,35 +1,48 @@
 """Build: the Cython kernels are compiled here; Numba kernels compile on first use and are
 cached on disk (EDGENN_CACHE_DIR, default ~/.cache/edgenn)."""
 import numpy as np
+import simde_py
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
 extensions = [
+    # the one CPU probe (_cpu.h), for edgenn.kernels.isa
+    Extension("edgenn.kernels.fast._cpu", ["edgenn/kernels/fast/_cpu.pyx"],
+              include_dirs=["edgenn/kernels/fast"], extra_compile_args=["-O2"],
+              depends=["edgenn/kernels/fast/_cpu.h"]),
     Extension("edgenn.kernels.fast._im2col", ["edgenn/kernels/fast/_im2col.pyx"],
               include_dirs=[np.get_include()], extra_compile_args=["-O3"]),
     Extension("edgenn.kernels.fast._sgemm", ["edgenn/kernels/fast/_sgemm.pyx"],
               include_dirs=[np.get_include(), "edgenn/kernels/fast"],
               extra_compile_args=["-O3", "-fopenmp"], extra_link_args=["-fopenmp"],
-              depends=["edgenn/kernels/fast/sgemm.h", "edgenn/kernels/fast/_simd_math.h"]),
+              depends=["edgenn/kernels/fast/sgemm.h", "edgenn/kernels/fast/_simd_math.h",
+                       "edgenn/kernels/fast/_cpu.h"]),
     Extension("edgenn.kernels.fast._winograd", ["edgenn/kernels/fast/_winograd.pyx"],
               include_dirs=["edgenn/kernels/fast"], extra_compile_args=["-O3"],
-              depends=[f"edgenn/kernels/fast/_winograd{s}.h" for s in ("", "_tmpl", "_loops")]),
+              depends=[f"edgenn/kernels/fast/_winograd{s}.h" for s in ("", "_tmpl", "_loops", "_cpu")]),
     Extension("edgenn.kernels.fast._dwc8", ["edgenn/kernels/fast/_dwc8.pyx"],
               include_dirs=["edgenn/kernels/fast"], extra_compile_args=["-O3", "-fopenmp"],
               extra_link_args=["-fopenmp"],
-              depends=["edgenn/kernels/fast/_dwc8.h"]),
+              depends=["edgenn/kernels/fast/_dwc8.h", "edgenn/kernels/fast/_cpu.h"]),
     Extension("edgenn.kernels.fast._rowops", ["edgenn/kernels/fast/_rowops.pyx"],
               include_dirs=["edgenn/kernels/fast"],
               # no mul+add contraction: the quantize / QAdd passes must round as NumPy does
               extra_compile_args=["-O3", "-ffp-contract=off"],
-              depends=["edgenn/kernels/fast/_rowops.h", "edgenn/kernels/fast/_simd_math.h"]),
+              depends=["edgenn/kernels/fast/_rowops.h", "edgenn/kernels/fast/_simd_math.h",
+                       "edgenn/kernels/fast/_cpu.h"]),
+    # tests only: the AVX-512 VNNI micro-kernels against SIMDe, built for the baseline
+    # target (no -m flags), so a CPU without VNNI runs their bodies (emulated, exact)
+    Extension("edgenn.kernels.fast._qgemm_emu", ["edgenn/kernels/fast/_qgemm_emu.pyx"],
+              include_dirs=[np.get_include(), "edgenn/kernels/fast", simde_py.get_include()],
+              extra_compile_args=["-O1"], depends=["edgenn/kernels/fast/_qgemm_vnni.h"]),
     # int8 QConv / QGemm: bit-exact float epilogue, so no FMA contraction
     Extension("edgenn.kernels.fast._qgemm", ["edgenn/kernels/fast/_qgemm.pyx"],
               include_dirs=[np.get_include(), "edgenn/kernels/fast"],
               extra_compile_args=["-O3", "-ffp-contract=off", "-fopenmp"],
               extra_link_args=["-fopenmp"],
               depends=[f"edgenn/kernels/fast/{h}" for h in
-                       ("_qgemm.h", "_qdw.h", "_qepi.h", "_simd_math.h")]),
+                       ("_qgemm.h", "_qgemm_vnni.h", "_cpu.h", "_qdw.h", "_qepi.h",
+                       "_simd_math.h")]),
 ]
 
 setup(ext_modules=cythonize(extensions, compiler_directives={"language_level": 3}))

@@ -181,7 +181,10 @@ def script_args(description: str, **extra):
             p.add_argument(flag, dest=name, action="store_false" if default else "store_true")
         else:
             p.add_argument("--" + name, default=default, type=type(default))
-    return p.parse_args()
+    args = p.parse_args()
+    from .kernels import isa
+    print(f"CPU: {isa.describe()}")   # every figure names the CPU and the kernel tier
+    return args
 
 
 def table(runners: list[Runner], threads: int) -> str:

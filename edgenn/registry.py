@@ -57,6 +57,13 @@ class KernelSpec:
     # A plan never mixes "blas" and "omp": each pool's idle workers spin and starve the
     # other's (runtime/session.py measures both pools and keeps the faster plan).
     pool: str = "own"
+    # the instruction-set tier it needs (edgenn.kernels.isa: "avx2", "avx512vnni", ...);
+    # "" = runs anywhere (portable code, or its own run-time dispatch). The planner offers
+    # a spec only where isa.usable(spec.isa), so EDGENN_MAX_ISA caps it too.
+    isa: str = ""
+    # higher first among the capable specs when nothing is timed (tune="off", budget
+    # spent); the tuner times all of them regardless
+    priority: int = 0
 
 
 def _register(table: dict, ops: tuple[str, ...], fn: Callable) -> Callable:
@@ -80,12 +87,13 @@ def converter(*ops: str):
 
 
 def kernel(op: str, name: str, supports: Callable | None = None, cost: Callable | None = None,
-           lsb_tolerance: int = 0, pool: str | None = None):
+           lsb_tolerance: int = 0, pool: str | None = None, isa: str = "", priority: int = 0):
     """Register `prepare` as one implementation of `op` (see KernelSpec); pool defaults to
     "omp" for a name ending in _mt, else "own"."""
     def deco(prepare: Callable) -> Callable:
         spec = KernelSpec(op, name, prepare, supports or (lambda node, ins, outs: True), cost,
-                          lsb_tolerance, pool or ("omp" if name.endswith("_mt") else "own"))
+                          lsb_tolerance, pool or ("omp" if name.endswith("_mt") else "own"),
+                          isa, priority)
         KERNELS.setdefault(op, []).append(spec)
         return prepare
     return deco

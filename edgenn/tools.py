@@ -112,17 +112,24 @@ def describe_plan(sess) -> str:
     plan = sess.plan
     if plan is None:
         raise InputError("no plan yet: the model has dynamic input dims; give --shape")
+    from .kernels import isa
     rows = [f"plan: {len(plan.steps)} steps ({plan.folded_nodes} nodes folded at load), "
             f"{plan.planned_bytes / 1e6:.2f} MB of activation buffers, tune={sess.tune}, "
-            f"{sess.threads} thread(s)"]
+            f"{sess.threads} thread(s); CPU: {isa.describe()}"]
     for k, step in enumerate(plan.steps):
         c = step.choice
         times = ", ".join(f"{name} {t * 1e3:.3f} ms" for name, t in
                           sorted(c.times.items(), key=lambda kv: kv[1]))
         rows.append(f"{k:4} {step.node.op:18} {step.node.name[:40]:40} -> {c.kernel}"
-                    f"{_int8_arithmetic(c.run)}  [{c.reason}]"
+                    f"{_int8_arithmetic(c.run)}{_simd(c.run)}  [{c.reason}]"
                     + (f"  {{{times}}}" if times else ""))
     return "\n".join(rows)
+
+
+def _simd(run) -> str:
+    """The instruction set a C kernel object runs on (its .simd), '' when it has none."""
+    simd = getattr(getattr(run, "kernel", None), "simd", None)
+    return f" <{simd}>" if simd else ""
 
 
 def _int8_arithmetic(run) -> str:

@@ -8,6 +8,15 @@ from pathlib import Path
 import pytest
 
 
+def pytest_report_header(config):
+    """Which kernel tiers this run exercises natively, and which through SIMDe."""
+    from edgenn.kernels import isa
+    lacking = "" if isa.usable("avx512vnni") else " (this CPU lacks it: emulated only)"
+    return [f"edgenn CPU: {isa.describe()}",
+            f"edgenn tiers native: {', '.join(isa.tiers())}; emulated through SIMDe: "
+            f"avx512vnni int8 micro-kernels{lacking}"]
+
+
 def _writable(d: Path) -> bool:
     try:
         d.mkdir(parents=True, exist_ok=True)

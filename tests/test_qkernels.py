@@ -19,6 +19,7 @@ load_kernels()
 from edgenn.kernels.fast import _qgemm, qconv, qgemm  # noqa: E402
 
 SIMD = [False, True] if _qgemm.HAVE_AVX2 else [True]      # force_portable values
+VNNI_MODES = [{"isa": "avx512vnni"}] if _qgemm.HAVE_VNNI else []   # native; emulated: test_isa_emulated
 
 
 def _infos(inputs, const):
@@ -62,11 +63,14 @@ def check_all_paths(node, inputs, const):
                  qconv._dw_supports if qconv._is_depthwise(node, ins) else qconv._gemm_supports)
     assert supported(node, ins, outs), node.attrs
     ran = 0
-    # the path chosen by default, the wide path, u8 + excess forced (8-bit weights)
-    modes = [{}, {"force_wide": True}, {"excess_limit": 1.0}]
+    # the path chosen by default, the wide path, u8 + excess forced (8-bit weights), and
+    # where the CPU has it the VNNI tier (portable=True there means nothing: it is native)
+    modes = [{}, {"force_wide": True}, {"excess_limit": 1.0}] + VNNI_MODES
     for name, prepare in _paths(node, ins):
         for portable in SIMD:
             for mode in modes if name != "dw" else modes[:1]:
+                if portable and mode in VNNI_MODES:
+                    continue
                 run = prepare(node, ins, outs, force_portable=portable, **mode)
                 for fill in (0, 255):   # every element written
                     got = np.full(outs[0].shape, fill, outs[0].dtype)

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..graph.ir import Node
 from ..registry import KERNELS, REFERENCE
+from ..kernels import isa
 from . import tunecache
 
 TUNE_MODES = ("off", "cached", "full")
@@ -76,8 +77,9 @@ def choose(node: Node, ins, outs, reference: bool = False, tuner: Tuner | None =
     names = [s.name for s in specs] + ["reference"]
     if reference:
         return Choice("reference", reference_runner(node), names, "reference mode")
-    capable = _same_pool([s for s in specs if s.supports(node, ins, outs)],
+    capable = _same_pool([s for s in specs if _isa_ok(s) and s.supports(node, ins, outs)],
                          tuner.pool if tuner else "blas")
+    capable.sort(key=lambda s: -s.priority)   # stable: registration order within a priority
     if not capable:
         return Choice("reference", reference_runner(node), names, "no specialised kernel applies")
     capable = _prune_by_cost(capable, node, ins, outs)
@@ -103,6 +105,11 @@ def choose(node: Node, ins, outs, reference: bool = False, tuner: Tuner | None =
     cache[key] = {"kernel": choice.kernel, "times": choice.times}
     tuner.changed = True
     return choice
+
+
+def _isa_ok(spec) -> bool:
+    """The spec's tier runs on this CPU under EDGENN_MAX_ISA."""
+    return not spec.isa or isa.usable(spec.isa)
 
 
 def _same_pool(specs, pool: str):

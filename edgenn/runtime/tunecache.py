@@ -34,7 +34,10 @@ def cpu_signature() -> str:
     except Exception:  # noqa: BLE001 - no llvmlite: fall back to the platform
         import platform
         name, features = platform.processor() or platform.machine(), ""
-    return f"{name}-{hashlib.sha1(features.encode()).hexdigest()[:10]}"
+    # the tier in force is part of the key: a run under EDGENN_MAX_ISA=avx2 times (and
+    # caches) other kernels than an uncapped one on the same CPU
+    from ..kernels import isa
+    return f"{name}-{hashlib.sha1(features.encode()).hexdigest()[:10]}-{isa.active_tier()}"
 
 
 def _path(threads: int) -> str:

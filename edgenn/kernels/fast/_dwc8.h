@@ -13,6 +13,7 @@
  * Two builds of the same loops: dwc8_avx2 (AVX2+FMA, chosen at run time when the CPU has
  * them) and dwc8_generic (any x86-64; plain C over the eight lanes).
  */
+#include "_cpu.h"
 #include <math.h>
 #include <string.h>
 #include <immintrin.h>
@@ -403,6 +404,5 @@ static int dwc8_run(int avx2, const float *x, const float *w8, const float *b8,
 
 static int dwc8_cpu_has_avx2(void)
 {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return edgenn_isa_x86(EDGENN_ISA_AVX2);   /* the one probe (_cpu.h) */
 }

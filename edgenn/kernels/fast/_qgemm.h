@@ -50,6 +50,7 @@
 #include <string.h>
 
 #include "_qepi.h"
+#include "_qgemm_vnni.h"
 
 #if QE_X86
 #include <emmintrin.h>
@@ -64,14 +65,6 @@
 
 enum { QG_CONV = 0, QG_GEMM = 1 };     /* which operand is signed: A (conv) or B (gemm) */
 
-static int qg_have_avx2(void) {
-#if QE_X86
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2");
-#else
-    return 0;
-#endif
-}
 
 /* ---------------------------------------------------------------- portable micro-kernels */
 
@@ -677,9 +670,30 @@ typedef struct {
     long M, K, N;            /* one group: out channels, C/group*KH*KW, OH*OW */
     long G;                  /* groups of kg: ceil(K / 4) (u8) or ceil(K / 2) (wide) */
     int wide, direct, use_avx2;
+    int use_vnni;            /* qv_ukr_conv_6x32 (8-bit weights exact; wide = 0, no excess) */
     long nc;                 /* pixels per B block (multiple of 8) */
     qg_excess_table excess;  /* per A panel (u8 path with 8-bit weights), or all NULL */
 } qg_conv_plan;
+
+#if QE_X86 && QV_HAVE
+/* Epilogue of the 4 blocks of 6 x 8 sums that qv_ukr_*_6x32 leaves in acc: block q is
+ * columns n0 + 8q.., nvalid columns in all (from n0), mr rows from m0; y at the first
+ * output (row stride ld elements), z the residual in the same layout or NULL. */
+QE_AVX2 static void qv_tile_out(const int32_t *acc, int mr, long nvalid, const qe_epi *e,
+                                long m0, long n0, char *y, long ld, const uint8_t *z) {
+    const long es = e->out_f32 ? 4 : 1;
+    for (int q = 0; q < QV_PANELS && q * QG_NR < nvalid; q++) {
+        const int32_t *t = acc + q * QV_MR * QG_NR;
+        long nr = nvalid - q * QG_NR < QG_NR ? nvalid - q * QG_NR : QG_NR, c = q * QG_NR;
+        if (nr == QG_NR)
+            qe_tile8_avx2(t, mr, e, m0, n0 + c, y + c * es, ld, z ? z + c : NULL, ld);
+        else
+            for (int r = 0; r < mr; r++)
+                qe_span_c(t + r * QG_NR, nr, e, m0 + r, n0 + c, y + (c + r * ld) * es,
+                          z ? z + c + r * ld : NULL);
+    }
+}
+#endif
 
 /* Pixels per block: the packed block (nc x K bytes) in about 192 KiB of L2. */
 static long qg_conv_block(long N, long G) {
@@ -716,6 +730,21 @@ static void qg_conv_cols(const qg_conv_plan *p, const uint8_t *wp, const qg_conv
         qg_pack_b_conv(g, p->K, G, p->wide, p->direct, j0, nv, bblk, rowbuf, zrow);
         for (long m0 = 0; m0 < M; m0 += QG_MR) {   /* the A panel stays in L1 */
             int mr = M - m0 < QG_MR ? (int)(M - m0) : QG_MR;
+#if QE_X86 && QV_HAVE
+            if (p->use_vnni) {   /* 6 x 32 tiles along the block's pixels */
+                int32_t acc[QV_PANELS * QV_MR * QG_NR];
+                const uint8_t *ap = wp + (m0 / QG_MR) * G * QG_ABYTES;
+                for (long pj = 0; pj < np; pj += QV_PANELS) {
+                    int npan = np - pj < QV_PANELS ? (int)(np - pj) : QV_PANELS;
+                    long n0 = j0 + pj * QG_NR, nvalid = nv - pj * QG_NR;
+                    if (nvalid > QV_PANELS * QG_NR) nvalid = QV_PANELS * QG_NR;
+                    qv_ukr_conv_6x32(G, ap, bblk + pj * G * QG_BBYTES, G * QG_BBYTES, npan, acc);
+                    qv_tile_out(acc, mr, nvalid, e, m0, n0, (char *)y + (m0 * N + n0) * es, N,
+                                z ? z + m0 * N + n0 : NULL);
+                }
+                continue;
+            }
+#endif
 #if QE_X86
             if (p->use_avx2 && !p->wide && G <= QG_SMALL_K_GROUPS && !p->excess.start) {
                 qg_sweep16_avx2(G, wp + (m0 / QG_MR) * G * QG_ABYTES, bblk, G * QG_BBYTES, np, m0,
@@ -746,6 +775,7 @@ typedef struct {
     long G;                  /* groups of kg */
     long NP;                 /* B panels (N rounded up to a multiple of 32, / 8) */
     int wide, use_avx2;
+    int use_vnni;            /* qv_ukr_gemm_6x32 (as in qg_conv_plan) */
     long mc;                 /* rows per packed A block (multiple of 6) */
     qg_excess_table excess;  /* per B panel (u8 path with 8-bit weights), or all NULL */
 } qg_gemm_plan;
@@ -815,6 +845,22 @@ static void qg_gemm_run(const qg_gemm_plan *p, const uint8_t *bp, const uint8_t 
     for (long i0 = 0; i0 < M; i0 += p->mc) {
         long mc = M - i0 < p->mc ? M - i0 : p->mc;
         qg_pack_a_gemm(a, lda, p->K, G, p->wide, i0, mc, ws);
+#if QE_X86 && QV_HAVE
+        if (p->use_vnni) {   /* 6 x 32 tiles; B panels NP (a multiple of 4) cover N */
+            int32_t acc[QV_PANELS * QV_MR * QG_NR];
+            for (long pj = 0; pj < p->NP && pj * QG_NR < N; pj += QV_PANELS) {
+                long n0 = pj * QG_NR, nvalid = N - n0 < QV_PANELS * QG_NR ? N - n0 : QV_PANELS * QG_NR;
+                for (long ap = 0; ap * QG_MR < mc; ap++) {
+                    int mr = mc - ap * QG_MR < QG_MR ? (int)(mc - ap * QG_MR) : QG_MR;
+                    long m = i0 + ap * QG_MR;
+                    qv_ukr_gemm_6x32(G, ws + ap * G * QG_ABYTES, bp + pj * bps, bps, QV_PANELS, acc);
+                    qv_tile_out(acc, mr, nvalid, e, m, n0, (char *)y + (m * N + n0) * es, N,
+                                z ? z + m * N + n0 : NULL);
+                }
+            }
+            continue;
+        }
+#endif
         long mfull = p->use_avx2 && !p->wide ? mc / QG_MR * QG_MR : mc;
         /* full 6-row panels: 6 x 8 tiles, each B panel reused across the A panels */
         long npan = (mfull + QG_MR - 1) / QG_MR;

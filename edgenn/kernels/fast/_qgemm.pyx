@@ -38,9 +38,12 @@ cdef extern from "_qepi.h" nogil:
         int post
         float ps, pb
 
+cdef extern from "_cpu.h" nogil:
+    int edgenn_isa_x86(int t)
+    int EDGENN_ISA_AVX2, EDGENN_ISA_AVX512VNNI
+
 cdef extern from "_qgemm.h" nogil:
     int QG_MR, QG_NR
-    int qg_have_avx2()
     ctypedef struct qg_conv:
         const uint8_t *x
         int C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow
@@ -54,12 +57,12 @@ cdef extern from "_qgemm.h" nogil:
         const uint8_t *data
     ctypedef struct qg_conv_plan:
         long M, K, N, G
-        int wide, direct, use_avx2
+        int wide, direct, use_avx2, use_vnni
         long nc
         qg_excess_table excess
     ctypedef struct qg_gemm_plan:
         long M, K, N, G, NP
-        int wide, use_avx2
+        int wide, use_avx2, use_vnni
         long mc
         qg_excess_table excess
     long qg_conv_block(long N, long G)
@@ -90,7 +93,26 @@ cdef extern from "_qdw.h" nogil:
                  const qe_epi *e, void *y, const uint8_t *z, int16_t *P, int32_t *obuf)
 
 MR, NR = QG_MR, QG_NR
-HAVE_AVX2 = bool(qg_have_avx2())
+HAVE_AVX2 = bool(edgenn_isa_x86(EDGENN_ISA_AVX2))       # the one probe, EDGENN_MAX_ISA applied
+HAVE_VNNI = bool(edgenn_isa_x86(EDGENN_ISA_AVX512VNNI))
+ISAS = ("scalar", "avx2", "avx512vnni")                  # what the int8 GEMM kernels offer
+
+
+cdef int _use_vnni(str isa, bint wide, excess) except -1:
+    """isa "avx512vnni": the 6 x 32 vpdpbusd kernels (plain u8 path weights only)."""
+    if isa not in ISAS:
+        raise ValueError(f"isa must be one of {ISAS}, got {isa!r}")
+    if isa != "avx512vnni":
+        return 0
+    if not HAVE_VNNI:
+        raise ValueError("isa 'avx512vnni': this CPU (or EDGENN_MAX_ISA) does not allow it")
+    if wide or excess is not None:
+        raise ValueError("isa 'avx512vnni' takes the weights as they are (no wide / excess)")
+    return 1
+
+
+cdef str _simd(int vnni, int avx2):
+    return "avx512vnni" if vnni else ("avx2" if avx2 else "portable")
 ACTIVATIONS = {"": 0, "Relu": 1, "Clip": 2, "HardSwish": 3, "HardSigmoid": 4, "Sigmoid": 5,
                "SiLU": 6, "LeakyRelu": 7, "Gelu": 8}
 
@@ -227,7 +249,8 @@ cdef class QConvKernel:
     cdef int out_f32, threads
 
     def __init__(self, cnp.ndarray wpacked, bint wide, geom, long group, long M, dict epi,
-                 uint8_t x_zp, bint force_portable=False, int threads=1, excess=None):
+                 uint8_t x_zp, bint force_portable=False, int threads=1, excess=None,
+                 str isa="avx2"):
         (self.geo.C, self.geo.H, self.geo.W, self.geo.kh, self.geo.kw, self.geo.sh,
          self.geo.sw, self.geo.ph, self.geo.pw, self.geo.dh, self.geo.dw, self.geo.oh,
          self.geo.ow) = geom
@@ -242,7 +265,8 @@ cdef class QConvKernel:
         self.plan.direct = (self.geo.kh == 1 and self.geo.kw == 1 and self.geo.sh == 1
                             and self.geo.sw == 1 and self.geo.ph == 0 and self.geo.pw == 0
                             and self.geo.oh == self.geo.H and self.geo.ow == self.geo.W)
-        self.plan.use_avx2 = HAVE_AVX2 and not force_portable
+        self.plan.use_avx2 = HAVE_AVX2 and not force_portable and isa != "scalar"
+        self.plan.use_vnni = _use_vnni(isa, wide, excess)
         self.plan.nc = qg_conv_block(self.plan.N, self.plan.G)
         self.gstride = (self.plan.M + QG_MR - 1) // QG_MR * self.plan.G * QG_MR * 4
         wp = np.ascontiguousarray(wpacked).view(np.uint8).ravel()
@@ -268,7 +292,7 @@ cdef class QConvKernel:
 
     @property
     def simd(self):
-        return "avx2" if self.plan.use_avx2 else "portable"
+        return _simd(self.plan.use_vnni, self.plan.use_avx2)
 
     def set_dynamic(self, w_scale, wsum, bias):
         """Per-call x_scale / x_zp from now on (see DynamicScale): w_scale, wsum, bias (M,)."""
@@ -362,7 +386,7 @@ cdef class QDepthwiseKernel:
 
     @property
     def simd(self):
-        return "avx2" if self.plan.use_avx2 else "portable"
+        return _simd(0, self.plan.use_avx2)
 
     def set_dynamic(self, w_scale, bias):
         """Per-call x_scale / x_zp from now on (the kernel subtracts x_zp itself)."""
@@ -423,12 +447,13 @@ cdef class QGemmKernel:
     cdef int out_f32, threads
 
     def __init__(self, cnp.ndarray bpacked, bint wide, long rows, long K, long N, dict epi,
-                 bint force_portable=False, int threads=1, excess=None):
+                 bint force_portable=False, int threads=1, excess=None, str isa="avx2"):
         self.plan.M, self.plan.K, self.plan.N = rows, K, N
         self.plan.wide = wide
         self.plan.G = (K + (1 if wide else 3)) // (2 if wide else 4)
         self.plan.NP = (N + 31) // 32 * 4
-        self.plan.use_avx2 = HAVE_AVX2 and not force_portable
+        self.plan.use_avx2 = HAVE_AVX2 and not force_portable and isa != "scalar"
+        self.plan.use_vnni = _use_vnni(isa, wide, excess)
         self.plan.mc = qg_gemm_block(rows, self.plan.G)
         bp = np.ascontiguousarray(bpacked).view(np.uint8).ravel()
         if bp.size != self.plan.NP * self.plan.G * QG_NR * 4:
@@ -463,7 +488,7 @@ cdef class QGemmKernel:
 
     @property
     def simd(self):
-        return "avx2" if self.plan.use_avx2 else "portable"
+        return _simd(self.plan.use_vnni, self.plan.use_avx2)
 
     @property
     def thread_count(self):
@@ -505,3 +530,36 @@ cdef class QGemmKernel:
                                     yp + self.row0[t] * N * es,
                                     zp + self.row0[t] * N if zp != NULL else NULL,
                                     ws + t * self.wsize)
+
+
+cdef extern from *:
+    """
+    #if QV_HAVE
+    typedef void (*qv_ukr_t)(long, const uint8_t *, const uint8_t *, long, int, int32_t *);
+    static qv_ukr_t qv_native_pick(int which) {
+        return which == 0 ? qv_ukr_conv_6x32 : qv_ukr_gemm_6x32;
+    }
+    #else
+    typedef void (*qv_ukr_t)(long, const uint8_t *, const uint8_t *, long, int, int32_t *);
+    static qv_ukr_t qv_native_pick(int which) { (void)which; return 0; }
+    #endif
+    """
+    ctypedef void (*qv_ukr_t)(long, const uint8_t *, const uint8_t *, long, int, int32_t *)
+    qv_ukr_t qv_native_pick(int which)
+
+
+def vnni_ukr(str kind, cnp.ndarray a, cnp.ndarray b, long ng, long bps, int npan):
+    """Tests: the native VNNI micro-kernel on raw panels (as _qgemm_emu.vnni_ukr)."""
+    if not HAVE_VNNI:
+        raise ValueError("this CPU (or EDGENN_MAX_ISA) has no AVX-512 VNNI")
+    if kind not in ("conv", "gemm"):
+        raise ValueError(kind)
+    a = np.ascontiguousarray(a, np.uint8)
+    b = np.ascontiguousarray(b, np.uint8)
+    if a.size < ng * 24 or b.size < (npan - 1) * bps + ng * 32 or not 1 <= npan <= 4:
+        raise ValueError("panels too small")
+    out = np.zeros((4, 6, 8), np.int32)
+    qv_native_pick(0 if kind == "conv" else 1)(ng, <const uint8_t *>cnp.PyArray_DATA(a),
+                                               <const uint8_t *>cnp.PyArray_DATA(b), bps, npan,
+                                               <int32_t *>cnp.PyArray_DATA(out))
+    return out

@@ -13,6 +13,7 @@
  * Two builds: *_avx2 (AVX2+FMA, chosen at run time when the CPU has them; tails of rows
  * in scalar) and *_generic (any x86-64, plain C).
  */
+#include "_cpu.h"
 #include <math.h>
 #include <immintrin.h>
 #include "_simd_math.h"
@@ -609,6 +610,5 @@ static void rowops_qadd_u8(int avx2, const unsigned char *a, const unsigned char
 
 static int rowops_cpu_has_avx2(void)
 {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return edgenn_isa_x86(EDGENN_ISA_AVX2);   /* the one probe (_cpu.h) */
 }

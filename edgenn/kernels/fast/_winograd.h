@@ -17,6 +17,7 @@
  * over 8 tiles (AVX2+FMA, chosen at run time) or 1 (portable scalar build of the same
  * template). The 1-D transforms are the closed forms of B^T and A^T below.
  */
+#include "_cpu.h"
 #include <stddef.h>
 #include <string.h>
 #include <immintrin.h>
@@ -245,8 +246,7 @@ static int wino_use_avx2(void) {
 #ifdef WINO_HAVE_AVX2
     static int have = -1;
     if (have < 0) {
-        __builtin_cpu_init();
-        have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        have = edgenn_isa_x86(EDGENN_ISA_AVX2);   /* the one probe (_cpu.h) */
     }
     return wino_isa_forced >= 0 ? (wino_isa_forced && have) : have;
 #else

@@ -18,7 +18,7 @@ import numpy as np
 
 from .conv import geometry
 from .qgemm import (EXCESS_LIMIT, MR, choose_path, consts_ok, dynamic_constants, dynamic_scale,
-                    epilogue_args, kernel_runner, opt, pack_a, register)
+                    epilogue_args, kernel_runner, opt, pack_a, register, register_tiers)
 from .quantize import scalar
 from .threading_cost import plan_threads
 
@@ -61,9 +61,9 @@ SMALL_K = 48   # _qgemm.h QG_SMALL_K_GROUPS * 4: the 6 x 16 kernel, which takes 
 
 
 def prepare_gemm(node, ins, outs, force_portable=False, force_wide=False, threads=1,
-                 excess_limit=EXCESS_LIMIT):
+                 excess_limit=EXCESS_LIMIT, isa="avx2"):
     """-> run(inputs, outputs); force_wide / excess_limit: tests pin the portable build,
-    the int16 path, the u8 + excess path (excess_limit=1)."""
+    the int16 path, the u8 + excess path (excess_limit=1); isa as qgemm.prepare_qgemm."""
     qg = _qgemm()
     w = np.asarray(ins[3].value, np.int8)
     m = w.shape[0]
@@ -72,7 +72,7 @@ def prepare_gemm(node, ins, outs, force_portable=False, force_wide=False, thread
     if group > 1 or wrows.shape[1] <= SMALL_K:
         excess_limit = 0.0     # excess only on the group-1 6 x 8 sweep
     packed_rows, wide, excess = choose_path(wrows, MR, (m + MR - 1) // MR, force_wide,
-                                            excess_limit)
+                                            excess_limit, isa)
     mg = m // group
     packed = np.concatenate([pack_a(packed_rows[g * mg:(g + 1) * mg], wide)
                              for g in range(group)])
@@ -81,7 +81,7 @@ def prepare_gemm(node, ins, outs, force_portable=False, force_wide=False, thread
     epi = epilogue_args(node, ins, m, wsum=None if dynamic else wsum)
     x_zp = 0 if dynamic else int(scalar(ins[2]))
     k = qg.QConvKernel(packed, wide, _geom(node, ins, outs), group, m, epi, x_zp,
-                       force_portable=force_portable, threads=threads, excess=excess)
+                       force_portable=force_portable, threads=threads, excess=excess, isa=isa)
     if dynamic:
         k.set_dynamic(*dynamic_constants(ins, m, wsum))
     run = kernel_runner(k, opt(ins, 9) is not None, dynamic)
@@ -90,13 +90,8 @@ def prepare_gemm(node, ins, outs, force_portable=False, force_wide=False, thread
     return run
 
 
-register("QConv", "qconv_gemm_int8", _gemm_supports,
-         lambda node, ins, outs: prepare_gemm(node, ins, outs))
-# output pixels split over the session's threads (OpenMP): only in the "omp" pool's plans
-register("QConv", "qconv_gemm_int8_mt",
-         lambda node, ins, outs: plan_threads() > 1 and _gemm_supports(node, ins, outs),
-         lambda node, ins, outs: prepare_gemm(node, ins, outs, threads=plan_threads()),
-         pool="omp")
+# output pixels split over the session's threads in the _mt specs (OpenMP)
+register_tiers("QConv", "qconv_gemm_int8", "6x32", _gemm_supports, prepare_gemm)
 
 
 # -- depthwise ---------------------------------------------------------------------------------

@@ -168,15 +168,34 @@ def bit_exact(node, outs) -> bool:
     return outs[0].dtype != "uint8" or node.attrs.get("activation", "") not in TRANSCENDENTAL
 
 
-def register(op: str, name: str, supports, prepare, pool: str = "own") -> None:
+def register(op: str, name: str, supports, prepare, pool: str = "own", isa: str = "",
+             priority: int = 0) -> None:
     """Register `prepare` twice: `name` for the bit-exact nodes, `name`_exp (one output step
     of tolerance) for u8 outputs through Sigmoid / SiLU / Gelu. A multi-thread kernel
     (pool "omp") is named <base>_mt / <base>_exp_mt."""
     base, mt = (name[:-3], "_mt") if name.endswith("_mt") else (name, "")
     kernel(op, name, supports=lambda node, ins, outs: supports(node, ins, outs)
-           and bit_exact(node, outs), pool=pool)(prepare)
+           and bit_exact(node, outs), pool=pool, isa=isa, priority=priority)(prepare)
     kernel(op, base + "_exp" + mt, supports=lambda node, ins, outs: supports(node, ins, outs)
-           and not bit_exact(node, outs), lsb_tolerance=1, pool=pool)(prepare)
+           and not bit_exact(node, outs), lsb_tolerance=1, pool=pool, isa=isa,
+           priority=priority)(prepare)
+
+
+def register_tiers(op: str, base: str, tiles: str, supports, prepare) -> None:
+    """The int8 GEMM family's specs for one op: `base` (+ _mt) on the AVX2 / portable
+    kernels (chosen inside by the CPU), and <op>_u8s8_<tiles>__avx512vnni (+ _mt), preferred
+    when untimed. prepare(node, ins, outs, threads=, isa=)."""
+    mt_ok = lambda node, ins, outs: plan_threads() > 1 and supports(node, ins, outs)
+    for tier, name, prio in (("", base, 0), ("avx512vnni", f"{op.lower()}_u8s8_{tiles}__avx512vnni", 1)):
+        chosen = tier or "avx2"
+        register(op, name, supports,
+                 lambda node, ins, outs, t=chosen: prepare(node, ins, outs, isa=t),
+                 isa=tier, priority=prio)
+        # split over the session's threads (OpenMP): only in "omp" pool plans
+        register(op, name + "_mt", mt_ok,
+                 lambda node, ins, outs, t=chosen: prepare(node, ins, outs, isa=t,
+                                                           threads=plan_threads()),
+                 pool="omp", isa=tier, priority=prio)
 
 
 # -- weight packing ---------------------------------------------------------------------------
@@ -244,9 +263,12 @@ EXCESS_LIMIT = 0.25   # above this share of (panel, group) blocks the wide path 
 
 
 def choose_path(w_rows: np.ndarray, lanes: int, panels: int, force_wide=False,
-                excess_limit=EXCESS_LIMIT):
+                excess_limit=EXCESS_LIMIT, isa: str = "avx2"):
     """-> (weights to pack, wide, excess table or None) for w_rows (R, K) int8: the u8 path
-    when no pair can saturate, u8 + excess when the saturating pairs are rare, else wide."""
+    when no pair can saturate, u8 + excess when the saturating pairs are rare, else wide.
+    VNNI (vpdpbusd, no s16 step) is exact on any weights: always the plain u8 path."""
+    if isa == "avx512vnni":
+        return w_rows, False, None
     if force_wide:
         return w_rows, True, None
     if u8_path_exact(w_rows):
@@ -296,21 +318,22 @@ def kernel_runner(k, has_z: bool, dynamic: bool = False):
 
 
 def prepare_qgemm(node, ins, outs, force_portable=False, force_wide=False, threads=1,
-                  excess_limit=EXCESS_LIMIT):
+                  excess_limit=EXCESS_LIMIT, isa="avx2"):
     """-> run(inputs, outputs); force_wide / excess_limit: tests pin the portable build,
-    the wide path, the u8 + excess path (excess_limit=1)."""
+    the wide path, the u8 + excess path (excess_limit=1); isa: "avx2" (AVX2 where the CPU
+    has it, else portable), "avx512vnni" or "scalar"."""
     qg = _qgemm()
     w = np.asarray(ins[3].value, np.int8)
     k, n = w.shape
     rows = int(np.prod(outs[0].shape[:-1]))
     packed_rows, wide, excess = choose_path(np.ascontiguousarray(w.T), NR,
                                             _round_up(max(n, 1), 4 * NR) // NR, force_wide,
-                                            excess_limit)
+                                            excess_limit, isa)
     wsum = w.astype(np.int64).sum(axis=0)
     dynamic = dynamic_scale(ins)
     epi = epilogue_args(node, ins, n, wsum=None if dynamic else wsum, per_col=True)
     g = qg.QGemmKernel(pack_b(packed_rows.T, wide), wide, rows, k, n, epi,
-                       force_portable=force_portable, threads=threads, excess=excess)
+                       force_portable=force_portable, threads=threads, excess=excess, isa=isa)
     if dynamic:
         g.set_dynamic(*dynamic_constants(ins, n, wsum))
     run = kernel_runner(g, opt(ins, 9) is not None, dynamic)
@@ -319,9 +342,4 @@ def prepare_qgemm(node, ins, outs, force_portable=False, force_wide=False, threa
     return run
 
 
-register("QGemm", "qgemm_int8", _supports, lambda node, ins, outs: prepare_qgemm(node, ins, outs))
-# rows (6-row panels) split over the session's threads (OpenMP): only in "omp" pool plans
-register("QGemm", "qgemm_int8_mt",
-         lambda node, ins, outs: plan_threads() > 1 and _supports(node, ins, outs),
-         lambda node, ins, outs: prepare_qgemm(node, ins, outs, threads=plan_threads()),
-         pool="omp")
+register_tiers("QGemm", "qgemm_int8", "6x32", _supports, prepare_qgemm)

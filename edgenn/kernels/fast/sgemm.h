@@ -19,6 +19,8 @@
 #ifndef EDGENN_SGEMM_H
 #define EDGENN_SGEMM_H
 
+#include "_cpu.h"
+
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
@@ -318,8 +320,7 @@ static void sg_ukr_avx2(long kc, const float *a, const float *b, long ldb, float
 }
 
 static int sg_have_avx2(void) {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return edgenn_isa_x86(EDGENN_ISA_AVX2);   /* the one probe (_cpu.h) */
 }
 #else
 static int sg_have_avx2(void) { return 0; }

@@ -1,0 +1,92 @@
+/* int8 GEMM micro-kernels for AVX-512 VNNI: qgemm_u8s8_6x32__avx512vnni.
+ *
+ * vpdpbusd multiplies 4 adjacent u8 x s8 pairs and adds them into an s32 lane, with no
+ * s16 intermediate: exact for any 8-bit weights (no 7-bit restriction, no excess split,
+ * no chunking of K). It reads the same packed panels as the AVX2 kernels (_qgemm.h: A
+ * panels of 6 rows, B panels of 8 columns, K in groups of 4 bytes), so packing is shared
+ * across the tiers and only the inner kernel changes (as in onnxruntime's MLAS).
+ *
+ * One call: 6 rows x 32 columns = the A panel `a` against 4 B panels (b + q * bps,
+ * q < npan; missing panels re-read panel 0 and their sums are dropped). 12 zmm
+ * accumulators, each (row r, panel pair): lanes 0-7 panel 2p, lanes 8-15 panel 2p + 1.
+ * out: 4 blocks [q][6 rows][8 columns] of s32 sums, the layout the 6 x 8 epilogue reads.
+ *   conv flavor: A = s8 weights (broadcast), B = u8 pixels     acc += B(u8) . A(s8)
+ *   gemm flavor: A = u8 activations (broadcast), B = s8 weights acc += A(u8) . B(s8)
+ *
+ * Written with intrinsics so that the same body compiles against SIMDe (EDGENN_SIMDE:
+ * the tests' emulated build, on CPUs without VNNI) as well as natively.
+ */
+#ifndef EDGENN_QGEMM_VNNI_H
+#define EDGENN_QGEMM_VNNI_H
+
+#include <stdint.h>
+
+#if defined(EDGENN_SIMDE)
+#define SIMDE_ENABLE_NATIVE_ALIASES
+#include <simde/x86/avx512.h>
+#define QV_TARGET
+#define QV_HAVE 1
+#elif defined(__x86_64__)
+#include <immintrin.h>
+#define QV_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
+#define QV_HAVE 1
+#else
+#define QV_HAVE 0
+#endif
+
+#define QV_MR 6
+#define QV_PANELS 4
+
+#if QV_HAVE
+/* two 8-column panels' group (32 bytes each) as one zmm */
+#define QV_PAIR(p0, p1) \
+    _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(p0))), \
+                       _mm256_loadu_si256((const __m256i *)(p1)), 1)
+
+#define QV_UKR(NAME, DP)                                                                          \
+    QV_TARGET static void NAME(long ng, const uint8_t *a, const uint8_t *b, long bps, int npan,  \
+                               int32_t *out) {                                                    \
+        const uint8_t *b0 = b, *b1 = npan > 1 ? b + bps : b;                                      \
+        const uint8_t *b2 = npan > 2 ? b + 2 * bps : b, *b3 = npan > 3 ? b + 3 * bps : b;         \
+        __m512i c00 = _mm512_setzero_si512(), c01 = c00, c10 = c00, c11 = c00, c20 = c00,         \
+                c21 = c00, c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;      \
+        for (long g = 0; g < ng; g++, a += 24) {                                                  \
+            const long o = g * 32;                                                                \
+            const __m512i v0 = QV_PAIR(b0 + o, b1 + o), v1 = QV_PAIR(b2 + o, b3 + o);             \
+            __m512i s;                                                                            \
+            s = _mm512_set1_epi32(*(const int32_t *)(a + 0));                                     \
+            c00 = DP(c00, v0, s); c01 = DP(c01, v1, s);                                           \
+            s = _mm512_set1_epi32(*(const int32_t *)(a + 4));                                     \
+            c10 = DP(c10, v0, s); c11 = DP(c11, v1, s);                                           \
+            s = _mm512_set1_epi32(*(const int32_t *)(a + 8));                                     \
+            c20 = DP(c20, v0, s); c21 = DP(c21, v1, s);                                           \
+            s = _mm512_set1_epi32(*(const int32_t *)(a + 12));                                    \
+            c30 = DP(c30, v0, s); c31 = DP(c31, v1, s);                                           \
+            s = _mm512_set1_epi32(*(const int32_t *)(a + 16));                                    \
+            c40 = DP(c40, v0, s); c41 = DP(c41, v1, s);                                           \
+            s = _mm512_set1_epi32(*(const int32_t *)(a + 20));                                    \
+            c50 = DP(c50, v0, s); c51 = DP(c51, v1, s);                                           \
+        }                                                                                         \
+        const __m512i c[QV_MR][2] = {{c00, c01}, {c10, c11}, {c20, c21},                          \
+                                     {c30, c31}, {c40, c41}, {c50, c51}};                         \
+        for (int r = 0; r < QV_MR; r++)                                                           \
+            for (int h = 0; h < 2; h++) {                                                         \
+                _mm256_storeu_si256((__m256i *)(out + ((2 * h) * QV_MR + r) * 8),                 \
+                                    _mm512_castsi512_si256(c[r][h]));                             \
+                _mm256_storeu_si256((__m256i *)(out + ((2 * h + 1) * QV_MR + r) * 8),             \
+                                    _mm512_extracti64x4_epi64(c[r][h], 1));                       \
+            }                                                                                     \
+    }
+
+/* conv: u8 pixels (v) x s8 weights (s); gemm: u8 activations (s) x s8 weights (v) */
+#define QV_DP_CONV(c, v, s) _mm512_dpbusd_epi32(c, v, s)
+#define QV_DP_GEMM(c, v, s) _mm512_dpbusd_epi32(c, s, v)
+QV_UKR(qv_ukr_conv_6x32, QV_DP_CONV)
+QV_UKR(qv_ukr_gemm_6x32, QV_DP_GEMM)
+#ifndef QV_KEEP_MACROS   /* the emulated test build defines a deliberately broken twin */
+#undef QV_UKR
+#undef QV_PAIR
+#endif
+#endif
+
+#endif

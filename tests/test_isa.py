@@ -1,0 +1,123 @@
+"""ISA tiers: the one CPU probe, the EDGENN_MAX_ISA cap, and the AVX-512 VNNI int8
+micro-kernels checked on every machine: natively where the CPU has VNNI, and always through
+the SIMDe build (_qgemm_emu), exact for integers, with a deliberately broken twin that
+the same check must reject (the emulated lane is not vacuous).
+
+The report header (conftest.py) says which tiers ran natively and which emulated.
+"""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from edgenn.kernels import isa
+from edgenn.kernels.fast import _qgemm, _qgemm_emu
+
+MR, NR, PANELS = 6, 8, 4
+
+
+def _run_py(code: str, **env) -> str:
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, **env}, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout.strip()
+
+
+# -- probe and cap -----------------------------------------------------------------------------
+
+def test_probe_is_consistent():
+    tiers, feats = isa.tiers(), isa.features()
+    assert tiers[0] == "scalar" and isa.active_tier() == tiers[-1]
+    if "avx2" in tiers:
+        assert {"avx2", "fma", "os_ymm"} <= feats
+    if "avx512" in tiers:
+        assert {"avx512f", "avx512bw", "avx512vl", "avx512dq", "os_zmm"} <= feats
+    if "avx512vnni" in tiers:
+        assert "avx512vnni" in feats
+    assert _qgemm.HAVE_VNNI == ("avx512vnni" in tiers)
+    assert _qgemm.HAVE_AVX2 == ("avx2" in tiers)
+    assert isa.cpu_model() in isa.describe()
+
+
+@pytest.mark.parametrize("cap", ["scalar", "avx2"])
+def test_cap_limits_every_kernel(cap):
+    """EDGENN_MAX_ISA applies to the C kernels' own dispatch and to the planner's specs."""
+    code = (
+        "from edgenn.kernels import isa; from edgenn.kernels.fast import _qgemm\n"
+        "from edgenn.runtime.select import _isa_ok\n"
+        "from edgenn.registry import KERNELS; import edgenn.oplist as o; o.load_kernels()\n"
+        "vnni = [s.name for s in KERNELS['QConv'] if s.isa == 'avx512vnni' and _isa_ok(s)]\n"
+        "print(isa.active_tier(), _qgemm.HAVE_AVX2, _qgemm.HAVE_VNNI, len(vnni))")
+    tier, avx2, vnni, specs = _run_py(code, EDGENN_MAX_ISA=cap).split()
+    host = isa.host_tier()
+    assert tier == (cap if isa.TIERS.index(cap) <= isa.TIERS.index(host) else host)
+    assert avx2 == str(cap == "avx2" and "avx2" in isa.tiers())
+    assert vnni == "False" and specs == "0"
+
+
+def test_unknown_cap_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv("EDGENN_MAX_ISA", "avx1024")
+    with pytest.raises(isa.IsaError, match="EDGENN_MAX_ISA='avx1024' is not a tier"):
+        isa.active_tier()
+
+
+# -- the VNNI micro-kernels, native and emulated -------------------------------------------------
+
+def _reference(kind, a, b):
+    """a (ng, 6, 4) uint8 panel bytes, b (4, ng, 8, 4) -> (4, 6, 8) int64 sums."""
+    if kind == "conv":   # A = s8 weights, B = u8 pixels
+        av, bv = a.view(np.int8).astype(np.int64), b.astype(np.int64)
+    else:                # A = u8 activations, B = s8 weights
+        av, bv = a.astype(np.int64), b.view(np.int8).astype(np.int64)
+    return np.einsum("grq,pgjq->prj", av, bv)
+
+
+def _panels(rng, ng, fill):
+    if fill == "random":
+        return (rng.integers(0, 256, (ng, MR, 4), dtype=np.uint8),
+                rng.integers(0, 256, (PANELS, ng, NR, 4), dtype=np.uint8))
+    u, s = np.uint8(255), np.int8(-128).view(np.uint8) if fill == "min" else np.uint8(127)
+    return np.full((ng, MR, 4), s, np.uint8), np.full((PANELS, ng, NR, 4), u, np.uint8)
+
+
+def _call(fn, kind, a, b, ng, npan):
+    flat_b = b.reshape(PANELS, -1)
+    return fn(kind, a.ravel(), flat_b.ravel(), ng, flat_b.shape[1], npan)
+
+
+LANES = [("emulated", _qgemm_emu.vnni_ukr)] + \
+    ([("native", _qgemm.vnni_ukr)] if _qgemm.HAVE_VNNI else [])
+
+
+@pytest.mark.parametrize("lane,fn", LANES, ids=[n for n, _ in LANES])
+@pytest.mark.parametrize("kind", ["conv", "gemm"])
+@pytest.mark.parametrize("ng", [0, 1, 2, 7, 64, 300])
+def test_vnni_microkernel_is_exact(lane, fn, kind, ng):
+    rng = np.random.default_rng(ng)
+    for fill in ("random", "min", "max"):
+        a, b = _panels(rng, ng, fill)
+        if kind == "gemm":    # the u8 operand is A: u8 255 against s8 -128 / 127
+            a, b = b[0, :, :MR], np.broadcast_to(a[:, :1], (ng, NR, 4))[None].repeat(PANELS, 0)
+            a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+        want = _reference(kind, a, b)
+        for npan in (1, 2, 3, 4):
+            got = _call(fn, kind, a, b, ng, npan)
+            assert np.array_equal(got[:npan], want[:npan]), (lane, kind, ng, fill, npan)
+
+
+def test_emulated_lane_catches_a_broken_kernel():
+    rng = np.random.default_rng(1)
+    a, b = _panels(rng, 9, "random")
+    want = _reference("conv", a, b)
+    assert np.array_equal(_call(_qgemm_emu.vnni_ukr, "conv", a, b, 9, 4), want)
+    assert not np.array_equal(_call(_qgemm_emu.vnni_ukr, "conv_broken", a, b, 9, 4), want)
+
+
+def test_extremes_hit_the_s16_limit_that_vnni_avoids():
+    """255 x -128 four times is -130560 per group: past int16, so an AVX2 vpmaddubsw pair
+    would saturate; the VNNI kernels must give the exact int32 sum."""
+    a, b = _panels(None, 3, "min")
+    got = _call(_qgemm_emu.vnni_ukr, "conv", a, b, 3, 4)
+    assert (got == 3 * 4 * 255 * -128).all()
