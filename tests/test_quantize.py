@@ -192,7 +192,11 @@ def test_affine_after_activation_fuses_into_the_int8_conv(monkeypatch):
     assert apart.op_counts()["Mul"] == 2
     a = run(fused, x, "x", reference=False)
     b = run(apart, x, "x", reference=False)
-    assert np.array_equal(run(fused, x, "x"), a)            # kernels = reference, exactly
+    # kernels = reference: exactly on the u8 layers; the last QConv's output is float and
+    # the tuner may run it on an fp32 kernel (dequantize + fp32 GEMM, any tier), whose
+    # float32 sums over K = 72 round differently: far inside 1e-5 of the output range
+    ref = run(fused, x, "x")
+    assert np.abs(ref - a).max() <= 1e-5 * np.abs(ref).max()
     scale = float(np.abs(b).max()) / 127
     steps = np.rint(np.abs(a - b) / scale)
     assert steps.max() <= 1 and np.mean(steps > 0) <= 0.01

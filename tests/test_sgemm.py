@@ -1,7 +1,7 @@
 """edgenn's packed sgemm (kernels/fast/_sgemm.pyx + sgemm.h) against float64 matmul:
 exact results on integer data, tails around the 6 x 16 micro-tile and the K blocks, both
 operand layouts (constant A packed / constant B packed), B read in place, implicit im2col,
-every epilogue, the AVX2 path and the forced portable path."""
+every epilogue, on every tier the CPU has: portable C, AVX2 (6 x 16), AVX-512F (12 x 32)."""
 import itertools
 
 import numpy as np
@@ -10,7 +10,8 @@ import pytest
 from edgenn.kernels.fast import _sgemm as sg
 from edgenn.kernels.reference.nn import apply_activation
 
-PATHS = [True, False] if sg.HAVE_AVX2 else [True]   # force_portable
+# the tiers this CPU runs natively (the portable C always)
+PATHS = ["scalar"] + ["avx2"] * sg.HAVE_AVX2 + ["avx512"] * sg.HAVE_AVX512
 ACTS = [("", []), ("Relu", []), ("Clip", [-0.5, 0.7]), ("HardSwish", []),
         ("HardSigmoid", [0.2, 0.5]), ("Sigmoid", []), ("SiLU", []), ("LeakyRelu", [0.1]),
         ("Gelu", [])]
@@ -32,21 +33,21 @@ def _check(got, a, b, what):
     assert err <= 1e-5, (what, err)
 
 
-def _run(mode, a, b, force_portable, bias_row=None, bias_col=None, z=None, act="",
+def _run(mode, a, b, tier, bias_row=None, bias_col=None, z=None, act="",
          params=()):
     """out = act(a @ b + bias + z) through SGemm with `mode` in {A, B, direct}."""
     m, k = a.shape
     n = b.shape[1]
     if mode == "B":
         g = sg.SGemm(m, n, k, packed_b=sg.pack_b(b), bias_row=bias_row, bias_col=bias_col,
-                     act=act, params=params, force_portable=force_portable)
+                     act=act, params=params, isa=tier)
         src = a
     else:
         g = sg.SGemm(m, n, k, packed_a=sg.pack_a(a), bias_row=bias_row, bias_col=bias_col,
-                     act=act, params=params, force_portable=force_portable,
+                     act=act, params=params, isa=tier,
                      direct_b=mode == "direct")
         src = b
-    assert g.simd == ("portable" if force_portable else "avx2")
+    assert g.simd == ("portable" if tier == "scalar" else tier)
     out = np.full((m, n), np.nan, np.float32)
     g.run(src, out, z)
     return out
@@ -144,26 +145,28 @@ def test_implicit_im2col(portable):
         w = rng.standard_normal((m, c, k, k)).astype(np.float32)
         want, oh, ow = _conv_ref(x, w, s, p, d)
         g = sg.SGemm(m, oh * ow, c * k * k, packed_a=sg.pack_a(w.reshape(m, -1)),
-                     conv=(c, h, wd, k, k, s, s, p, p, d, d, oh, ow), force_portable=portable)
+                     conv=(c, h, wd, k, k, s, s, p, p, d, d, oh, ow), isa=portable)
         got = np.full((m, oh * ow), np.nan, np.float32)
         g.run(x, got)
         assert _rel(got, want) <= 1e-5, (c, h, wd, m, k, s, p, d)
 
 
-def test_strided_operands():
+@pytest.mark.parametrize("tier", PATHS)
+def test_strided_operands(tier):
     # transposed / strided views of the per-call operand are packed correctly
     rng = np.random.default_rng(5)
     a = rng.standard_normal((40, 23)).astype(np.float32)
     b = rng.standard_normal((23, 37)).astype(np.float32)
     want = a.astype(np.float64) @ b
     at = np.ascontiguousarray(a.T).T          # column-major view of a
-    assert _rel(_run("B", at, b, False), want) <= 1e-5
+    assert _rel(_run("B", at, b, tier), want) <= 1e-5
     bt = np.ascontiguousarray(b.T).T
-    assert _rel(_run("A", a, bt, False), want) <= 1e-5
-    assert _rel(_run("A", a, b[:, ::1], False), want) <= 1e-5
+    assert _rel(_run("A", a, bt, tier), want) <= 1e-5
+    assert _rel(_run("A", a, b[:, ::1], tier), want) <= 1e-5
 
 
-def test_read_only_constants():
+@pytest.mark.parametrize("tier", PATHS)
+def test_read_only_constants(tier):
     # plan-time constants (weights, bias) arrive read-only
     rng = np.random.default_rng(6)
     a = rng.standard_normal((9, 20)).astype(np.float32)
@@ -174,7 +177,7 @@ def test_read_only_constants():
         arr.flags.writeable = False
     want = a.astype(np.float64) @ b + br[:, None] + bc
     for mode in ("A", "B", "direct"):
-        got = _run(mode, a, b, False, bias_row=br, bias_col=bc)
+        got = _run(mode, a, b, tier, bias_row=br, bias_col=bc)
         assert _rel(got, want) <= 1e-5, mode
 
 

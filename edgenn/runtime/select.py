@@ -87,7 +87,10 @@ def choose(node: Node, ins, outs, reference: bool = False, tuner: Tuner | None =
         spec = capable[0]
         return Choice(spec.name, spec.prepare(node, ins, outs), names, "only capable kernel")
     tuner = tuner or Tuner(mode="off")
-    key = tunecache.node_key(node, ins) + ("" if tuner.pool == "blas" else f"|{tuner.pool}")
+    # the candidate set is part of the key: a new kernel (or tier) gets timed, not skipped
+    # because an old winner is still cached
+    key = tunecache.node_key(node, ins) + ("" if tuner.pool == "blas" else f"|{tuner.pool}") \
+        + "|" + tunecache.names_key(s.name for s in capable)
     cache = tunecache.load(tuner.threads) if tuner.mode != "off" else {}
     hit = cache.get(key)
     by_name = {s.name: s for s in capable}

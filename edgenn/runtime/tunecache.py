@@ -63,6 +63,11 @@ def node_key(node, ins) -> str:
     return hashlib.sha1(json.dumps(sig, sort_keys=True).encode()).hexdigest()
 
 
+def names_key(names) -> str:
+    """A short digest of a set of kernel names."""
+    return hashlib.sha1(",".join(sorted(names)).encode()).hexdigest()[:8]
+
+
 def graph_key(graph, shapes: dict) -> str:
     """A whole plan's identity: every node (op, attributes, wiring) and the input shapes."""
     h = hashlib.sha1(json.dumps({k: list(v) for k, v in sorted(shapes.items())}).encode())

@@ -14,6 +14,10 @@ from cython.parallel cimport prange
 
 cnp.import_array()
 
+cdef extern from "_cpu.h" nogil:
+    int edgenn_isa_x86(int t)
+    int EDGENN_ISA_AVX512
+
 cdef extern from "sgemm.h" nogil:
     ctypedef struct sg_epi:
         const float *bias_row
@@ -50,6 +54,8 @@ ACTIVATIONS = {"": 0, "Relu": 1, "Clip": 2, "HardSwish": 3, "HardSigmoid": 4, "S
                "SiLU": 6, "LeakyRelu": 7, "Gelu": 8}
 MR, NR = SG_MR, SG_NR
 HAVE_AVX2 = bool(sg_have_avx2())
+HAVE_AVX512 = bool(edgenn_isa_x86(EDGENN_ISA_AVX512))   # the one probe, EDGENN_MAX_ISA applied
+ISAS = ("scalar", "avx2", "avx512")
 
 
 def set_direct_chunk(long nbytes):
@@ -99,7 +105,7 @@ cdef class SGemm:
 
     def __init__(self, long M, long N, long K, packed_a=None, packed_b=None, bias_row=None,
                  bias_col=None, str act="", params=(), conv=None, bint force_portable=False,
-                 bint direct_b=False, int threads=1):
+                 bint direct_b=False, int threads=1, str isa="avx2"):
         assert (packed_a is None) != (packed_b is None), "one constant operand"
         self.M, self.N, self.K = M, N, K
         self.a_is_const = packed_a is not None
@@ -146,12 +152,18 @@ cdef class SGemm:
         self.threads = max(1, min(threads, panels // 2)) if self.a_is_const else 1
         self.chunk = (panels + self.threads - 1) // self.threads * SG_NR
         self.ws = np.zeros(self.wsize * self.threads, np.float32)
-        self.use_avx2 = HAVE_AVX2 and not force_portable
+        if isa not in ISAS:
+            raise ValueError(f"isa must be one of {ISAS}, got {isa!r}")
+        if isa == "avx512" and not HAVE_AVX512:
+            raise ValueError("isa 'avx512': this CPU (or EDGENN_MAX_ISA) does not allow it")
+        # the tier the C driver runs: 0 portable, 1 AVX2 (6 x 16), 2 AVX-512F (12 x 32)
+        self.use_avx2 = 2 if isa == "avx512" else \
+            int(HAVE_AVX2 and not force_portable and isa != "scalar")
         self.direct_b = direct_b
 
     @property
     def simd(self):
-        return "avx2" if self.use_avx2 else "portable"
+        return ("portable", "avx2", "avx512")[self.use_avx2]
 
     def run_images(self, cnp.ndarray x, cnp.ndarray out, cnp.ndarray z=None):
         """Conv fast path, A constant: x (n, C, H, W), out (n, M, OH, OW), z like out (or

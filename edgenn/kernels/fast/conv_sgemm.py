@@ -31,20 +31,22 @@ def _conv_supports(node, ins, outs) -> bool:
             and (len(ins) < 3 or ins[2] is None or ins[2].value is not None))
 
 
-@kernel("Conv", "conv_sgemm", supports=_conv_supports)
-def prepare_conv(node, ins, outs):
-    return _prepare_conv(node, ins, outs, 1)
+def _mt_supports(node, ins, outs) -> bool:
+    return plan_threads() > 1 and _conv_supports(node, ins, outs)
 
 
-@kernel("Conv", "conv_sgemm_mt",
-        supports=lambda node, ins, outs: plan_threads() > 1 and _conv_supports(node, ins, outs))
-def prepare_conv_mt(node, ins, outs):
-    """The same GEMM, output pixels split over the session's threads (OpenMP); the tuner
-    weighs it against the one-thread kernel (a busy core makes a split slower)."""
-    return _prepare_conv(node, ins, outs, plan_threads())
+# per tier: the AVX2 / portable kernels (chosen inside by the CPU) and the AVX-512F 12 x 32
+# (sgemm_avx512.h); *_mt: output pixels split over the session's threads (OpenMP), which
+# the tuner weighs against the one-thread kernel (a busy core makes a split slower)
+for _tier, _name in (("", "conv_sgemm"), ("avx512", "conv_sgemm_12x32__avx512f")):
+    _isa = _tier or "avx2"
+    kernel("Conv", _name, supports=_conv_supports, isa=_tier, priority=int(bool(_tier)))(
+        lambda node, ins, outs, t=_isa: _prepare_conv(node, ins, outs, 1, t))
+    kernel("Conv", _name + "_mt", supports=_mt_supports, isa=_tier, priority=int(bool(_tier)))(
+        lambda node, ins, outs, t=_isa: _prepare_conv(node, ins, outs, plan_threads(), t))
 
 
-def _prepare_conv(node, ins, outs, threads: int):
+def _prepare_conv(node, ins, outs, threads: int, isa: str = "avx2"):
     sg = _sgemm()
     x, w, y = ins[0], ins[1].value, outs[0]
     n, c, h, wd = x.shape
@@ -58,7 +60,7 @@ def _prepare_conv(node, ins, outs, threads: int):
                  bias_row=bias, act=node.attrs.get("activation", ""),
                  params=node.attrs.get("activation_params", []) or [],
                  conv=None if direct else (c, h, wd, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow),
-                 direct_b=direct, threads=threads)
+                 direct_b=direct, threads=threads, isa=isa)
     has_z = len(ins) > 3 and ins[3] is not None
     gemm = g.run_images    # whole batch in one call, x / out / z as given (C-contiguous)
 
@@ -102,8 +104,7 @@ def _gemm_supports(node, ins, outs) -> bool:
     return bias is not None and not (bias[2] is not None and has_z)
 
 
-@kernel("Gemm", "gemm_sgemm", supports=_gemm_supports)
-def prepare_gemm(node, ins, outs):
+def prepare_gemm(node, ins, outs, isa: str = "avx2"):
     sg = _sgemm()
     at = node.attrs
     trans_a = bool(at.get("transA", 0))
@@ -113,7 +114,8 @@ def prepare_gemm(node, ins, outs):
     rows = int(np.prod(outs[0].shape[:-1]))
     bias_row, bias_col, const_z = _gemm_bias(node, ins, outs)
     g = sg.SGemm(rows, n, k, packed_b=sg.pack_b(bmat), bias_row=bias_row, bias_col=bias_col,
-                 act=at.get("activation", ""), params=at.get("activation_params", []) or [])
+                 act=at.get("activation", ""), params=at.get("activation_params", []) or [],
+                 isa=isa)
     has_z = len(ins) > 3 and ins[3] is not None
     gemm = g.run
 
@@ -122,3 +124,8 @@ def prepare_gemm(node, ins, outs):
         z = np.require(inputs[3], requirements="C").reshape(rows, n) if has_z else const_z
         gemm(a, outputs[0].reshape(rows, n), z)
     return run
+
+
+kernel("Gemm", "gemm_sgemm", supports=_gemm_supports)(prepare_gemm)
+kernel("Gemm", "gemm_sgemm_12x32__avx512f", supports=_gemm_supports, isa="avx512", priority=1)(
+    lambda node, ins, outs: prepare_gemm(node, ins, outs, isa="avx512"))

@@ -104,7 +104,8 @@ def _wrap(op: str, qop: str, spec: KernelSpec) -> None:
     name = spec.name[:-3] + "_f32_mt" if spec.name.endswith("_mt") else spec.name + "_f32"
 
     @kernel(qop, name, supports=usable,
-            cost=cost if spec.cost is not None else None, lsb_tolerance=1, pool=spec.pool)
+            cost=cost if spec.cost is not None else None, lsb_tolerance=1, pool=spec.pool,
+            isa=spec.isa, priority=spec.priority)
     def prepare(node, ins, outs):
         fnode, finfos = _float_problem(node, ins, outs, op)
         fout = _out_info(op, outs)

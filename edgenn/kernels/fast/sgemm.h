@@ -12,8 +12,9 @@
  * A, a Gemm's constant B is B) or packed per call, block by block, from a strided matrix;
  * B may also be packed straight from an NCHW image (implicit im2col, see sg_pack_b_conv).
  *
- * SIMD: the AVX2+FMA functions carry __attribute__((target)) and are used only when the
- * CPU reports both features at run time; otherwise (or when forced) a portable C
+ * SIMD: use_avx2 is the tier: 1 the AVX2+FMA kernels (6 x 16), 2 the AVX-512F ones
+ * (sgemm_avx512.h, 12 x 32 on the same panels); they carry __attribute__((target)) and are
+ * used only when the CPU reports the features at run time (_cpu.h); otherwise (or when forced) a portable C
  * micro-kernel runs (compiled for the baseline ISA, auto-vectorized by the compiler).
  */
 #ifndef EDGENN_SGEMM_H
@@ -305,6 +306,8 @@ SG_UKR(1, 1) SG_UKR(2, 1) SG_UKR(3, 1) SG_UKR(4, 1) SG_UKR(5, 1) SG_UKR(6, 1)
 SG_UKR(1, 2) SG_UKR(2, 2) SG_UKR(3, 2) SG_UKR(4, 2) SG_UKR(5, 2) SG_UKR(6, 2)
 #undef SG_UKR
 
+#include "sgemm_avx512.h"
+
 /* Dispatch on the tile actually needed: rows mr (1..6), 8 or 16 columns. */
 static void sg_ukr_avx2(long kc, const float *a, const float *b, long ldb, float *c, long ldc,
                         int mr, int nr, int accum, int last, const sg_epi *e, long m0,
@@ -463,6 +466,24 @@ static void sg_gemm_direct(long M, long N, long K, const float *ap, const float 
             int accum = pc > 0, last = pc + kc == K;
             if (jc + nc > nfull)   /* ragged last panel: packed (zero-padded) into ws */
                 sg_pack_b(B, ldb, 1, pc, kc, nfull, N - nfull, ws);
+#if SG_X86
+            if (use_avx2 >= 2) {   /* AVX-512: 12 x 32 tiles, each A panel pair sweeps the chunk */
+                for (long ir = 0; ir < M; ir += SG_MR2) {
+                    int mr = M - ir < SG_MR2 ? (int)(M - ir) : SG_MR2;
+                    const float *a = ap + (ir / SG_MR) * K * SG_MR + pc * SG_MR;
+                    for (long jr = jc; jr < jc + nc; jr += SG_NR2) {
+                        int nr = jc + nc - jr < SG_NR2 ? (int)(jc + nc - jr) : SG_NR2;
+                        long j1 = jr + SG_NR;   /* the second panel (or none: nr <= 16) */
+                        const float *b0 = jr < nfull ? B + pc * ldb + jr : ws;
+                        const float *b1 = j1 < nfull ? B + pc * ldb + j1 : ws;
+                        sg_tile_avx512(kc, a, K * SG_MR, b0, jr < nfull ? ldb : SG_NR, b1,
+                                       j1 < nfull ? ldb : SG_NR, C + ir * ldc + jr, ldc, mr, nr,
+                                       accum, last, e, ir, jr);
+                    }
+                }
+                continue;
+            }
+#endif
             for (long ir = 0; ir < M; ir += SG_MR) {
                 int mr = M - ir < SG_MR ? (int)(M - ir) : SG_MR;
                 const float *a = ap + (ir / SG_MR) * K * SG_MR + pc * SG_MR;
@@ -540,6 +561,33 @@ static void sg_gemm_cols(long M, long N, long K, const sg_operand *a, const sg_o
                     ablk = a->packed + (ic / SG_MR) * K * SG_MR + pc * SG_MR;
                     a_ps = K * SG_MR;
                 }
+#if SG_X86
+                if (use_avx2 >= 2) {   /* AVX-512: 12 x 32 tiles (two B panels, two A panels) */
+                    for (long jr = 0; jr < nc; jr += SG_NR2) {
+                        int nr = nc - jr < SG_NR2 ? (int)(nc - jr) : SG_NR2;
+                        const float *bp[2];
+                        long ldbs[2];
+                        for (int h = 0; h < 2; h++) {
+                            long j = jr + h * SG_NR < nc ? jr + h * SG_NR : jr;
+                            if (j < nfull) {
+                                bp[h] = b->src + pc * b->rs + jc + j;
+                                ldbs[h] = b->rs;
+                            } else {
+                                bp[h] = bblk + ((j - nfull) / SG_NR) * b_ps;
+                                ldbs[h] = SG_NR;
+                            }
+                        }
+                        for (long ir = 0; ir < mc; ir += SG_MR2) {
+                            int mr = mc - ir < SG_MR2 ? (int)(mc - ir) : SG_MR2;
+                            long m0 = ic + ir, n0 = jc + jr;
+                            sg_tile_avx512(kc, ablk + (ir / SG_MR) * a_ps, a_ps, bp[0], ldbs[0],
+                                           bp[1], ldbs[1], C + m0 * ldc + n0, ldc, mr, nr, accum,
+                                           last, e, m0, n0);
+                        }
+                    }
+                    continue;
+                }
+#endif
                 /* macro-kernel: the B micro-panel stays in L1 across the A panels */
                 for (long jr = 0; jr < nc; jr += SG_NR) {
                     int nr = nc - jr < SG_NR ? (int)(nc - jr) : SG_NR;

@@ -1,0 +1,116 @@
+/* AVX-512F micro-kernel of edgenn's packed sgemm (sgemm.h): sgemm_12x32__avx512f.
+ *
+ * The same packed panels as the AVX2 kernel (A: micro-panels of SG_MR = 6 rows, B: 16
+ * columns, read in place for 1x1 convs), so packing is shared across the tiers: one call
+ * covers two consecutive A panels (a0, a0 + a_ps) against two B panels, 12 x 32 in 24 zmm
+ * accumulators: per k, 2 B loads and 12 broadcasts feed 24 FMAs, so the two FMA ports and
+ * not the load ports bound it (a 12 x 16 tile needs 13 loads for 12 FMAs: measured 30%
+ * slower), and 24 independent chains hide the FMA latency.
+ * The epilogue is the AVX2 kernel's (sg_row_out on the two halves of each row), so both
+ * tiers give the same bits for the same sums; the sums themselves are FMA chains over k
+ * in the same order on both tiers.
+ */
+#ifndef EDGENN_SGEMM_AVX512_H
+#define EDGENN_SGEMM_AVX512_H
+
+#if SG_X86
+#define SG_AVX512 __attribute__((target("avx2,fma,avx512f,avx512dq,avx512bw,avx512vl")))
+#define SG_MR2 (2 * SG_MR)   /* rows per tile: two A panels */
+#define SG_NR2 (2 * SG_NR)   /* columns per tile: two B panels */
+
+/* MRC x (16 * NV) tile, MRC <= 12, NV in {1, 2}: rows 0-5 from A panel a0, 6-11 from a1 =
+ * a0 + a_ps; columns 0-15 from B panel b0 (row stride ldb0), 16-31 from b1 (ldb1). Named
+ * accumulators with constant guards, so each instance keeps them in registers. */
+SG_AVX512 static inline __attribute__((always_inline)) void sg_ukr_avx512_t(
+        long kc, const float *a0, long a_ps, const float *b0, long ldb0, const float *b1,
+        long ldb1, float *c, long ldc, int mr, int nr, int accum, int last, const sg_epi *e,
+        long m0, long n0, const int MRC, const int NV) {
+    const float *a1 = a0 + a_ps;
+    const __m512 z = _mm512_setzero_ps();
+    __m512 c00 = z, c01 = z, c10 = z, c11 = z, c20 = z, c21 = z, c30 = z, c31 = z;
+    __m512 c40 = z, c41 = z, c50 = z, c51 = z, c60 = z, c61 = z, c70 = z, c71 = z;
+    __m512 c80 = z, c81 = z, c90 = z, c91 = z, ca0 = z, ca1 = z, cb0 = z, cb1 = z;
+#define SG_R(R, A, OFF, C0, C1)                                                  \
+    if (MRC > R) {                                                              \
+        const __m512 av = _mm512_set1_ps(A[OFF]);                               \
+        C0 = _mm512_fmadd_ps(av, v0, C0);                                       \
+        if (NV == 2) C1 = _mm512_fmadd_ps(av, v1, C1);                          \
+    }
+    for (long k = 0; k < kc; k++, a0 += SG_MR, a1 += SG_MR, b0 += ldb0, b1 += ldb1) {
+        const __m512 v0 = _mm512_loadu_ps(b0);
+        const __m512 v1 = NV == 2 ? _mm512_loadu_ps(b1) : z;
+        SG_R(0, a0, 0, c00, c01) SG_R(1, a0, 1, c10, c11) SG_R(2, a0, 2, c20, c21)
+        SG_R(3, a0, 3, c30, c31) SG_R(4, a0, 4, c40, c41) SG_R(5, a0, 5, c50, c51)
+        SG_R(6, a1, 0, c60, c61) SG_R(7, a1, 1, c70, c71) SG_R(8, a1, 2, c80, c81)
+        SG_R(9, a1, 3, c90, c91) SG_R(10, a1, 4, ca0, ca1) SG_R(11, a1, 5, cb0, cb1)
+    }
+#undef SG_R
+    const __m512 acc[SG_MR2][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31},
+                                   {c40, c41}, {c50, c51}, {c60, c61}, {c70, c71},
+                                   {c80, c81}, {c90, c91}, {ca0, ca1}, {cb0, cb1}};
+    if (mr == MRC && nr == SG_NR * NV && last && !accum && e->act <= SG_CLIP && !e->bias_col) {
+        /* the common 1x1-conv epilogue in registers: + bias_row (+ Z), clamp, store */
+        const int clamp = e->act != SG_NONE;
+        const __m512 lo = _mm512_set1_ps(e->act == SG_CLIP ? e->p0 : 0.f);
+        const __m512 hi = _mm512_set1_ps(e->act == SG_CLIP ? e->p1 : INFINITY);
+        for (int r = 0; r < MRC; r++)
+            for (int h = 0; h < NV; h++) {
+                __m512 v = acc[r][h];
+                if (e->bias_row) v = _mm512_add_ps(v, _mm512_set1_ps(e->bias_row[m0 + r]));
+                if (e->z) v = _mm512_add_ps(v, _mm512_loadu_ps(e->z + (m0 + r) * e->ldz + n0 + 16 * h));
+                if (clamp) v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
+                _mm512_storeu_ps(c + r * ldc + 16 * h, v);
+            }
+        return;
+    }
+    for (int h = 0; h < NV; h++) {   /* per 16-column half: the AVX2 tier's epilogue */
+        int nh = nr - SG_NR * h < SG_NR ? nr - SG_NR * h : SG_NR;
+        if (nh <= 0) break;
+        if (nh == SG_NR) {
+            for (int r = 0; r < mr; r++)
+                sg_row_out(_mm512_castps512_ps256(acc[r][h]),
+                           _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][h]), 1)),
+                           c + r * ldc + SG_NR * h, accum, last, e, m0 + r, n0 + SG_NR * h);
+        } else {   /* ragged corner: spill, then the scalar store writes the mr x nh part */
+            float buf[SG_MR2 * SG_NR];
+            for (int r = 0; r < MRC; r++) _mm512_storeu_ps(buf + r * SG_NR, acc[r][h]);
+            sg_store_scalar(buf, c + SG_NR * h, ldc, mr, nh, accum, last, e, m0, n0 + SG_NR * h);
+        }
+    }
+}
+
+#define SG_UKR512(MRC, NV)                                                                  \
+    SG_AVX512 static void sg_ukr_avx512_##MRC##x##NV(long kc, const float *a0, long a_ps,    \
+            const float *b0, long ldb0, const float *b1, long ldb1, float *c, long ldc,      \
+            int mr, int nr, int accum, int last, const sg_epi *e, long m0, long n0) {        \
+        sg_ukr_avx512_t(kc, a0, a_ps, b0, ldb0, b1, ldb1, c, ldc, mr, nr, accum, last, e,    \
+                        m0, n0, MRC, NV);                                                     \
+    }
+#define SG_UKR512_ROWS(NV) SG_UKR512(1, NV) SG_UKR512(2, NV) SG_UKR512(3, NV) SG_UKR512(4, NV) \
+    SG_UKR512(5, NV) SG_UKR512(6, NV) SG_UKR512(7, NV) SG_UKR512(8, NV) SG_UKR512(9, NV)      \
+    SG_UKR512(10, NV) SG_UKR512(11, NV) SG_UKR512(12, NV)
+SG_UKR512_ROWS(1)
+SG_UKR512_ROWS(2)
+#undef SG_UKR512_ROWS
+#undef SG_UKR512
+
+typedef void (*sg_ukr512_t)(long, const float *, long, const float *, long, const float *,
+                            long, float *, long, int, int, int, int, const sg_epi *, long, long);
+#define SG_T(NV) {sg_ukr_avx512_1x##NV, sg_ukr_avx512_2x##NV, sg_ukr_avx512_3x##NV,             \
+    sg_ukr_avx512_4x##NV, sg_ukr_avx512_5x##NV, sg_ukr_avx512_6x##NV, sg_ukr_avx512_7x##NV,     \
+    sg_ukr_avx512_8x##NV, sg_ukr_avx512_9x##NV, sg_ukr_avx512_10x##NV, sg_ukr_avx512_11x##NV,  \
+    sg_ukr_avx512_12x##NV}
+static const sg_ukr512_t sg_ukr_avx512[2][SG_MR2] = {SG_T(1), SG_T(2)};
+#undef SG_T
+
+/* One 12 x 32 tile (or its corner: mr rows, nr columns) through the table. */
+static inline void sg_tile_avx512(long kc, const float *a0, long a_ps, const float *b0,
+                                  long ldb0, const float *b1, long ldb1, float *c, long ldc,
+                                  int mr, int nr, int accum, int last, const sg_epi *e,
+                                  long m0, long n0) {
+    sg_ukr_avx512[nr > SG_NR][mr - 1](kc, a0, a_ps, b0, ldb0, b1, ldb1, c, ldc, mr, nr, accum,
+                                      last, e, m0, n0);
+}
+#endif
+
+#endif
