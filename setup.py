@@ -5,27 +5,29 @@ import simde_py
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
+SIMDE = simde_py.get_include()   # SIMDe: the tests' emulated tiers; off x86, the intrinsics
+
 extensions = [
     # the one CPU probe (_cpu.h), for edgenn.kernels.isa
     Extension("edgenn.kernels.fast._cpu", ["edgenn/kernels/fast/_cpu.pyx"],
-              include_dirs=["edgenn/kernels/fast"], extra_compile_args=["-O2"],
+              include_dirs=["edgenn/kernels/fast", SIMDE], extra_compile_args=["-O2"],
               depends=["edgenn/kernels/fast/_cpu.h"]),
     Extension("edgenn.kernels.fast._im2col", ["edgenn/kernels/fast/_im2col.pyx"],
               include_dirs=[np.get_include()], extra_compile_args=["-O3"]),
     Extension("edgenn.kernels.fast._sgemm", ["edgenn/kernels/fast/_sgemm.pyx"],
-              include_dirs=[np.get_include(), "edgenn/kernels/fast"],
+              include_dirs=[np.get_include(), "edgenn/kernels/fast", SIMDE],
               extra_compile_args=["-O3", "-fopenmp"], extra_link_args=["-fopenmp"],
               depends=["edgenn/kernels/fast/sgemm.h", "edgenn/kernels/fast/_simd_math.h",
                        "edgenn/kernels/fast/_cpu.h"]),
     Extension("edgenn.kernels.fast._winograd", ["edgenn/kernels/fast/_winograd.pyx"],
-              include_dirs=["edgenn/kernels/fast"], extra_compile_args=["-O3"],
+              include_dirs=["edgenn/kernels/fast", SIMDE], extra_compile_args=["-O3"],
               depends=[f"edgenn/kernels/fast/_winograd{s}.h" for s in ("", "_tmpl", "_loops", "_cpu")]),
     Extension("edgenn.kernels.fast._dwc8", ["edgenn/kernels/fast/_dwc8.pyx"],
-              include_dirs=["edgenn/kernels/fast"], extra_compile_args=["-O3", "-fopenmp"],
+              include_dirs=["edgenn/kernels/fast", SIMDE], extra_compile_args=["-O3", "-fopenmp"],
               extra_link_args=["-fopenmp"],
               depends=["edgenn/kernels/fast/_dwc8.h", "edgenn/kernels/fast/_cpu.h"]),
     Extension("edgenn.kernels.fast._rowops", ["edgenn/kernels/fast/_rowops.pyx"],
-              include_dirs=["edgenn/kernels/fast"],
+              include_dirs=["edgenn/kernels/fast", SIMDE],
               # no mul+add contraction: the quantize / QAdd passes must round as NumPy does
               extra_compile_args=["-O3", "-ffp-contract=off"],
               depends=["edgenn/kernels/fast/_rowops.h", "edgenn/kernels/fast/_simd_math.h",
@@ -33,11 +35,11 @@ extensions = [
     # tests only: the AVX-512 VNNI micro-kernels against SIMDe, built for the baseline
     # target (no -m flags), so a CPU without VNNI runs their bodies (emulated, exact)
     Extension("edgenn.kernels.fast._qgemm_emu", ["edgenn/kernels/fast/_qgemm_emu.pyx"],
-              include_dirs=[np.get_include(), "edgenn/kernels/fast", simde_py.get_include()],
+              include_dirs=[np.get_include(), "edgenn/kernels/fast", SIMDE],
               extra_compile_args=["-O1"], depends=["edgenn/kernels/fast/_qgemm_vnni.h"]),
     # int8 QConv / QGemm: bit-exact float epilogue, so no FMA contraction
     Extension("edgenn.kernels.fast._qgemm", ["edgenn/kernels/fast/_qgemm.pyx"],
-              include_dirs=[np.get_include(), "edgenn/kernels/fast"],
+              include_dirs=[np.get_include(), "edgenn/kernels/fast", SIMDE],
               extra_compile_args=["-O3", "-ffp-contract=off", "-fopenmp"],
               extra_link_args=["-fopenmp"],
               depends=[f"edgenn/kernels/fast/{h}" for h in

@@ -16,7 +16,7 @@
 #include "_cpu.h"
 #include <math.h>
 #include <string.h>
-#include <immintrin.h>
+#include "_simd.h"
 
 enum { ACT_NONE, ACT_RELU, ACT_CLIP, ACT_HARDSIGMOID, ACT_HARDSWISH, ACT_SIGMOID, ACT_SILU,
        ACT_LEAKYRELU, ACT_GELU };
@@ -48,7 +48,7 @@ static void dwc8_pack(const float *xb, int c0, int nl, float *Q, const dwc8_geom
 }
 
 /* r[0..7] <- its 8x8 transpose. */
-__attribute__((target("avx2,fma")))
+EDGENN_AVX2
 static inline void dwc8_transpose8(__m256 r[8])
 {
     __m256 t[8], u[8];
@@ -71,7 +71,7 @@ static inline void dwc8_transpose8(__m256 r[8])
 /* dwc8_pack for a full group (nl == 8), eight pixels at a time through a transpose; the
  * tail is one more block ending at the last pixel (overlapping writes are idempotent);
  * rows narrower than eight in scalar. */
-__attribute__((target("avx2,fma")))
+EDGENN_AVX2
 static void dwc8_pack_avx2(const float *xb, int c0, float *Q, const dwc8_geom *g)
 {
     const long plane = (long)g->H * g->W;
@@ -101,7 +101,7 @@ static void dwc8_pack_avx2(const float *xb, int c0, float *Q, const dwc8_geom *g
 
 /* dwc8_unpack_row for a full group (nl == 8), eight pixels at a time; tails as in the
  * pack. */
-__attribute__((target("avx2,fma")))
+EDGENN_AVX2
 static void dwc8_unpack_row_avx2(const float *obuf, float *yb, int c0, int oy,
                                  const dwc8_geom *g)
 {
@@ -171,7 +171,7 @@ static void dwc8_unpack_row(const float *obuf, float *yb, int c0, int nl, int oy
 /* The activation of one accumulator vector, in registers (the cheap activations). */
 typedef struct { __m256 zero, one, lo, hi, sixth, half; } dwc8_actc;
 
-__attribute__((target("avx2,fma"), always_inline))
+EDGENN_AVX2 __attribute__((always_inline))
 static inline __m256 dwc8_act8(__m256 v, int mode, const dwc8_actc *k)
 {
     /* constant first: max/min return their second operand on NaN, so NaN propagates
@@ -194,7 +194,7 @@ static inline __m256 dwc8_act8(__m256 v, int mode, const dwc8_actc *k)
 /* Row oy of one group into obuf (OW, 8): taps (w: the nine 3x3 tap vectors when T == 9),
  * + bias, then the activation in registers (mode; ACT_NONE when the caller still has to
  * add a residual or apply a transcendental activation). */
-__attribute__((target("avx2,fma"), always_inline))
+EDGENN_AVX2 __attribute__((always_inline))
 static inline void dwc8_row_avx2(const float *Q, const __m256 *w, const float *w8,
                                  __m256 bias, const long *off, float *obuf, int oy,
                                  int mode, const dwc8_actc *k, const dwc8_geom *g)
@@ -245,7 +245,7 @@ static inline void dwc8_row_avx2(const float *Q, const __m256 *w, const float *w
 
 /* All output rows of one group (channels c0 .. c0+nl-1) into yb: rows, residual (zc:
  * plane c0 of z, planes `plane` apart, or NULL), activation, scatter to the NCHW planes. */
-__attribute__((target("avx2,fma")))
+EDGENN_AVX2
 static void dwc8_group_avx2(const float *Q, const float *w8, const float *b8, const long *off,
                             int nl, const float *zc, float *obuf, float *yb, int c0,
                             const dwc8_geom *g)
@@ -304,7 +304,7 @@ static void dwc8_row_generic(const float *Q, const float *w8, const float *b8, c
 }
 
 /* Row oy of one group of MaxPool / AveragePool into obuf (OW, 8). */
-__attribute__((target("avx2,fma")))
+EDGENN_AVX2
 static void dwc8_pool_row_avx2(const float *Q, const long *off, float *obuf, int oy,
                                const dwc8_geom *g)
 {

@@ -15,7 +15,7 @@
  */
 #include "_cpu.h"
 #include <math.h>
-#include <immintrin.h>
+#include "_simd.h"
 #include "_simd_math.h"
 
 enum { ROW_MASK_NONE, ROW_MASK_ADD, ROW_MASK_BOOL };
@@ -77,7 +77,7 @@ static inline float row_sigmoid1(float x)
 
 #define row_erf8 simd_erf8  /* _simd_math.h */
 
-__attribute__((target("avx2,fma"), always_inline))
+EDGENN_AVX2 __attribute__((always_inline))
 static inline __m256 row_gelu8(__m256 v)
 {
     __m256 e = row_erf8(_mm256_mul_ps(v, _mm256_set1_ps(0.7071067811865476f)));
@@ -85,7 +85,7 @@ static inline __m256 row_gelu8(__m256 v)
                          _mm256_add_ps(_mm256_set1_ps(1.0f), e));
 }
 
-__attribute__((target("avx2,fma"), always_inline))
+EDGENN_AVX2 __attribute__((always_inline))
 static inline float row_hsum8(__m256 a)
 {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
@@ -94,7 +94,7 @@ static inline float row_hsum8(__m256 a)
     return _mm_cvtss_f32(s);
 }
 
-__attribute__((target("avx2,fma"), always_inline))
+EDGENN_AVX2 __attribute__((always_inline))
 static inline float row_hmax8(__m256 a)
 {
     __m128 s = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
@@ -129,7 +129,7 @@ static void row_softmax_generic(float *y, long C)
         y[j] *= inv;
 }
 
-__attribute__((target("avx2,fma")))
+EDGENN_AVX2
 static void row_softmax_avx2(float *y, long C)
 {
     const long C8 = C & ~7L;
@@ -198,7 +198,7 @@ static void rowops_softmax_rows(int avx2, const float *x, float *y, long R, long
  * s (R, T) scores in place: s <- softmax(s * scale + mask) per row. mask (MS, T), row i
  * uses mask row i % MS; kind ROW_MASK_ADD: float32 added; ROW_MASK_BOOL: uint8, 0 = -inf. */
 
-__attribute__((target("avx2,fma")))
+EDGENN_AVX2
 static void row_scale_mask_avx2(float *row, long T, float scale, const void *mrow, int kind)
 {
     const __m256 sc = _mm256_set1_ps(scale);
@@ -286,7 +286,7 @@ static void row_layernorm_generic(const float *x, const float *scale, const floa
     *inv = iv;
 }
 
-__attribute__((target("avx2,fma")))
+EDGENN_AVX2
 static void row_layernorm_avx2(const float *x, const float *scale, const float *bias,
                                float eps, float *y, long C, float *mean, float *inv)
 {
@@ -359,7 +359,7 @@ static void rowops_layernorm_rows(int avx2, const float *x, const float *scale,
 
 enum { ROW_ERF, ROW_GELU, ROW_SIGMOID };
 
-__attribute__((target("avx2,fma")))
+EDGENN_AVX2
 static void row_unary_avx2(const float *x, float *y, long n, int fn)
 {
     const long n8 = n & ~7L;
@@ -406,7 +406,7 @@ static void rowops_unary(int avx2, const float *x, float *y, long n, int fn)
 }
 
 /* y (R, N) <- gelu(y + bias), bias (N,): the fused Gemm epilogue. */
-__attribute__((target("avx2,fma")))
+EDGENN_AVX2
 static void row_bias_gelu_avx2(float *y, const float *bias, long R, long N)
 {
     const long N8 = N & ~7L;
@@ -449,7 +449,7 @@ static inline unsigned char row_quant1(float v, float scale, int zp, int divide)
 
 /* 32 float32 values t (4 vectors, already divided/multiplied by the scale) -> uint8:
  * clamp to +-1024 (NaN -> low end), round half even, + zp, saturate to [0, 255], store. */
-__attribute__((target("avx2,fma"), always_inline))
+EDGENN_AVX2 __attribute__((always_inline))
 static inline void row_store32_u8(const __m256 t[4], int zp, unsigned char *y)
 {
     const __m256 lo = _mm256_set1_ps(-1024.0f), hi = _mm256_set1_ps(1024.0f);
@@ -464,7 +464,7 @@ static inline void row_store32_u8(const __m256 t[4], int zp, unsigned char *y)
     _mm256_storeu_si256((__m256i *)y, _mm256_permutevar8x32_epi32(b, order));
 }
 
-__attribute__((target("avx2,fma")))
+EDGENN_AVX2
 static void row_quantize_avx2(const float *x, unsigned char *y, long n, float scale, int zp,
                               int divide)
 {
@@ -493,7 +493,7 @@ static void rowops_quantize_u8(int avx2, const float *x, unsigned char *y, long 
         y[i] = row_quant1(x[i], scale, zp, divide);
 }
 
-__attribute__((target("avx2,fma")))
+EDGENN_AVX2
 static void row_dequantize_avx2(const unsigned char *x, float *y, long n, float scale, int zp)
 {
     const __m256 s = _mm256_set1_ps(scale);
@@ -512,7 +512,7 @@ static void row_dequantize_avx2(const unsigned char *x, float *y, long n, float 
  * scale = (hi == lo ? 1 : hi - lo) / 255, zero point = rint(clip(0 - lo / scale, 0, 255)),
  * float32, one rounding per operation (the reference's arithmetic); then quantize (divide).
  * NaN elements are skipped by the range (the reference's NumPy max would return NaN). */
-__attribute__((target("avx2,fma")))
+EDGENN_AVX2
 static void row_minmax_avx2(const float *x, long n, float *lo, float *hi)
 {
     __m256 mn = _mm256_setzero_ps(), mx = mn, mn2 = mn, mx2 = mn;
@@ -570,7 +570,7 @@ static inline unsigned char row_qadd1(unsigned char a, unsigned char b, float sa
     return row_quant1(v, sy, zy, 1);
 }
 
-__attribute__((target("avx2,fma")))
+EDGENN_AVX2
 static void row_qadd_avx2(const unsigned char *a, const unsigned char *b, unsigned char *y,
                           long n, float sa, int za, float sb, int zb, float sy, int zy,
                           int relu)

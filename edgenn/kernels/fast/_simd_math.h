@@ -2,11 +2,11 @@
  * Each user compiles these only inside its own AVX2-gated code (runtime CPU check). */
 #ifndef EDGENN_SIMD_MATH_H
 #define EDGENN_SIMD_MATH_H
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
+#include "_simd.h"
+#if 1   /* every architecture: SIMDe supplies the intrinsics off x86 (_simd.h) */
 
 /* exp(x) for x in about [-87, 88] (clamped), Cephes-style: 2^n * p(r), rel err ~2e-7. */
-__attribute__((target("avx2,fma"))) static inline __m256 simd_exp8(__m256 x) {
+EDGENN_AVX2 static inline __m256 simd_exp8(__m256 x) {
     x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.3f));
     __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -25,7 +25,7 @@ __attribute__((target("avx2,fma"))) static inline __m256 simd_exp8(__m256 x) {
 }
 
 /* erf(x), rational approximation on [-4, 4] (clamped; |error| ~1e-7). */
-__attribute__((target("avx2,fma"), always_inline))
+EDGENN_AVX2 __attribute__((always_inline))
 static inline __m256 simd_erf8(__m256 x)
 {
     /* the constant first: max/min return their second operand on NaN */

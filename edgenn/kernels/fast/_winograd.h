@@ -20,7 +20,7 @@
 #include "_cpu.h"
 #include <stddef.h>
 #include <string.h>
-#include <immintrin.h>
+#include "_simd.h"
 
 /* ---- 1-D transforms o = B^T d (alpha -> alpha) and o = A^T s (alpha -> m) ----------------
  * Written over the op set of the including template: VADD, VSUB, VMULC(a, c) = a*c,

@@ -1,0 +1,29 @@
+/* The x86 SIMD intrinsics the AVX2 kernel bodies are written in, on every architecture.
+ *
+ * x86-64: the compiler's own <immintrin.h>; the AVX2+FMA functions carry EDGENN_AVX2 (a
+ * target attribute) and run only where the one probe (_cpu.h) says the CPU has them.
+ * Elsewhere (aarch64, ...): the same intrinsics from SIMDe, mapped onto the target's own
+ * vectors (NEON on ARM64), EDGENN_AVX2 empty; so the sources build on any architecture.
+ * The probe reports no x86 tier there, so those bodies are not dispatched to: the
+ * portable C runs (a NEON tier built from these bodies is the next step).
+ */
+#ifndef EDGENN_SIMD_H
+#define EDGENN_SIMD_H
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define EDGENN_AVX2 __attribute__((target("avx2,fma")))
+#else
+#define SIMDE_ENABLE_NATIVE_ALIASES
+#include <simde/x86/avx2.h>
+#include <simde/x86/fma.h>
+#define EDGENN_AVX2
+/* the rounding-mode constants, which SIMDe's native aliases leave out */
+#define _MM_FROUND_TO_NEAREST_INT SIMDE_MM_FROUND_TO_NEAREST_INT
+#define _MM_FROUND_TO_NEG_INF SIMDE_MM_FROUND_TO_NEG_INF
+#define _MM_FROUND_TO_POS_INF SIMDE_MM_FROUND_TO_POS_INF
+#define _MM_FROUND_TO_ZERO SIMDE_MM_FROUND_TO_ZERO
+#define _MM_FROUND_NO_EXC SIMDE_MM_FROUND_NO_EXC
+#endif
+
+#endif

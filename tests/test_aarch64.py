@@ -1,0 +1,82 @@
+"""ARM64: the C kernels build for aarch64 and compute the same numbers there.
+
+- Every extension's C (Cython output + kernel headers) compiles with aarch64-linux-gnu-gcc
+  (the x86 intrinsics come from SIMDe off x86: _simd.h), as `pip install` on a Raspberry
+  Pi or Apple-silicon Linux box would compile it. The host's Python headers stand in for
+  the target's (LP64 on both), so this is a compile check, not a wheel.
+- tests/c/kernels_check.c (the probe, the VNNI int8 micro-kernels through SIMDe, the
+  portable int8 micro-kernel and sgemm, each against a plain reference) runs under
+  qemu-aarch64 on two CPUs: a Cortex-A53 (NEON only) and "max" (dot product, i8mm).
+  Correctness only: no speed claims from emulation.
+
+Needs Debian's gcc-aarch64-linux-gnu, libc6-dev-arm64-cross and qemu-user (.ci/run
+installs them). Without them these tests are skipped with that reason, unless
+EDGENN_REQUIRE_AARCH64=1 (as in CI), where a missing toolchain is a failure.
+"""
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FAST = ROOT / "edgenn" / "kernels" / "fast"
+CC, QEMU = "aarch64-linux-gnu-gcc", "qemu-aarch64"
+
+
+def _toolchain():
+    missing = [t for t in (CC, QEMU) if shutil.which(t) is None]
+    if missing:
+        why = f"ARM64 lane needs {', '.join(missing)} (apt-get install gcc-aarch64-linux-gnu " \
+              "libc6-dev-arm64-cross qemu-user)"
+        if os.environ.get("EDGENN_REQUIRE_AARCH64") == "1":
+            pytest.fail(why)
+        pytest.skip(why)
+
+
+def _simde() -> str:
+    import simde_py
+    return simde_py.get_include()
+
+
+@pytest.fixture(scope="module")
+def kernels_check(tmp_path_factory):
+    _toolchain()
+    exe = tmp_path_factory.mktemp("arm64") / "kernels_check"
+    out = subprocess.run([CC, "-static", "-O2", f"-I{_simde()}", f"-I{FAST}",
+                          str(ROOT / "tests" / "c" / "kernels_check.c"), "-o", str(exe), "-lm"],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return exe
+
+
+@pytest.mark.parametrize("cpu,tier", [("cortex-a53", "neon"), ("max", "neondot")])
+def test_kernels_under_qemu(kernels_check, cpu, tier):
+    out = subprocess.run([QEMU, "-cpu", cpu, str(kernels_check)], capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    lines = out.stdout.splitlines()
+    assert f"tier {tier}" in lines
+    passed, failed = (int(w) for w in lines[-1].replace(",", "").split()[::2])
+    assert failed == 0 and passed >= 60, lines[-1]
+
+
+PYX = sorted(p.name for p in FAST.glob("*.pyx"))
+
+
+@pytest.mark.parametrize("pyx", PYX)
+def test_extension_compiles_for_aarch64(pyx, tmp_path):
+    _toolchain()
+    c_file = tmp_path / pyx.replace(".pyx", ".c")
+    out = subprocess.run([sys.executable, "-m", "cython", "-3", str(FAST / pyx), "-o",
+                          str(c_file)], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    out = subprocess.run([CC, "-c", "-O0", "-fPIC", "-fopenmp", "-Werror=implicit-function-declaration",
+                          f"-I{sysconfig.get_paths()['include']}", f"-I{np.get_include()}",
+                          f"-I{_simde()}", f"-I{FAST}", str(c_file), "-o",
+                          str(tmp_path / "x.o")], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
