@@ -67,8 +67,10 @@ def softmax_row(x, y, yi, sc):
         return
     exp_into(x, m, yi, sc)
     inv = f32(1.0) / row_sum(y)
+    tiny = f32(1.1754944e-38)   # FLT_MIN: subnormal probabilities flushed (see _rowops.h)
     for j in range(x.size):
-        y[j] *= inv
+        p = y[j] * inv
+        y[j] = p if p >= tiny else f32(0.0)
 
 @numba.njit(**opts)
 def softmax_rows(x, y, yi, sc):
