@@ -121,3 +121,21 @@ def test_buffer_assignment_never_overlaps_live_tensors():
                 if a is not b and owner[a.name] == owner[b.name]:
                     # same buffer: one must be dead (last read) before the other is written
                     assert a.last < b.first or b.last < a.first, (a, b)
+
+
+@pytest.mark.parametrize("tune", ["off", "cached"])
+@pytest.mark.parametrize("alpha", [2.0, -0.5, 0.01])
+def test_fused_leaky_relu_any_alpha_matches_onnxruntime(tune, alpha):
+    """Conv + LeakyRelu fuse whatever alpha; every kernel bound, timed or not (tune="off"
+    binds the first capable one unchecked), computes y < 0 ? alpha y : y."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((8, 4, 3, 3)).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("LeakyRelu", ["c"], ["y"], alpha=alpha)]
+    model = make_model(nodes, [("x", np.float32, [1, 4, 12, 12])],
+                       [("y", np.float32, [1, 8, 12, 12])], {"w": w})
+    x = rng.standard_normal((1, 4, 12, 12)).astype(np.float32)
+    sess = edgenn.InferenceSession(model.SerializeToString(), tune=tune)
+    got = sess.run(None, {"x": x})[0]
+    assert [n.op for n in sess.graph.nodes] == ["Conv"]          # fused
+    assert rel_err(got, ort_run(model, {"x": x})[0]) < 1e-5

@@ -8,6 +8,10 @@ from edgenn.graph.ir import Node
 ACTS = [("", []), ("Relu", []), ("Clip", [0.0, 6.0]), ("HardSwish", []),
         ("HardSigmoid", [0.2, 0.5]), ("Sigmoid", []), ("SiLU", []), ("LeakyRelu", [0.1]),
         ("Gelu", [])]
+# attribute extremes every fused epilogue must honour: alpha > 1 and < 0 (max(y, alpha y)
+# would be wrong), a Clip range below zero, a decreasing HardSigmoid
+EXTREME_ACTS = [("LeakyRelu", [2.0]), ("LeakyRelu", [-0.5]), ("Clip", [-1.0, -0.25]),
+                ("HardSigmoid", [-0.3, 0.6])]
 
 
 def conv_cases():
@@ -41,6 +45,14 @@ def conv_cases():
         if residual:
             inputs.append(rng.standard_normal((n, m, oh, ow)).astype(np.float32))
         yield Node("Conv", ["x", "w", "b", "z"][:len(inputs)], ["y"], attrs, "conv"), inputs
+    for gi, (act, params) in itertools.product((0, 2, 8, 19), EXTREME_ACTS):
+        n, c, h, w, m, k, s, p, d, g = geoms[gi]   # 3x3, 1x1 in place, depthwise, Winograd
+        x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+        wt = rng.standard_normal((m, c // g, k, k)).astype(np.float32)
+        attrs = dict(kernel_shape=[k, k], strides=[s, s], pads=[p] * 4, dilations=[d, d],
+                     group=g, auto_pad="NOTSET", activation=act, activation_params=params)
+        yield Node("Conv", ["x", "w", "b"], ["y"], attrs, "conv"), \
+            [x, wt, rng.standard_normal(m).astype(np.float32)]
     for act, params in ACTS[4:]:  # the remaining activations on one geometry
         x = rng.standard_normal((1, 4, 6, 6)).astype(np.float32)
         wt = rng.standard_normal((4, 4, 3, 3)).astype(np.float32)
@@ -60,6 +72,13 @@ def gemm_cases():
         attrs = dict(alpha=0.7, beta=1.3, transA=0, transB=trans_b, activation=act,
                      activation_params=params)
         yield Node("Gemm", ["a", "b", "c"], ["y"], attrs, "gemm"), [a, b, c]
+    for act, params in EXTREME_ACTS:
+        attrs = dict(alpha=1.0, beta=1.0, transA=0, transB=0, activation=act,
+                     activation_params=params)
+        yield Node("Gemm", ["a", "b", "c"], ["y"], attrs, "gemm"), [
+            rng.standard_normal((7, 20)).astype(np.float32),
+            rng.standard_normal((20, 33)).astype(np.float32),
+            rng.standard_normal(33).astype(np.float32)]
     a = rng.standard_normal((6, 4)).astype(np.float32)  # transA, no C
     yield Node("Gemm", ["a", "b"], ["y"], dict(alpha=1.0, beta=1.0, transA=1, transB=0),
                "gemm"), [a, rng.standard_normal((6, 3)).astype(np.float32)]

@@ -39,9 +39,9 @@ def activate(y: np.ndarray, kind: str, params, tmp: np.ndarray) -> None:
             np.reciprocal(tmp, out=y)
         else:
             np.divide(y, tmp, out=y)
-    elif kind == "LeakyRelu":
+    elif kind == "LeakyRelu":   # y < 0 ? alpha y : y (max(y, alpha y) only for 0 <= alpha <= 1)
         np.multiply(y, params[0], out=tmp)
-        np.maximum(y, tmp, out=y)
+        np.copyto(y, tmp, where=y < 0)
     elif kind == "Gelu" and y.dtype == np.float32 and y.flags.c_contiguous:
         flat = y.reshape(-1)  # exact GELU, one vectorized C pass (rows.py's _rowops)
         _rowops.gelu(flat, flat)
