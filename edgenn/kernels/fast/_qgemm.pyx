@@ -548,18 +548,7 @@ cdef extern from *:
     qv_ukr_t qv_native_pick(int which)
 
 
-def vnni_ukr(str kind, cnp.ndarray a, cnp.ndarray b, long ng, long bps, int npan):
-    """Tests: the native VNNI micro-kernel on raw panels (as _qgemm_emu.vnni_ukr)."""
-    if not HAVE_VNNI:
-        raise ValueError("this CPU (or EDGENN_MAX_ISA) has no AVX-512 VNNI")
-    if kind not in ("conv", "gemm"):
-        raise ValueError(kind)
-    a = np.ascontiguousarray(a, np.uint8)
-    b = np.ascontiguousarray(b, np.uint8)
-    if a.size < ng * 24 or b.size < (npan - 1) * bps + ng * 32 or not 1 <= npan <= 4:
-        raise ValueError("panels too small")
-    out = np.zeros((4, 6, 8), np.int32)
-    qv_native_pick(0 if kind == "conv" else 1)(ng, <const uint8_t *>cnp.PyArray_DATA(a),
-                                               <const uint8_t *>cnp.PyArray_DATA(b), bps, npan,
-                                               <int32_t *>cnp.PyArray_DATA(out))
-    return out
+def vnni_ukr_into(int which, const uint8_t[::1] a, const uint8_t[::1] b, long ng, long bps,
+                  int npan, int32_t[::1] out):
+    """Tests (vnni_tiles.tile checks the sizes): the native VNNI tile, which 0 conv, 1 gemm."""
+    qv_native_pick(which)(ng, &a[0], &b[0], bps, npan, &out[0])

@@ -1,0 +1,29 @@
+"""Tests' access to the AVX-512 VNNI int8 micro-kernels on raw packed panels (_qgemm_vnni.h),
+native (_qgemm) or compiled against SIMDe (_qgemm_emu, any CPU): one 6 x 32 tile."""
+from __future__ import annotations
+
+import numpy as np
+
+KINDS = {"conv": 0, "gemm": 1, "conv_broken": 2}   # conv_broken: emulated build only
+
+
+def tile(lane: str, kind: str, a, b, ng: int, bps: int, npan: int) -> np.ndarray:
+    """lane "native" or "emulated"; a: one A panel (ng * 24 bytes), b: 4 B panels bps bytes
+    apart (ng * 32 bytes each), uint8 -> (4, 6, 8) int32 sums."""
+    if kind not in KINDS or (kind == "conv_broken" and lane != "emulated"):
+        raise ValueError(f"no {kind!r} kernel in the {lane} lane")
+    a = np.ascontiguousarray(a, np.uint8).ravel()
+    b = np.ascontiguousarray(b, np.uint8).ravel()
+    if not 1 <= npan <= 4 or a.size < ng * 24 or b.size < (npan - 1) * bps + ng * 32:
+        raise ValueError("panels too small")
+    pad = np.zeros(64, np.uint8)   # never read; keeps &a[0] valid for empty panels (ng 0)
+    a, b = np.concatenate([a, pad]), np.concatenate([b, pad])
+    out = np.zeros((4, 6, 8), np.int32)
+    if lane == "emulated":
+        from . import _qgemm_emu as mod
+    else:
+        from . import _qgemm as mod
+        if not mod.HAVE_VNNI:
+            raise ValueError("this CPU (or EDGENN_MAX_ISA) has no AVX-512 VNNI")
+    mod.vnni_ukr_into(KINDS[kind], a, b, ng, bps, npan, out.reshape(-1))
+    return out
