@@ -22,6 +22,8 @@ p.add_argument("model")
 p.add_argument("--runs", type=int, default=5)
 p.add_argument("--cold", action="store_true", help="empty EDGENN_CACHE_DIR before each run")
 args = p.parse_args()
+from edgenn.kernels import isa  # noqa: E402
+print(f"CPU: {isa.describe()}")   # every figure names the CPU and the kernel tier
 path, feeds = ZOO[args.model]()
 subprocess.run([sys.executable, "-m", "compileall", "-q",
                 os.path.join(os.path.dirname(__file__), "..", "edgenn")], check=True,

@@ -1,21 +1,15 @@
 """Interleaved side-by-side latency on zoo models: edgenn (reference kernels), edgenn
 (current fast kernels), onnxruntime, MNN. Medians of --rounds, after warm-up.
     python scripts/compare_models.py --threads 1 mobilenet_v2-op13 resnet18-op17 ..."""
-import argparse
 import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 from models import ZOO  # noqa: E402
 
-from edgenn.bench import PEERS, edgenn_runner, interleave, table  # noqa: E402
+from edgenn.bench import PEERS, edgenn_runner, interleave, script_args, table  # noqa: E402
 
-p = argparse.ArgumentParser()
-p.add_argument("models", nargs="+")
-p.add_argument("--threads", type=int, default=1)
-p.add_argument("--rounds", type=int, default=15)
-p.add_argument("--peers", default="onnxruntime,mnn")
-args = p.parse_args()
+args = script_args(__doc__, peers="onnxruntime,mnn")   # prints the CPU and kernel tier
 for name in args.models:
     path, feeds = ZOO[name]()
     shapes = {k: v.shape for k, v in feeds.items()}

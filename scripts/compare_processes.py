@@ -56,6 +56,8 @@ def main():
     p.add_argument("--int8", action="store_true")
     p.add_argument("--runtimes", default="edgenn,onnxruntime,mnn")
     args = p.parse_args()
+    from edgenn.kernels import isa  # noqa: E402
+    print(f"CPU: {isa.describe()}")   # every figure names the CPU and the kernel tier
     runtimes = args.runtimes.split(",") + (["edgenn-int8", "onnxruntime-int8", "mnn-int8"]
                                              if args.int8 else [])
     tmp = os.path.join(os.environ.get("TMPDIR", "/tmp"), "edgenn-compare")

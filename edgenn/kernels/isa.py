@@ -82,12 +82,20 @@ def describe() -> str:
 
 
 def cpu_model() -> str:
-    """The CPU's model name (from /proc/cpuinfo where there is one)."""
+    """The CPU's model name (from /proc/cpuinfo where there is one), with its x86 family
+    and model numbers (virtual machines often report only "Intel(R) Xeon(R) Processor")."""
+    fields = {}
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.lower().startswith(("model name", "hardware", "cpu model")):
-                    return line.split(":", 1)[1].strip()
+                if not line.strip():
+                    break                                  # the first CPU is enough
+                key, _, value = line.partition(":")
+                fields.setdefault(key.strip().lower(), value.strip())
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    name = fields.get("model name") or fields.get("hardware") or fields.get("cpu model") \
+        or platform.processor() or platform.machine()
+    if "cpu family" in fields and "model" in fields:
+        name += f" (family {fields['cpu family']} model {fields['model']})"
+    return name

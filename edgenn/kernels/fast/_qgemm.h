@@ -679,8 +679,41 @@ typedef struct {
 /* Epilogue of the 4 blocks of 6 x 8 sums that qv_ukr_*_6x32 leaves in acc: block q is
  * columns n0 + 8q.., nvalid columns in all (from n0), mr rows from m0; y at the first
  * output (row stride ld elements), z the residual in the same layout or NULL. */
+/* The integer epilogue (u8 out, per-row constants: QConv's common case) of a 6 x 32 tile,
+ * 16 outputs per zmm: the same operations as qe_tile8_avx2 (sum + bias, to float, times
+ * mult, min with 2^24, round to nearest even, + zero point, clamp to [lo, hi] and u8),
+ * the s16 packing steps replaced by one clamp of the s32 values (equal: the result is
+ * clamped to [0, 255] either way), the ragged end by a masked store. */
+__attribute__((target("avx2,fma,avx512f,avx512bw,avx512vl,avx512dq")))
+static void qv_tile_out_int(const int32_t *acc, int mr, long nvalid, const qe_epi *e, long m0,
+                            uint8_t *y, long ld) {
+    const __m512 big = _mm512_set1_ps(16777216.f);
+    const __m512i zp = _mm512_set1_epi32(e->yzp);
+    const __m512i lo = _mm512_set1_epi32(qe_u8(e->lo)), hi = _mm512_set1_epi32(qe_u8(e->hi));
+    for (int h = 0; h < 2 && 16 * h < nvalid; h++) {
+        const long n = nvalid - 16 * h < 16 ? nvalid - 16 * h : 16;
+        const __mmask16 m = (__mmask16)(n == 16 ? 0xffff : (1u << n) - 1);
+        const int32_t *b0 = acc + (2 * h) * QV_MR * QG_NR, *b1 = b0 + QV_MR * QG_NR;
+        for (int r = 0; r < mr; r++) {
+            __m512i a = _mm512_inserti64x4(
+                _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(b0 + r * QG_NR))),
+                _mm256_loadu_si256((const __m256i *)(b1 + r * QG_NR)), 1);
+            a = _mm512_add_epi32(a, _mm512_set1_epi32(e->bias[m0 + r]));
+            __m512 f = _mm512_min_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(a),
+                                                   _mm512_set1_ps(e->mult[m0 + r])), big);
+            __m512i q = _mm512_add_epi32(_mm512_cvtps_epi32(f), zp);
+            q = _mm512_min_epi32(_mm512_max_epi32(q, lo), hi);
+            _mm512_mask_cvtepi32_storeu_epi8(y + r * ld + 16 * h, m, q);
+        }
+    }
+}
+
 QE_AVX2 static void qv_tile_out(const int32_t *acc, int mr, long nvalid, const qe_epi *e,
                                 long m0, long n0, char *y, long ld, const uint8_t *z) {
+    if (!e->float_path && !e->per_col && !e->out_f32 && !z) {
+        qv_tile_out_int(acc, mr, nvalid, e, m0, (uint8_t *)y, ld);
+        return;
+    }
     const long es = e->out_f32 ? 4 : 1;
     for (int q = 0; q < QV_PANELS && q * QG_NR < nvalid; q++) {
         const int32_t *t = acc + q * QV_MR * QG_NR;
