@@ -429,8 +429,12 @@ def test_cli_quantize_and_accuracy(tmp_path, capsys, digits):
     assert q.meta["quantization"]["method"] == "kl"
     # the plan names each int8 layer's arithmetic (7-bit weights: the u8 path)
     code, out, _ = run_cli(capsys, "inspect", out_path, "--plan", "--shape", "image=4,1,8,8")
-    qrows = [r for r in out.splitlines() if " QConv " in r and "-> qconv_gemm_int8" in r]
+    # (any tier's int8 GEMM kernel), and the instruction set it runs
+    qrows = [r for r in out.splitlines() if " QConv " in r and
+             ("-> qconv_gemm_int8" in r or "-> qconv_u8s8_" in r)]
     assert code == EXIT_OK and qrows and all("(u8)" in r for r in qrows), out
+    assert all(any(f"<{t}>" in r for t in ("avx512vnni", "avx2", "portable")) for r in qrows)
+    assert any(r.startswith("plan: ") and "CPU: " in r for r in out.splitlines())
 
 
 @pytest.mark.parametrize("argv,code", [

@@ -1,0 +1,118 @@
+/* The C kernels on a non-x86 target (built by tests/test_aarch64.py with
+ * aarch64-linux-gnu-gcc and run under qemu-aarch64): the CPU probe, the AVX-512 VNNI
+ * int8 micro-kernels through SIMDe (the same integers on every architecture), the
+ * portable int8 micro-kernel and the packed sgemm driver, each against a plain reference.
+ * Prints one line per check and closes with "N passed, M failed"; exit status 1 on any
+ * failure. No Python: the kernel headers alone. */
+#define EDGENN_SIMDE 1
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "_cpu.h"
+#include "_qgemm.h"
+#include "sgemm.h"
+
+static int passed, failed;
+
+static void check(int ok, const char *what) {
+    printf("%s %s\n", ok ? "ok  " : "FAIL", what);
+    if (ok) passed++; else failed++;
+}
+
+static uint32_t rng_state = 12345u;
+static uint32_t rnd(void) { rng_state = rng_state * 1664525u + 1013904223u; return rng_state >> 8; }
+
+/* out[p][r][j] = sum_g,q A[g][r][q] * B[p][g][j][q]; conv: A s8, B u8; gemm: A u8, B s8 */
+static void ref_tile(int conv, long ng, const uint8_t *a, const uint8_t *b, long bps,
+                     int npan, int32_t *out) {
+    for (int p = 0; p < npan; p++)
+        for (int r = 0; r < 6; r++)
+            for (int j = 0; j < 8; j++) {
+                int64_t s = 0;
+                for (long g = 0; g < ng; g++)
+                    for (int q = 0; q < 4; q++) {
+                        int av = conv ? (int8_t)a[g * 24 + r * 4 + q] : a[g * 24 + r * 4 + q];
+                        uint8_t braw = b[p * bps + g * 32 + j * 4 + q];
+                        int bv = conv ? braw : (int8_t)braw;
+                        s += (int64_t)av * bv;
+                    }
+                out[(p * 6 + r) * 8 + j] = (int32_t)s;
+            }
+}
+
+static void check_vnni(void) {
+    static const long ngs[] = {1, 2, 7, 64, 300};
+    char what[128];
+    for (int conv = 0; conv < 2; conv++)
+        for (size_t t = 0; t < sizeof ngs / sizeof ngs[0]; t++)
+            for (int fill = 0; fill < 3; fill++) {   /* random, u8 255 x s8 -128, 255 x 127 */
+                long ng = ngs[t], bps = ng * 32;
+                uint8_t *a = malloc(ng * 24), *b = malloc(4 * bps);
+                uint8_t s8 = fill == 1 ? 0x80 : 0x7f;
+                for (long i = 0; i < ng * 24; i++) a[i] = fill ? (conv ? s8 : 255) : (uint8_t)rnd();
+                for (long i = 0; i < 4 * bps; i++) b[i] = fill ? (conv ? 255 : s8) : (uint8_t)rnd();
+                int32_t got[4 * 48], want[4 * 48];
+                int ok = 1;
+                for (int npan = 1; npan <= 4; npan++) {
+                    (conv ? qv_ukr_conv_6x32 : qv_ukr_gemm_6x32)(ng, a, b, bps, npan, got);
+                    ref_tile(conv, ng, a, b, bps, npan, want);
+                    for (int i = 0; i < npan * 48; i++) ok &= got[i] == want[i];
+                }
+                snprintf(what, sizeof what, "vnni %s 6x32 (SIMDe) ng=%ld fill=%d: exact",
+                         conv ? "conv" : "gemm", ng, fill);
+                check(ok, what);
+                /* the portable u8 kernel (one 6 x 8 panel) on the same data */
+                int32_t acc[48];
+                qg_ukr_u8_c(ng, a, b, acc, conv ? QG_CONV : QG_GEMM);
+                ref_tile(conv, ng, a, b, bps, 1, want);
+                ok = 1;
+                for (int i = 0; i < 48; i++) ok &= acc[i] == want[i];
+                snprintf(what, sizeof what, "int8 portable 6x8 %s ng=%ld fill=%d: exact",
+                         conv ? "conv" : "gemm", ng, fill);
+                check(ok, what);
+                free(a);
+                free(b);
+            }
+}
+
+static void check_sgemm(void) {
+    static const long shapes[][3] = {{1, 1, 1}, {7, 17, 5}, {13, 33, 400}, {65, 31, 900}};
+    char what[128];
+    for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
+        long M = shapes[t][0], N = shapes[t][1], K = shapes[t][2];
+        float *a = malloc(M * K * 4), *b = malloc(K * N * 4), *c = malloc(M * N * 4);
+        float *ap = calloc(sg_packed_a_size(M, K) + 1, 4);
+        float *ws = malloc((sg_workspace_size(M, N, K, 0, 1) + 1) * 4);
+        for (long i = 0; i < M * K; i++) a[i] = (float)((int)(rnd() % 7) - 3);
+        for (long i = 0; i < K * N; i++) b[i] = (float)((int)(rnd() % 7) - 3);
+        sg_pack_a(a, K, 1, 0, M, 0, K, ap);
+        sg_operand A = {ap, NULL, 0, 0}, B = {NULL, b, N, 1};
+        sg_epi e = {NULL, NULL, NULL, 0, SG_NONE, 0.f, 0.f};
+        sg_gemm(M, N, K, &A, &B, NULL, c, N, &e, ws, 0, 0);
+        int ok = 1;   /* small integers: exact in fp32 */
+        for (long i = 0; i < M; i++)
+            for (long j = 0; j < N; j++) {
+                double s = 0;
+                for (long k = 0; k < K; k++) s += (double)a[i * K + k] * b[k * N + j];
+                ok &= c[i * N + j] == (float)s;
+            }
+        snprintf(what, sizeof what, "sgemm portable %ldx%ldx%ld: exact on small integers", M, N, K);
+        check(ok, what);
+        free(a); free(b); free(c); free(ap); free(ws);
+    }
+}
+
+int main(void) {
+#if defined(__aarch64__)
+    int t = edgenn_isa();
+    check(t == EDGENN_ISA_NEON || t == EDGENN_ISA_NEONDOT, "probe: an arm64 tier");
+    check(!edgenn_isa_x86(EDGENN_ISA_AVX2), "probe: no x86 tier on arm64");
+    printf("tier %s\n", t == EDGENN_ISA_NEONDOT ? "neondot" : "neon");
+#endif
+    check_vnni();
+    check_sgemm();
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed != 0;
+}
