@@ -8,13 +8,24 @@ from pathlib import Path
 import pytest
 
 
-def pytest_report_header(config):
+def _tier_lines() -> list[str]:
     """Which kernel tiers this run exercises natively, and which through SIMDe."""
     from edgenn.kernels import isa
     lacking = "" if isa.usable("avx512vnni") else " (this CPU lacks it: emulated only)"
     return [f"edgenn CPU: {isa.describe()}",
             f"edgenn tiers native: {', '.join(isa.tiers())}; emulated through SIMDe: "
-            f"avx512vnni int8 micro-kernels{lacking}"]
+            f"avx512vnni int8 micro-kernels{lacking}; arm64: cross-built, under qemu "
+            f"(tests/test_aarch64.py)"]
+
+
+def pytest_report_header(config):
+    return _tier_lines()
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The same lines at the end, where `pytest -q` (the README's command) shows them."""
+    for line in _tier_lines():
+        terminalreporter.write_line(line)
 
 
 def _writable(d: Path) -> bool:
