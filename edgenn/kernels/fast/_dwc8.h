@@ -402,7 +402,3 @@ static int dwc8_run(int avx2, const float *x, const float *w8, const float *b8,
     return dwc8_run_groups(avx2, x, w8, b8, off, z, y, Q, obuf, g, 0, (g->C + 7) / 8);
 }
 
-static int dwc8_cpu_has_avx2(void)
-{
-    return edgenn_isa_x86(EDGENN_ISA_AVX2);   /* the one probe (_cpu.h) */
-}

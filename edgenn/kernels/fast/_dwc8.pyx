@@ -10,6 +10,10 @@ AveragePool (pool.py)."""
 from cython.parallel cimport prange
 
 
+cdef extern from "_cpu.h" nogil:
+    int edgenn_isa_x86(int t)
+    int EDGENN_ISA_AVX2
+
 cdef extern from "_dwc8.h" nogil:
     ctypedef struct dwc8_geom:
         int kind
@@ -25,10 +29,9 @@ cdef extern from "_dwc8.h" nogil:
     int dwc8_run_groups(int avx2, const float *x, const float *w8, const float *b8,
                         const long *off, const float *z, float *y, float *Q, float *obuf,
                         const dwc8_geom *g, int g0, int g1)
-    int dwc8_cpu_has_avx2()
 
 
-cdef bint _avx2 = dwc8_cpu_has_avx2()
+cdef bint _avx2 = edgenn_isa_x86(EDGENN_ISA_AVX2)
 HAS_AVX2 = _avx2
 
 

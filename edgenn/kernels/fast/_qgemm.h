@@ -676,9 +676,6 @@ typedef struct {
 } qg_conv_plan;
 
 #if QE_X86 && QV_HAVE
-/* Epilogue of the 4 blocks of 6 x 8 sums that qv_ukr_*_6x32 leaves in acc: block q is
- * columns n0 + 8q.., nvalid columns in all (from n0), mr rows from m0; y at the first
- * output (row stride ld elements), z the residual in the same layout or NULL. */
 /* The integer epilogue (u8 out, per-row constants: QConv's common case) of a 6 x 32 tile,
  * 16 outputs per zmm: the same operations as qe_tile8_avx2 (sum + bias, to float, times
  * mult, min with 2^24, round to nearest even, + zero point, clamp to [lo, hi] and u8),
@@ -708,6 +705,9 @@ static void qv_tile_out_int(const int32_t *acc, int mr, long nvalid, const qe_ep
     }
 }
 
+/* Epilogue of the 4 blocks of 6 x 8 sums that qv_ukr_*_6x32 leaves in acc: block q is
+ * columns n0 + 8q.., nvalid columns in all (from n0), mr rows from m0; y at the first
+ * output (row stride ld elements), z the residual in the same layout or NULL. */
 QE_AVX2 static void qv_tile_out(const int32_t *acc, int mr, long nvalid, const qe_epi *e,
                                 long m0, long n0, char *y, long ld, const uint8_t *z) {
     if (!e->float_path && !e->per_col && !e->out_f32 && !z) {

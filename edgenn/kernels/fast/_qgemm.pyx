@@ -534,15 +534,15 @@ cdef class QGemmKernel:
 
 cdef extern from *:
     """
-    #if QV_HAVE
     typedef void (*qv_ukr_t)(long, const uint8_t *, const uint8_t *, long, int, int32_t *);
     static qv_ukr_t qv_native_pick(int which) {
+    #if QV_HAVE
         return which == 0 ? qv_ukr_conv_6x32 : qv_ukr_gemm_6x32;
-    }
     #else
-    typedef void (*qv_ukr_t)(long, const uint8_t *, const uint8_t *, long, int, int32_t *);
-    static qv_ukr_t qv_native_pick(int which) { (void)which; return 0; }
+        (void)which;
+        return 0;
     #endif
+    }
     """
     ctypedef void (*qv_ukr_t)(long, const uint8_t *, const uint8_t *, long, int, int32_t *)
     qv_ukr_t qv_native_pick(int which)

@@ -623,7 +623,3 @@ static void rowops_qadd_u8(int avx2, const unsigned char *a, const unsigned char
         y[i] = row_qadd1(a[i], b[i], sa, za, sb, zb, sy, zy, relu);
 }
 
-static int rowops_cpu_has_avx2(void)
-{
-    return edgenn_isa_x86(EDGENN_ISA_AVX2);   /* the one probe (_cpu.h) */
-}

@@ -6,6 +6,10 @@ scale + mask + softmax, LayerNorm rows, erf, exact GELU, bias + GELU rows, sigmo
 float32 C-contiguous arrays; every function takes `avx2` (the AVX2+FMA build when true
 and the CPU has it, else the portable one) and releases the GIL."""
 
+cdef extern from "_cpu.h" nogil:
+    int edgenn_isa_x86(int t)
+    int EDGENN_ISA_AVX2
+
 cdef extern from "_rowops.h" nogil:
     int ROW_MASK_NONE, ROW_MASK_ADD, ROW_MASK_BOOL
     int ROW_ERF, ROW_GELU, ROW_SIGMOID
@@ -17,7 +21,6 @@ cdef extern from "_rowops.h" nogil:
                                float *inv, long R, long C)
     void rowops_unary(int avx2, const float *x, float *y, long n, int fn)
     void rowops_bias_gelu_rows(int avx2, float *y, const float *bias, long R, long N)
-    int rowops_cpu_has_avx2()
     void rowops_quantize_u8(int avx2, const float *x, unsigned char *y, long n, float scale,
                             int zp, int divide)
     void rowops_dequantize_u8(int avx2, const unsigned char *x, float *y, long n,
@@ -29,7 +32,7 @@ cdef extern from "_rowops.h" nogil:
                         float sy, int zy, int relu)
 
 
-cdef bint _avx2 = rowops_cpu_has_avx2()
+cdef bint _avx2 = edgenn_isa_x86(EDGENN_ISA_AVX2)
 HAS_AVX2 = _avx2
 
 

@@ -16,7 +16,7 @@ cnp.import_array()
 
 cdef extern from "_cpu.h" nogil:
     int edgenn_isa_x86(int t)
-    int EDGENN_ISA_AVX512
+    int EDGENN_ISA_AVX2, EDGENN_ISA_AVX512
 
 cdef extern from "sgemm.h" nogil:
     ctypedef struct sg_epi:
@@ -34,7 +34,6 @@ cdef extern from "sgemm.h" nogil:
         const float *x
         int C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow
     int SG_MR, SG_NR
-    int sg_have_avx2()
     long sg_direct_chunk_bytes
     long sg_packed_a_size(long M, long K)
     long sg_packed_b_size(long K, long N)
@@ -45,15 +44,15 @@ cdef extern from "sgemm.h" nogil:
                    float *dst)
     void sg_gemm(long M, long N, long K, const sg_operand *a, const sg_operand *b,
                  const sg_conv *conv, float *C, long ldc, const sg_epi *e, float *ws,
-                 int use_avx2, int direct_b)
+                 int tier, int direct_b)
     void sg_gemm_cols(long M, long N, long K, const sg_operand *a, const sg_operand *b,
                       const sg_conv *conv, float *C, long ldc, const sg_epi *e, float *ws,
-                      int use_avx2, int direct_b, long j0, long j1)
+                      int tier, int direct_b, long j0, long j1)
 
 ACTIVATIONS = {"": 0, "Relu": 1, "Clip": 2, "HardSwish": 3, "HardSigmoid": 4, "Sigmoid": 5,
                "SiLU": 6, "LeakyRelu": 7, "Gelu": 8}
 MR, NR = SG_MR, SG_NR
-HAVE_AVX2 = bool(sg_have_avx2())
+HAVE_AVX2 = bool(edgenn_isa_x86(EDGENN_ISA_AVX2))
 HAVE_AVX512 = bool(edgenn_isa_x86(EDGENN_ISA_AVX512))   # the one probe, EDGENN_MAX_ISA applied
 ISAS = ("scalar", "avx2", "avx512")
 
@@ -100,7 +99,7 @@ cdef class SGemm:
     cdef float[::1] ws
     cdef sg_epi epi
     cdef sg_operand const_op
-    cdef int a_is_const, is_conv, use_avx2, direct_b
+    cdef int a_is_const, is_conv, tier, direct_b
     cdef sg_conv geom
 
     def __init__(self, long M, long N, long K, packed_a=None, packed_b=None, bias_row=None,
@@ -157,13 +156,13 @@ cdef class SGemm:
         if isa == "avx512" and not HAVE_AVX512:
             raise ValueError("isa 'avx512': this CPU (or EDGENN_MAX_ISA) does not allow it")
         # the tier the C driver runs: 0 portable, 1 AVX2 (6 x 16), 2 AVX-512F (12 x 32)
-        self.use_avx2 = 2 if isa == "avx512" else \
+        self.tier = 2 if isa == "avx512" else \
             int(HAVE_AVX2 and not force_portable and isa != "scalar")
         self.direct_b = direct_b
 
     @property
     def simd(self):
-        return ("portable", "avx2", "avx512")[self.use_avx2]
+        return ("portable", "avx2", "avx512")[self.tier]
 
     def run_images(self, cnp.ndarray x, cnp.ndarray out, cnp.ndarray z=None):
         """Conv fast path, A constant: x (n, C, H, W), out (n, M, OH, OW), z like out (or
@@ -227,12 +226,12 @@ cdef class SGemm:
                     e.ldz = self.N
                 if nt == 1:
                     sg_gemm(self.M, self.N, self.K, &self.const_op, &var, gp, op + b * os,
-                            self.N, &e, ws, self.use_avx2, self.direct_b)
+                            self.N, &e, ws, self.tier, self.direct_b)
                 else:
                     for t in prange(nt, num_threads=nt, schedule="static"):
                         sg_gemm_cols(self.M, self.N, self.K, &self.const_op, &var, gp,
                                      op + b * os, self.N, &e, ws + t * self.wsize,
-                                     self.use_avx2, self.direct_b, t * self.chunk,
+                                     self.tier, self.direct_b, t * self.chunk,
                                      min(self.N, (t + 1) * self.chunk))
 
     def run(self, src, float[:, ::1] out, const float[:, ::1] z=None):
@@ -276,7 +275,7 @@ cdef class SGemm:
         with nogil:
             if self.a_is_const:
                 sg_gemm(self.M, self.N, self.K, &self.const_op, &var, gp, c, ldc, &e, ws,
-                        self.use_avx2, self.direct_b)
+                        self.tier, self.direct_b)
             else:
                 sg_gemm(self.M, self.N, self.K, &var, &self.const_op, NULL, c, ldc, &e, ws,
-                        self.use_avx2, 0)
+                        self.tier, 0)

@@ -12,10 +12,10 @@
  * A, a Gemm's constant B is B) or packed per call, block by block, from a strided matrix;
  * B may also be packed straight from an NCHW image (implicit im2col, see sg_pack_b_conv).
  *
- * SIMD: use_avx2 is the tier: 1 the AVX2+FMA kernels (6 x 16), 2 the AVX-512F ones
- * (sgemm_avx512.h, 12 x 32 on the same panels); they carry __attribute__((target)) and are
- * used only when the CPU reports the features at run time (_cpu.h); otherwise (or when forced) a portable C
- * micro-kernel runs (compiled for the baseline ISA, auto-vectorized by the compiler).
+ * SIMD: `tier` picks the kernels: 0 the portable C micro-kernel (baseline ISA,
+ * auto-vectorized), 1 the AVX2+FMA kernels (6 x 16), 2 the AVX-512F ones (sgemm_avx512.h,
+ * 12 x 32 on the same panels). The SIMD ones carry __attribute__((target)); the caller
+ * passes a tier the CPU has (the one probe, _cpu.h).
  */
 #ifndef EDGENN_SGEMM_H
 #define EDGENN_SGEMM_H
@@ -322,11 +322,6 @@ static void sg_ukr_avx2(long kc, const float *a, const float *b, long ldb, float
     table[nr > 8][mr - 1](kc, a, b, ldb, c, ldc, mr, nr, accum, last, e, m0, n0);
 }
 
-static int sg_have_avx2(void) {
-    return edgenn_isa_x86(EDGENN_ISA_AVX2);   /* the one probe (_cpu.h) */
-}
-#else
-static int sg_have_avx2(void) { return 0; }
 #endif
 
 typedef void (*sg_ukr_t)(long, const float *, const float *, long, float *, long, int, int,
@@ -455,7 +450,7 @@ static long sg_direct_chunk_bytes = 64 * 1024;
 
 static void sg_gemm_direct(long M, long N, long K, const float *ap, const float *B, long ldb,
                            float *C, long ldc, const sg_epi *e, float *ws, sg_ukr_t ukr,
-                           long kcmax, int use_avx2, long j0, long j1) {
+                           long kcmax, int tier, long j0, long j1) {
     long nb = sg_direct_chunk_bytes / 4 / kcmax / SG_NR * SG_NR;
     if (nb < SG_NR) nb = SG_NR;
     long nfull = N / SG_NR * SG_NR;
@@ -467,7 +462,7 @@ static void sg_gemm_direct(long M, long N, long K, const float *ap, const float 
             if (jc + nc > nfull)   /* ragged last panel: packed (zero-padded) into ws */
                 sg_pack_b(B, ldb, 1, pc, kc, nfull, N - nfull, ws);
 #if SG_X86
-            if (use_avx2 >= 2) {   /* AVX-512: 12 x 32 tiles, each A panel pair sweeps the chunk */
+            if (tier >= 2) {   /* AVX-512: 12 x 32 tiles, each A panel pair sweeps the chunk */
                 for (long ir = 0; ir < M; ir += SG_MR2) {
                     int mr = M - ir < SG_MR2 ? (int)(M - ir) : SG_MR2;
                     const float *a = ap + (ir / SG_MR) * K * SG_MR + pc * SG_MR;
@@ -489,7 +484,7 @@ static void sg_gemm_direct(long M, long N, long K, const float *ap, const float 
                 const float *a = ap + (ir / SG_MR) * K * SG_MR + pc * SG_MR;
                 long jr = jc;
 #if SG_X86
-                if (use_avx2) {   /* the chunk's full in-place panels in one call */
+                if (tier) {   /* the chunk's full in-place panels in one call */
                     long jend = jc + nc < nfull ? jc + nc : nfull;
                     if (jend > jc) {
                         sg_sweep_avx2[mr - 1](kc, a, B + pc * ldb + jc, ldb, C + ir * ldc + jc,
@@ -516,16 +511,16 @@ static void sg_gemm_direct(long M, long N, long K, const float *ap, const float 
  * the ragged last panel is packed. ws: sg_workspace_size floats. */
 static void sg_gemm_cols(long M, long N, long K, const sg_operand *a, const sg_operand *b,
                          const sg_conv *conv, float *C, long ldc, const sg_epi *e, float *ws,
-                         int use_avx2, int direct_b, long j0, long j1) {
+                         int tier, int direct_b, long j0, long j1) {
     sg_ukr_t ukr = sg_ukr_c;
 #if SG_X86
-    if (use_avx2) ukr = sg_ukr_avx2;
+    if (tier) ukr = sg_ukr_avx2;
 #endif
     sg_blocks bl = sg_choose_blocks(M, N, K);
     int pack_a = a->packed == NULL, pack_b = b->packed == NULL;
     direct_b = direct_b && pack_b && !conv && b->cs == 1;
     if (direct_b && !pack_a && sg_direct_chunk_bytes > 0) {
-        sg_gemm_direct(M, N, K, a->packed, b->src, b->rs, C, ldc, e, ws, ukr, bl.kc, use_avx2,
+        sg_gemm_direct(M, N, K, a->packed, b->src, b->rs, C, ldc, e, ws, ukr, bl.kc, tier,
                        j0, j1);
         return;
     }
@@ -562,7 +557,7 @@ static void sg_gemm_cols(long M, long N, long K, const sg_operand *a, const sg_o
                     a_ps = K * SG_MR;
                 }
 #if SG_X86
-                if (use_avx2 >= 2) {   /* AVX-512: 12 x 32 tiles (two B panels, two A panels) */
+                if (tier >= 2) {   /* AVX-512: 12 x 32 tiles (two B panels, two A panels) */
                     for (long jr = 0; jr < nc; jr += SG_NR2) {
                         int nr = nc - jr < SG_NR2 ? (int)(nc - jr) : SG_NR2;
                         const float *bp[2];
@@ -615,8 +610,8 @@ static void sg_gemm_cols(long M, long N, long K, const sg_operand *a, const sg_o
 /* The whole product (every column) on the calling thread. */
 static void sg_gemm(long M, long N, long K, const sg_operand *a, const sg_operand *b,
                     const sg_conv *conv, float *C, long ldc, const sg_epi *e, float *ws,
-                    int use_avx2, int direct_b) {
-    sg_gemm_cols(M, N, K, a, b, conv, C, ldc, e, ws, use_avx2, direct_b, 0, N);
+                    int tier, int direct_b) {
+    sg_gemm_cols(M, N, K, a, b, conv, C, ldc, e, ws, tier, direct_b, 0, N);
 }
 
 #endif
