@@ -32,6 +32,13 @@ extensions = [
               extra_compile_args=["-O3", "-ffp-contract=off"],
               depends=["edgenn/kernels/fast/_rowops.h", "edgenn/kernels/fast/_simd_math.h",
                        "edgenn/kernels/fast/_cpu.h"]),
+    # tests only: the packed sgemm with its AVX2 / AVX-512F kernels on SIMDe (emulated)
+    Extension("edgenn.kernels.fast._sgemm_emu", ["edgenn/kernels/fast/_sgemm_emu.pyx"],
+              include_dirs=[np.get_include(), "edgenn/kernels/fast", SIMDE],
+              define_macros=[("EDGENN_SIMDE", "1")], extra_compile_args=["-O1", "-fopenmp"],
+              extra_link_args=["-fopenmp"],
+              depends=[f"edgenn/kernels/fast/{h}" for h in
+                       ("_sgemm.pyx", "sgemm.h", "sgemm_avx512.h", "_simd.h", "_simd_math.h")]),
     # tests only: the AVX-512 VNNI micro-kernels against SIMDe, built for the baseline
     # target (no -m flags), so a CPU without VNNI runs their bodies (emulated, exact)
     Extension("edgenn.kernels.fast._qgemm_emu", ["edgenn/kernels/fast/_qgemm_emu.pyx"],

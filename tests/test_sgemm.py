@@ -1,17 +1,28 @@
 """edgenn's packed sgemm (kernels/fast/_sgemm.pyx + sgemm.h) against float64 matmul:
 exact results on integer data, tails around the 6 x 16 micro-tile and the K blocks, both
 operand layouts (constant A packed / constant B packed), B read in place, implicit im2col,
-every epilogue, on every tier the CPU has: portable C, AVX2 (6 x 16), AVX-512F (12 x 32)."""
+every epilogue, on every tier the CPU has: portable C, AVX2 (6 x 16), AVX-512F (12 x 32),
+and on the AVX2 / AVX-512F kernels built on SIMDe (emulated, any CPU)."""
 import itertools
 
 import numpy as np
 import pytest
 
 from edgenn.kernels.fast import _sgemm as sg
+from edgenn.kernels.fast import _sgemm_emu
 from edgenn.kernels.reference.nn import apply_activation
 
-# the tiers this CPU runs natively (the portable C always)
-PATHS = ["scalar"] + ["avx2"] * sg.HAVE_AVX2 + ["avx512"] * sg.HAVE_AVX512
+# the tiers this CPU runs natively (the portable C always), and the SIMD tiers again
+# through SIMDe (_sgemm_emu: any CPU, so AVX2-only machines check the AVX-512F kernel too)
+PATHS = ["scalar"] + ["avx2"] * sg.HAVE_AVX2 + ["avx512"] * sg.HAVE_AVX512 + \
+    ["avx2-emulated", "avx512-emulated"]
+
+
+def _lib(tier):
+    """-> (the module that builds this tier, its isa name)."""
+    if tier.endswith("-emulated"):
+        return _sgemm_emu, tier[:-len("-emulated")]
+    return sg, tier
 ACTS = [("", []), ("Relu", []), ("Clip", [-0.5, 0.7]), ("HardSwish", []),
         ("HardSigmoid", [0.2, 0.5]), ("Sigmoid", []), ("SiLU", []), ("LeakyRelu", [0.1]),
         ("Gelu", [])]
@@ -38,16 +49,17 @@ def _run(mode, a, b, tier, bias_row=None, bias_col=None, z=None, act="",
     """out = act(a @ b + bias + z) through SGemm with `mode` in {A, B, direct}."""
     m, k = a.shape
     n = b.shape[1]
+    lib, isa = _lib(tier)
     if mode == "B":
-        g = sg.SGemm(m, n, k, packed_b=sg.pack_b(b), bias_row=bias_row, bias_col=bias_col,
-                     act=act, params=params, isa=tier)
+        g = lib.SGemm(m, n, k, packed_b=lib.pack_b(b), bias_row=bias_row, bias_col=bias_col,
+                      act=act, params=params, isa=isa)
         src = a
     else:
-        g = sg.SGemm(m, n, k, packed_a=sg.pack_a(a), bias_row=bias_row, bias_col=bias_col,
-                     act=act, params=params, isa=tier,
+        g = lib.SGemm(m, n, k, packed_a=lib.pack_a(a), bias_row=bias_row, bias_col=bias_col,
+                      act=act, params=params, isa=isa,
                      direct_b=mode == "direct")
         src = b
-    assert g.simd == ("portable" if tier == "scalar" else tier)
+    assert g.simd == ("portable" if isa == "scalar" else isa)
     out = np.full((m, n), np.nan, np.float32)
     g.run(src, out, z)
     return out
@@ -144,8 +156,9 @@ def test_implicit_im2col(portable):
         x = rng.standard_normal((c, h, wd)).astype(np.float32)
         w = rng.standard_normal((m, c, k, k)).astype(np.float32)
         want, oh, ow = _conv_ref(x, w, s, p, d)
-        g = sg.SGemm(m, oh * ow, c * k * k, packed_a=sg.pack_a(w.reshape(m, -1)),
-                     conv=(c, h, wd, k, k, s, s, p, p, d, d, oh, ow), isa=portable)
+        lib, isa = _lib(portable)
+        g = lib.SGemm(m, oh * ow, c * k * k, packed_a=lib.pack_a(w.reshape(m, -1)),
+                      conv=(c, h, wd, k, k, s, s, p, p, d, d, oh, ow), isa=isa)
         got = np.full((m, oh * ow), np.nan, np.float32)
         g.run(x, got)
         assert _rel(got, want) <= 1e-5, (c, h, wd, m, k, s, p, d)

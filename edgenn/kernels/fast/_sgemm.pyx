@@ -19,6 +19,7 @@ cdef extern from "_cpu.h" nogil:
     int EDGENN_ISA_AVX2, EDGENN_ISA_AVX512
 
 cdef extern from "sgemm.h" nogil:
+    int SG_EMULATED
     ctypedef struct sg_epi:
         const float *bias_row
         const float *bias_col
@@ -52,8 +53,10 @@ cdef extern from "sgemm.h" nogil:
 ACTIVATIONS = {"": 0, "Relu": 1, "Clip": 2, "HardSwish": 3, "HardSigmoid": 4, "Sigmoid": 5,
                "SiLU": 6, "LeakyRelu": 7, "Gelu": 8}
 MR, NR = SG_MR, SG_NR
-HAVE_AVX2 = bool(edgenn_isa_x86(EDGENN_ISA_AVX2))
-HAVE_AVX512 = bool(edgenn_isa_x86(EDGENN_ISA_AVX512))   # the one probe, EDGENN_MAX_ISA applied
+# the one probe, EDGENN_MAX_ISA applied; the emulated build (_sgemm_emu) runs every tier
+EMULATED = bool(SG_EMULATED)
+HAVE_AVX2 = EMULATED or bool(edgenn_isa_x86(EDGENN_ISA_AVX2))
+HAVE_AVX512 = EMULATED or bool(edgenn_isa_x86(EDGENN_ISA_AVX512))
 ISAS = ("scalar", "avx2", "avx512")
 
 

@@ -2,7 +2,8 @@
  *
  * x86-64: the compiler's own <immintrin.h>; the AVX2+FMA functions carry EDGENN_AVX2 (a
  * target attribute) and run only where the one probe (_cpu.h) says the CPU has them.
- * Elsewhere (aarch64, ...): the same intrinsics from SIMDe, mapped onto the target's own
+ * Elsewhere (aarch64, ...), and in the tests' emulated builds (EDGENN_SIMDE, any CPU, the
+ * AVX-512 intrinsics too): the same intrinsics from SIMDe, mapped onto the target's own
  * vectors (NEON on ARM64), EDGENN_AVX2 empty; so the sources build on any architecture.
  * The probe reports no x86 tier there, so those bodies are not dispatched to: the
  * portable C runs (a NEON tier built from these bodies is the next step).
@@ -10,13 +11,16 @@
 #ifndef EDGENN_SIMD_H
 #define EDGENN_SIMD_H
 
-#if defined(__x86_64__) || defined(__i386__)
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(EDGENN_SIMDE)
 #include <immintrin.h>
 #define EDGENN_AVX2 __attribute__((target("avx2,fma")))
 #else
 #define SIMDE_ENABLE_NATIVE_ALIASES
 #include <simde/x86/avx2.h>
 #include <simde/x86/fma.h>
+#ifdef EDGENN_SIMDE   /* the tests' emulated builds: AVX-512 too, on any CPU */
+#include <simde/x86/avx512.h>
+#endif
 #define EDGENN_AVX2
 /* the rounding-mode constants, which SIMDe's native aliases leave out */
 #define _MM_FROUND_TO_NEAREST_INT SIMDE_MM_FROUND_TO_NEAREST_INT

@@ -27,7 +27,7 @@
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
+#include "_simd.h"        /* <immintrin.h>, or SIMDe in the emulated build */
 #include "_simd_math.h"
 #define SG_X86 1
 #else
@@ -36,6 +36,12 @@
 
 #define SG_MR 6
 #define SG_NR 16
+/* 1 in _sgemm_emu: the SIMD tiers built on SIMDe for the baseline target (tests) */
+#ifdef EDGENN_SIMDE
+#define SG_EMULATED 1
+#else
+#define SG_EMULATED 0
+#endif
 
 enum { SG_NONE = 0, SG_RELU, SG_CLIP, SG_HARDSWISH, SG_HARDSIGMOID, SG_SIGMOID, SG_SILU,
        SG_LEAKYRELU, SG_GELU };
@@ -123,7 +129,7 @@ static void sg_ukr_c(long kc, const float *a, const float *b, long ldb, float *c
 
 /* ---------------------------------------------------------------- AVX2 + FMA */
 #if SG_X86
-#define SG_AVX2 __attribute__((target("avx2,fma")))
+#define SG_AVX2 EDGENN_AVX2
 
 #define sg_exp8 simd_exp8  /* _simd_math.h */
 

@@ -14,7 +14,11 @@
 #define EDGENN_SGEMM_AVX512_H
 
 #if SG_X86
+#if SG_EMULATED
+#define SG_AVX512
+#else
 #define SG_AVX512 __attribute__((target("avx2,fma,avx512f,avx512dq,avx512bw,avx512vl")))
+#endif
 #define SG_MR2 (2 * SG_MR)   /* rows per tile: two A panels */
 #define SG_NR2 (2 * SG_NR)   /* columns per tile: two B panels */
 
