@@ -18,7 +18,7 @@ extensions = [
               include_dirs=[np.get_include(), "edgenn/kernels/fast", SIMDE],
               extra_compile_args=["-O3", "-fopenmp"], extra_link_args=["-fopenmp"],
               depends=["edgenn/kernels/fast/sgemm.h", "edgenn/kernels/fast/_simd_math.h",
-                       "edgenn/kernels/fast/_cpu.h"]),
+                       "edgenn/kernels/fast/_cpu.h", "edgenn/kernels/fast/_workspace.pxi"]),
     Extension("edgenn.kernels.fast._winograd", ["edgenn/kernels/fast/_winograd.pyx"],
               include_dirs=["edgenn/kernels/fast", SIMDE], extra_compile_args=["-O3"],
               depends=[f"edgenn/kernels/fast/_winograd{s}.h" for s in ("", "_tmpl", "_loops", "_cpu")]),
@@ -38,7 +38,8 @@ extensions = [
               define_macros=[("EDGENN_SIMDE", "1")], extra_compile_args=["-O1", "-fopenmp"],
               extra_link_args=["-fopenmp"],
               depends=[f"edgenn/kernels/fast/{h}" for h in
-                       ("_sgemm.pyx", "sgemm.h", "sgemm_avx512.h", "_simd.h", "_simd_math.h")]),
+                       ("_sgemm.pyx", "sgemm.h", "sgemm_avx512.h", "_simd.h", "_simd_math.h",
+                        "_workspace.pxi")]),
     # tests only: the AVX-512 VNNI micro-kernels against SIMDe, built for the baseline
     # target (no -m flags), so a CPU without VNNI runs their bodies (emulated, exact)
     Extension("edgenn.kernels.fast._qgemm_emu", ["edgenn/kernels/fast/_qgemm_emu.pyx"],
@@ -51,7 +52,7 @@ extensions = [
               extra_link_args=["-fopenmp"],
               depends=[f"edgenn/kernels/fast/{h}" for h in
                        ("_qgemm.h", "_qgemm_vnni.h", "_cpu.h", "_qdw.h", "_qepi.h",
-                       "_simd_math.h")]),
+                       "_simd_math.h", "_workspace.pxi")]),
 ]
 
 setup(ext_modules=cythonize(extensions, compiler_directives={"language_level": 3}))

@@ -42,15 +42,13 @@ def test_every_fast_kernel_has_cases():
                          ids=lambda s: s.name)
 def test_fast_kernel_matches_reference(spec):
     from edgenn.kernels import isa
-    from edgenn.runtime import threads
+    from edgenn.kernels.plan_context import PlanContext, planning
     if spec.isa and not isa.usable(spec.isa):   # said, not silent: the report lists the tiers
         pytest.skip(f"{spec.isa} is not on this CPU (or EDGENN_MAX_ISA): its micro-kernels "
                     "run emulated in test_isa.py / test_sgemm.py")
-    threads.apply(2 if spec.name.endswith("_mt") else 1)   # multi-thread kernels need > 1
-    try:
+    # multi-thread kernels need a plan of > 1 threads
+    with planning(PlanContext(threads=2 if spec.name.endswith("_mt") else 1)):
         _check_against_reference(spec)
-    finally:
-        threads.apply(1)
 
 
 def _check_against_reference(spec):

@@ -106,7 +106,7 @@ def test_attention_portable(avx2):
             ins = [TensorInfo(x.dtype.name, x.shape) for x in inputs]
             outs = infer_node(node, ins, fold=False)
             y = np.empty(outs[0].shape, f32)
-            rows.attention_plan(node, ins, outs, lambda s, sc, k: rows.c_smx(s, sc, k, avx2))(
+            rows.attention_plan(node, ins, outs, lambda sc, k, t: rows.c_smx(sc, k, t, avx2))(
                 inputs, [y])
             _close(y, REFERENCE["FusedAttention"](node.attrs, inputs)[0])
 

@@ -1,22 +1,24 @@
 """Load-time planning: specialize the graph to concrete input shapes, pick a kernel per
 node, plan memory, and bind everything into a flat list of steps.
 
-`Plan.run` walks that list and does nothing else: no look-ups, no shape checks, no
-allocation beyond what a kernel cannot avoid.
+`Plan.run` takes an execution context (runtime/context.py) and walks its bound list of
+steps, nothing else: no look-ups, no shape checks, no allocation beyond what a kernel
+cannot avoid.
 """
 from __future__ import annotations
 
-import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import UnsupportedOpError
 from ..graph.infer import infer, unsupported_ops
 from ..graph.ir import Graph, Node
+from ..kernels.plan_context import PlanContext, planning
 from ..oplist import load_kernels
 from ..registry import TensorInfo
 from . import memory
+from .context import ContextPool, scratch_name
 from .select import Choice, Tuner, choose
 
 # ops whose output is the input's bytes under another shape: planned as views, no step
@@ -27,39 +29,73 @@ VIEW_OPS = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"}
 class Step:
     node: Node
     choice: Choice
-    call: callable
+    in_refs: list       # per input: ("const", array) | ("tensor", name) | None (omitted)
+    out_refs: list      # per output: ("tensor", name) | None (omitted)
 
 
 @dataclass
+class Layout:
+    """Where every tensor of one context lives: block capacities, tensor -> block, view
+    tensor -> the tensor owning its bytes, and each tensor's (dtype, shape)."""
+    capacities: list[int]
+    owner: dict[str, int]
+    root: dict[str, str]
+    tensors: dict[str, tuple[str, tuple[int, ...]]]
+
+
 class Plan:
-    input_names: list[str]
-    input_buffers: list[np.ndarray]
-    steps: list[Step]
-    outputs: dict[str, np.ndarray]         # output name -> buffer view or constant
-    planned_bytes: int = 0
-    folded_nodes: int = 0
-    calls: list = field(default_factory=list)
-    pool: str = "blas"                     # threads > 1: whose thread pool the kernels use
-    pool_times: dict = field(default_factory=dict)   # pool -> median s, when both were timed
+    """Bound kernels and the memory layout for one set of input shapes; immutable once
+    built and shared by every caller: each run takes an execution context (its own
+    activations and scratch) from the plan's pool (runtime/context.py)."""
+
+    def __init__(self, input_names: list[str], input_specs: list[tuple[str, tuple]],
+                 steps: list[Step], output_refs: dict, layout: Layout, scratch: list,
+                 folded_nodes: int = 0):
+        self.input_names = input_names
+        self.input_specs = input_specs          # (dtype, shape) per input
+        self.steps = steps
+        self.output_refs = output_refs          # output name -> ref, as Step's
+        self.layout = layout
+        self.scratch = scratch                  # every kernel's scratch handles, by slot
+        self.folded_nodes = folded_nodes
+        self.token = object()                   # what the scratch handles resolve against
+        self.planned_bytes = sum(layout.capacities)      # activations + transient scratch
+        self.persistent_bytes = sum(h.nbytes for h in scratch if h.persistent)
+        self.scratch_bytes = sum(h.nbytes for h in scratch if not h.persistent)
+        self.pool = "blas"                      # threads > 1: whose thread pool kernels use
+        self.pool_times: dict = {}              # pool -> median s, when both were timed
+        self.uses_blas = any(s.choice.pool == "blas" for s in steps)
+        self.contexts = ContextPool(self)
+
+    @property
+    def context_bytes(self) -> int:
+        """Memory of one execution context."""
+        return self.planned_bytes + self.persistent_bytes
 
     def run(self, feeds: list[np.ndarray], output_names: list[str]) -> list[np.ndarray]:
-        for buf, x in zip(self.input_buffers, feeds):
-            np.copyto(buf, x)
-        for call in self.calls:
-            call()
-        return [self.outputs[name].copy() for name in output_names]
+        ctx = self.contexts.acquire()
+        try:
+            return ctx.run(feeds, output_names)
+        finally:
+            self.contexts.release(ctx)
 
     def profile(self, feeds: list[np.ndarray], rounds: int = 5) -> list[tuple[Step, float]]:
         """Median seconds of every step over `rounds` runs: where the time goes."""
         import time
-        times = np.zeros((rounds, len(self.steps)))
-        for r in range(rounds):
-            for buf, x in zip(self.input_buffers, feeds):  # buffers are reused: refill
-                np.copyto(buf, x)
-            for k, step in enumerate(self.steps):
-                t0 = time.perf_counter()
-                step.call()
-                times[r, k] = time.perf_counter() - t0
+        from ..kernels import scratch
+        ctx = self.contexts.acquire()
+        try:
+            times = np.zeros((rounds, len(self.steps)))
+            with scratch.active(self.token, ctx.scratch):
+                for r in range(rounds):
+                    for buf, x in zip(ctx.inputs, feeds):   # buffers are reused: refill
+                        np.copyto(buf, x)
+                    for k, call in enumerate(ctx.calls):
+                        t0 = time.perf_counter()
+                        call()
+                        times[r, k] = time.perf_counter() - t0
+        finally:
+            self.contexts.release(ctx)
         return list(zip(self.steps, np.median(times, axis=0)))
 
 
@@ -92,6 +128,15 @@ def _is_view(node: Node, infos: dict[str, TensorInfo]) -> bool:
 
 def build(graph: Graph, shapes: dict[str, tuple[int, ...]], reference: bool = False,
           tuner: Tuner | None = None) -> Plan:
+    """The plan of `graph` for input `shapes`; kernels are prepared for the tuner's thread
+    count and pool (the plan context of kernels/plan_context.py)."""
+    ctx = PlanContext(tuner.threads, tuner.pool) if tuner is not None else PlanContext()
+    with planning(ctx):
+        return _build(graph, shapes, reference, tuner)
+
+
+def _build(graph: Graph, shapes: dict[str, tuple[int, ...]], reference: bool,
+           tuner: Tuner | None) -> Plan:
     load_kernels()
     missing = unsupported_ops(graph)
     if missing:
@@ -125,43 +170,46 @@ def build(graph: Graph, shapes: dict[str, tuple[int, ...]], reference: bool = Fa
             last[r] = end
     for v in graph.inputs:
         last.setdefault(v.name, -1)
-    lifetimes = [memory.Lifetime(t, _nbytes(infos[t]), first[t], last[t]) for t in first]
-    owner, capacities = memory.assign(lifetimes)
-    blocks = memory.allocate(capacities)
-
-    # 2. arrays every step will read and write ------------------------------------------
-    arrays: dict[str, np.ndarray] = {}
-    for t, b in owner.items():
-        arrays[t] = memory.view(blocks[b], infos[t].dtype, infos[t].shape)
-    for t, r in root.items():
-        arrays[t] = arrays[r].reshape(infos[t].shape)
-
-    def array_of(name: str) -> np.ndarray | None:
+    # 2. kernels (their scratch is planned with the activations) ----------------------------
+    def ref(name: str):
         if not name:
             return None
         if infos[name].value is not None:
-            return infos[name].value
-        return arrays[name]
+            return ("const", infos[name].value)
+        return ("tensor", name)
 
-    # 3. kernels --------------------------------------------------------------------------
-    steps = []
+    steps, handles = [], []
+    sizes: dict[str, int] = {}          # transient scratch -> bytes
     for k, n in enumerate(steps_nodes):
         ins = [infos[i] if i else None for i in n.inputs]
         outs = [infos[o] if o else None for o in n.outputs]
         choice = choose(n, ins, outs, reference=reference, tuner=tuner)
         if tuner is not None and tuner.progress is not None:
             tuner.progress(k + 1, len(steps_nodes))
-        in_arrays = [array_of(i) for i in n.inputs]
-        out_arrays = [arrays[o] if o else None for o in n.outputs]  # None: omitted output
-        call = functools.partial(choice.run, in_arrays, out_arrays)
-        steps.append(Step(n, choice, call))
+        for h in choice.scratch:
+            h.slot = len(handles)
+            handles.append(h)
+            if not h.persistent:          # transient: alive during its own step only
+                first[scratch_name(h.slot)] = last[scratch_name(h.slot)] = k
+                sizes[scratch_name(h.slot)] = h.nbytes
+        steps.append(Step(n, choice, [ref(i) for i in n.inputs],
+                          [("tensor", o) if o else None for o in n.outputs]))
     if tuner is not None:
         tuner.finish()
-    outputs = {name: array_of(name) for name in output_names}
-    plan = Plan([v.name for v in graph.inputs], [arrays[v.name] for v in graph.inputs],
-                steps, outputs, planned_bytes=sum(capacities),
+
+    # 3. memory: sizes are known before anything is allocated -----------------------------
+    lifetimes = [memory.Lifetime(t, sizes[t] if t in sizes else _nbytes(infos[t]),
+                                 first[t], last[t]) for t in first]
+    owner, capacities = memory.assign(lifetimes)
+    tensors = {t: (infos[t].dtype, tuple(infos[t].shape))
+               for t in list(owner) + list(root) if t not in sizes}
+    layout = Layout(capacities, owner, root, tensors)
+    plan = Plan([v.name for v in graph.inputs],
+                [(infos[v.name].dtype, tuple(infos[v.name].shape)) for v in graph.inputs],
+                steps, {name: ref(name) for name in output_names}, layout, handles,
                 folded_nodes=len(graph.nodes) - len(nodes))
-    plan.calls = [s.call for s in steps]
+    for h in handles:
+        h.token = plan.token
     return plan
 
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..graph.ir import Node
 from ..registry import KERNELS, REFERENCE
-from ..kernels import isa
+from ..kernels import isa, scratch
 from . import tunecache
 
 TUNE_MODES = ("off", "cached", "full")
@@ -36,6 +36,8 @@ class Choice:
     candidates: list[str] = field(default_factory=list)
     reason: str = ""
     times: dict = field(default_factory=dict)   # kernel -> median seconds (when timed)
+    scratch: list = field(default_factory=list)  # the kernel's scratch handles (per context)
+    pool: str = "own"              # whose threads it runs on (KernelSpec.pool)
 
 
 @dataclass
@@ -72,6 +74,13 @@ def reference_runner(node: Node):
     return run
 
 
+def _prepared(spec, node, ins, outs, names, reason, times=None) -> Choice:
+    """Choice of `spec`, prepared now, with the scratch its prepare asked for."""
+    with scratch.collect() as handles:
+        run = spec.prepare(node, ins, outs)
+    return Choice(spec.name, run, names, reason, dict(times or {}), handles, spec.pool)
+
+
 def choose(node: Node, ins, outs, reference: bool = False, tuner: Tuner | None = None) -> Choice:
     specs = KERNELS.get(node.op, [])
     names = [s.name for s in specs] + ["reference"]
@@ -84,8 +93,7 @@ def choose(node: Node, ins, outs, reference: bool = False, tuner: Tuner | None =
         return Choice("reference", reference_runner(node), names, "no specialised kernel applies")
     capable = _prune_by_cost(capable, node, ins, outs)
     if len(capable) == 1:
-        spec = capable[0]
-        return Choice(spec.name, spec.prepare(node, ins, outs), names, "only capable kernel")
+        return _prepared(capable[0], node, ins, outs, names, "only capable kernel")
     tuner = tuner or Tuner(mode="off")
     # the candidate set is part of the key: a new kernel (or tier) gets timed, not skipped
     # because an old winner is still cached
@@ -95,13 +103,11 @@ def choose(node: Node, ins, outs, reference: bool = False, tuner: Tuner | None =
     hit = cache.get(key)
     by_name = {s.name: s for s in capable}
     if tuner.mode == "cached" and hit and hit.get("kernel") in by_name:
-        spec = by_name[hit["kernel"]]
-        return Choice(spec.name, spec.prepare(node, ins, outs), names, "cached timing",
-                      dict(hit.get("times", {})))
+        return _prepared(by_name[hit["kernel"]], node, ins, outs, names, "cached timing",
+                         hit.get("times"))
     if tuner.mode == "off" or tuner.spent_s >= tuner.budget_s:
-        spec = capable[0]
         why = "tuning off: first capable" if tuner.mode == "off" else "tuning budget spent"
-        return Choice(spec.name, spec.prepare(node, ins, outs), names, why)
+        return _prepared(capable[0], node, ins, outs, names, why)
     t0 = time.perf_counter()
     choice = _measure(node, ins, outs, capable, names)
     tuner.spent_s += time.perf_counter() - t0
@@ -157,10 +163,11 @@ def _measure(node, ins, outs, specs, names) -> Choice:
     inputs = _sample_inputs(ins, rng)
     want = REFERENCE[node.op](node.attrs, inputs)
     outputs = [None if o is None else np.empty(o.shape, o.dtype) for o in outs]
-    times, runs, rejected = {}, {}, []
+    times, runs, handles, rejected = {}, {}, {}, []
     for spec in specs:
         try:
-            run = spec.prepare(node, ins, outs)
+            with scratch.collect() as handles[spec.name]:
+                run = spec.prepare(node, ins, outs)
             run(inputs, outputs)
         except Exception as exc:  # noqa: BLE001 - a broken candidate is dropped, not fatal
             rejected.append(f"{spec.name} raised {type(exc).__name__}")
@@ -182,7 +189,10 @@ def _measure(node, ins, outs, specs, names) -> Choice:
                       "every candidate failed its check: " + "; ".join(rejected))
     best = min(times, key=times.get)
     why = "fastest measured" + (f" ({'; '.join(rejected)})" if rejected else "")
-    return Choice(best, runs[best], names, why, times)
+    for h in handles[best]:
+        h.release_own()            # timed outside a plan: the context's memory from now on
+    pool = next(s.pool for s in specs if s.name == best)
+    return Choice(best, runs[best], names, why, times, handles[best], pool)
 
 
 def _matches(outputs, want, lsb_tolerance: int = 0) -> bool:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,7 +28,8 @@ class NodeArg:
 
 
 class InferenceSession:
-    """Run a model in-process.
+    """Run a model in-process. `run` may be called from any number of threads at once:
+    the plans are shared, each call runs in its own execution context (runtime/context.py).
 
     model: path to .onnx or .enn, their bytes, an onnx.ModelProto or an edgenn Graph.
     threads: Numba and BLAS threads together (1 is the edge default).
@@ -51,6 +53,7 @@ class InferenceSession:
         self.tune = Tuner.resolve_mode(tune)
         self._progress = progress
         self._plans: dict[tuple, Plan] = {}
+        self._planning = threading.Lock()     # one plan per input shapes, built once
         self._inputs = {v.name: v for v in self.graph.inputs}
         shapes = {v.name: tuple(v.shape) for v in self.graph.inputs}
         for name, shape in (input_shapes or {}).items():
@@ -76,22 +79,27 @@ class InferenceSession:
         outputs = self._check_outputs(output_names)
         key = tuple(x.shape for x in feeds)
         plan = self._plans.get(key) or self._plan(key)
-        thread_control.apply(self.threads)
-        return plan.run(feeds, outputs)
+        return _run(plan, self.threads, feeds, outputs)
 
     def _plan(self, key: tuple) -> Plan:
-        shapes = {v.name: s for v, s in zip(self.graph.inputs, key)}
-        thread_control.apply(self.threads)
-        if self.threads > 1 and not self.reference:
-            plan = self._plan_best_pool(shapes)
-        else:
-            tuner = Tuner(self.tune, self.threads, progress=self._progress)
-            plan = build(self.graph, shapes, reference=self.reference, tuner=tuner)
-        thread_control.apply(self.threads)  # kernels may have imported numba while planning
-        if len(self._plans) >= MAX_PLANS:
-            self._plans.pop(next(iter(self._plans)))
-        self._plans[key] = plan
-        return plan
+        with self._planning:
+            plan = self._plans.get(key)       # another caller may have built it meanwhile
+            if plan is not None:
+                return plan
+            shapes = {v.name: s for v, s in zip(self.graph.inputs, key)}
+            thread_control.numba_threads(self.threads)
+            if self.threads > 1 and not self.reference:
+                plan = self._plan_best_pool(shapes)
+            else:
+                tuner = Tuner(self.tune, self.threads, progress=self._progress)
+                with thread_control.blas(self.threads):
+                    plan = build(self.graph, shapes, reference=self.reference, tuner=tuner)
+            plans = dict(self._plans)         # readers see the old dict or the new one
+            if len(plans) >= MAX_PLANS:
+                plans.pop(next(iter(plans)))
+            plans[key] = plan
+            self._plans = plans
+            return plan
 
     def _plan_best_pool(self, shapes: dict) -> Plan:
         """threads > 1: one plan on OpenBLAS's thread pool, one on edgenn's OpenMP kernels
@@ -104,13 +112,15 @@ class InferenceSession:
         if self.tune == "off" or known in ("blas", "omp"):
             pool = known or "blas"
             tuner = Tuner(self.tune, self.threads, progress=self._progress, pool=pool)
-            plan = build(self.graph, shapes, tuner=tuner)
+            with thread_control.blas(self.threads):
+                plan = build(self.graph, shapes, tuner=tuner)
             plan.pool = pool
             return plan
         plans, times = {}, {}
         for pool in ("blas", "omp"):
             tuner = Tuner(self.tune, self.threads, progress=self._progress, pool=pool)
-            plans[pool] = build(self.graph, shapes, tuner=tuner)
+            with thread_control.blas(self.threads):
+                plans[pool] = build(self.graph, shapes, tuner=tuner)
             plans[pool].pool = pool
             times[pool] = _time_plan(plans[pool], self.threads)
         best = min(times, key=times.get)
@@ -170,16 +180,24 @@ def _arg(v) -> NodeArg:
     return NodeArg(v.name, list(v.shape), f"tensor({_ONNX_TYPE.get(v.dtype, v.dtype)})", v.dtype)
 
 
+def _run(plan: Plan, threads: int, feeds, outputs) -> list[np.ndarray]:
+    """One call of `plan` with the session's thread counts (runtime/threads.py)."""
+    thread_control.numba_threads(threads)
+    if plan.uses_blas:
+        with thread_control.blas(threads):
+            return plan.run(feeds, outputs)
+    return plan.run(feeds, outputs)
+
+
 def _time_plan(plan: Plan, threads: int, rounds: int = 5) -> float:
     """Median seconds of a whole run of `plan` on zero inputs (after one warm-up run)."""
     import time
-    thread_control.apply(threads)
-    feeds = [np.zeros(b.shape, b.dtype) for b in plan.input_buffers]
-    names = list(plan.outputs)
-    plan.run(feeds, names)
+    feeds = [np.zeros(shape, dtype) for dtype, shape in plan.input_specs]
+    names = list(plan.output_refs)
+    _run(plan, threads, feeds, names)
     samples = []
     for _ in range(rounds):
         t0 = time.perf_counter()
-        plan.run(feeds, names)
+        _run(plan, threads, feeds, names)
         samples.append(time.perf_counter() - t0)
     return float(np.median(samples))

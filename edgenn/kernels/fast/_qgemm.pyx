@@ -17,8 +17,11 @@ import numpy as np
 cimport numpy as cnp
 from cython.parallel cimport prange
 from libc.stdint cimport int8_t, int16_t, int32_t, uint8_t
+from libc.string cimport memset
 
 cnp.import_array()
+
+include "_workspace.pxi"
 
 cdef extern from "_qepi.h" nogil:
     ctypedef struct qe_epi:
@@ -203,7 +206,7 @@ cdef class DynamicScale:
     wsum: the weights' sums when the kernel's sums are over the raw u8 input, zeros when
     the kernel subtracts the zero point itself (depthwise)."""
     cdef cnp.ndarray wscale, wsum, bias
-    cdef long n
+    cdef readonly long n
 
     def __init__(self, long n32, w_scale, wsum, bias):
         self.n = n32
@@ -213,6 +216,11 @@ cdef class DynamicScale:
         self.wsum[:np.size(wsum)] = np.asarray(wsum).reshape(-1).astype(np.int32)
         self.bias = np.zeros(n32, np.int32)
         self.bias[:np.size(bias)] = np.asarray(bias).reshape(-1).astype(np.int32)
+
+    @property
+    def nbytes(self):
+        """Bytes of the per-call constants (mult float32, bias int32) in a workspace."""
+        return self.n * 8
 
     cdef void apply(self, qe_epi *e, float xs, int32_t xzp) noexcept nogil:
         cdef float *mult = <float *>e.mult
@@ -235,6 +243,17 @@ cdef object _dynamic_args(DynamicScale dyn, a_scale, a_zp, str what):
     return float(a_scale), int(a_zp)
 
 
+cdef inline long _dyn_bytes(DynamicScale dyn):
+    return 0 if dyn is None else dyn.n * 8
+
+
+cdef inline void _dyn_epi(DynamicScale dyn, qe_epi *e, char *at, float xs, int32_t xzp) noexcept nogil:
+    """e's mult / bias -> this call's constants, computed into the workspace at `at`."""
+    e.mult = <const float *>at
+    e.bias = <const int32_t *>(at + dyn.n * 4)
+    dyn.apply(e, xs, xzp)
+
+
 cdef class QConvKernel:
     """Group-1 or grouped QConv through the packed int8 GEMM. wpacked: the weights of all
     groups, each packed by qgemm.pack_a (uint8 view); geom = (C, H, W, kh, kw, sh, sw, ph,
@@ -244,8 +263,8 @@ cdef class QConvKernel:
     cdef qe_epi epi
     cdef object keep
     cdef DynamicScale dyn
-    cdef cnp.ndarray ws, xpad
-    cdef long group, Mtot, Ctot, gstride, xsize, ysize, wsize, chunk
+    cdef object own_ws, own_pad
+    cdef long group, Mtot, Ctot, gstride, xsize, ysize, wsize, chunk, padsize
     cdef int out_f32, threads
 
     def __init__(self, cnp.ndarray wpacked, bint wide, geom, long group, long M, dict epi,
@@ -282,11 +301,12 @@ cdef class QConvKernel:
         panels = (self.plan.N + QG_NR - 1) // QG_NR
         self.threads = max(1, min(threads, panels // 2))
         self.chunk = (panels + self.threads - 1) // self.threads * QG_NR
-        self.wsize = qg_conv_workspace(&self.plan)
-        self.ws = np.zeros(self.wsize * self.threads, np.uint8)
-        # the padded image: borders hold x_zp for good, the interior is copied per call
-        self.xpad = np.full(qg_conv_padded_size(&self.geo), x_zp, np.uint8)
-        self.geo.xp = <uint8_t *>cnp.PyArray_DATA(self.xpad)
+        self.wsize = (qg_conv_workspace(&self.plan) + 63) // 64 * 64
+        self.own_ws = self.own_pad = None
+        # the padded image (per context): borders hold the zero point, the interior is
+        # copied per call; a 64-byte header says which zero point the borders hold
+        self.padsize = 0 if self.plan.direct else qg_conv_padded_size(&self.geo)
+        self.geo.xp = NULL
         self.xsize = self.Ctot * self.geo.H * self.geo.W
         self.ysize = M * self.plan.N
 
@@ -294,24 +314,57 @@ cdef class QConvKernel:
     def simd(self):
         return _simd(self.plan.use_vnni, self.plan.use_avx2)
 
+    @property
+    def workspace_bytes(self):
+        """Transient workspace of one call: the GEMM panels per thread (+ the dynamic
+        epilogue's constants)."""
+        return self.wsize * self.threads + _dyn_bytes(self.dyn)
+
+    @property
+    def padded_bytes(self):
+        """Persistent workspace (kept between the calls of one context, zeroed at first):
+        the zero-point padded image and its header; 0 for direct 1x1 convs."""
+        return 64 + self.padsize if self.padsize else 0
+
     def set_dynamic(self, w_scale, wsum, bias):
         """Per-call x_scale / x_zp from now on (see DynamicScale): w_scale, wsum, bias (M,)."""
         if not self.epi.float_path:
             raise ValueError("a per-call x_scale needs the float epilogue")
         self.dyn = DynamicScale(self.keep[1][1].size, w_scale, wsum, bias)
 
-    def run(self, cnp.ndarray x, cnp.ndarray y, cnp.ndarray z=None, a_scale=None, a_zp=None):
+    def run(self, cnp.ndarray x, cnp.ndarray y, cnp.ndarray z=None, a_scale=None, a_zp=None,
+            ws=None, xpad=None):
         """x (n, C, H, W) uint8, y (n, M, OH, OW) uint8 or float32, z like y (uint8) or None;
         all C-contiguous. a_scale / a_zp: x's scale and zero point, after set_dynamic only
-        (a new zero point refills the padded image's borders)."""
+        (a new zero point refills the padded image's borders). ws / xpad: the caller's
+        workspaces of workspace_bytes / padded_bytes (None: the object's own)."""
         cdef float xs
         cdef int32_t xzp
         xs, xzp = _dynamic_args(self.dyn, a_scale, a_zp, "QConv")
+        if ws is None:
+            if self.own_ws is None:
+                self.own_ws = _own_ws(self.workspace_bytes)
+            ws = self.own_ws
+        cdef char *wsb = _ws_data(ws, self.workspace_bytes, "QConv")
+        cdef uint8_t *pb = NULL
+        if self.padsize:
+            if xpad is None:
+                if self.own_pad is None:
+                    self.own_pad = _own_ws(self.padded_bytes)
+                xpad = self.own_pad
+            pb = <uint8_t *>_ws_data(xpad, self.padded_bytes, "QConv padded image")
+        cdef qe_epi e = self.epi
+        cdef qg_conv g = self.geo
         if self.dyn is not None:
-            self.dyn.apply(&self.epi, xs, xzp)
-            if xzp != self.geo.pad:
-                self.xpad.fill(xzp)
-                self.geo.pad = <uint8_t>xzp
+            _dyn_epi(self.dyn, &e, wsb + self.wsize * self.threads, xs, xzp)
+            g.pad = <uint8_t>xzp
+        cdef const int32_t *bias0 = e.bias
+        cdef const float *mult0 = e.mult
+        if pb != NULL:
+            if pb[0] != 1 or pb[1] != g.pad:      # first call of this context, or a new zp
+                memset(pb + 64, g.pad, self.padsize)
+                pb[0], pb[1] = 1, g.pad
+            g.xp = pb + 64
         x, z = _contig(x), _contig(z)
         cdef long n = x.shape[0] if x.ndim else 0
         cdef const uint8_t *zp = _conv_io(x, y, z, n, self.xsize, self.ysize, self.out_f32,
@@ -319,25 +372,23 @@ cdef class QConvKernel:
         cdef const uint8_t *xp = <const uint8_t *>cnp.PyArray_DATA(x)
         cdef char *yp = <char *>cnp.PyArray_DATA(y)
         cdef const uint8_t *wp = <const uint8_t *>cnp.PyArray_DATA(self.keep[0])
-        cdef uint8_t *ws = <uint8_t *>cnp.PyArray_DATA(self.ws)
+        cdef uint8_t *wsu = <uint8_t *>wsb
         cdef long b, gi, es = 4 if self.out_f32 else 1
         cdef long xg = <long>self.geo.C * self.geo.H * self.geo.W
         cdef long yg = self.plan.M * self.plan.N
-        cdef qg_conv g = self.geo
-        cdef qe_epi e = self.epi
         cdef int t
         with nogil:
             for b in range(n):
                 for gi in range(self.group):
                     g.x = xp + b * self.xsize + gi * xg
-                    e.bias = self.epi.bias + gi * self.plan.M
-                    e.mult = self.epi.mult + gi * self.plan.M
+                    e.bias = bias0 + gi * self.plan.M
+                    e.mult = mult0 + gi * self.plan.M
                     if self.epi.fadd != NULL:
                         e.fadd = self.epi.fadd + gi * self.plan.M
                     if self.threads == 1:
                         qg_conv_run(&self.plan, wp + gi * self.gstride, &g, &e,
                                     yp + (b * self.ysize + gi * yg) * es,
-                                    zp + b * self.ysize + gi * yg if zp != NULL else NULL, ws)
+                                    zp + b * self.ysize + gi * yg if zp != NULL else NULL, wsu)
                         continue
                     if not self.plan.direct:
                         qg_conv_fill_padded(&g)
@@ -345,7 +396,7 @@ cdef class QConvKernel:
                         qg_conv_cols(&self.plan, wp + gi * self.gstride, &g, &e,
                                      yp + (b * self.ysize + gi * yg) * es,
                                      zp + b * self.ysize + gi * yg if zp != NULL else NULL,
-                                     ws + t * self.wsize, t * self.chunk,
+                                     wsu + t * self.wsize, t * self.chunk,
                                      min(self.plan.N, (t + 1) * self.chunk))
 
 
@@ -355,7 +406,7 @@ cdef class QDepthwiseKernel:
     cdef qe_epi epi
     cdef object keep
     cdef DynamicScale dyn
-    cdef cnp.ndarray P, obuf
+    cdef object own_ws, own_planes
     cdef long xsize, ysize, psize, osize
     cdef int out_f32, threads
 
@@ -379,8 +430,7 @@ cdef class QDepthwiseKernel:
         # threads > 1: channel ranges, a plane and output buffer each
         self.threads = max(1, min(threads, self.plan.C))
         self.psize, self.osize = psize, osize
-        self.P = np.zeros(psize * self.threads, np.int16)
-        self.obuf = np.zeros(osize * self.threads, np.int32)
+        self.own_ws = self.own_planes = None
         self.xsize = <long>self.plan.C * self.plan.H * self.plan.W
         self.ysize = <long>self.plan.C * self.plan.oh * self.plan.ow
 
@@ -388,19 +438,45 @@ cdef class QDepthwiseKernel:
     def simd(self):
         return _simd(0, self.plan.use_avx2)
 
+    @property
+    def workspace_bytes(self):
+        """Transient: the int32 output rows per thread (+ the dynamic epilogue's constants)."""
+        return self.osize * self.threads * 4 + _dyn_bytes(self.dyn)
+
+    @property
+    def plane_bytes(self):
+        """Persistent, zeroed at first (the padding stays zero): an int16 plane per thread."""
+        return self.psize * self.threads * 2
+
     def set_dynamic(self, w_scale, bias):
         """Per-call x_scale / x_zp from now on (the kernel subtracts x_zp itself)."""
         if not self.epi.float_path:
             raise ValueError("a per-call x_scale needs the float epilogue")
         self.dyn = DynamicScale(self.keep[2][1].size, w_scale, np.zeros(1, np.int32), bias)
 
-    def run(self, cnp.ndarray x, cnp.ndarray y, cnp.ndarray z=None, a_scale=None, a_zp=None):
+    def run(self, cnp.ndarray x, cnp.ndarray y, cnp.ndarray z=None, a_scale=None, a_zp=None,
+            ws=None, planes=None):
+        """As QConvKernel.run; ws / planes: the caller's workspaces of workspace_bytes /
+        plane_bytes (None: the object's own)."""
         cdef float xs
         cdef int32_t xzp
         xs, xzp = _dynamic_args(self.dyn, a_scale, a_zp, "QConv")
+        if ws is None:
+            if self.own_ws is None:
+                self.own_ws = _own_ws(self.workspace_bytes)
+            ws = self.own_ws
+        if planes is None:
+            if self.own_planes is None:
+                self.own_planes = _own_ws(self.plane_bytes)
+            planes = self.own_planes
+        cdef char *wsb = _ws_data(ws, self.workspace_bytes, "QConv depthwise")
+        cdef int16_t *P = <int16_t *>_ws_data(planes, self.plane_bytes, "QConv depthwise planes")
+        cdef int32_t *ob = <int32_t *>wsb
+        cdef qe_epi e = self.epi
+        cdef qdw_plan pl = self.plan
         if self.dyn is not None:
-            self.dyn.apply(&self.epi, xs, xzp)
-            self.plan.xzp = <uint8_t>xzp
+            _dyn_epi(self.dyn, &e, wsb + self.osize * self.threads * 4, xs, xzp)
+            pl.xzp = <uint8_t>xzp
         x, z = _contig(x), _contig(z)
         cdef long n = x.shape[0] if x.ndim else 0
         cdef const uint8_t *zp = _conv_io(x, y, z, n, self.xsize, self.ysize, self.out_f32,
@@ -409,19 +485,17 @@ cdef class QDepthwiseKernel:
         cdef char *yp = <char *>cnp.PyArray_DATA(y)
         cdef const int8_t *wp = <const int8_t *>cnp.PyArray_DATA(self.keep[0])
         cdef const int32_t *wpairs = <const int32_t *>cnp.PyArray_DATA(self.keep[1])
-        cdef int16_t *P = <int16_t *>cnp.PyArray_DATA(self.P)
-        cdef int32_t *ob = <int32_t *>cnp.PyArray_DATA(self.obuf)
         cdef long b, es = 4 if self.out_f32 else 1
         cdef int t, nt = self.threads, per = (self.plan.C + self.threads - 1) // self.threads
         with nogil:
             for b in range(n):
                 if nt == 1:
-                    qdw_run(&self.plan, xp + b * self.xsize, wp, wpairs, &self.epi,
+                    qdw_run(&pl, xp + b * self.xsize, wp, wpairs, &e,
                             yp + b * self.ysize * es,
                             zp + b * self.ysize if zp != NULL else NULL, P, ob)
                     continue
                 for t in prange(nt, num_threads=nt, schedule="static"):
-                    qdw_run_channels(&self.plan, xp + b * self.xsize, wp, wpairs, &self.epi,
+                    qdw_run_channels(&pl, xp + b * self.xsize, wp, wpairs, &e,
                                      yp + b * self.ysize * es,
                                      zp + b * self.ysize if zp != NULL else NULL,
                                      P + t * self.psize, ob + t * self.osize, t * per,
@@ -441,7 +515,7 @@ cdef class QGemmKernel:
     cdef long row0[64]
     cdef qe_epi epi
     cdef object keep
-    cdef cnp.ndarray ws
+    cdef object own_ws
     cdef DynamicScale dyn
     cdef long wsize
     cdef int out_f32, threads
@@ -476,8 +550,13 @@ cdef class QGemmKernel:
             self.row0[t] = min(rows, t * per)
             self.part[t].M = min(rows, (t + 1) * per) - self.row0[t]
             self.part[t].mc = qg_gemm_block(max(self.part[t].M, 1), self.plan.G)
-            self.wsize = max(self.wsize, qg_gemm_workspace(&self.part[t]))
-        self.ws = np.zeros(self.wsize * self.threads, np.uint8)
+            self.wsize = max(self.wsize, (qg_gemm_workspace(&self.part[t]) + 63) // 64 * 64)
+        self.own_ws = None
+
+    @property
+    def workspace_bytes(self):
+        """Transient: the packed A panels per thread (+ the dynamic epilogue's constants)."""
+        return self.wsize * self.threads + _dyn_bytes(self.dyn)
 
     def set_dynamic(self, w_scale, wsum, bias):
         """Per-call a_scale / a_zp from now on: w_scale (N,), wsum (N,) = sum_k b[k, n],
@@ -494,9 +573,11 @@ cdef class QGemmKernel:
     def thread_count(self):
         return self.threads
 
-    def run(self, cnp.ndarray a, cnp.ndarray y, cnp.ndarray z=None, a_scale=None, a_zp=None):
+    def run(self, cnp.ndarray a, cnp.ndarray y, cnp.ndarray z=None, a_scale=None, a_zp=None,
+            ws=None):
         """a: rows x K uint8 (C-contiguous, any shape of that size); y rows x N (uint8 or
-        float32); z like y or None; a_scale / a_zp: scalars, after set_dynamic only."""
+        float32); z like y or None; a_scale / a_zp: scalars, after set_dynamic only;
+        ws: the caller's workspace of workspace_bytes (None: the object's own)."""
         a, z = _contig(a), _contig(z)
         cdef long rows = self.plan.M, N = self.plan.N
         _check(a, cnp.NPY_UINT8, rows * self.plan.K, "QGemm a")
@@ -515,21 +596,26 @@ cdef class QGemmKernel:
         cdef const uint8_t *bp = <const uint8_t *>cnp.PyArray_DATA(self.keep[0])
         cdef const uint8_t *ap = <const uint8_t *>cnp.PyArray_DATA(a)
         cdef char *yp = <char *>cnp.PyArray_DATA(y)
-        cdef uint8_t *ws = <uint8_t *>cnp.PyArray_DATA(self.ws)
+        if ws is None:
+            if self.own_ws is None:
+                self.own_ws = _own_ws(self.workspace_bytes)
+            ws = self.own_ws
+        cdef uint8_t *wsu = <uint8_t *>_ws_data(ws, self.workspace_bytes, "QGemm")
+        cdef qe_epi e = self.epi
         cdef long K = self.plan.K, es = 4 if self.out_f32 else 1
         cdef int t
         with nogil:
             if self.dyn is not None:
-                self.dyn.apply(&self.epi, xs, xzp)
+                _dyn_epi(self.dyn, &e, <char *>wsu + self.wsize * self.threads, xs, xzp)
             if self.threads == 1:
-                qg_gemm_run(&self.plan, bp, ap, K, &self.epi, yp, zp, ws)
+                qg_gemm_run(&self.plan, bp, ap, K, &e, yp, zp, wsu)
             else:
                 for t in prange(self.threads, num_threads=self.threads, schedule="static"):
                     if self.part[t].M > 0:
-                        qg_gemm_run(&self.part[t], bp, ap + self.row0[t] * K, K, &self.epi,
+                        qg_gemm_run(&self.part[t], bp, ap + self.row0[t] * K, K, &e,
                                     yp + self.row0[t] * N * es,
                                     zp + self.row0[t] * N if zp != NULL else NULL,
-                                    ws + t * self.wsize)
+                                    wsu + t * self.wsize)
 
 
 cdef extern from *:

@@ -14,6 +14,8 @@ from cython.parallel cimport prange
 
 cnp.import_array()
 
+include "_workspace.pxi"
+
 cdef extern from "_cpu.h" nogil:
     int edgenn_isa_x86(int t)
     int EDGENN_ISA_AVX2, EDGENN_ISA_AVX512
@@ -95,11 +97,12 @@ cdef class SGemm:
     direct_b=True reads a unit-stride B in place (no packing; 1x1 convs). Activation
     params as in the fused Conv/Gemm attrs; force_portable skips the AVX2 path.
     threads > 1: run_images splits the columns (output pixels) into that many contiguous
-    NR-aligned ranges, one OpenMP thread each with its own workspace."""
+    NR-aligned ranges, one OpenMP thread each with its own workspace.
+    ws: a caller's workspace of workspace_bytes (None: the object's own, see _workspace.pxi)."""
     cdef long M, N, K, wsize, chunk
     cdef int threads
     cdef object keep            # arrays whose buffers the C structs point into
-    cdef float[::1] ws
+    cdef object own_ws
     cdef sg_epi epi
     cdef sg_operand const_op
     cdef int a_is_const, is_conv, tier, direct_b
@@ -153,7 +156,7 @@ cdef class SGemm:
         panels = (N + SG_NR - 1) // SG_NR
         self.threads = max(1, min(threads, panels // 2)) if self.a_is_const else 1
         self.chunk = (panels + self.threads - 1) // self.threads * SG_NR
-        self.ws = np.zeros(self.wsize * self.threads, np.float32)
+        self.own_ws = None
         if isa not in ISAS:
             raise ValueError(f"isa must be one of {ISAS}, got {isa!r}")
         if isa == "avx512" and not HAVE_AVX512:
@@ -167,7 +170,18 @@ cdef class SGemm:
     def simd(self):
         return ("portable", "avx2", "avx512")[self.tier]
 
-    def run_images(self, cnp.ndarray x, cnp.ndarray out, cnp.ndarray z=None):
+    @property
+    def workspace_bytes(self):
+        return self.wsize * self.threads * 4
+
+    cdef float *_ws(self, ws) except NULL:
+        if ws is None:
+            if self.own_ws is None:
+                self.own_ws = _own_ws(self.workspace_bytes)
+            ws = self.own_ws
+        return <float *>_ws_data(ws, self.workspace_bytes, "SGemm")
+
+    def run_images(self, cnp.ndarray x, cnp.ndarray out, cnp.ndarray z=None, ws=None):
         """Conv fast path, A constant: x (n, C, H, W), out (n, M, OH, OW), z like out (or
         None), float32; out C-contiguous, x / z copied if strided; one call for the batch, no memoryview
         set-up (~1 us: it matters for the many 0.1 ms layers of a mobile net)."""
@@ -216,7 +230,7 @@ cdef class SGemm:
         var.cs = 1
         if self.is_conv:
             gp = &g
-        cdef float *ws = &self.ws[0]
+        cdef float *wsp = self._ws(ws)
         cdef int t, nt = self.threads
         with nogil:
             for b in range(n):
@@ -229,15 +243,15 @@ cdef class SGemm:
                     e.ldz = self.N
                 if nt == 1:
                     sg_gemm(self.M, self.N, self.K, &self.const_op, &var, gp, op + b * os,
-                            self.N, &e, ws, self.tier, self.direct_b)
+                            self.N, &e, wsp, self.tier, self.direct_b)
                 else:
                     for t in prange(nt, num_threads=nt, schedule="static"):
                         sg_gemm_cols(self.M, self.N, self.K, &self.const_op, &var, gp,
-                                     op + b * os, self.N, &e, ws + t * self.wsize,
+                                     op + b * os, self.N, &e, wsp + t * self.wsize,
                                      self.tier, self.direct_b, t * self.chunk,
                                      min(self.N, (t + 1) * self.chunk))
 
-    def run(self, src, float[:, ::1] out, const float[:, ::1] z=None):
+    def run(self, src, float[:, ::1] out, const float[:, ::1] z=None, ws=None):
         """src: B (K, N) (any strides), or the image (C, H, W) for conv, when A is the
         constant; A (M, K) (any strides) when B is. out (M, N) C-contiguous; z like out."""
         cdef sg_operand var
@@ -272,13 +286,13 @@ cdef class SGemm:
             var.src = &s2[0, 0]
             var.rs = s2.strides[0] // 4
             var.cs = s2.strides[1] // 4
-        cdef float *ws = &self.ws[0]
+        cdef float *wsp = self._ws(ws)
         cdef float *c = &out[0, 0]
         cdef long ldc = out.strides[0] // 4
         with nogil:
             if self.a_is_const:
-                sg_gemm(self.M, self.N, self.K, &self.const_op, &var, gp, c, ldc, &e, ws,
+                sg_gemm(self.M, self.N, self.K, &self.const_op, &var, gp, c, ldc, &e, wsp,
                         self.tier, self.direct_b)
             else:
-                sg_gemm(self.M, self.N, self.K, &var, &self.const_op, NULL, c, ldc, &e, ws,
+                sg_gemm(self.M, self.N, self.K, &var, &self.const_op, NULL, c, ldc, &e, wsp,
                         self.tier, 0)

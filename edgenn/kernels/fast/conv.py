@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...registry import kernel
+from .. import scratch
 from . import epilogue
 
 
@@ -46,13 +47,14 @@ def prepare(node, ins, outs):
     bias = ins[2].value.reshape(m, 1).astype(np.float32) if len(ins) > 2 and ins[2] else None
     direct = kh == kw == 1 and sh == sw == 1 and ph == pw == 0 and not any(
         node.attrs.get("pads") or [0])
-    cols = None if direct else np.empty((c * kh * kw, oh * ow), np.float32)
-    tmp = np.empty((m, oh * ow), np.float32)
+    cols_h = None if direct else scratch.array((c * kh * kw, oh * ow), np.float32)
+    tmp_h = scratch.array((m, oh * ow), np.float32)
     act, params = node.attrs.get("activation", ""), node.attrs.get("activation_params", [])
     has_z = len(ins) > 3 and ins[3] is not None
 
     def run(inputs, outputs):
         xs, out = inputs[0], outputs[0]
+        cols, tmp = None if direct else cols_h.get(), tmp_h.get()
         for b in range(n):
             yb = out[b].reshape(m, oh * ow)
             if direct:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...registry import kernel
+from .. import scratch
 from . import epilogue
 from .conv import geometry
 from .threading_cost import plan_threads
@@ -63,13 +64,14 @@ def _prepare_conv(node, ins, outs, threads: int, isa: str = "avx2"):
                  direct_b=direct, threads=threads, isa=isa)
     has_z = len(ins) > 3 and ins[3] is not None
     gemm = g.run_images    # whole batch in one call, x / out / z as given (C-contiguous)
+    ws = scratch.bytes_(g.workspace_bytes)
 
     if has_z:
         def run(inputs, outputs):
-            gemm(inputs[0], outputs[0], inputs[3])
+            gemm(inputs[0], outputs[0], inputs[3], ws.get())
     else:
         def run(inputs, outputs):
-            gemm(inputs[0], outputs[0])
+            gemm(inputs[0], outputs[0], None, ws.get())
     return run
 
 
@@ -118,11 +120,12 @@ def prepare_gemm(node, ins, outs, isa: str = "avx2"):
                  isa=isa)
     has_z = len(ins) > 3 and ins[3] is not None
     gemm = g.run
+    ws = scratch.bytes_(g.workspace_bytes)
 
     def run(inputs, outputs):
         a = inputs[0].T if trans_a else inputs[0].reshape(rows, k)
         z = np.require(inputs[3], requirements="C").reshape(rows, n) if has_z else const_z
-        gemm(a, outputs[0].reshape(rows, n), z)
+        gemm(a, outputs[0].reshape(rows, n), z, ws.get())
     return run
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...registry import kernel
+from .. import scratch
 from .threading_cost import c_cost, numba_cost, plan_threads
 from .conv import geometry
 
@@ -64,10 +65,11 @@ class Polyphase:
         self.size = self.sh * self.sw * plane + self.wq + 2 * BLOCK
         self.tmp = self.rows * self.wq + BLOCK
 
-    def scratch(self, threads: int, fill: float) -> tuple[np.ndarray, np.ndarray]:
-        """-> (P (threads, size) pre-filled with the pad value, tmp (threads, rows*wq+))."""
-        return (np.full((threads, self.size), fill, np.float32),
-                np.zeros((threads, self.tmp), np.float32))
+    def scratch(self, threads: int, fill: float) -> tuple[scratch.Scratch, scratch.Scratch]:
+        """-> handles of (P (threads, size) pre-filled with the pad value, tmp (threads,
+        rows*wq+) zeroed), kept per execution context."""
+        return (scratch.array((threads, self.size), np.float32, persistent=True, fill=fill),
+                scratch.array((threads, self.tmp), np.float32, persistent=True, fill=0.0))
 
     def args(self):
         return self.ph, self.pw, self.sh, self.sw, self.hq, self.wq, self.rows
@@ -128,14 +130,15 @@ def _prepare_c8(node, ins, outs, threads: int):
     if len(ins) > 2 and ins[2] is not None:
         b8[:c] = ins[2].value
     b8 = b8.reshape(groups, 8)
-    q = np.zeros((threads, hp * wp * 8), np.float32)   # per thread: padded plane, 8 lanes
-    obuf = np.empty((threads, ow * 8), np.float32)
+    # per thread: the padded plane of 8 lanes (borders stay zero), an output row
+    q = scratch.array((threads, hp * wp * 8), np.float32, persistent=True, fill=0.0)
+    obuf = scratch.array((threads, ow * 8), np.float32)
     has_z = len(ins) > 3 and ins[3] is not None
     mode, p0, p1 = act_params(node)
     dummy = np.zeros((1, 1, 1, 1), np.float32)
 
     def run(inputs, outputs):
-        dwc8(inputs[0], w8, b8, off, inputs[3] if has_z else dummy, outputs[0], q, obuf,
+        dwc8(inputs[0], w8, b8, off, inputs[3] if has_z else dummy, outputs[0], q.get(), obuf.get(),
              *strides, *pads, hp, wp, mode, p0, p1, has_z, C8_AVX2)
     return run
 
@@ -164,10 +167,11 @@ def prepare_numba(node, ins, outs):
     def run(inputs, outputs):
         z = inputs[3] if has_z else dummy
         nt = min(threads, numba.get_num_threads())
+        pp, tt = P.get(), tmp.get()
         if nt > 1:
-            parallel(nt, inputs[0], taps, off, bias, z, has_z, outputs[0], P, tmp, *g,
+            parallel(nt, inputs[0], taps, off, bias, z, has_z, outputs[0], pp, tt, *g,
                      mode, p0, p1)
         else:
-            serial(inputs[0], taps, off, bias, z, has_z, outputs[0], P, tmp, *g, mode, p0, p1)
+            serial(inputs[0], taps, off, bias, z, has_z, outputs[0], pp, tt, *g, mode, p0, p1)
     return run
 

@@ -185,12 +185,12 @@ def _jit(*warm):
 
 @kernel("Sigmoid", "sigmoid_numba", supports=_unary_supports, cost=numba_cost)
 def prepare_sigmoid(node, ins, outs):
-    from .transformer import scratch
+    from .transformer import RowScratch
     fn = _jit("sigmoid").sigmoid
-    sc = scratch(int(np.prod(ins[0].shape)))
+    sc = RowScratch(int(np.prod(ins[0].shape)))
 
     def run(inputs, outputs):
-        fn(inputs[0].reshape(-1), outputs[0].reshape(-1), sc)
+        fn(inputs[0].reshape(-1), outputs[0].reshape(-1), sc.get())
     return run
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...registry import kernel
+from .. import scratch
 from . import _rowops, epilogue
 
 
@@ -42,9 +43,10 @@ def prepare_gemm(node, ins, outs):
             np.matmul(inputs[0].reshape(rows, k), bmat, out=y)
             bias_gelu(y, cvec)
         return run_bias_gelu
-    tmp = np.empty((rows, n), np.float32)
+    tmp_h = scratch.array((rows, n), np.float32)
 
     def run(inputs, outputs):
+        tmp = tmp_h.get()
         a = inputs[0].T if trans_a else inputs[0].reshape(rows, k)
         y = outputs[0].reshape(rows, n)
         np.matmul(a, bmat, out=y)

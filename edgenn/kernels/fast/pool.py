@@ -13,6 +13,7 @@ import numpy as np
 
 from ...graph.shapes.nn import window_geometry
 from ...registry import kernel
+from .. import scratch
 from .threading_cost import c_cost, numba_cost
 from . import depthwise
 from .depthwise import Polyphase, _jit, c8_plane, max_threads
@@ -46,11 +47,12 @@ def _prepare_c8(node, ins, outs, is_max: bool):
     x, y = ins[0], outs[0]
     kernel, strides, pads, dil, cnt = _geometry(node, x.shape, y.shape)
     hp, wp, off = c8_plane(x.shape[2:], y.shape[2:], kernel, strides, pads, dil)
-    q = np.full(hp * wp * 8, -np.inf if is_max else 0.0, np.float32)
-    obuf = np.empty(y.shape[3] * 8, np.float32)
+    q = scratch.array(hp * wp * 8, np.float32, persistent=True,    # borders keep the fill
+                      fill=-np.inf if is_max else 0.0)
+    obuf = scratch.array(y.shape[3] * 8, np.float32)
 
     def run(inputs, outputs):
-        pool8(inputs[0], off, cnt, outputs[0], q, obuf, *strides, *pads, hp, wp, is_max,
+        pool8(inputs[0], off, cnt, outputs[0], q.get(), obuf.get(), *strides, *pads, hp, wp, is_max,
               depthwise.C8_AVX2)
     return run
 
@@ -74,9 +76,9 @@ def _prepare_numba(node, ins, outs, is_max: bool):
     def run(inputs, outputs):
         nt = min(threads, numba.get_num_threads())
         if nt > 1:
-            jit.pool_par(nt, inputs[0], off, ones, inv, is_max, outputs[0], P, tmp, *g)
+            jit.pool_par(nt, inputs[0], off, ones, inv, is_max, outputs[0], P.get(), tmp.get(), *g)
         else:
-            jit.pool(inputs[0], off, ones, inv, is_max, outputs[0], P, tmp, *g)
+            jit.pool(inputs[0], off, ones, inv, is_max, outputs[0], P.get(), tmp.get(), *g)
     return run
 
 

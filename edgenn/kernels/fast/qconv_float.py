@@ -18,6 +18,7 @@ import numpy as np
 
 from ...graph.ir import Node
 from ...registry import KERNELS, KernelSpec, TensorInfo, kernel
+from .. import scratch
 from . import _rowops
 from .quantize import scalar
 
@@ -112,27 +113,30 @@ def _wrap(op: str, qop: str, spec: KernelSpec) -> None:
         frun = spec.prepare(fnode, finfos, fout)
         wf, bf = finfos[1].value, finfos[2].value
         x_zp = int(scalar(ins[2]))
-        xf = np.empty(finfos[0].shape, np.float32)
+        xf_h = scratch.array(finfos[0].shape, np.float32)
         has_z = _opt(ins, 9) is not None
-        zf = np.empty(outs[0].shape, np.float32) if has_z else None
+        zf_h = scratch.array(outs[0].shape, np.float32) if has_z else None
         z_scale = np.float32(scalar(ins[10])) if has_z else None
         z_zp = int(scalar(ins[11])) if has_z else 0
         quantized = outs[0].dtype == "uint8"
         post = node.attrs.get("post_affine") or None
         if post:
             ps, pb = np.float32(post[0]), np.float32(post[1])
-        yf = np.empty(fout[0].shape, np.float32) if quantized else None
+        yf_h = scratch.array(fout[0].shape, np.float32) if quantized else None
         inv = np.float32(1) / np.float32(scalar(ins[6])) if quantized else None
         y_zp = int(scalar(ins[7])) if quantized else 0
         dequantize, quantize = _rowops.dequantize_u8, _rowops.quantize_u8
-        xflat = xf.reshape(-1)
-        fin = [xf, wf, bf] + ([zf] if has_z else [])
         yshape = fout[0].shape
 
         def run(inputs, outputs):
-            dequantize(inputs[0].reshape(-1), xflat, 1.0, x_zp)
+            xf = xf_h.get()
+            dequantize(inputs[0].reshape(-1), xf.reshape(-1), 1.0, x_zp)
+            fin = [xf, wf, bf]
             if has_z:
+                zf = zf_h.get()
                 dequantize(inputs[9].reshape(-1), zf.reshape(-1), z_scale, z_zp)
+                fin.append(zf)
+            yf = yf_h.get() if quantized else None
             y = yf if quantized else outputs[0].reshape(yshape)
             frun(fin, [y])
             if post:

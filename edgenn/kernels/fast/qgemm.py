@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...registry import kernel
+from .. import scratch
 from ..reference.quant import INTEGER_PATH_ACTIVATIONS, integer_path_bounds
 from .quantize import scalar
 from .threading_cost import plan_threads
@@ -300,19 +301,23 @@ def _supports(node, ins, outs) -> bool:
 
 def kernel_runner(k, has_z: bool, dynamic: bool = False):
     """run(inputs, outputs) over an int8 kernel object k (QGemmKernel, QConvKernel,
-    QDepthwiseKernel: k.run(x, y, z, a_scale, a_zp)): the residual is input 9, a run-time
-    scale / zero point inputs 1 and 2."""
-    call = k.run
+    QDepthwiseKernel: k.run(x, y, z, a_scale, a_zp, ws[, persistent workspace])): the
+    residual is input 9, a run-time scale / zero point inputs 1 and 2. The workspaces are
+    the execution context's (edgenn.kernels.scratch)."""
+    ws = scratch.bytes_(k.workspace_bytes)
+    kept = getattr(k, "padded_bytes", 0) or getattr(k, "plane_bytes", 0)
+    if kept:   # the conv kernels' persistent workspace (padded image / planes)
+        keep = scratch.array((kept,), np.uint8, persistent=True, fill=0)
+        call = lambda x, y, z, s, zp: k.run(x, y, z, s, zp, ws.get(), keep.get())
+    else:
+        call = lambda x, y, z, s, zp: k.run(x, y, z, s, zp, ws.get())
     if dynamic:
         def run(inputs, outputs):
             call(inputs[0], outputs[0], inputs[9] if has_z else None,
                  inputs[1].reshape(-1)[0], inputs[2].reshape(-1)[0])
-    elif has_z:
-        def run(inputs, outputs):
-            call(inputs[0], outputs[0], inputs[9])
     else:
         def run(inputs, outputs):
-            call(inputs[0], outputs[0])
+            call(inputs[0], outputs[0], inputs[9] if has_z else None, None, None)
     run.kernel = k    # inspectable: k.simd
     return run
 

@@ -16,6 +16,7 @@ import math
 import numpy as np
 
 from ...registry import kernel
+from .. import scratch
 from . import _rowops
 from .threading_cost import c_cost
 
@@ -43,10 +44,11 @@ def attention_plan(node, ins, outs, make_smx):
     """The run function of FusedAttention: y = softmax(q @ k_t * scale + mask) @ v.
 
     Per head (one (S, D) query block), BLAS for q @ k_t and p @ v, and the softmax of
-    `make_smx(s, scale, kind)` over a (S, T) scratch s reused by every head; tiny problems
-    stack every head in one small scratch instead. make_smx returns smx(mask) that makes
-    s <- softmax(s * scale + mask) in place, mask (MS, T) with MS 1 or S (row i uses mask
-    row i % MS) or None; kind 0 no mask, 1 additive (float32), 2 boolean (False = -inf)."""
+    `make_smx(scale, kind, T)` over a (S, T) scratch s reused by every head; tiny problems
+    stack every head in one small scratch instead. make_smx returns smx(s, mask) that makes
+    s (R, T) <- softmax(s * scale + mask) in place, mask (MS, T) with MS 1 or S (row i uses
+    mask row i % MS) or None; kind 0 no mask, 1 additive (float32), 2 boolean (False =
+    -inf)."""
     q, kt, v, y = ins[0].shape, ins[1].shape, ins[2].shape, outs[0].shape
     S, T = q[-2], kt[-1]
     lead = tuple(y[:-2])
@@ -74,36 +76,38 @@ def attention_plan(node, ins, outs, make_smx):
             and all(d == 1 for d in mlead)):
         # small problem (PP-OCR's 8 heads of 40 x 40): every head's scores fit in a small
         # scratch, so 2 batched matmuls and one softmax call replace a loop over heads
-        scores = np.empty(lead + (S, T), np.float32)
-        smx = make_smx(scores.reshape(heads_n * S, T), scale, kind)
+        stacked = scratch.array(lead + (S, T), np.float32)
+        smx = make_smx(scale, kind, T)
         m2 = (1, T) if mrows == 1 else (S, T)
 
         def run_stacked(inputs, outputs):
+            scores = stacked.get()
             mm(inputs[0], inputs[1], out=scores)
-            smx(inputs[3].reshape(m2) if has_mask else None)
+            smx(scores.reshape(heads_n * S, T), inputs[3].reshape(m2) if has_mask else None)
             mm(scores, inputs[2], out=outputs[0])
         return run_stacked
 
-    scores = np.empty((S, T), np.float32)
-    smx = make_smx(scores, scale, kind)
+    per_head = scratch.array((S, T), np.float32)
+    smx = make_smx(scale, kind, T)
 
     def run(inputs, outputs):
         qa, ka, va, ya = inputs[0], inputs[1], inputs[2], outputs[0]
         mask = inputs[3].reshape(mshape) if has_mask else None
+        scores = per_head.get()
         for qi, ki, vi, mi, yi in heads:
             mm(qa[qi], ka[ki], out=scores)
-            smx(None if mask is None else mask[mi])
+            smx(scores, None if mask is None else mask[mi])
             mm(scores, va[vi], out=ya[yi])
     return run
 
 
-def c_smx(s, scale, kind, avx2=True):
+def c_smx(scale, kind, cols=None, avx2=True):
     """make_smx for the C row op."""
     if kind == 2:
         boolsm = _rowops.scale_bool_mask_softmax
-        return lambda m: boolsm(s, scale, m.view(np.uint8), avx2)
+        return lambda s, m: boolsm(s, scale, m.view(np.uint8), avx2)
     sm = _rowops.scale_mask_softmax
-    return lambda m: sm(s, scale, m, avx2)
+    return lambda s, m: sm(s, scale, m, avx2)
 
 
 @kernel("FusedAttention", "attention_blas_c", supports=attention_supports, cost=c_cost, pool="blas")

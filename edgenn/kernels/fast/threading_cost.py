@@ -19,6 +19,6 @@ def numba_cost(node, ins, outs) -> float:
 
 
 def plan_threads() -> int:
-    """The session's thread count at plan time (runtime/threads.py); tuning is per count."""
-    from ...runtime.threads import current
-    return current() or 1
+    """The thread count of the plan being built (kernels/plan_context.py)."""
+    from ..plan_context import current
+    return current().threads

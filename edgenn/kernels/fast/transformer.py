@@ -20,6 +20,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from ...registry import kernel
+from .. import scratch
 from .rows import (attention_plan, attention_supports, gelu_supports, layernorm_geometry,
                    layernorm_supports, softmax_rows_shape, softmax_supports)
 from .threading_cost import numba_cost
@@ -47,7 +48,7 @@ def jit(*warm: str) -> SimpleNamespace:
 def _warm_call(j: SimpleNamespace, name: str) -> None:
     f = np.float32
     x1, y1, x2 = np.ones(8, f), np.ones(8, f), np.ones((2, 8), f)
-    sc = scratch(8)
+    sc = row_scratch(8)
     if name == "scale_mask_softmax":
         j.scale_mask_softmax(x2, x2.view(np.int32), sc, f(1), x2, 1)
     elif name == "scale_mask_softmax_bool":
@@ -71,19 +72,33 @@ def _build() -> SimpleNamespace:
     return _transformer_jit.JIT
 
 
-def scratch(n: int) -> tuple:
+def row_scratch(n: int) -> tuple:
     """Scratch of exp_into / sigmoid for rows of n: (float32, its int32 view, int32)."""
     pb = np.empty(n, np.float32)
     return pb, pb.view(np.int32), np.empty(n, np.int32)
 
 
+class RowScratch:
+    """row_scratch(n) of the execution context: `get()` -> the three arrays."""
+
+    def __init__(self, n: int):
+        self.h = scratch.array((2, n), np.float32)
+
+    def get(self) -> tuple:
+        a = self.h.get()
+        return a[0], a[0].view(np.int32), a[1].view(np.int32)
+
+
 # -- FusedAttention ---------------------------------------------------------------------------
 
-def numba_smx(s, scale, kind):
-    """make_smx (see rows.attention_plan) for the Numba row op."""
+def numba_smx(scale, kind, cols):
+    """make_smx (see rows.attention_plan) for the Numba row op (rows of `cols`)."""
     smx = jit("scale_mask_softmax_bool" if kind == 2 else "scale_mask_softmax").scale_mask_softmax
-    si, sc, dummy = s.view(np.int32), scratch(s.shape[1]), np.zeros((1, s.shape[1]), np.float32)
-    return lambda m: smx(s, si, sc, scale, dummy if m is None else m, kind)
+    sc, dummy = RowScratch(cols), np.zeros((1, cols), np.float32)
+
+    def run(s, m):
+        smx(s, s.view(np.int32), sc.get(), scale, dummy if m is None else m, kind)
+    return run
 
 
 @kernel("FusedAttention", "attention_blas_numba", supports=attention_supports, cost=numba_cost,
@@ -102,16 +117,17 @@ def prepare_layernorm(node, ins, outs):
     j = jit("layernorm_rows")
     rows, cols, eps, has_bias = layernorm_geometry(node, ins)
     zeros = np.zeros(cols, np.float32)
-    mean_tmp, inv_tmp = np.empty(rows, np.float32), np.empty(rows, np.float32)
+    stats = scratch.array((2, rows), np.float32)      # mean, 1 / std when not outputs
     ln = j.layernorm_rows
 
     def run(inputs, outputs):
         scale = inputs[1].reshape(cols)
         bias = inputs[2].reshape(cols) if has_bias else zeros
+        tmp = stats.get()
         mean = outputs[1].reshape(rows) if len(outputs) > 1 and outputs[1] is not None \
-            else mean_tmp
+            else tmp[0]
         inv = outputs[2].reshape(rows) if len(outputs) > 2 and outputs[2] is not None \
-            else inv_tmp
+            else tmp[1]
         ln(inputs[0].reshape(rows, cols), scale, bias, eps, outputs[0].reshape(rows, cols),
            mean, inv)
     return run
@@ -124,12 +140,12 @@ def prepare_softmax(node, ins, outs):
     """Rows (R, C) of the flat x, C = the product of the trailing (reduced) dims."""
     j = jit("softmax_rows")
     rows, cols = softmax_rows_shape(node, ins)
-    sc = scratch(cols)
+    sc = RowScratch(cols)
     sm = j.softmax_rows
 
     def run(inputs, outputs):
         y = outputs[0].reshape(rows, cols)
-        sm(inputs[0].reshape(rows, cols), y, y.view(np.int32), sc)
+        sm(inputs[0].reshape(rows, cols), y, y.view(np.int32), sc.get())
     return run
 
 

@@ -27,6 +27,7 @@ import numpy as np
 
 from ...graph.shapes.nn import conv_transpose_geometry, resize_plan
 from ...registry import kernel
+from .. import scratch
 from ..reference.nn import _axis_taps, _source_coords
 from ..reference.tensor import norm_axis
 
@@ -130,8 +131,8 @@ def prepare_resize(node, ins, outs):
     for k, (axis, idx, wts) in enumerate(plans):
         cur[axis] = idx.shape[0]
         last = k == len(plans) - 1
-        acc = None if last else np.empty(cur, np.float32)
-        tmp = None if wts is None or wts.shape[1] == 1 else np.empty(cur, np.float32)
+        acc = None if last else scratch.array(tuple(cur), np.float32)
+        tmp = None if wts is None or wts.shape[1] == 1 else scratch.array(tuple(cur), np.float32)
         bshape = (1,) * axis + (idx.shape[0],) + (1,) * (len(shape) - axis - 1)
         taps = [(np.ascontiguousarray(idx[:, t]),
                  None if wts is None else np.ascontiguousarray(wts[:, t]).reshape(bshape))
@@ -141,7 +142,8 @@ def prepare_resize(node, ins, outs):
     def run(inputs, outputs):
         work = inputs[0]
         for axis, taps, acc, tmp in passes:
-            acc = outputs[0] if acc is None else acc
+            acc = outputs[0] if acc is None else acc.get()
+            tmp = None if tmp is None else tmp.get()
             i0, w0 = taps[0]
             np.take(work, i0, axis=axis, out=acc, mode="clip")  # in range: no buffering
             if w0 is not None:
@@ -176,8 +178,7 @@ def prepare_convtranspose(node, ins, outs):
     b = None
     if len(ins) > 2 and ins[2] is not None:
         b = ins[2].value.astype(np.float32).reshape(m, 1, 1)
-    cols = np.empty((m * kh * kw, h * wd), np.float32)
-    cols6 = cols.reshape(m, kh, kw, h, wd)
+    cols_h = scratch.array((m * kh * kw, h * wd), np.float32)
     sh, sw = strides
     full = [s * (i - 1) + d * (k - 1) + 1 for s, i, d, k in zip(strides, (h, wd), dil, (kh, kw))]
 
@@ -189,12 +190,13 @@ def prepare_convtranspose(node, ins, outs):
 
         def run_tile(inputs, outputs):
             xs, y = inputs[0], outputs[0]
+            cols = cols_h.get()
             for i in range(n):
                 np.matmul(wt, xs[i].reshape(c, h * wd), out=cols)
-                jit.tile_scatter(cols6, bias, y[i])
+                jit.tile_scatter(cols.reshape(m, kh, kw, h, wd), bias, y[i])
         return run_tile
 
-    acc = np.empty((m, *full), np.float32)
+    acc_h = scratch.array((m, *full), np.float32)
     src, dst = [slice(None)], [slice(None)]
     for o, f, p in zip(out, full, pb):
         lo, hi = max(0, p), min(f, p + o)
@@ -209,6 +211,8 @@ def prepare_convtranspose(node, ins, outs):
 
     def run(inputs, outputs):
         xs, y = inputs[0], outputs[0]
+        cols, acc = cols_h.get(), acc_h.get()
+        cols6 = cols.reshape(m, kh, kw, h, wd)
         for i in range(n):
             np.matmul(wt, xs[i].reshape(c, h * wd), out=cols)
             acc.fill(0)

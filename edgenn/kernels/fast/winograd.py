@@ -25,6 +25,7 @@ from fractions import Fraction as Fr
 import numpy as np
 
 from ...registry import kernel
+from .. import scratch
 from . import epilogue
 from .conv import geometry
 
@@ -188,30 +189,31 @@ def _prepare(node, ins, outs, m: int, block_bytes: int = _BLOCK_BYTES):
     nrows = -(-rows_total // -(-rows_total // nrows))  # balance the blocks
     blocks = [(r, min(nrows, rows_total - r)) for r in range(0, rows_total, nrows)]
 
-    vbuf = np.empty(a2 * c * nrows * tw, np.float32)
-    mbuf = np.zeros(a2 * k * nrows * tw + 8, np.float32)  # +8: the output pass reads ahead
-    views = []
-    for r0, nr in blocks:
-        tb = nr * tw
-        views.append((r0, nr, vbuf[:a2 * c * tb], vbuf[:a2 * c * tb].reshape(a2, c, tb),
-                      mbuf[:a2 * k * tb], mbuf[:a2 * k * tb].reshape(a2, k, tb)))
-    pbuf = np.empty((nrows * m + 2) * alpha * twp, np.float32)
-    xp = np.zeros(twp * m + alpha, np.float32)
-    zeros = np.zeros(alpha * twp, np.float32)
-    qbuf = np.empty(m * alpha * twp, np.float32)
-    rowbuf = np.empty(twp * m, np.float32)
-    tmp = np.empty(y.shape, np.float32) if post else None
+    # scratch of the execution context; mbuf and xp keep their zeros (+8: the output pass
+    # reads ahead; xp's padding), the others are rewritten by every call
+    vbuf_h = scratch.array(a2 * c * nrows * tw, np.float32)
+    mbuf_h = scratch.array(a2 * k * nrows * tw + 8, np.float32, persistent=True, fill=0.0)
+    pbuf_h = scratch.array((nrows * m + 2) * alpha * twp, np.float32)
+    xp_h = scratch.array(twp * m + alpha, np.float32, persistent=True, fill=0.0)
+    zeros = np.zeros(alpha * twp, np.float32)      # read only
+    qbuf_h = scratch.array(m * alpha * twp, np.float32)
+    rowbuf_h = scratch.array(twp * m, np.float32)
+    tmp_h = scratch.array(y.shape, np.float32) if post else None
     cin, cout, matmul = cw.input_transform, cw.output_transform, np.matmul
 
     def run(inputs, outputs):
         xs, out = inputs[0], outputs[0]
         z = inputs[3] if has_z else None
-        for r0, nr, vflat, v3, mflat, m3 in views:
+        vbuf, mbuf, pbuf, xp = vbuf_h.get(), mbuf_h.get(), pbuf_h.get(), xp_h.get()
+        qbuf, rowbuf = qbuf_h.get(), rowbuf_h.get()
+        for r0, nr in blocks:
+            tb = nr * tw
+            vflat, mflat = vbuf[:a2 * c * tb], mbuf[:a2 * k * tb]
             cin(m, xs, ph, pw, th, tw, twp, r0, nr, vflat, pbuf, xp, zeros)
-            matmul(u, v3, out=m3)
+            matmul(u, vflat.reshape(a2, c, tb), out=mflat.reshape(a2, k, tb))
             cout(m, mflat, out, th, tw, twp, r0, nr, bias, z, cact, p0, p1, qbuf, rowbuf)
         if post:
-            epilogue.activate(out, post, params, tmp)
+            epilogue.activate(out, post, params, tmp_h.get())
     return run
 
 
