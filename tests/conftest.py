@@ -19,6 +19,20 @@ def _tier_lines() -> list[str]:
             f"(tests/test_aarch64.py)"]
 
 
+def pytest_configure(config):
+    """Every test session starts from the same tuning state: an empty tuning cache of its
+    own (not the user's ~/.cache/edgenn) and the default tune mode, so a kernel choice
+    never depends on what an earlier run cached or on the caller's EDGENN_TUNE."""
+    config._edgenn_cache = tempfile.mkdtemp(prefix="edgenn-test-cache-")
+    os.environ["EDGENN_CACHE_DIR"] = config._edgenn_cache
+    os.environ.pop("EDGENN_TUNE", None)
+
+
+def pytest_unconfigure(config):
+    import shutil
+    shutil.rmtree(getattr(config, "_edgenn_cache", ""), ignore_errors=True)
+
+
 def pytest_report_header(config):
     return _tier_lines()
 

@@ -55,14 +55,22 @@ class ModelUnavailable(RuntimeError):
 # ----------------------------------------------------------------------------- helpers
 
 def rel_err(a, b) -> float:
-    """max|a - b| / max(max|b|, 1e-12); b is the reference."""
+    """max|a - b| / max(max|b|, 1e-12) over the finite values; b is the reference.
+    Non-finite values must sit at the same places with the same value (NaN where b has
+    NaN, the same infinity), else the error is inf: a NaN never passes a tolerance."""
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
     if a.shape != b.shape:
         raise ValueError(f"shape mismatch: {a.shape} vs reference {b.shape}")
     if b.size == 0:
         return 0.0
-    return float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(b))), 1e-12))
+    fa, fb = np.isfinite(a), np.isfinite(b)
+    if not np.array_equal(fa, fb) or not np.array_equal(a[~fb], b[~fb], equal_nan=True):
+        return float("inf")
+    if not fb.any():
+        return 0.0
+    scale = max(float(np.max(np.abs(b[fb]))), 1e-12)
+    return float(np.max(np.abs(a[fb] - b[fb])) / scale)
 
 
 def ort_outputs(path, feeds: dict, threads: int = 1) -> list[np.ndarray]:

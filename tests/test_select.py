@@ -161,3 +161,30 @@ def test_two_thread_session_times_both_pools_once(pooled_relu_kernels, monkeypat
     monkeypatch.setattr(tunecache, "_loaded", {})              # a new process
     again = session_mod.InferenceSession(g, threads=2)
     assert timed == [] and again.plan.pool == plan.pool        # the decision was cached
+
+
+WRITER = r"""
+import sys
+from edgenn.runtime import tunecache
+who = sys.argv[1]
+for i in range(40):
+    tunecache.load(1)[f"{who}-{i}"] = {"kernel": who}
+    tunecache.save(1)
+"""
+
+
+def test_cache_writes_from_several_processes_merge_and_never_corrupt(tmp_path):
+    """4 processes write 40 entries each into one cache file at once: the file is valid
+    JSON at the end and holds all 160 entries (file lock + merge + atomic rename)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, EDGENN_CACHE_DIR=str(tmp_path))
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, f"p{k}"], env=env)
+             for k in range(4)]
+    assert all(p.wait(timeout=120) == 0 for p in procs)
+    files = [f for f in (tmp_path / "tune").iterdir() if f.suffix == ".json"]
+    assert len(files) == 1
+    data = json.loads(files[0].read_text())
+    assert {f"p{k}-{i}" for k in range(4) for i in range(40)} <= set(data)

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import threading
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -82,16 +83,14 @@ def load(threads: int) -> dict:
     path = _path(threads)
     with _lock:
         if path not in _loaded:
-            try:
-                with open(path) as f:
-                    data = json.load(f)
-                _loaded[path] = data if isinstance(data, dict) else {}
-            except (OSError, ValueError):
-                _loaded[path] = {}  # missing or corrupt cache: retune
+            _loaded[path] = _read(path)
         return _loaded[path]
 
 
 def save(threads: int) -> None:
+    """Write this process's entries, merged with what other processes wrote meanwhile
+    (under a file lock), through a temporary file renamed over the cache: a reader or a
+    crash never sees a half-written file, and concurrent writers lose no entry."""
     path = _path(threads)
     with _lock:
         data = _loaded.get(path)
@@ -99,9 +98,37 @@ def save(threads: int) -> None:
             return
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            tmp = f"{path}.tmp{os.getpid()}"
-            with open(tmp, "w") as f:
-                json.dump(data, f, indent=0, sort_keys=True)
-            os.replace(tmp, path)
+            with _file_lock(path + ".lock"):
+                for key, value in _read(path).items():
+                    data.setdefault(key, value)       # ours win, theirs are kept
+                tmp = f"{path}.tmp{os.getpid()}-{threading.get_ident()}"
+                with open(tmp, "w") as f:   # a copy: planners may add entries meanwhile
+                    json.dump(dict(data), f, indent=0, sort_keys=True)
+                os.replace(tmp, path)
         except OSError:
             pass  # a read-only home: tuning still works, it just is not remembered
+
+
+def _read(path: str) -> dict:
+    try:
+        with open(path) as f:
+            data = json.load(f)
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}  # missing or corrupt cache: retune
+
+
+@contextmanager
+def _file_lock(path: str):
+    """An exclusive advisory lock between processes (none where fcntl is missing)."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
