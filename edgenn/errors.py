@@ -41,3 +41,12 @@ class DataDependentShapeError(UnsupportedOpError):
         super().__init__({op: [node]}, f"input {what!r} of {op} node {node!r} must be known "
                          f"when the input shapes are bound; it is computed from runtime "
                          f"data (data-dependent shapes are not supported)")
+
+
+class ResourceLimitError(EdgennError):
+    """A model or input asks for more memory than the session allows (max_memory): refused
+    before anything of that size is allocated, naming the node and the bytes asked for."""
+
+
+class ExecutionError(EdgennError):
+    """A kernel failed while running a node (the message names the node)."""

@@ -7,6 +7,8 @@ chains torch emits as soon as the input shapes are bound.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..errors import EdgennError, GraphError, UnsupportedOpError
@@ -60,7 +62,7 @@ def infer_node(node: Node, ins: list[TensorInfo | None], fold: bool = True) -> l
                          f"input shapes {shapes}: {exc}") from exc
     if fold and node.op not in NONDETERMINISTIC and all(
             i is None or i.value is not None for i in ins) and \
-            sum(int(np.prod(o.shape)) for o in outs) <= FOLD_LIMIT:
+            sum(math.prod(o.shape) for o in outs) <= FOLD_LIMIT:
         values = evaluate(node, [None if i is None else i.value for i in ins])
         outs = [TensorInfo.of(v) for v in values[:len(outs)]]
     return outs

@@ -14,6 +14,7 @@ import threading
 
 import numpy as np
 
+from ..errors import EdgennError, ExecutionError, InputError, ResourceLimitError
 from ..kernels import scratch
 from . import memory
 
@@ -55,14 +56,32 @@ class ExecutionContext:
                                         [resolve(r) for r in step.out_refs])
                       for step in plan.steps]
         self.token = plan.token
+        self.steps = plan.steps
 
     def run(self, feeds: list[np.ndarray], output_names: list[str]) -> list[np.ndarray]:
         for buf, x in zip(self.inputs, feeds):
             np.copyto(buf, x)
-        with scratch.active(self.token, self.scratch):
-            for call in self.calls:
-                call()
+        k = 0
+        try:
+            with scratch.active(self.token, self.scratch):
+                for k, call in enumerate(self.calls):
+                    call()
+        except EdgennError:
+            raise
+        except Exception as exc:      # name the node (its data may be out of range)
+            raise _named(self.steps[k].node, exc) from exc
         return [self.outputs[name].copy() for name in output_names]
+
+
+def _named(node, exc: Exception) -> EdgennError:
+    """A kernel's exception as an edgenn error that names the node: out-of-range data
+    (indices, ...) is the caller's input, memory is a limit, anything else a failure."""
+    where = f"{node.op} node {node.name!r}"
+    if isinstance(exc, MemoryError):
+        return ResourceLimitError(f"{where}: out of memory while running: {exc}")
+    if isinstance(exc, (IndexError, ValueError, OverflowError, ZeroDivisionError)):
+        return InputError(f"{where}: {exc}")
+    return ExecutionError(f"{where} failed: {type(exc).__name__}: {exc}")
 
 
 def scratch_name(slot: int) -> str:
@@ -71,21 +90,40 @@ def scratch_name(slot: int) -> str:
 
 
 class ContextPool:
-    """Free contexts of one plan; grows on demand, reuses what was given back."""
+    """Free contexts of one plan; grows on demand, reuses what was given back. At most
+    max_memory // (one context's bytes) contexts exist (at least one): past that, a caller
+    waits for a context to come back instead of allocating beyond the limit."""
 
-    def __init__(self, plan):
+    def __init__(self, plan, max_memory: int | None = None):
         self._plan = plan
         self._free: list[ExecutionContext] = []
-        self._lock = threading.Lock()
+        self._cond = threading.Condition()
         self.created = 0
+        per = max(plan.context_bytes, 1)
+        self.max_contexts = max(1, max_memory // per) if max_memory else 1 << 30
 
     def acquire(self) -> ExecutionContext:
-        with self._lock:
+        with self._cond:
+            while not self._free and self.created >= self.max_contexts:
+                self._cond.wait()
             if self._free:
                 return self._free.pop()
             self.created += 1
-        return ExecutionContext(self._plan)
+        try:
+            return ExecutionContext(self._plan)
+        except MemoryError as exc:
+            with self._cond:
+                self.created -= 1
+                self._cond.notify()
+            raise ResourceLimitError(f"out of memory for an execution context of "
+                                     f"{self._plan.context_bytes} bytes") from exc
+        except BaseException:
+            with self._cond:
+                self.created -= 1
+                self._cond.notify()
+            raise
 
     def release(self, ctx: ExecutionContext) -> None:
-        with self._lock:
+        with self._cond:
             self._free.append(ctx)
+            self._cond.notify()

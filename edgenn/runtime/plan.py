@@ -7,6 +7,7 @@ cannot avoid.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,7 +18,7 @@ from ..graph.ir import Graph, Node
 from ..kernels.plan_context import PlanContext, planning
 from ..oplist import load_kernels
 from ..registry import TensorInfo
-from . import memory
+from . import limits, memory
 from .context import ContextPool, scratch_name
 from .select import Choice, Tuner, choose
 
@@ -50,7 +51,7 @@ class Plan:
 
     def __init__(self, input_names: list[str], input_specs: list[tuple[str, tuple]],
                  steps: list[Step], output_refs: dict, layout: Layout, scratch: list,
-                 folded_nodes: int = 0):
+                 folded_nodes: int = 0, max_memory: int | None = None):
         self.input_names = input_names
         self.input_specs = input_specs          # (dtype, shape) per input
         self.steps = steps
@@ -65,7 +66,8 @@ class Plan:
         self.pool = "blas"                      # threads > 1: whose thread pool kernels use
         self.pool_times: dict = {}              # pool -> median s, when both were timed
         self.uses_blas = any(s.choice.pool == "blas" for s in steps)
-        self.contexts = ContextPool(self)
+        # contexts are made while they fit the limit together; past it, callers wait
+        self.contexts = ContextPool(self, max_memory)
 
     @property
     def context_bytes(self) -> int:
@@ -123,25 +125,50 @@ def _is_view(node: Node, infos: dict[str, TensorInfo]) -> bool:
         return False
     src, dst = infos[node.inputs[0]], infos[node.outputs[0]]
     return src.value is None and src.dtype == dst.dtype and \
-        int(np.prod(src.shape)) == int(np.prod(dst.shape))
+        math.prod(src.shape) == math.prod(dst.shape)
 
 
 def build(graph: Graph, shapes: dict[str, tuple[int, ...]], reference: bool = False,
-          tuner: Tuner | None = None) -> Plan:
+          tuner: Tuner | None = None, max_memory: int | None = None) -> Plan:
     """The plan of `graph` for input `shapes`; kernels are prepared for the tuner's thread
-    count and pool (the plan context of kernels/plan_context.py)."""
+    count and pool (the plan context of kernels/plan_context.py). Every tensor, and one
+    execution context as a whole, must fit in `max_memory` bytes (runtime/limits.py):
+    checked before the kernels are prepared and before anything is allocated."""
     ctx = PlanContext(tuner.threads, tuner.pool) if tuner is not None else PlanContext()
     with planning(ctx):
-        return _build(graph, shapes, reference, tuner)
+        return _build(graph, shapes, reference, tuner, limits.resolve(max_memory))
+
+
+def _check_sizes(graph: Graph, nodes: list[Node], infos: dict, limit: int) -> None:
+    """Every runtime tensor fits the limit (named by the node that writes it)."""
+    for v in graph.inputs:
+        limits.check_tensor(f"input {v.name!r} {tuple(infos[v.name].shape)}",
+                            _nbytes(infos[v.name]), limit)
+    for n in nodes:
+        for o in n.outputs:
+            if o and infos[o].value is None:
+                limits.check_tensor(f"{n.op} node {n.name!r}: output {o!r} "
+                                    f"{infos[o].dtype}{list(infos[o].shape)}",
+                                    _nbytes(infos[o]), limit)
+
+
+def _check_context(lifetimes, capacities, handles, limit: int) -> None:
+    total = sum(capacities) + sum(h.nbytes for h in handles if h.persistent)
+    if total > limit:
+        big = sorted(lifetimes, key=lambda t: -t.nbytes)[:3]
+        names = ", ".join(f"{t.name!r} {limits.fmt(t.nbytes)}" for t in big)
+        limits.check_tensor(f"one run of this model (largest tensors: {names})", total,
+                            limit)
 
 
 def _build(graph: Graph, shapes: dict[str, tuple[int, ...]], reference: bool,
-           tuner: Tuner | None) -> Plan:
+           tuner: Tuner | None, max_memory: int) -> Plan:
     load_kernels()
     missing = unsupported_ops(graph)
     if missing:
         raise UnsupportedOpError(missing)
     nodes, infos = specialize(graph, shapes)
+    _check_sizes(graph, nodes, infos, max_memory)
     output_names = [v.name for v in graph.outputs]
 
     # 1. views and lifetimes ------------------------------------------------------------
@@ -201,17 +228,18 @@ def _build(graph: Graph, shapes: dict[str, tuple[int, ...]], reference: bool,
     lifetimes = [memory.Lifetime(t, sizes[t] if t in sizes else _nbytes(infos[t]),
                                  first[t], last[t]) for t in first]
     owner, capacities = memory.assign(lifetimes)
+    _check_context(lifetimes, capacities, handles, max_memory)
     tensors = {t: (infos[t].dtype, tuple(infos[t].shape))
                for t in list(owner) + list(root) if t not in sizes}
     layout = Layout(capacities, owner, root, tensors)
     plan = Plan([v.name for v in graph.inputs],
                 [(infos[v.name].dtype, tuple(infos[v.name].shape)) for v in graph.inputs],
                 steps, {name: ref(name) for name in output_names}, layout, handles,
-                folded_nodes=len(graph.nodes) - len(nodes))
+                folded_nodes=len(graph.nodes) - len(nodes), max_memory=max_memory)
     for h in handles:
         h.token = plan.token
     return plan
 
 
 def _nbytes(info: TensorInfo) -> int:
-    return int(np.prod(info.shape, dtype=np.int64)) * np.dtype(info.dtype).itemsize
+    return math.prod(info.shape) * np.dtype(info.dtype).itemsize   # Python ints: no overflow

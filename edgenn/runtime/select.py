@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import EdgennError, GraphError, ResourceLimitError
 from ..graph.ir import Node
 from ..registry import KERNELS, REFERENCE
 from ..kernels import isa, scratch
@@ -75,9 +76,19 @@ def reference_runner(node: Node):
 
 
 def _prepared(spec, node, ins, outs, names, reason, times=None) -> Choice:
-    """Choice of `spec`, prepared now, with the scratch its prepare asked for."""
-    with scratch.collect() as handles:
-        run = spec.prepare(node, ins, outs)
+    """Choice of `spec`, prepared now, with the scratch its prepare asked for. A prepare
+    that trips on the model's data (constant indices out of range, ...) is a GraphError
+    naming the node."""
+    try:
+        with scratch.collect() as handles:
+            run = spec.prepare(node, ins, outs)
+    except EdgennError:
+        raise
+    except MemoryError as exc:
+        raise ResourceLimitError(f"{node.op} node {node.name!r}: out of memory preparing "
+                                 f"kernel {spec.name}") from exc
+    except Exception as exc:  # noqa: BLE001
+        raise GraphError(f"{node.op} node {node.name!r}: {exc}") from exc
     return Choice(spec.name, run, names, reason, dict(times or {}), handles, spec.pool)
 
 

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..graph.ir import Graph
+from . import limits
 from . import threads as thread_control
 from .plan import Plan, build
 from .select import Tuner
@@ -37,11 +38,13 @@ class InferenceSession:
     reference: run every node on its plain NumPy reference kernel (or EDGENN_REFERENCE=1).
     tune: "off" | "cached" (default) | "full", or EDGENN_TUNE: how kernels are chosen at
         load (runtime/select.py); `progress(done, total)` is called while planning.
+    max_memory: bytes (or "2G") a plan may use: every tensor and one run's memory are
+        checked before allocation (runtime/limits.py; default half the machine's memory).
     """
 
     def __init__(self, model, threads: int = 1, input_shapes: dict | None = None,
                  reference: bool | None = None, tune: str | None = None,
-                 progress=None):
+                 progress=None, max_memory=None):
         from ..api import load
         self.graph: Graph = model if isinstance(model, Graph) else load(model)
         self.threads = int(threads)
@@ -51,6 +54,7 @@ class InferenceSession:
             reference = os.environ.get("EDGENN_REFERENCE", "") not in ("", "0")
         self.reference = reference
         self.tune = Tuner.resolve_mode(tune)
+        self.max_memory = limits.resolve(max_memory)
         self._progress = progress
         self._plans: dict[tuple, Plan] = {}
         self._planning = threading.Lock()     # one plan per input shapes, built once
@@ -93,7 +97,8 @@ class InferenceSession:
             else:
                 tuner = Tuner(self.tune, self.threads, progress=self._progress)
                 with thread_control.blas(self.threads):
-                    plan = build(self.graph, shapes, reference=self.reference, tuner=tuner)
+                    plan = build(self.graph, shapes, reference=self.reference, tuner=tuner,
+                                 max_memory=self.max_memory)
             plans = dict(self._plans)         # readers see the old dict or the new one
             if len(plans) >= MAX_PLANS:
                 plans.pop(next(iter(plans)))
@@ -113,14 +118,15 @@ class InferenceSession:
             pool = known or "blas"
             tuner = Tuner(self.tune, self.threads, progress=self._progress, pool=pool)
             with thread_control.blas(self.threads):
-                plan = build(self.graph, shapes, tuner=tuner)
+                plan = build(self.graph, shapes, tuner=tuner, max_memory=self.max_memory)
             plan.pool = pool
             return plan
         plans, times = {}, {}
         for pool in ("blas", "omp"):
             tuner = Tuner(self.tune, self.threads, progress=self._progress, pool=pool)
             with thread_control.blas(self.threads):
-                plans[pool] = build(self.graph, shapes, tuner=tuner)
+                plans[pool] = build(self.graph, shapes, tuner=tuner,
+                                     max_memory=self.max_memory)
             plans[pool].pool = pool
             times[pool] = _time_plan(plans[pool], self.threads)
         best = min(times, key=times.get)
