@@ -11,7 +11,8 @@ from .errors import (EdgennError, GraphError, InputError, ModelFormatError,
                      UnsupportedOpError)
 from .version import __version__
 
-__all__ = ["InferenceSession", "convert", "load", "save", "quantize", "EdgennError", "GraphError",
+__all__ = ["InferenceSession", "convert", "load", "save", "quantize", "generate_key",
+           "EdgennError", "GraphError",
            "InputError", "ModelFormatError", "UnsupportedOpError", "__version__"]
 
 
@@ -19,6 +20,9 @@ def __getattr__(name):  # keep `import edgenn` light: numba/onnx load on first u
     if name == "InferenceSession":
         from .runtime.session import InferenceSession
         return InferenceSession
+    if name == "generate_key":
+        from .graph.sealed import generate_key
+        return generate_key
     if name in ("convert", "load", "save", "quantize"):
         from . import api
         return getattr(api, name)

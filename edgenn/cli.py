@@ -45,9 +45,10 @@ def cmd_convert(args) -> int:
         rep = compress_weights(graph, 8 if args.weights == "int8" else 4)
         coded = (f", {rep['tensors']} weights as {args.weights} "
                  f"({rep['bytes_before'] / 1e6:.2f} -> {rep['bytes_after'] / 1e6:.2f} MB)")
-    save(graph, args.output)
+    save(graph, args.output, encrypt=args.encrypt)
     size = os.path.getsize(args.output)
-    print(f"wrote {args.output}: {len(graph.nodes)} nodes, {size / 1e6:.2f} MB{coded} "
+    sealed = ", sealed (AES-256-GCM)" if args.encrypt else ""
+    print(f"wrote {args.output}: {len(graph.nodes)} nodes, {size / 1e6:.2f} MB{coded}{sealed} "
           f"({time.perf_counter() - t0:.2f} s)")
     return EXIT_OK
 
@@ -239,6 +240,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--weights", choices=("fp32", "int8", "int4"), default="fp32",
                    help="weight-only coding for size: int8 per channel or int4 in blocks of "
                         "32, decoded to fp32 at load (compute stays fp32)")
+    c.add_argument("--encrypt", action="store_true",
+                   help="seal the .enn with the key in $EDGENN_MODEL_KEY (32 bytes, hex; "
+                        "never on the command line); every command then opens it with it")
     c.set_defaults(fn=cmd_convert)
 
     def model_cmd(name, help_, fn):

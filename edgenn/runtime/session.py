@@ -40,13 +40,14 @@ class InferenceSession:
         load (runtime/select.py); `progress(done, total)` is called while planning.
     max_memory: bytes (or "2G") a plan may use: every tensor and one run's memory are
         checked before allocation (runtime/limits.py; default half the machine's memory).
+    key: the key of a sealed (encrypted) .enn (else $EDGENN_MODEL_KEY); never stored.
     """
 
     def __init__(self, model, threads: int = 1, input_shapes: dict | None = None,
                  reference: bool | None = None, tune: str | None = None,
-                 progress=None, max_memory=None):
+                 progress=None, max_memory=None, key=None):
         from ..api import load
-        self.graph: Graph = model if isinstance(model, Graph) else load(model)
+        self.graph: Graph = model if isinstance(model, Graph) else load(model, key=key)
         self.threads = int(threads)
         if self.threads < 1:
             raise ValueError("threads must be >= 1")
