@@ -12,6 +12,7 @@ The choice is a named, inspectable value kept on each plan step.
 """
 from __future__ import annotations
 
+import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -97,6 +98,8 @@ def choose(node: Node, ins, outs, reference: bool = False, tuner: Tuner | None =
     names = [s.name for s in specs] + ["reference"]
     if reference:
         return Choice("reference", reference_runner(node), names, "reference mode")
+    if all(o is None or math.prod(o.shape) == 0 for o in outs):
+        return Choice("empty", _nothing, names, "every output is empty: nothing to compute")
     capable = _same_pool([s for s in specs if _isa_ok(s) and s.supports(node, ins, outs)],
                          tuner.pool if tuner else "blas")
     capable.sort(key=lambda s: -s.priority)   # stable: registration order within a priority
@@ -127,6 +130,10 @@ def choose(node: Node, ins, outs, reference: bool = False, tuner: Tuner | None =
     return choice
 
 
+def _nothing(inputs, outputs) -> None:
+    """The step of a node whose outputs have no elements."""
+
+
 def _isa_ok(spec) -> bool:
     """The spec's tier runs on this CPU under EDGENN_MAX_ISA."""
     return not spec.isa or isa.usable(spec.isa)
@@ -140,7 +147,12 @@ def _same_pool(specs, pool: str):
 
 
 def _prune_by_cost(specs, node, ins, outs):
-    costs = {s.name: s.cost(node, ins, outs) for s in specs if s.cost is not None}
+    costs = {}
+    for s in specs:
+        try:
+            costs[s.name] = s.cost(node, ins, outs) if s.cost is not None else None
+        except (ArithmeticError, ValueError):   # a model outside its range: no estimate
+            costs[s.name] = None
     costs = {k: v for k, v in costs.items() if v is not None}
     if len(costs) < 2:
         return specs

@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from ...errors import GraphError, ModelFormatError, UnsupportedOpError
+from ...errors import EdgennError, GraphError, ModelFormatError, UnsupportedOpError
 from ...graph.dtypes import from_onnx
 from ...graph.ir import Graph, Node, ValueInfo
 from ...registry import CONVERTERS, REFERENCE, SHAPE_RULES
@@ -189,8 +189,30 @@ def load_onnx(source) -> onnx.ModelProto:
         raise ModelFormatError(f"not a valid ONNX model: {exc}") from exc
 
 
+def _check_names(g) -> None:
+    """Every name is text: protobuf hands invalid UTF-8 over as bytes."""
+    for n in g.node:
+        for s in (n.name, n.op_type, n.domain, *n.input, *n.output,
+                  *(a.name for a in n.attribute), *(a.ref_attr_name for a in n.attribute)):
+            if not isinstance(s, str):
+                raise ModelFormatError(f"node {n.name!r}: a name is not valid UTF-8: {s!r}")
+    for v in (*g.input, *g.output, *g.initializer):
+        if not isinstance(v.name, str):
+            raise ModelFormatError(f"a tensor name is not valid UTF-8: {v.name!r}")
+
+
 def import_onnx(source) -> Graph:
+    """ONNX (path, bytes or ModelProto) -> Graph. A model the converters trip over for
+    any reason is a ModelFormatError (never a bare exception from deep inside)."""
     model = source if isinstance(source, onnx.ModelProto) else load_onnx(source)
     if not model.graph.node and not model.graph.output:
         raise ModelFormatError("the ONNX model has no graph")
-    return from_model(model)
+    _check_names(model.graph)
+    try:
+        return from_model(model)
+    except EdgennError:
+        raise
+    except RecursionError as exc:
+        raise ModelFormatError("the ONNX model is nested too deeply") from exc
+    except Exception as exc:  # noqa: BLE001 - a malformed model, said as one
+        raise ModelFormatError(f"malformed ONNX model: {type(exc).__name__}: {exc}") from exc

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 
+from ...errors import EdgennError, GraphError
 from ..ir import Graph
 from .activation import fuse_activation, fuse_residual_add, normalize_hardswish
 from .attention import fuse_attention
@@ -53,7 +54,13 @@ def run_pipeline(graph: Graph, passes, report: dict, max_rounds: int = MAX_ROUND
         changed = False
         for p in passes:
             t0 = time.perf_counter()
-            did = p(graph)
+            try:
+                did = p(graph)
+            except EdgennError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - say which pass, on which graph
+                raise GraphError(f"optimization pass {p.__name__} failed on this graph: "
+                                 f"{type(exc).__name__}: {exc}") from exc
             entry = report["passes"].setdefault(p.__name__, {"changed": 0, "seconds": 0.0})
             entry["seconds"] += time.perf_counter() - t0
             if did:
