@@ -18,7 +18,7 @@ __all__ = ["InferenceSession", "convert", "load", "save", "quantize", "generate_
 
 def __getattr__(name):  # keep `import edgenn` light: numba/onnx load on first use
     if name == "InferenceSession":
-        from .runtime.session import InferenceSession
+        from .api import InferenceSession
         return InferenceSession
     if name == "generate_key":
         from .graph.sealed import generate_key

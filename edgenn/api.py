@@ -3,67 +3,24 @@ from __future__ import annotations
 
 import os
 
-from .errors import ModelFormatError
+from .converters.source import is_enn, load, optimize  # noqa: F401 - the public API
 from .graph import format as enn
 from .graph import sealed
 from .graph.ir import Graph
+from .runtime.session import InferenceSession as _GraphSession
 
 
-def _read_head(source) -> bytes:
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        return bytes(source[:16])
-    try:
-        with open(source, "rb") as f:
-            return f.read(16)
-    except OSError as exc:
-        raise ModelFormatError(f"cannot read {source!r}: {exc}") from exc
+class InferenceSession(_GraphSession):
+    """edgenn.InferenceSession: runtime/session.py's session over any model source.
 
+    model: path to .onnx or .enn, their bytes, an onnx.ModelProto or an edgenn Graph;
+    key: the key of a sealed (encrypted) .enn (else $EDGENN_MODEL_KEY), never stored.
+    The other arguments are the runtime session's (threads, input_shapes, reference,
+    tune, progress, max_memory)."""
 
-def is_enn(source) -> bool:
-    head = _read_head(source)
-    return enn.looks_like_enn(head) or sealed.looks_sealed(head)
-
-
-def optimize(graph: Graph) -> Graph:
-    """The portable optimization pipeline (saved in .enn files)."""
-    from .graph.passes import optimize as run_pipeline
-    run_pipeline(graph)
-    return graph
-
-
-def load(source, optimized: bool = True, key=None) -> Graph:
-    """A Graph from a .onnx or .enn path, bytes, or an onnx.ModelProto.
-
-    ONNX is converted (and optimized unless `optimized=False`); .enn is memory-mapped; a
-    sealed (encrypted) .enn is opened with `key` or $EDGENN_MODEL_KEY (graph/sealed.py)."""
-    if not isinstance(source, (str, os.PathLike, bytes, bytearray, memoryview)):
-        from .converters.onnx.importer import import_onnx
-        graph = import_onnx(source)  # an onnx.ModelProto
-        return optimize(graph) if optimized else graph
-    if isinstance(source, os.PathLike):
-        source = os.fspath(source)
-    if is_enn(source):
-        from .oplist import load_kernels
-        load_kernels()
-        if sealed.looks_sealed(_read_head(source)):
-            return _load_sealed(source, key)
-        if isinstance(source, str):
-            return enn.load(source)
-        return enn.from_buffer(bytes(source))
-    from .converters.onnx.importer import import_onnx
-    graph = import_onnx(source)
-    return optimize(graph) if optimized else graph
-
-
-def _load_sealed(source, key) -> Graph:
-    name = source if isinstance(source, str) else "<bytes>"
-    if isinstance(source, str):
-        try:
-            with open(source, "rb") as f:
-                source = f.read()
-        except OSError as exc:
-            raise ModelFormatError(f"cannot read {name!r}: {exc}") from exc
-    return enn.from_buffer(sealed.unseal(source, key, name), name)
+    def __init__(self, model, *args, key=None, **kwargs):
+        super().__init__(model if isinstance(model, Graph) else load(model, key=key),
+                         *args, **kwargs)
 
 
 def save(graph: Graph, path: str, key=None, encrypt: bool = False) -> None:

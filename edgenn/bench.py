@@ -24,7 +24,7 @@ class Runner:
 
 
 def edgenn_runner(model, threads, shapes, reference=False) -> Runner:
-    from .runtime.session import InferenceSession
+    from .api import InferenceSession
     t0 = time.perf_counter()
     sess = InferenceSession(model, threads=threads, input_shapes=shapes or None,
                             reference=reference)

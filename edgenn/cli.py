@@ -55,7 +55,7 @@ def cmd_convert(args) -> int:
 
 def cmd_run(args) -> int:
     import numpy as np
-    from .runtime.session import InferenceSession
+    from .api import InferenceSession
     from .tools import progress_printer, random_feeds
     sess = InferenceSession(args.model, threads=args.threads, tune=args.tune,
                             input_shapes=_parse_shapes(args.shape) or None,
@@ -85,7 +85,7 @@ def cmd_inspect(args) -> int:
     from .tools import describe, describe_plan, progress_printer
     print(describe(args.model))
     if args.plan:
-        from .runtime.session import InferenceSession
+        from .api import InferenceSession
         sess = InferenceSession(args.model, threads=args.threads, tune=args.tune,
                                 input_shapes=_parse_shapes(args.shape) or None,
                                 progress=progress_printer())
@@ -106,7 +106,7 @@ def cmd_check(args) -> int:
 
 def cmd_bench(args) -> int:
     from .bench import compare, table
-    from .runtime.session import InferenceSession
+    from .api import InferenceSession
     from .tools import random_feeds
     shapes = _parse_shapes(args.shape)
     feeds = _parse_inputs(args.input) or random_feeds(

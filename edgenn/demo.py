@@ -24,7 +24,7 @@ def _stage(name: str, t0: float) -> float:
 
 def main(threads: int = 1) -> int:
     from .api import convert
-    from .runtime.session import InferenceSession
+    from .api import InferenceSession
     from .tools import describe, rel_err
 
     print(f"edgenn demo: {os.path.basename(DEMO_MODEL)} "

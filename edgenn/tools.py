@@ -45,7 +45,7 @@ def rel_err(got: np.ndarray, want: np.ndarray) -> float:
 def check(model: str, feeds: dict, shapes: dict, threads: int = 1) -> tuple[str, float]:
     """Run edgenn and onnxruntime on the same inputs. -> (report text, worst rel error)."""
     from .api import is_enn
-    from .runtime.session import InferenceSession
+    from .api import InferenceSession
     if is_enn(model):
         raise InputError("check compares against onnxruntime: give the .onnx model")
     import onnxruntime as ort

@@ -79,7 +79,7 @@ def compare(got, expected, rtol, atol) -> list[str]:
 
 
 def run_case(case, rtol=1e-4, atol=1e-5) -> tuple[str, list[str]]:
-    from edgenn.runtime.session import InferenceSession
+    from edgenn import InferenceSession
     rtol, atol = max(rtol, case.rtol or 0), max(atol, case.atol or 0)
     failures = []
     for inputs, expected in case.data_sets:

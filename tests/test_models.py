@@ -29,7 +29,7 @@ def _case(zoo, name):
 
 
 def _session_class():
-    from edgenn.runtime.session import InferenceSession
+    from edgenn import InferenceSession
     return InferenceSession
 
 

@@ -86,7 +86,7 @@ def test_node_case(case):
 
 
 def _against_onnxruntime(case):
-    from edgenn.runtime.session import InferenceSession
+    from edgenn import InferenceSession
     sess = InferenceSession(case.model.SerializeToString())
     ref = ort.InferenceSession(case.model.SerializeToString())
     for inputs, _ in case.data_sets:

@@ -30,7 +30,7 @@ from helpers import ort_run  # noqa: E402
 from edgenn.graph.passes import optimize  # noqa: E402
 from edgenn.graph.passes.qdq import LIFT_RESIDUALS  # noqa: E402
 from edgenn.graph.passes.util import View  # noqa: E402
-from edgenn.runtime.session import InferenceSession  # noqa: E402
+from edgenn import InferenceSession  # noqa: E402
 
 F32 = np.float32
 

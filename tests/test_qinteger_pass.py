@@ -22,7 +22,7 @@ quantization = pytest.importorskip("onnxruntime.quantization")
 from edgenn.api import load  # noqa: E402
 from helpers import ort_run  # noqa: E402
 from edgenn.graph.passes import optimize  # noqa: E402
-from edgenn.runtime.session import InferenceSession  # noqa: E402
+from edgenn import InferenceSession  # noqa: E402
 
 F32 = np.float32
 D, H, SEQ = 48, 96, 10

@@ -14,7 +14,7 @@ from edgenn.kernels.reference.quant import (conv_accumulate, gemm_accumulate,
                                             qconv_reference, qgemm_reference, requantize)
 from edgenn.oplist import load_all
 from edgenn.registry import SHAPE_RULES, TensorInfo
-from edgenn.runtime.session import InferenceSession
+from edgenn import InferenceSession
 
 load_all()
 F32 = np.float32

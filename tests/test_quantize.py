@@ -499,7 +499,7 @@ def test_speed_check_keeps_the_faster_model(digits, monkeypatch, tmp_path, alt_f
 def test_fp32_kernel_layers_names_the_fp32_graph_layers(digits):
     """The tuned plan's *_f32 int8 steps, named as the fp32 graph's layers."""
     from edgenn.quant import speed
-    from edgenn.runtime.session import InferenceSession
+    from edgenn import InferenceSession
     calib = digits[0]
     q = edgenn.quantize(quant_data.DEMO_MODEL, calib, speed_check=False)
     records = q.meta["quantization"]["layers"]

@@ -13,24 +13,16 @@ shape, channel axis, bits and block size; every blob is CRC-checked like any oth
 """
 from __future__ import annotations
 
-import weakref
-
 import numpy as np
 
+from ..graph import codecs as qblock
+from ..graph.codecs import INT4_BLOCK, QMAX, decode, encode  # noqa: F401 - re-exported
 from ..graph.ir import Graph
 from ..quant.calibration import admm_scales
 
-INT4_BLOCK = 32
-# id(decoded array) -> (weak ref to it, its codes): saving writes exactly these codes, so a
-# compressed graph saved, loaded and saved again never drifts; entries die with the array
-_CODED: dict[int, tuple[weakref.ref, dict]] = {}
-
-
-def _remember(w: np.ndarray, coded: dict) -> None:
-    _CODED[id(w)] = (weakref.ref(w), coded)
-    weakref.finalize(w, _CODED.pop, id(w), None)
 MIN_ELEMENTS = 1024          # smaller tensors (biases, norms, scales) stay raw
-QMAX = {8: 127, 4: 7}
+# the codec fits its scales by ADMM once this module is imported
+qblock.FIT_SCALES = lambda rows, qmax: admm_scales(rows, 0, qmax)
 
 
 def output_axis(graph: Graph, name: str) -> int | None:
@@ -51,68 +43,6 @@ def output_axis(graph: Graph, name: str) -> int | None:
     return axes.pop() if len(axes) == 1 else None
 
 
-def _rows(w: np.ndarray, axis: int, block: int | None):
-    """(channels, K) float64 view of w with the channel axis first, padded to whole
-    blocks -> (rows (channels * blocks, block), block)."""
-    wc = np.moveaxis(np.asarray(w, np.float64), axis, 0).reshape(w.shape[axis], -1)
-    k = wc.shape[1]
-    block = k if block is None else block
-    pad = (-k) % block
-    if pad:
-        wc = np.concatenate([wc, np.zeros((wc.shape[0], pad))], axis=1)
-    return wc.reshape(-1, block), block
-
-
-def encode(w: np.ndarray, axis: int, bits: int, fit: str = "admm") -> dict:
-    """-> {"q": codes, "scale": (channels, blocks) f32, "meta": {...}} for one weight.
-    fit: "admm" (scales fitted, never worse than max-abs; ~2 s for a 2.4M-value weight)
-    or "maxabs" (instant)."""
-    if bits not in QMAX:
-        raise ValueError(f"weight-only bits must be 8 or 4, got {bits}")
-    axis %= w.ndim
-    rows, block = _rows(w, axis, INT4_BLOCK if bits == 4 else None)
-    qmax = QMAX[bits]
-    scales = admm_scales(rows, 0, qmax) if fit == "admm" else \
-        np.max(np.abs(rows), axis=1) / qmax
-    scales = np.where(scales > 0, scales, 1.0).astype(np.float32)
-    q = np.clip(np.rint(rows / scales[:, None]), -qmax, qmax).astype(np.int8)
-    if bits == 4:   # two codes per byte, low nibble first
-        nib = (q.reshape(-1) & 0x0F).astype(np.uint8)
-        q = (nib[0::2] | (nib[1::2] << 4)).astype(np.uint8)
-    channels = w.shape[axis]
-    return {"q": q.reshape(-1), "scale": scales.reshape(channels, -1),
-            "meta": {"bits": bits, "axis": axis, "block": block, "shape": list(w.shape)}}
-
-
-def decode(q: np.ndarray, scale: np.ndarray, meta: dict) -> np.ndarray:
-    """Inverse of encode (float32 weights). Raises ValueError on inconsistent sizes."""
-    bits, axis, block = int(meta["bits"]), int(meta["axis"]), int(meta["block"])
-    shape = tuple(int(d) for d in meta["shape"])
-    if bits not in QMAX or not 0 <= axis < len(shape) or block < 1:
-        raise ValueError(f"bad qblock parameters {meta}")
-    channels = shape[axis]
-    k = int(np.prod(shape, dtype=np.int64)) // max(channels, 1)
-    blocks = -(-k // block)
-    n = channels * blocks * block
-    if scale.shape != (channels, blocks) or scale.dtype != np.float32:
-        raise ValueError(f"scale {scale.shape} {scale.dtype} != ({channels}, {blocks}) float32")
-    if bits == 4:
-        if q.dtype != np.uint8 or q.size * 2 != n:
-            raise ValueError(f"int4 codes: {q.size} bytes for {n} values")
-        codes = np.empty(n, np.int8)
-        codes[0::2] = (q & 0x0F).astype(np.int8)
-        codes[1::2] = (q >> 4).astype(np.int8)
-        codes = np.where(codes > 7, codes - 16, codes).astype(np.int8)
-    else:
-        if q.dtype != np.int8 or q.size != n:
-            raise ValueError(f"int8 codes: {q.size} values for {n}")
-        codes = q
-    w = codes.reshape(channels, blocks, block).astype(np.float32) * scale[:, :, None]
-    w = w.reshape(channels, -1)[:, :k]
-    moved = (channels,) + tuple(d for i, d in enumerate(shape) if i != axis)
-    return np.ascontiguousarray(np.moveaxis(w.reshape(moved), 0, axis), dtype=np.float32)
-
-
 def compress_weights(graph: Graph, bits: int = 8, min_elements: int = MIN_ELEMENTS,
                      names=None, fit: str = "admm") -> dict:
     """Mark every float32 weight of >= min_elements values (of `names` only, if given) for
@@ -131,24 +61,8 @@ def compress_weights(graph: Graph, bits: int = 8, min_elements: int = MIN_ELEMEN
             continue
         coded = encode(w, axis, bits, fit)
         graph.consts[name] = decoded = decode(coded["q"], coded["scale"], coded["meta"])
-        _remember(decoded, coded)
+        qblock.remember(decoded, coded)
         codecs[name] = {"bits": bits, "axis": coded["meta"]["axis"]}
         before += w.nbytes
         after += coded["q"].nbytes + coded["scale"].nbytes
     return {"tensors": len(codecs), "bytes_before": before, "bytes_after": after}
-
-
-def coded_form(w: np.ndarray, bits: int, axis: int) -> dict:
-    """The codes of a weight marked by compress_weights (the very codes it was decoded from
-    when `w` is that decoded array, else a fresh encoding)."""
-    hit = _CODED.get(id(w))
-    if hit is not None and hit[0]() is w and hit[1]["meta"]["bits"] == bits:
-        return hit[1]
-    return encode(w, axis, bits)
-
-
-def load_coded(q: np.ndarray, scale: np.ndarray, meta: dict) -> np.ndarray:
-    """decode() for the file reader; remembers the codes so a re-save writes them as read."""
-    w = decode(q, scale, meta)
-    _remember(w, {"q": q, "scale": scale, "meta": dict(meta)})
-    return w

@@ -8,7 +8,7 @@ Layout (safetensors: u64 header length, JSON header, raw little-endian tensor by
   each stored blob is a safetensors tensor; the graph's tensor table maps a constant name
   to {"codec": "raw", "blobs": {"data": <blob key>}, "crc32": {<blob key>: crc}}, so later
   codecs add blob roles without a format change: "qblock" (weight-only int8/int4, see
-  compress/weights.py) stores {"q": codes, "scale": scales} and is decoded at load.
+  graph/codecs.py) stores {"q": codes, "scale": scales} and is decoded at load.
 
 Reading memory-maps the file and wraps raw blobs with np.frombuffer: zero copies. Every
 length, offset, dtype and checksum is verified before use; nothing is unpickled or run.
@@ -93,7 +93,7 @@ def encode_raw(name: str, array: np.ndarray) -> tuple[dict, dict]:
 
 def encode_qblock(name: str, array: np.ndarray, codec: dict) -> tuple[dict, dict]:
     """Weight-only int8/int4 (compress/weights.py): codes + per-block scales."""
-    from ..compress.weights import coded_form
+    from .codecs import coded_form
     coded = coded_form(array, int(codec["bits"]), int(codec["axis"]))
     keys = {"q": f"q:{name}", "scale": f"s:{name}"}
     arrays = {keys["q"]: coded["q"], keys["scale"]: coded["scale"]}
@@ -213,7 +213,7 @@ def _decode(name: str, entry: dict, blobs: dict, source: str) -> np.ndarray:
             raise _fail(f"tensor {name!r}: checksum mismatch (file corrupted)", source)
     codec = entry["codec"]
     if codec == "qblock":
-        from ..compress.weights import load_coded
+        from .codecs import load_coded
         try:
             return load_coded(blobs[entry["blobs"]["q"]], blobs[entry["blobs"]["scale"]],
                           entry["params"])

@@ -25,7 +25,7 @@ from .observe import Runner
 
 
 def _load(model) -> Graph:
-    from ..api import load
+    from ..converters.source import load
     return model if isinstance(model, Graph) else load(model)
 
 

@@ -70,7 +70,7 @@ class Options:
 def load_fp32(model) -> Graph:
     """The optimized fp32 graph of `model` (path, bytes, ModelProto or Graph; a Graph is
     copied, never modified)."""
-    from ..api import load
+    from ..converters.source import load
     if isinstance(model, Graph):
         return copy_graph(model)
     graph = load(model)

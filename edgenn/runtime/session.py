@@ -17,7 +17,7 @@ from .select import Tuner
 _ONNX_TYPE = {"float32": "float", "float64": "double", "int64": "int64", "int32": "int32",
               "int8": "int8", "uint8": "uint8", "bool": "bool", "float16": "float16",
               "int16": "int16", "uint16": "uint16", "uint32": "uint32", "uint64": "uint64"}
-MAX_PLANS = 8  # plans kept for distinct input shapes
+MAX_PLANS = 8  # plans kept for distinct input shapes (least recently used evicted)
 
 
 @dataclass
@@ -32,7 +32,8 @@ class InferenceSession:
     """Run a model in-process. `run` may be called from any number of threads at once:
     the plans are shared, each call runs in its own execution context (runtime/context.py).
 
-    model: path to .onnx or .enn, their bytes, an onnx.ModelProto or an edgenn Graph.
+    graph: an edgenn Graph (edgenn.InferenceSession, in api.py, also takes paths, bytes
+        and ModelProtos: loading lives there).
     threads: Numba and BLAS threads together (1 is the edge default).
     input_shapes: {name: shape} binds dynamic dims now (otherwise at the first run).
     reference: run every node on its plain NumPy reference kernel (or EDGENN_REFERENCE=1).
@@ -40,14 +41,15 @@ class InferenceSession:
         load (runtime/select.py); `progress(done, total)` is called while planning.
     max_memory: bytes (or "2G") a plan may use: every tensor and one run's memory are
         checked before allocation (runtime/limits.py; default half the machine's memory).
-    key: the key of a sealed (encrypted) .enn (else $EDGENN_MODEL_KEY); never stored.
     """
 
-    def __init__(self, model, threads: int = 1, input_shapes: dict | None = None,
+    def __init__(self, graph: Graph, threads: int = 1, input_shapes: dict | None = None,
                  reference: bool | None = None, tune: str | None = None,
-                 progress=None, max_memory=None, key=None):
-        from ..api import load
-        self.graph: Graph = model if isinstance(model, Graph) else load(model, key=key)
+                 progress=None, max_memory=None):
+        if not isinstance(graph, Graph):
+            raise TypeError("runtime.session.InferenceSession takes a Graph; for paths, "
+                            "bytes or ModelProtos use edgenn.InferenceSession")
+        self.graph = graph
         self.threads = int(threads)
         if self.threads < 1:
             raise ValueError("threads must be >= 1")
@@ -58,6 +60,7 @@ class InferenceSession:
         self.max_memory = limits.resolve(max_memory)
         self._progress = progress
         self._plans: dict[tuple, Plan] = {}
+        self._uses = 0
         self._planning = threading.Lock()     # one plan per input shapes, built once
         self._inputs = {v.name: v for v in self.graph.inputs}
         shapes = {v.name: tuple(v.shape) for v in self.graph.inputs}
@@ -84,6 +87,8 @@ class InferenceSession:
         outputs = self._check_outputs(output_names)
         key = tuple(x.shape for x in feeds)
         plan = self._plans.get(key) or self._plan(key)
+        self._uses += 1
+        plan.last_use = self._uses            # for the LRU (a plain store: no lock needed)
         return _run(plan, self.threads, feeds, outputs)
 
     def _plan(self, key: tuple) -> Plan:
@@ -101,8 +106,8 @@ class InferenceSession:
                     plan = build(self.graph, shapes, reference=self.reference, tuner=tuner,
                                  max_memory=self.max_memory)
             plans = dict(self._plans)         # readers see the old dict or the new one
-            if len(plans) >= MAX_PLANS:
-                plans.pop(next(iter(plans)))
+            if len(plans) >= MAX_PLANS:     # evict the least recently used
+                plans.pop(min(plans, key=lambda k: getattr(plans[k], "last_use", 0)))
             plans[key] = plan
             self._plans = plans
             return plan

@@ -20,7 +20,7 @@ import math
 import numpy as np
 
 from ...errors import GraphError, UnsupportedOpError
-from ...kernels.reference import tensor as ref
+from . import tensor_geometry as ref
 from ..dtypes import from_onnx
 from ...registry import TensorInfo, const_value, shape_rule
 

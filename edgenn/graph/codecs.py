@@ -1,0 +1,109 @@
+"""The "qblock" weight codec of .enn files: weight-only int8 / int4 codes with one float32
+scale per block of one output channel, decoded to float32 at load (compress/weights.py
+fits the scales and marks which weights to code; this file is only the format).
+
+Blocks run along the reduction axes of one output channel: int8 uses one block per channel
+(per-channel scales), int4 blocks of 32 values (as llama.cpp's q4 formats). In the file
+such a tensor has codec "qblock": blobs "q" (int8 codes, or two int4 codes per uint8, low
+nibble first) and "scale" ((channels, blocks) float32), plus its shape, channel axis, bits
+and block size; every blob is CRC-checked like any other.
+"""
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+QMAX = {8: 127, 4: 7}
+INT4_BLOCK = 32
+# id(decoded array) -> (weak ref to it, its codes): saving writes exactly these codes, so a
+# compressed graph saved, loaded and saved again never drifts; entries die with the array
+_CODED: dict[int, tuple[weakref.ref, dict]] = {}
+
+
+def remember(w: np.ndarray, coded: dict) -> None:
+    _CODED[id(w)] = (weakref.ref(w), coded)
+    weakref.finalize(w, _CODED.pop, id(w), None)
+
+
+# scales(rows (n, block) float64, qmax) -> (n,) : the fitter compress/weights.py registers
+# (ADMM); without one, max-abs
+FIT_SCALES = None
+
+
+def _rows(w: np.ndarray, axis: int, block: int | None):
+    """(channels, K) float64 view of w with the channel axis first, padded to whole
+    blocks -> (rows (channels * blocks, block), block)."""
+    wc = np.moveaxis(np.asarray(w, np.float64), axis, 0).reshape(w.shape[axis], -1)
+    k = wc.shape[1]
+    block = k if block is None else block
+    pad = (-k) % block
+    if pad:
+        wc = np.concatenate([wc, np.zeros((wc.shape[0], pad))], axis=1)
+    return wc.reshape(-1, block), block
+
+
+def encode(w: np.ndarray, axis: int, bits: int, fit: str = "admm") -> dict:
+    """-> {"q": codes, "scale": (channels, blocks) f32, "meta": {...}} for one weight.
+    fit: "admm" (FIT_SCALES, when registered: scales fitted, never worse than max-abs;
+    ~2 s for a 2.4M-value weight) or "maxabs" (instant)."""
+    if bits not in QMAX:
+        raise ValueError(f"weight-only bits must be 8 or 4, got {bits}")
+    axis %= w.ndim
+    rows, block = _rows(w, axis, INT4_BLOCK if bits == 4 else None)
+    qmax = QMAX[bits]
+    scales = FIT_SCALES(rows, qmax) if fit == "admm" and FIT_SCALES is not None else \
+        np.max(np.abs(rows), axis=1) / qmax
+    scales = np.where(scales > 0, scales, 1.0).astype(np.float32)
+    q = np.clip(np.rint(rows / scales[:, None]), -qmax, qmax).astype(np.int8)
+    if bits == 4:   # two codes per byte, low nibble first
+        nib = (q.reshape(-1) & 0x0F).astype(np.uint8)
+        q = (nib[0::2] | (nib[1::2] << 4)).astype(np.uint8)
+    channels = w.shape[axis]
+    return {"q": q.reshape(-1), "scale": scales.reshape(channels, -1),
+            "meta": {"bits": bits, "axis": axis, "block": block, "shape": list(w.shape)}}
+
+
+def decode(q: np.ndarray, scale: np.ndarray, meta: dict) -> np.ndarray:
+    """Inverse of encode (float32 weights). Raises ValueError on inconsistent sizes."""
+    bits, axis, block = int(meta["bits"]), int(meta["axis"]), int(meta["block"])
+    shape = tuple(int(d) for d in meta["shape"])
+    if bits not in QMAX or not 0 <= axis < len(shape) or block < 1:
+        raise ValueError(f"bad qblock parameters {meta}")
+    channels = shape[axis]
+    k = int(np.prod(shape, dtype=np.int64)) // max(channels, 1)
+    blocks = -(-k // block)
+    n = channels * blocks * block
+    if scale.shape != (channels, blocks) or scale.dtype != np.float32:
+        raise ValueError(f"scale {scale.shape} {scale.dtype} != ({channels}, {blocks}) float32")
+    if bits == 4:
+        if q.dtype != np.uint8 or q.size * 2 != n:
+            raise ValueError(f"int4 codes: {q.size} bytes for {n} values")
+        codes = np.empty(n, np.int8)
+        codes[0::2] = (q & 0x0F).astype(np.int8)
+        codes[1::2] = (q >> 4).astype(np.int8)
+        codes = np.where(codes > 7, codes - 16, codes).astype(np.int8)
+    else:
+        if q.dtype != np.int8 or q.size != n:
+            raise ValueError(f"int8 codes: {q.size} values for {n}")
+        codes = q
+    w = codes.reshape(channels, blocks, block).astype(np.float32) * scale[:, :, None]
+    w = w.reshape(channels, -1)[:, :k]
+    moved = (channels,) + tuple(d for i, d in enumerate(shape) if i != axis)
+    return np.ascontiguousarray(np.moveaxis(w.reshape(moved), 0, axis), dtype=np.float32)
+
+
+def coded_form(w: np.ndarray, bits: int, axis: int) -> dict:
+    """The codes of a weight marked by compress_weights (the very codes it was decoded from
+    when `w` is that decoded array, else a fresh encoding)."""
+    hit = _CODED.get(id(w))
+    if hit is not None and hit[0]() is w and hit[1]["meta"]["bits"] == bits:
+        return hit[1]
+    return encode(w, axis, bits)
+
+
+def load_coded(q: np.ndarray, scale: np.ndarray, meta: dict) -> np.ndarray:
+    """decode() for the file reader; remembers the codes so a re-save writes them as read."""
+    w = decode(q, scale, meta)
+    remember(w, {"q": q, "scale": scale, "meta": dict(meta)})
+    return w
