@@ -111,3 +111,33 @@ def test_missing_and_empty_files(tmp_path):
     (tmp_path / "empty.enn").write_bytes(b"")
     with pytest.raises(ModelFormatError, match="empty"):
         enn.load(str(tmp_path / "empty.enn"))
+
+
+@pytest.mark.parametrize("edit", [
+    lambda m: m.update(format_version=["1"]),          # a fuzz finding: a list, not a str
+    lambda m: m.update(graph={"nodes": []}),
+    lambda m: m.update(graph_crc32=12),
+])
+def test_metadata_of_the_wrong_type(edit):
+    with pytest.raises(ModelFormatError, match="wrong type"):
+        enn.from_buffer(_rewrite_meta(edit))
+
+
+@pytest.mark.parametrize("doc_edit", [
+    lambda d: d.update(nodes=[1, 2]),
+    lambda d: d["nodes"][0].update(inputs=[3]),
+    lambda d: d["nodes"][0].update(attrs=[]),
+    lambda d: d.update(inputs=[["x", "float32", "batch"]]),
+    lambda d: d.update(tensors=[]),
+    lambda d: d["tensors"].update(w={"codec": "raw", "blobs": [], "crc32": {}}),
+    lambda d: d.update(meta=None),
+])
+def test_hostile_graph_description_with_a_valid_checksum(doc_edit):
+    """A crafted file whose graph text has the right CRC but the wrong structure."""
+    def tamper(m):
+        doc = json.loads(m["graph"])
+        doc_edit(doc)
+        m["graph"] = json.dumps(doc)
+        m["graph_crc32"] = str(enn._crc(m["graph"].encode()))
+    with pytest.raises(ModelFormatError, match="corrupt graph description"):
+        enn.from_buffer(_rewrite_meta(tamper))

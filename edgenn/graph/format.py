@@ -16,6 +16,7 @@ length, offset, dtype and checksum is verified before use; nothing is unpickled 
 from __future__ import annotations
 
 import json
+import math
 import mmap
 import os
 import struct
@@ -67,8 +68,33 @@ def graph_to_json(graph: Graph, tensors: dict) -> str:
     return json.dumps(doc, separators=(",", ":"), default=_attr_to_json)
 
 
+def _check_doc(doc) -> None:
+    """The graph description has the types the reader relies on (TypeError if not)."""
+    def strs(v):
+        return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+    def rows(v):
+        return isinstance(v, list) and all(
+            isinstance(r, list) and len(r) == 3 and isinstance(r[0], str)
+            and isinstance(r[1], str) and isinstance(r[2], list)
+            and all(isinstance(d, (int, str)) and not isinstance(d, bool) for d in r[2])
+            for r in v)
+    ok = (isinstance(doc, dict) and isinstance(doc.get("nodes"), list)
+          and isinstance(doc.get("tensors"), dict) and isinstance(doc.get("meta"), dict)
+          and rows(doc.get("inputs")) and rows(doc.get("outputs"))
+          and all(isinstance(n, dict) and isinstance(n.get("op"), str)
+                  and isinstance(n.get("name"), str) and strs(n.get("inputs"))
+                  and strs(n.get("outputs")) and isinstance(n.get("attrs"), dict)
+                  for n in doc["nodes"])
+          and all(isinstance(e, dict) and isinstance(e.get("crc32"), dict)
+                  and isinstance(e.get("blobs"), dict) for e in doc["tensors"].values()))
+    if not ok:
+        raise TypeError("unexpected structure")
+
+
 def graph_from_json(text: str, consts: dict) -> Graph:
     doc = json.loads(text)
+    _check_doc(doc)
     nodes = [Node(n["op"], list(n["inputs"]), list(n["outputs"]),
                   {k: _attr_from_json(v) for k, v in n["attrs"].items()}, n["name"])
              for n in doc["nodes"]]
@@ -153,8 +179,10 @@ def from_buffer(buf, source: str = "<bytes>") -> Graph:
     meta = header.pop("__metadata__")
     if meta.get("format") != FORMAT:
         raise _fail(f"not an edgenn model (format {meta.get('format')!r})", source)
+    if not all(isinstance(meta.get(k), str) for k in ("format_version", "graph", "graph_crc32")):
+        raise _fail("corrupt header: metadata fields of the wrong type", source)
     try:
-        version = int(meta.get("format_version", ""))
+        version = int(meta["format_version"])
     except ValueError:
         raise _fail("corrupt header: bad format_version", source) from None
     if version > FORMAT_VERSION:
@@ -167,12 +195,13 @@ def from_buffer(buf, source: str = "<bytes>") -> Graph:
     blobs = _read_blobs(buf, header, data_start, data_size, source)
     try:
         doc = json.loads(text)
+        _check_doc(doc)
         consts = {name: _decode(name, entry, blobs, source)
                   for name, entry in doc["tensors"].items()}
         graph = graph_from_json(text, consts)
     except ModelFormatError:
         raise
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as exc:
         raise _fail(f"corrupt graph description ({type(exc).__name__}: {exc})", source) from None
     graph.validate()
     return graph
@@ -187,7 +216,7 @@ def _read_blobs(buf, header: dict, start: int, size: int, source: str) -> dict:
             lo, hi = (int(x) for x in info["data_offsets"])
         except (KeyError, TypeError, ValueError):
             raise _fail(f"corrupt entry for tensor {key!r}", source) from None
-        count = int(np.prod(shape, dtype=np.int64))
+        count = math.prod(shape)            # exact (no int64 wrap-around)
         if min(shape, default=0) < 0 or not 0 <= lo <= hi <= size \
                 or hi - lo != count * dtype.itemsize:
             raise _fail(f"tensor {key!r}: offsets [{lo}, {hi}) do not match shape {shape} "
