@@ -16,6 +16,12 @@ __all__ = ["InferenceSession", "convert", "load", "save", "quantize", "generate_
            "InputError", "ModelFormatError", "UnsupportedOpError", "__version__"]
 
 
+# onnxruntime's names (`import edgenn as ort`), from ortcompat.py
+_ORT = ("SessionOptions", "RunOptions", "GraphOptimizationLevel", "ExecutionMode", "OrtValue",
+        "IOBinding", "ModelMetadata", "get_available_providers", "get_all_providers",
+        "get_device", "get_version_string", "set_default_logger_severity")
+
+
 def __getattr__(name):  # keep `import edgenn` light: numba/onnx load on first use
     if name == "InferenceSession":
         from .api import InferenceSession
@@ -23,6 +29,13 @@ def __getattr__(name):  # keep `import edgenn` light: numba/onnx load on first u
     if name == "generate_key":
         from .graph.sealed import generate_key
         return generate_key
+    if name == "capi":                                  # ort.capi.onnxruntime_pybind11_state
+        import importlib
+        return importlib.import_module(".capi.onnxruntime_pybind11_state", __name__) and \
+            importlib.import_module(".capi", __name__)
+    if name in _ORT:
+        from . import ortcompat
+        return getattr(ortcompat, name)
     if name in ("convert", "load", "save", "quantize"):
         from . import api
         return getattr(api, name)

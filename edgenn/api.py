@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
+
 from .converters.source import is_enn, load, optimize  # noqa: F401 - the public API
 from .graph import format as enn
 from .graph import sealed
@@ -11,16 +13,101 @@ from .runtime.session import InferenceSession as _GraphSession
 
 
 class InferenceSession(_GraphSession):
-    """edgenn.InferenceSession: runtime/session.py's session over any model source.
+    """edgenn.InferenceSession: runtime/session.py's session over any model source, with
+    onnxruntime's signature and methods (ortcompat.py).
 
     model: path to .onnx or .enn, their bytes, an onnx.ModelProto or an edgenn Graph;
-    key: the key of a sealed (encrypted) .enn (else $EDGENN_MODEL_KEY), never stored.
-    The other arguments are the runtime session's (threads, input_shapes, reference,
-    tune, progress, max_memory)."""
+    sess_options / providers / provider_options: onnxruntime's (SessionOptions;
+    "CPUExecutionProvider"); key: the key of a sealed (encrypted) .enn (else
+    $EDGENN_MODEL_KEY), never stored. The keywords threads, input_shapes, reference, tune,
+    progress, max_memory are the runtime session's (threads wins over the options')."""
 
-    def __init__(self, model, *args, key=None, **kwargs):
-        super().__init__(model if isinstance(model, Graph) else load(model, key=key),
-                         *args, **kwargs)
+    def __init__(self, model, sess_options=None, providers=None, provider_options=None,
+                 *, key=None, threads=None, input_shapes=None, **kwargs):
+        from . import ortcompat as oc
+        if isinstance(sess_options, int) and not isinstance(sess_options, bool):
+            threads, sess_options = sess_options, None       # InferenceSession(path, 2)
+        opts = sess_options or oc.SessionOptions()
+        self._sess_options = opts
+        self._providers = oc.session_providers(providers, provider_options)
+        optimized = opts.graph_optimization_level != oc.GraphOptimizationLevel.ORT_DISABLE_ALL
+        graph = model if isinstance(model, Graph) else load(model, optimized=optimized,
+                                                            key=key)
+        if input_shapes is None and opts._free_dims:
+            input_shapes = oc.free_dim_shapes(graph, opts._free_dims)
+        if threads is None:     # edgenn's default is 1; onnxruntime's options say their own
+            threads = opts.threads if sess_options is not None else 1
+        super().__init__(graph, threads=threads, input_shapes=input_shapes, **kwargs)
+        if opts.optimized_model_filepath:
+            oc.save_optimized(graph, opts.optimized_model_filepath)
+        self._profiler = oc.Profiler(opts.profile_file_prefix) if opts.enable_profiling \
+            else None
+
+    # -- onnxruntime's methods ------------------------------------------------------------
+    def run(self, output_names, input_feed: dict, run_options=None, timings=None):
+        if run_options is not None and run_options.terminate:
+            from .errors import EdgennError
+            raise EdgennError("run refused: RunOptions.terminate is set")
+        if self._profiler is None:
+            return super().run(output_names, input_feed, timings)
+        import time
+        mine = [] if timings is None else timings
+        t0 = time.perf_counter()
+        out = super().run(output_names, input_feed, mine)
+        self._profiler.record(mine, t0, time.perf_counter())
+        return out
+
+    def get_modelmeta(self):
+        from .ortcompat import ModelMetadata
+        return ModelMetadata(self.graph)
+
+    def get_providers(self) -> list[str]:
+        return list(self._providers)
+
+    def get_provider_options(self) -> dict:
+        return {p: {} for p in self._providers}
+
+    def get_session_options(self):
+        return self._sess_options
+
+    def get_overridable_initializers(self) -> list:
+        return []
+
+    def set_providers(self, providers=None, provider_options=None) -> None:
+        from .ortcompat import session_providers
+        self._providers = session_providers(providers, provider_options)
+
+    def io_binding(self):
+        from .ortcompat import IOBinding
+        return IOBinding(self)
+
+    def run_with_iobinding(self, binding, run_options=None) -> None:
+        from .ortcompat import OrtValue
+        names = list(binding._outputs) or [v.name for v in self.graph.outputs]
+        values = self.run(names, binding._inputs, run_options)
+        results = []
+        for name, value in zip(names, values):
+            bound = binding._outputs.get(name)
+            if bound is not None:              # the caller's array, written in place
+                if bound.numpy().shape != value.shape or bound.numpy().dtype != value.dtype:
+                    from .errors import InputError
+                    raise InputError(f"bound output {name!r} is {bound.numpy().dtype}"
+                                     f"{list(bound.numpy().shape)}, the model gives "
+                                     f"{value.dtype}{list(value.shape)}")
+                np.copyto(bound.numpy(), value)
+                results.append(bound)
+            else:
+                results.append(OrtValue(value))
+        binding._results = results
+
+    def end_profiling(self) -> str:
+        """Write the Chrome-trace JSON of the runs so far; -> its file name ("" if off)."""
+        if self._profiler is None:
+            return ""
+        path = self._profiler.write()
+        from .ortcompat import Profiler
+        self._profiler = Profiler(self._sess_options.profile_file_prefix)
+        return path
 
 
 def save(graph: Graph, path: str, key=None, encrypt: bool = False) -> None:

@@ -1,15 +1,22 @@
-"""One exception hierarchy. Every message names the node, op, input, shape or file involved."""
+"""One exception hierarchy. Every message names the node, op, input, shape or file involved.
+Each class also derives from onnxruntime's name for the same failure (capi/
+onnxruntime_pybind11_state.py), so onnxruntime code catching those names still works."""
+from .capi import onnxruntime_pybind11_state as _ort
 
 
-class EdgennError(Exception):
+class EdgennError(_ort.Fail):
     """Base class of every error edgenn raises on purpose."""
 
 
-class ModelFormatError(EdgennError):
+class ModelFormatError(EdgennError, _ort.InvalidProtobuf):
     """A model file is corrupt, truncated, of an unknown kind or from a newer format version."""
 
 
-class UnsupportedOpError(EdgennError):
+class ModelNotFoundError(ModelFormatError, _ort.NoSuchFile):
+    """The model file does not exist."""
+
+
+class UnsupportedOpError(EdgennError, _ort.NotImplemented):
     """The model uses ops (or op variants) edgenn does not implement.
 
     `unsupported` maps op type -> list of node names, so a user sees every gap at once.
@@ -25,12 +32,13 @@ class UnsupportedOpError(EdgennError):
         super().__init__(msg)
 
 
-class GraphError(EdgennError):
+class GraphError(EdgennError, _ort.InvalidGraph):
     """The graph is malformed (dangling input, cycle, bad attribute, shape mismatch)."""
 
 
-class InputError(EdgennError):
-    """A run() call got a wrong input name, shape or dtype."""
+class InputError(EdgennError, _ort.InvalidArgument, ValueError):
+    """A run() call got a wrong input name, shape or dtype (a ValueError too, as
+    onnxruntime raises for a missing input)."""
 
 
 class DataDependentShapeError(UnsupportedOpError):
@@ -43,10 +51,10 @@ class DataDependentShapeError(UnsupportedOpError):
                          f"data (data-dependent shapes are not supported)")
 
 
-class ResourceLimitError(EdgennError):
+class ResourceLimitError(EdgennError, _ort.RuntimeException):
     """A model or input asks for more memory than the session allows (max_memory): refused
     before anything of that size is allocated, naming the node and the bytes asked for."""
 
 
-class ExecutionError(EdgennError):
+class ExecutionError(EdgennError, _ort.RuntimeException):
     """A kernel failed while running a node (the message names the node)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from ..errors import ModelFormatError
+from ..errors import ModelFormatError, ModelNotFoundError
 from ..graph import format as enn
 from ..graph import sealed
 from ..graph.ir import Graph
@@ -17,6 +17,8 @@ def _read_head(source) -> bytes:
     try:
         with open(source, "rb") as f:
             return f.read(16)
+    except FileNotFoundError as exc:
+        raise ModelNotFoundError(f"no such model file: {source!r}") from exc
     except OSError as exc:
         raise ModelFormatError(f"cannot read {source!r}: {exc}") from exc
 

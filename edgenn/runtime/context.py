@@ -72,6 +72,24 @@ class ExecutionContext:
             raise _named(self.steps[k].node, exc) from exc
         return [self.outputs[name].copy() for name in output_names]
 
+    def run_timed(self, feeds, output_names, timings: list) -> list[np.ndarray]:
+        """run(), appending (step, start, end) perf_counter times of every step."""
+        import time
+        for buf, x in zip(self.inputs, feeds):
+            np.copyto(buf, x)
+        k = 0
+        try:
+            with scratch.active(self.token, self.scratch):
+                for k, call in enumerate(self.calls):
+                    t0 = time.perf_counter()
+                    call()
+                    timings.append((self.steps[k], t0, time.perf_counter()))
+        except EdgennError:
+            raise
+        except Exception as exc:
+            raise _named(self.steps[k].node, exc) from exc
+        return [self.outputs[name].copy() for name in output_names]
+
 
 def _named(node, exc: Exception) -> EdgennError:
     """A kernel's exception as an edgenn error that names the node: out-of-range data

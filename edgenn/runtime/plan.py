@@ -81,6 +81,14 @@ class Plan:
         finally:
             self.contexts.release(ctx)
 
+    def run_timed(self, feeds, output_names, timings: list) -> list[np.ndarray]:
+        """run(), appending (step, start, end) times of every step to `timings`."""
+        ctx = self.contexts.acquire()
+        try:
+            return ctx.run_timed(feeds, output_names, timings)
+        finally:
+            self.contexts.release(ctx)
+
     def profile(self, feeds: list[np.ndarray], rounds: int = 5) -> list[tuple[Step, float]]:
         """Median seconds of every step over `rounds` runs: where the time goes."""
         import time

@@ -82,14 +82,17 @@ class InferenceSession:
         return next(reversed(self._plans.values()), None)
 
     # -- running ---------------------------------------------------------------------------
-    def run(self, output_names, input_feed: dict) -> list[np.ndarray]:
+    def run(self, output_names, input_feed: dict, timings: list | None = None
+            ) -> list[np.ndarray]:
+        """onnxruntime's run: output names (None = all), {input name: array}. timings: a
+        list that receives (step, start, end) of every step (profiling)."""
         feeds = self._check_feeds(input_feed)
         outputs = self._check_outputs(output_names)
         key = tuple(x.shape for x in feeds)
         plan = self._plans.get(key) or self._plan(key)
         self._uses += 1
         plan.last_use = self._uses            # for the LRU (a plain store: no lock needed)
-        return _run(plan, self.threads, feeds, outputs)
+        return _run(plan, self.threads, feeds, outputs, timings)
 
     def _plan(self, key: tuple) -> Plan:
         with self._planning:
@@ -192,13 +195,16 @@ def _arg(v) -> NodeArg:
     return NodeArg(v.name, list(v.shape), f"tensor({_ONNX_TYPE.get(v.dtype, v.dtype)})", v.dtype)
 
 
-def _run(plan: Plan, threads: int, feeds, outputs) -> list[np.ndarray]:
-    """One call of `plan` with the session's thread counts (runtime/threads.py)."""
+def _run(plan: Plan, threads: int, feeds, outputs, timings=None) -> list[np.ndarray]:
+    """One call of `plan` with the session's thread counts (runtime/threads.py); with a
+    `timings` list, each step's (step, start, end) is appended to it."""
     thread_control.numba_threads(threads)
+    go = plan.run if timings is None else \
+        (lambda f, o: plan.run_timed(f, o, timings))
     if plan.uses_blas:
         with thread_control.blas(threads):
-            return plan.run(feeds, outputs)
-    return plan.run(feeds, outputs)
+            return go(feeds, outputs)
+    return go(feeds, outputs)
 
 
 def _time_plan(plan: Plan, threads: int, rounds: int = 5) -> float:

@@ -145,7 +145,11 @@ def from_model(model: onnx.ModelProto) -> Graph:
                   inputs=[_value_info(v) for v in g.input if v.name not in const_names],
                   outputs=[_value_info(v) for v in g.output],
                   meta={"opset": opset, "producer": model.producer_name,
-                        "source_nodes": len(g.node)})
+                        "source_nodes": len(g.node), "graph_name": g.name,
+                        "domain": model.domain, "doc_string": model.doc_string,
+                        "graph_doc_string": g.doc_string,
+                        "model_version": int(model.model_version),
+                        "metadata_props": {p.key: p.value for p in model.metadata_props}})
     ctx = ConvertContext(graph, min(max(opset, MIN_OPSET), MAX_OPSET))
     missing: dict[str, list[str]] = {}
     for i, onode in enumerate(g.node):
