@@ -15,7 +15,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 from models import ZOO  # noqa: E402
 
-from edgenn.bench import PEERS, edgenn_runner  # noqa: E402
+from edgenn.bench import PEERS  # noqa: E402
 
 THREADS = int(os.environ.get("EDGENN_BENCH_THREADS", "1"))
 MODELS = ["mobilenet_v2-op13", "resnet18-op17", "minilm_l6-op17", "ppocr_v4_rec",
@@ -31,16 +31,20 @@ def model(request):
 
 
 @pytest.mark.parametrize("runtime", RUNTIMES)
-def test_latency(benchmark, model, runtime):
+def test_latency(benchmark, benchmark_model, model, runtime):
+    """edgenn and onnxruntime through the fixture edgenn ships for users' own models
+    (edgenn/pytest_plugin.py); MNN through its runner."""
     name, (path, feeds) = model
     shapes = {k: v.shape for k, v in feeds.items()}
-    if runtime == "edgenn":
-        runner = edgenn_runner(str(path), THREADS, shapes)
-    else:
-        try:
-            runner = PEERS[runtime](str(path), THREADS, shapes)
-        except (ImportError, RuntimeError) as exc:
-            pytest.skip(f"{runtime}: {exc}")
+    if runtime in ("edgenn", "onnxruntime"):
+        benchmark_model(str(path), feeds, runtime=runtime, threads=THREADS,
+                        input_shapes=shapes)
+        benchmark.group = f"{name} ({THREADS} thread)"
+        return
+    try:
+        runner = PEERS[runtime](str(path), THREADS, shapes)
+    except (ImportError, RuntimeError) as exc:
+        pytest.skip(f"{runtime}: {exc}")
     benchmark.group = f"{name} ({THREADS} thread)"
     benchmark.extra_info.update(model=name, runtime=runtime, threads=THREADS)
     benchmark.pedantic(runner.run, args=(feeds,), rounds=15, warmup_rounds=3)

@@ -232,6 +232,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="edgenn", description=__doc__.splitlines()[0],
                                 epilog="exit codes: 0 ok, 1 check mismatch, 2 usage, "
                                        "3 model/input rejected, 4 internal error")
+    from .version import __version__
+    p.add_argument("--version", action="version", version=f"edgenn {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
     c = sub.add_parser("convert", help="ONNX -> optimized .enn")
@@ -329,7 +331,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     from .errors import EdgennError
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:          # --help, --version, usage errors: argparse's code
+        return int(exc.code or 0) if not isinstance(exc.code, str) else EXIT_USAGE
     try:
         return args.fn(args)
     except EdgennError as exc:

@@ -105,3 +105,9 @@ def test_console_script_and_usage_errors():
     assert r.returncode == 2 and "Traceback" not in r.stderr
     r = subprocess.run(["edgenn", "--help"], capture_output=True, text=True)
     assert r.returncode == 0 and "convert" in r.stdout
+
+
+def test_version(capsys):
+    from edgenn.version import __version__
+    code, out, _ = run_cli(capsys, "--version")
+    assert code == EXIT_OK and out.strip() == f"edgenn {__version__}"
