@@ -223,6 +223,28 @@ def cmd_accuracy(args) -> int:
     return EXIT_OK
 
 
+def cmd_finetune(args) -> int:
+    import numpy as np
+    from .api import load, save
+    from .train import finetune
+    graph = load(args.model)
+    with np.load(args.data) as data:
+        key = args.inputs or next((k for k in (graph.inputs[0].name, "inputs", "images")
+                                   if k in data), None)
+        if key is None or key not in data or args.labels not in data:
+            raise ValueError(f"{args.data}: needs an inputs array ({key or graph.inputs[0].name!r}"
+                             f", or --inputs KEY) and a labels array ({args.labels!r}); it has "
+                             f"{sorted(data)}")
+        x, y = data[key], data[args.labels]
+    tuned, rep = finetune(graph, x, y, layers=args.layers, epochs=args.epochs, lr=args.lr,
+                          threads=args.threads)
+    save(tuned, args.output)
+    print(f"fine-tuned {', '.join(rep['layers'])} on {rep['samples']['train']} samples "
+          f"({rep['samples']['val']} held out to pick the epoch): validation accuracy "
+          f"{rep['before']['val']:.1%} -> {rep['after']['val']:.1%}; wrote {args.output}")
+    return EXIT_OK
+
+
 def cmd_demo(args) -> int:
     from .demo import main as demo
     return demo(threads=args.threads)
@@ -323,6 +345,18 @@ def build_parser() -> argparse.ArgumentParser:
     data_options(ac)
     ac.set_defaults(fn=cmd_accuracy)
 
+    f = sub.add_parser("finetune", help="retrain the last layer(s) on your own labelled data")
+    f.add_argument("model")
+    f.add_argument("--data", required=True, help=".npz with the inputs and a labels array")
+    f.add_argument("--inputs", help="the inputs array in --data (default: the model's "
+                                    "input name, 'inputs' or 'images')")
+    f.add_argument("--labels", default="labels")
+    f.add_argument("--layers", type=int, default=1, help="trailing fully connected layers")
+    f.add_argument("--epochs", type=int, default=100)
+    f.add_argument("--lr", type=float, default=0.01)
+    f.add_argument("--threads", type=int, default=1)
+    f.add_argument("-o", "--output", required=True)
+    f.set_defaults(fn=cmd_finetune)
     d = sub.add_parser("demo", help="convert, check and run the embedded default model")
     d.add_argument("--threads", type=int, default=1)
     d.set_defaults(fn=cmd_demo)
