@@ -1,0 +1,1 @@
+"""Batch scoring on a distributed engine (optional extras): dask.py for Dask."""
