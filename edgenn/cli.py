@@ -119,19 +119,9 @@ def cmd_bench(args) -> int:
 
 
 def _stage_printer(stream=None):
-    """A progress(stage, done, total) callback on stderr: one updating line per stage on a
-    terminal, else one line per finished stage."""
-    stream = stream or sys.stderr
-    live = hasattr(stream, "isatty") and stream.isatty()
-
-    def progress(stage: str, done: int, total: int) -> None:
-        if live:
-            end = "\n" if done >= total else ""
-            stream.write(f"\r{stage}: {done}/{total}{end}")
-        elif done >= total:
-            stream.write(f"{stage}: {done}/{total}\n")
-        stream.flush()
-    return progress
+    """A progress(stage, done, total) callback: tqdm bars on a terminal, quiet otherwise."""
+    from .progress import bars
+    return bars(stream, after_s=0.0)
 
 
 def _floats(text: str, what: str) -> tuple[float, ...]:
@@ -236,8 +226,10 @@ def cmd_finetune(args) -> int:
                              f", or --inputs KEY) and a labels array ({args.labels!r}); it has "
                              f"{sorted(data)}")
         x, y = data[key], data[args.labels]
+    bar = _stage_printer()
     tuned, rep = finetune(graph, x, y, layers=args.layers, epochs=args.epochs, lr=args.lr,
-                          threads=args.threads)
+                          threads=args.threads,
+                          progress=lambda e, n, acc: bar("fine-tuning (epochs)", e, n))
     save(tuned, args.output)
     print(f"fine-tuned {', '.join(rep['layers'])} on {rep['samples']['train']} samples "
           f"({rep['samples']['val']} held out to pick the epoch): validation accuracy "

@@ -140,17 +140,6 @@ def _int8_arithmetic(run) -> str:
 
 
 def progress_printer(stream=None, after_s: float = 1.0):
-    """A progress(done, total) callback that reports on stderr once planning is slow."""
-    import sys
-    stream = stream or sys.stderr
-    start = time.perf_counter()
-    shown = [False]
-
-    def progress(done: int, total: int) -> None:
-        if time.perf_counter() - start < after_s and not shown[0]:
-            return
-        shown[0] = True
-        end = "\n" if done == total else ""
-        stream.write(f"\rplanning and tuning kernels: {done}/{total} layers{end}")
-        stream.flush()
-    return progress
+    """A progress(done, total) callback: a tqdm bar on a terminal once planning is slow."""
+    from .progress import planning_bar
+    return planning_bar(stream, after_s)

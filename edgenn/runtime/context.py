@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import time
 
 import numpy as np
 
@@ -58,35 +59,26 @@ class ExecutionContext:
         self.token = plan.token
         self.steps = plan.steps
 
-    def run(self, feeds: list[np.ndarray], output_names: list[str]) -> list[np.ndarray]:
+    def run(self, feeds: list[np.ndarray], output_names: list[str],
+            timings: list | None = None) -> list[np.ndarray]:
+        """One call: feeds copied in, every step, outputs copied out. timings: a list that
+        receives (step, start, end) perf_counter times of every step (profiling)."""
         for buf, x in zip(self.inputs, feeds):
             np.copyto(buf, x)
         k = 0
         try:
             with scratch.active(self.token, self.scratch):
-                for k, call in enumerate(self.calls):
-                    call()
+                if timings is None:
+                    for k, call in enumerate(self.calls):
+                        call()
+                else:
+                    for k, call in enumerate(self.calls):
+                        t0 = time.perf_counter()
+                        call()
+                        timings.append((self.steps[k], t0, time.perf_counter()))
         except EdgennError:
             raise
         except Exception as exc:      # name the node (its data may be out of range)
-            raise _named(self.steps[k].node, exc) from exc
-        return [self.outputs[name].copy() for name in output_names]
-
-    def run_timed(self, feeds, output_names, timings: list) -> list[np.ndarray]:
-        """run(), appending (step, start, end) perf_counter times of every step."""
-        import time
-        for buf, x in zip(self.inputs, feeds):
-            np.copyto(buf, x)
-        k = 0
-        try:
-            with scratch.active(self.token, self.scratch):
-                for k, call in enumerate(self.calls):
-                    t0 = time.perf_counter()
-                    call()
-                    timings.append((self.steps[k], t0, time.perf_counter()))
-        except EdgennError:
-            raise
-        except Exception as exc:
             raise _named(self.steps[k].node, exc) from exc
         return [self.outputs[name].copy() for name in output_names]
 

@@ -74,18 +74,12 @@ class Plan:
         """Memory of one execution context."""
         return self.planned_bytes + self.persistent_bytes
 
-    def run(self, feeds: list[np.ndarray], output_names: list[str]) -> list[np.ndarray]:
+    def run(self, feeds: list[np.ndarray], output_names: list[str],
+            timings: list | None = None) -> list[np.ndarray]:
+        """One call in a context of the pool (timings: see ExecutionContext.run)."""
         ctx = self.contexts.acquire()
         try:
-            return ctx.run(feeds, output_names)
-        finally:
-            self.contexts.release(ctx)
-
-    def run_timed(self, feeds, output_names, timings: list) -> list[np.ndarray]:
-        """run(), appending (step, start, end) times of every step to `timings`."""
-        ctx = self.contexts.acquire()
-        try:
-            return ctx.run_timed(feeds, output_names, timings)
+            return ctx.run(feeds, output_names, timings)
         finally:
             self.contexts.release(ctx)
 

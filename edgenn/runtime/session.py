@@ -199,12 +199,10 @@ def _run(plan: Plan, threads: int, feeds, outputs, timings=None) -> list[np.ndar
     """One call of `plan` with the session's thread counts (runtime/threads.py); with a
     `timings` list, each step's (step, start, end) is appended to it."""
     thread_control.numba_threads(threads)
-    go = plan.run if timings is None else \
-        (lambda f, o: plan.run_timed(f, o, timings))
     if plan.uses_blas:
         with thread_control.blas(threads):
-            return go(feeds, outputs)
-    return go(feeds, outputs)
+            return plan.run(feeds, outputs, timings)
+    return plan.run(feeds, outputs, timings)
 
 
 def _time_plan(plan: Plan, threads: int, rounds: int = 5) -> float:
