@@ -142,7 +142,12 @@ def build(graph: Graph, shapes: dict[str, tuple[int, ...]], reference: bool = Fa
 
 
 def _check_sizes(graph: Graph, nodes: list[Node], infos: dict, limit: int) -> None:
-    """Every runtime tensor fits the limit (named by the node that writes it)."""
+    """Every runtime tensor fits the limit (named by the node that writes it) and has a
+    numeric or bool dtype (a .enn or graph built by hand may claim anything)."""
+    odd = [t for t, i in infos.items() if not _numeric(i.dtype)]
+    if odd:
+        raise UnsupportedOpError({"non-numeric tensor": odd[:8]},
+                                 "tensors must be numeric or bool")
     for v in graph.inputs:
         limits.check_tensor(f"input {v.name!r} {tuple(infos[v.name].shape)}",
                             _nbytes(infos[v.name]), limit)
@@ -152,6 +157,14 @@ def _check_sizes(graph: Graph, nodes: list[Node], infos: dict, limit: int) -> No
                 limits.check_tensor(f"{n.op} node {n.name!r}: output {o!r} "
                                     f"{infos[o].dtype}{list(infos[o].shape)}",
                                     _nbytes(infos[o]), limit)
+
+
+def _numeric(dtype: str) -> bool:
+    """Not a Python object or string dtype (ml_dtypes' bfloat16 has kind 'V': allowed)."""
+    try:
+        return np.dtype(dtype).kind not in "OSUM"
+    except TypeError:
+        return False
 
 
 def _check_context(lifetimes, capacities, handles, limit: int) -> None:

@@ -140,9 +140,16 @@ def from_model(model: onnx.ModelProto) -> Graph:
             consts[t.name] = np.require(numpy_helper.to_array(t), requirements="C")
         except Exception as exc:
             raise ModelFormatError(f"initializer {t.name!r} cannot be read: {exc}") from exc
+        if consts[t.name].dtype == object:
+            raise UnsupportedOpError({"string tensor": [t.name]},
+                                     "string initializers are not supported")
     const_names = set(consts)
+    inputs = [_value_info(v) for v in g.input if v.name not in const_names]
+    strings = [v.name for v in inputs if v.dtype == "object"]
+    if strings:       # no kernel computes on strings (a string output is the op's to refuse)
+        raise UnsupportedOpError({"string input": strings}, "string inputs are not supported")
     graph = Graph(nodes=[], consts=consts,
-                  inputs=[_value_info(v) for v in g.input if v.name not in const_names],
+                  inputs=inputs,
                   outputs=[_value_info(v) for v in g.output],
                   meta={"opset": opset, "producer": model.producer_name,
                         "source_nodes": len(g.node), "graph_name": g.name,
