@@ -29,10 +29,6 @@ def __getattr__(name):  # keep `import edgenn` light: numba/onnx load on first u
     if name == "generate_key":
         from .graph.sealed import generate_key
         return generate_key
-    if name == "capi":                                  # ort.capi.onnxruntime_pybind11_state
-        import importlib
-        return importlib.import_module(".capi.onnxruntime_pybind11_state", __name__) and \
-            importlib.import_module(".capi", __name__)
     if name in _ORT:
         from . import ortcompat
         return getattr(ortcompat, name)

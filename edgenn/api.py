@@ -5,7 +5,9 @@ import os
 
 import numpy as np
 
+from . import ortcompat as oc
 from .converters.source import is_enn, load, optimize  # noqa: F401 - the public API
+from .errors import EdgennError, InputError
 from .graph import format as enn
 from .graph import sealed
 from .graph.ir import Graph
@@ -24,7 +26,6 @@ class InferenceSession(_GraphSession):
 
     def __init__(self, model, sess_options=None, providers=None, provider_options=None,
                  *, key=None, threads=None, input_shapes=None, **kwargs):
-        from . import ortcompat as oc
         if isinstance(sess_options, int) and not isinstance(sess_options, bool):
             threads, sess_options = sess_options, None       # InferenceSession(path, 2)
         opts = sess_options or oc.SessionOptions()
@@ -46,7 +47,6 @@ class InferenceSession(_GraphSession):
     # -- onnxruntime's methods ------------------------------------------------------------
     def run(self, output_names, input_feed: dict, run_options=None, timings=None):
         if run_options is not None and run_options.terminate:
-            from .errors import EdgennError
             raise EdgennError("run refused: RunOptions.terminate is set")
         if self._profiler is None:
             return super().run(output_names, input_feed, timings)
@@ -58,8 +58,7 @@ class InferenceSession(_GraphSession):
         return out
 
     def get_modelmeta(self):
-        from .ortcompat import ModelMetadata
-        return ModelMetadata(self.graph)
+        return oc.ModelMetadata(self.graph)
 
     def get_providers(self) -> list[str]:
         return list(self._providers)
@@ -74,15 +73,12 @@ class InferenceSession(_GraphSession):
         return []
 
     def set_providers(self, providers=None, provider_options=None) -> None:
-        from .ortcompat import session_providers
-        self._providers = session_providers(providers, provider_options)
+        self._providers = oc.session_providers(providers, provider_options)
 
     def io_binding(self):
-        from .ortcompat import IOBinding
-        return IOBinding(self)
+        return oc.IOBinding(self)
 
     def run_with_iobinding(self, binding, run_options=None) -> None:
-        from .ortcompat import OrtValue
         names = list(binding._outputs) or [v.name for v in self.graph.outputs]
         values = self.run(names, binding._inputs, run_options)
         results = []
@@ -90,14 +86,13 @@ class InferenceSession(_GraphSession):
             bound = binding._outputs.get(name)
             if bound is not None:              # the caller's array, written in place
                 if bound.numpy().shape != value.shape or bound.numpy().dtype != value.dtype:
-                    from .errors import InputError
                     raise InputError(f"bound output {name!r} is {bound.numpy().dtype}"
                                      f"{list(bound.numpy().shape)}, the model gives "
                                      f"{value.dtype}{list(value.shape)}")
                 np.copyto(bound.numpy(), value)
                 results.append(bound)
             else:
-                results.append(OrtValue(value))
+                results.append(oc.OrtValue(value))
         binding._results = results
 
     def end_profiling(self) -> str:
@@ -105,8 +100,7 @@ class InferenceSession(_GraphSession):
         if self._profiler is None:
             return ""
         path = self._profiler.write()
-        from .ortcompat import Profiler
-        self._profiler = Profiler(self._sess_options.profile_file_prefix)
+        self._profiler = oc.Profiler(self._sess_options.profile_file_prefix)
         return path
 
 
