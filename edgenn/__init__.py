@@ -7,13 +7,13 @@
     int8 = edgenn.quantize("model.onnx", calibration_batches, method="kl")
     edgenn.save(int8, "model.int8.enn")
 """
-from .errors import (EdgennError, GraphError, InputError, ModelFormatError,
-                     UnsupportedOpError)
+from .errors import (EdgennError, GraphError, InputError, MissingDependencyError,
+                     ModelFormatError, UnsupportedOpError)
 from .version import __version__
 
 __all__ = ["InferenceSession", "convert", "load", "save", "quantize", "generate_key",
            "EdgennError", "GraphError",
-           "InputError", "ModelFormatError", "UnsupportedOpError", "__version__"]
+           "InputError", "MissingDependencyError", "ModelFormatError", "UnsupportedOpError", "__version__"]
 
 
 # onnxruntime's names (`import edgenn as ort`), from ortcompat.py

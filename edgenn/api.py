@@ -104,9 +104,17 @@ class InferenceSession(_GraphSession):
         return path
 
 
-def save(graph: Graph, path: str, key=None, encrypt: bool = False) -> None:
+def save(graph: Graph, path: str, key=None, encrypt: bool = False,
+         entropy: bool | None = None) -> None:
     """Write `graph` as .enn; with `key` (or encrypt=True and $EDGENN_MODEL_KEY) sealed:
-    encrypted and authenticated (AES-256-GCM, graph/sealed.py)."""
+    encrypted and authenticated (AES-256-GCM, graph/sealed.py). entropy=True stores the
+    int8 / int4 weights zstd-coded (graph/entropy.py), False raw, None as the graph was
+    loaded (a coded file re-saves coded)."""
+    if entropy is not None:
+        if entropy:
+            graph.meta["entropy_coding"] = "zstd"
+        else:
+            graph.meta.pop("entropy_coding", None)
     if key is None and not encrypt:
         enn.save(graph, path)
         return
@@ -118,12 +126,12 @@ def save(graph: Graph, path: str, key=None, encrypt: bool = False) -> None:
 
 
 def convert(source, output_path: str | None = None, optimized: bool = True, key=None,
-            encrypt: bool = False) -> Graph:
+            encrypt: bool = False, entropy: bool | None = None) -> Graph:
     """ONNX (path, bytes or ModelProto) -> optimized Graph, written to `output_path` if
-    given (sealed with `key`, as save)."""
+    given (sealed with `key`, entropy-coded with entropy=True: as save)."""
     graph = load(source, optimized=optimized)
     if output_path:
-        save(graph, output_path, key=key, encrypt=encrypt)
+        save(graph, output_path, key=key, encrypt=encrypt, entropy=entropy)
     return graph
 
 

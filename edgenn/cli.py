@@ -45,12 +45,21 @@ def cmd_convert(args) -> int:
         rep = compress_weights(graph, 8 if args.weights == "int8" else 4)
         coded = (f", {rep['tensors']} weights as {args.weights} "
                  f"({rep['bytes_before'] / 1e6:.2f} -> {rep['bytes_after'] / 1e6:.2f} MB)")
-    save(graph, args.output, encrypt=args.encrypt)
+    save(graph, args.output, encrypt=args.encrypt, entropy=args.entropy or None)
+    if args.entropy:
+        coded = coded + _entropy_summary(graph)
     size = os.path.getsize(args.output)
     sealed = ", sealed (AES-256-GCM)" if args.encrypt else ""
     print(f"wrote {args.output}: {len(graph.nodes)} nodes, {size / 1e6:.2f} MB{coded}{sealed} "
           f"({time.perf_counter() - t0:.2f} s)")
     return EXIT_OK
+
+
+def _entropy_summary(graph) -> str:
+    from .compress.entropy_report import entropy_report
+    rep = entropy_report(graph)
+    return (f", int8/int4 weights zstd-coded: {rep.coded_bits / max(rep.symbols, 1):.2f} bits "
+            f"per weight (entropy {rep.entropy_bits / max(rep.symbols, 1):.2f})")
 
 
 def cmd_run(args) -> int:
@@ -82,14 +91,24 @@ def _safe(name: str) -> str:
 
 
 def cmd_inspect(args) -> int:
-    from .tools import describe, describe_plan, progress_printer
+    from .tools import describe, describe_plan, progress_printer, random_feeds
     print(describe(args.model))
-    if args.plan:
+    if args.plan or args.plot:
         from .api import InferenceSession
+        shapes = _parse_shapes(args.shape)
         sess = InferenceSession(args.model, threads=args.threads, tune=args.tune,
-                                input_shapes=_parse_shapes(args.shape) or None,
-                                progress=progress_printer())
+                                input_shapes=shapes or None, progress=progress_printer())
+        feeds = _parse_inputs(args.input) or random_feeds(sess, shapes)
+        if sess.plan is None:   # dynamic dims and no --shape: plan for these feeds (1s)
+            sess.run(None, feeds)
         print(describe_plan(sess))
+        if args.plot:
+            from . import plots
+            profile = plots.layer_profile(sess, feeds)
+            print(plots.profile_table(profile))
+            plots.plot_layer_profile(profile, args.plot, os.path.basename(args.model),
+                                     args.threads)
+            print(f"wrote {args.plot}")
     return EXIT_OK
 
 
@@ -112,9 +131,18 @@ def cmd_bench(args) -> int:
     feeds = _parse_inputs(args.input) or random_feeds(
         InferenceSession(args.model, input_shapes=shapes or None), shapes)
     peers = [p for p in (args.compare or "").split(",") if p]
+    from .converters.source import is_enn
+    if peers and is_enn(args.model):
+        print(f"(the peers read ONNX, not .enn: timing edgenn alone; bench the .onnx to "
+              f"compare with {', '.join(peers)})")
+        peers = []
     runners = compare(args.model, feeds, args.threads, peers, rounds=args.rounds,
                       shapes=shapes, reference=args.reference)
     print(table(runners, args.threads))
+    if args.plot:
+        from .plots import plot_bench
+        plot_bench(runners, args.plot, os.path.basename(args.model), args.threads)
+        print(f"wrote {args.plot}")
     return EXIT_OK
 
 
@@ -166,7 +194,7 @@ def cmd_quantize(args) -> int:
                      batch_size=args.batch_size,
                      image_spec=spec, threads=args.threads,
                      speed_check=not args.no_speed_check)
-    save(graph, args.output)
+    save(graph, args.output, entropy=args.entropy or None)
     meta = graph.meta.get("quantization", {})
     n_int8 = len(meta.get("layers", []))
     kept = meta.get("fp32_layers") or {}
@@ -256,6 +284,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--weights", choices=("fp32", "int8", "int4"), default="fp32",
                    help="weight-only coding for size: int8 per channel or int4 in blocks of "
                         "32, decoded to fp32 at load (compute stays fp32)")
+    c.add_argument("--entropy", action="store_true",
+                   help="store int8 / int4 weights zstd-coded (decoded once at load)")
     c.add_argument("--encrypt", action="store_true",
                    help="seal the .enn with the key in $EDGENN_MODEL_KEY (32 bytes, hex; "
                         "never on the command line); every command then opens it with it")
@@ -283,10 +313,14 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--compare", default="onnxruntime", help="comma list: onnxruntime,mnn")
     b.add_argument("--rounds", type=int, default=20)
     b.add_argument("--reference", action="store_true", help="time the reference kernels")
+    b.add_argument("--plot", metavar="PNG", help="draw the rounds side by side (matplotlib)")
     i = model_cmd("inspect", "ops, parameters, sizes, fusions; --plan: kernels chosen",
                   cmd_inspect)
     i.add_argument("--plan", action="store_true",
                    help="also build the plan: per layer the candidates, times and choice")
+    i.add_argument("--plot", metavar="PNG",
+                   help="with the plan: profile a few runs, draw the per-layer times "
+                        "(matplotlib)")
     def data_options(s):
         s.add_argument("--batch-size", type=int, default=None,
                        help="rows per batch when splitting large arrays (default 32)")
@@ -322,6 +356,8 @@ def build_parser() -> argparse.ArgumentParser:
     qz.add_argument("--no-speed-check", action="store_true",
                     help="keep every quantizable layer int8, even those this CPU runs "
                          "faster in fp32 (default: measured, the faster model kept)")
+    qz.add_argument("--entropy", action="store_true",
+                    help="store the int8 weights zstd-coded (decoded once at load)")
     qz.add_argument("--report", action="store_true", help="print the fp32 vs int8 report")
     qz.add_argument("--data", metavar="DATA", help="held-out inputs for --report")
     data_options(qz)

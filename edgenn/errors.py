@@ -58,3 +58,8 @@ class ResourceLimitError(EdgennError, _ort.RuntimeException):
 
 class ExecutionError(EdgennError, _ort.RuntimeException):
     """A kernel failed while running a node (the message names the node)."""
+
+
+class MissingDependencyError(EdgennError, ImportError):
+    """An optional part of edgenn is used without the package it needs (edgenn.extras
+    names the pip extra that installs it)."""

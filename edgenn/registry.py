@@ -64,6 +64,9 @@ class KernelSpec:
     # higher first among the capable specs when nothing is timed (tune="off", budget
     # spent); the tuner times all of them regardless
     priority: int = 0
+    # optional packages it imports (edgenn.extras: e.g. ("numba",)); the planner offers the
+    # spec only where they are installed, so a runtime-only install never imports them
+    requires: tuple[str, ...] = ()
 
 
 def _register(table: dict, ops: tuple[str, ...], fn: Callable) -> Callable:
@@ -87,13 +90,14 @@ def converter(*ops: str):
 
 
 def kernel(op: str, name: str, supports: Callable | None = None, cost: Callable | None = None,
-           lsb_tolerance: int = 0, pool: str | None = None, isa: str = "", priority: int = 0):
+           lsb_tolerance: int = 0, pool: str | None = None, isa: str = "", priority: int = 0,
+           requires: tuple[str, ...] = ()):
     """Register `prepare` as one implementation of `op` (see KernelSpec); pool defaults to
     "omp" for a name ending in _mt, else "own"."""
     def deco(prepare: Callable) -> Callable:
         spec = KernelSpec(op, name, prepare, supports or (lambda node, ins, outs: True), cost,
                           lsb_tolerance, pool or ("omp" if name.endswith("_mt") else "own"),
-                          isa, priority)
+                          isa, priority, tuple(requires))
         KERNELS.setdefault(op, []).append(spec)
         return prepare
     return deco

@@ -75,4 +75,14 @@ def write_corpus(directory: str, kind: str) -> list[str]:
         with open(path, "wb") as f:
             f.write(data)
         paths.append(path)
+    if kind == "enn":   # weight-only int4 codes, entropy-coded: the qblock and zstd readers
+        from edgenn.compress.weights import compress_weights
+        from edgenn.graph import format as enn
+        g = edgenn.load(DEMO_MODEL)
+        compress_weights(g, 4)
+        g.meta["entropy_coding"] = "zstd"
+        path = os.path.join(directory, "digits-int4-zstd.enn")
+        with open(path, "wb") as f:
+            f.write(enn.to_bytes(g))
+        paths.append(path)
     return paths

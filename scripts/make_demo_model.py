@@ -1,17 +1,31 @@
 """Train the embedded demo model: a small residual CNN on scikit-learn's 8x8 digits.
 
 Reproducible (fixed seeds); writes edgenn/models/digits.onnx and digits_samples.npz (the
-held-out test images the demo classifies). Needs torch and scikit-learn (test extras).
-    python scripts/make_demo_model.py
+held-out test images the demo classifies) and digits.enn (converted, for installs without
+onnx). Needs torch and scikit-learn (test extras).
+    python scripts/make_demo_model.py            # train + export + convert
+    python scripts/make_demo_model.py --enn      # only re-convert digits.enn
 """
 import os
-
-import numpy as np
-import torch
-from sklearn.datasets import load_digits
-from torch import nn
+import sys
 
 OUT = os.path.join(os.path.dirname(__file__), "..", "edgenn", "models")
+
+
+def write_enn():
+    """digits.enn, the converted model a runtime-only install (no onnx) runs in the demo."""
+    import edgenn
+    edgenn.convert(os.path.join(OUT, "digits.onnx"), os.path.join(OUT, "digits.enn"))
+
+
+if __name__ == "__main__" and "--enn" in sys.argv[1:]:
+    write_enn()
+    sys.exit(0)
+
+import numpy as np  # noqa: E402  (training only)
+import torch  # noqa: E402
+from sklearn.datasets import load_digits  # noqa: E402
+from torch import nn  # noqa: E402
 
 
 class Block(nn.Module):
@@ -72,6 +86,8 @@ def main():
                       dynamo=False)
     np.savez_compressed(os.path.join(OUT, "digits_samples.npz"), images=x[test],
                         labels=y[test])
+    write_enn()
+    write_enn()
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 passes through edgenn's C kernels (edgenn/kernels/fast/*.so).
 
     apt-get install valgrind
+    EDGENN_DEBUG_BUILD=1 python setup.py build_ext --inplace --force   # file:line in stacks
     python scripts/memcheck.py                 # exit 1 on any finding in edgenn's code
 
 valgrind has no AVX-512, so its virtual CPU shows AVX2 and the kernels run their AVX2 and

@@ -46,9 +46,9 @@ def test_cap_limits_every_kernel(cap):
     """EDGENN_MAX_ISA applies to the C kernels' own dispatch and to the planner's specs."""
     code = (
         "from edgenn.kernels import isa; from edgenn.kernels.fast import _qgemm\n"
-        "from edgenn.runtime.select import _isa_ok\n"
+        "from edgenn.runtime.select import _runnable\n"
         "from edgenn.registry import KERNELS; import edgenn.oplist as o; o.load_kernels()\n"
-        "vnni = [s.name for s in KERNELS['QConv'] if s.isa == 'avx512vnni' and _isa_ok(s)]\n"
+        "vnni = [s.name for s in KERNELS['QConv'] if s.isa == 'avx512vnni' and _runnable(s)]\n"
         "print(isa.active_tier(), _qgemm.HAVE_AVX2, _qgemm.HAVE_VNNI, len(vnni))")
     tier, avx2, vnni, specs = _run_py(code, EDGENN_MAX_ISA=cap).split()
     host = isa.host_tier()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 from ..errors import ModelFormatError, ModelNotFoundError
+from ..extras import require
 from ..graph import format as enn
 from ..graph import sealed
 from ..graph.ir import Graph
@@ -41,8 +42,7 @@ def load(source, optimized: bool = True, key=None) -> Graph:
     ONNX is converted (and optimized unless `optimized=False`); .enn is memory-mapped; a
     sealed (encrypted) .enn is opened with `key` or $EDGENN_MODEL_KEY (graph/sealed.py)."""
     if not isinstance(source, (str, os.PathLike, bytes, bytearray, memoryview)):
-        from .onnx.importer import import_onnx
-        graph = import_onnx(source)  # an onnx.ModelProto
+        graph = _import_onnx(source)  # an onnx.ModelProto
         return optimize(graph) if optimized else graph
     if isinstance(source, os.PathLike):
         source = os.fspath(source)
@@ -54,9 +54,16 @@ def load(source, optimized: bool = True, key=None) -> Graph:
         if isinstance(source, str):
             return enn.load(source)
         return enn.from_buffer(bytes(source))
-    from .onnx.importer import import_onnx
-    graph = import_onnx(source)
+    graph = _import_onnx(source)
     return optimize(graph) if optimized else graph
+
+
+def _import_onnx(source) -> Graph:
+    """ONNX -> Graph; the importer needs the onnx package (the 'convert' extra)."""
+    name = source if isinstance(source, str) else "this model"
+    require("onnx", f"{name} is not an .enn file; reading it as ONNX")
+    from .onnx.importer import import_onnx
+    return import_onnx(source)
 
 
 def _load_sealed(source, key) -> Graph:

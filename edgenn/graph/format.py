@@ -8,7 +8,10 @@ Layout (safetensors: u64 header length, JSON header, raw little-endian tensor by
   each stored blob is a safetensors tensor; the graph's tensor table maps a constant name
   to {"codec": "raw", "blobs": {"data": <blob key>}, "crc32": {<blob key>: crc}}, so later
   codecs add blob roles without a format change: "qblock" (weight-only int8/int4, see
-  graph/codecs.py) stores {"q": codes, "scale": scales} and is decoded at load.
+  graph/codecs.py) stores {"q": codes, "scale": scales} and is decoded at load. An entry
+  may also carry "entropy": {role: {"coder": "zstd", "dtype", "shape"}}: that role's blob
+  is stored entropy-coded (graph/entropy.py; graph.meta["entropy_coding"] asks for it) and
+  decoded first. Checksums are of the stored bytes.
 
 Reading memory-maps the file and wraps raw blobs with np.frombuffer: zero copies. Every
 length, offset, dtype and checksum is verified before use; nothing is unpickled or run.
@@ -127,21 +130,59 @@ def encode_qblock(name: str, array: np.ndarray, codec: dict) -> tuple[dict, dict
              "crc32": {k: _crc(a.tobytes()) for k, a in arrays.items()}}, arrays)
 
 
-def to_bytes(graph: Graph) -> bytes:
-    from safetensors.numpy import save
-    table, blobs = {}, {}
+def entropy_code(entry: dict, arrays: dict) -> None:
+    """Store each integer blob of one entry as a zstd frame where that makes it smaller."""
+    from . import entropy
+    for role, key in entry["blobs"].items():
+        a = arrays[key]
+        frame = entropy.encode(a) if entropy.codable(a) else None
+        if frame is not None:
+            arrays[key] = np.frombuffer(frame, np.uint8)
+            entry.setdefault("entropy", {})[role] = {"coder": entropy.CODER,
+                                                     "dtype": a.dtype.name,
+                                                     "shape": list(a.shape)}
+            entry["crc32"][key] = _crc(arrays[key].tobytes())
+
+
+def stored_entries(graph: Graph):
+    """-> (name, table entry, {blob key: stored array}) per constant, as to_bytes writes
+    them (codec, then entropy coding when graph.meta["entropy_coding"] asks for it)."""
     codecs = graph.meta.get("weight_codecs", {})
+    coding = graph.meta.get("entropy_coding")
+    if coding not in (None, "zstd"):
+        raise ValueError(f"unknown entropy coding {coding!r}")
     for name, array in graph.consts.items():
         if name in codecs:
             entry, entry_blobs = encode_qblock(name, array, codecs[name])
         else:
             entry, entry_blobs = encode_raw(name, array)
+        if coding:
+            entropy_code(entry, entry_blobs)
+        yield name, entry, entry_blobs
+
+
+def to_bytes(graph: Graph) -> bytes:
+    from safetensors.numpy import save
+    table, blobs = {}, {}
+    for name, entry, entry_blobs in stored_entries(graph):
         table[name] = entry
         blobs.update(entry_blobs)
     text = graph_to_json(graph, table)
     meta = {"format": FORMAT, "format_version": str(FORMAT_VERSION), "graph": text,
             "graph_crc32": str(_crc(text.encode()))}
-    return save(blobs, metadata=meta)
+    return _canonical(save(blobs, metadata=meta))
+
+
+def _canonical(data: bytes) -> bytes:
+    """The same container with its JSON header's keys sorted: safetensors writes the
+    metadata map in a random order per process, so the same graph would give different
+    bytes; with this a model saves byte-identically every time (data offsets are relative
+    to the end of the header, so only the header changes; padded to 8 bytes as safetensors)."""
+    (n,) = struct.unpack_from("<Q", data, 0)
+    header = json.dumps(json.loads(data[8:8 + n]), separators=(",", ":"), sort_keys=True)
+    raw = header.encode()
+    raw += b" " * (-len(raw) % 8)
+    return struct.pack("<Q", len(raw)) + raw + data[8 + n:]
 
 
 def save(graph: Graph, path: str) -> None:
@@ -196,7 +237,8 @@ def from_buffer(buf, source: str = "<bytes>") -> Graph:
     try:
         doc = json.loads(text)
         _check_doc(doc)
-        consts = {name: _decode(name, entry, blobs, source)
+        checked = _entropy_decode(doc["tensors"], blobs, source)
+        consts = {name: _decode(name, entry, blobs, source, name in checked)
                   for name, entry in doc["tensors"].items()}
         graph = graph_from_json(text, consts)
     except ModelFormatError:
@@ -234,12 +276,44 @@ def _read_blobs(buf, header: dict, start: int, size: int, source: str) -> dict:
     return blobs
 
 
-def _decode(name: str, entry: dict, blobs: dict, source: str) -> np.ndarray:
+def _check_crcs(name: str, entry: dict, blobs: dict, source: str) -> None:
     for key, crc in entry["crc32"].items():
         if key not in blobs:
             raise _fail(f"tensor {name!r}: blob {key!r} is missing", source)
         if _crc(blobs[key]) != crc:
             raise _fail(f"tensor {name!r}: checksum mismatch (file corrupted)", source)
+
+
+def _entropy_decode(table: dict, blobs: dict, source: str) -> set:
+    """Replace every entropy-coded blob by its decoded array (checksums first), within
+    one expansion budget for the whole file. -> the names whose checksums were checked."""
+    coded = {name: e["entropy"] for name, e in table.items() if e.get("entropy")}
+    if not coded:
+        return set()
+    from . import entropy
+    if not all(isinstance(c, dict) for c in coded.values()):
+        raise TypeError("entropy entries must be objects")
+    budget = entropy.Budget(sum(blobs[table[n]["blobs"][r]].nbytes
+                                for n, roles in coded.items() for r in roles
+                                if table[n]["blobs"].get(r) in blobs))
+    for name, roles in coded.items():
+        entry = table[name]
+        _check_crcs(name, entry, blobs, source)
+        for role, spec in roles.items():
+            key = entry["blobs"][role]
+            if blobs[key].dtype != np.uint8 or blobs[key].ndim != 1:
+                raise _fail(f"tensor {name!r}: coded blob {key!r} is not a byte string", source)
+            try:
+                blobs[key] = entropy.decode(blobs[key], spec, budget)
+            except ValueError as exc:
+                raise _fail(f"tensor {name!r}: {exc}", source) from None
+    return set(coded)
+
+
+def _decode(name: str, entry: dict, blobs: dict, source: str,
+            checked: bool = False) -> np.ndarray:
+    if not checked:
+        _check_crcs(name, entry, blobs, source)
     codec = entry["codec"]
     if codec == "qblock":
         from .codecs import load_coded

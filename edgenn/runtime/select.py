@@ -21,6 +21,7 @@ import numpy as np
 
 from ..errors import EdgennError, GraphError, ResourceLimitError
 from ..graph.ir import Node
+from ..extras import have
 from ..registry import KERNELS, REFERENCE
 from ..kernels import isa, scratch
 from . import tunecache
@@ -100,7 +101,7 @@ def choose(node: Node, ins, outs, reference: bool = False, tuner: Tuner | None =
         return Choice("reference", reference_runner(node), names, "reference mode")
     if all(o is None or math.prod(o.shape) == 0 for o in outs):
         return Choice("empty", _nothing, names, "every output is empty: nothing to compute")
-    capable = _same_pool([s for s in specs if _isa_ok(s) and s.supports(node, ins, outs)],
+    capable = _same_pool([s for s in specs if _runnable(s) and s.supports(node, ins, outs)],
                          tuner.pool if tuner else "blas")
     capable.sort(key=lambda s: -s.priority)   # stable: registration order within a priority
     if not capable:
@@ -134,9 +135,10 @@ def _nothing(inputs, outputs) -> None:
     """The step of a node whose outputs have no elements."""
 
 
-def _isa_ok(spec) -> bool:
-    """The spec's tier runs on this CPU under EDGENN_MAX_ISA."""
-    return not spec.isa or isa.usable(spec.isa)
+def _runnable(spec) -> bool:
+    """The spec's tier runs on this CPU under EDGENN_MAX_ISA, and the optional packages
+    it imports are installed."""
+    return (not spec.isa or isa.usable(spec.isa)) and all(map(have, spec.requires))
 
 
 def _same_pool(specs, pool: str):

@@ -2,7 +2,7 @@
 
 Key of one entry: op, the attributes that change the work, input shapes/dtypes and which
 inputs are constant. The file name carries what must never mix: CPU name and features
-(from llvmlite, as Numba sees them), edgenn version, thread count. A second load of the
+(edgenn's own probe, kernels/isa.py), edgenn version, thread count. A second load of the
 same model does no timing.
 """
 from __future__ import annotations
@@ -28,17 +28,13 @@ def cache_dir() -> str:
 
 @functools.lru_cache(maxsize=1)
 def cpu_signature() -> str:
-    try:
-        import llvmlite.binding as llvm
-        name = llvm.get_host_cpu_name()
-        features = llvm.get_host_cpu_features().flatten()
-    except Exception:  # noqa: BLE001 - no llvmlite: fall back to the platform
-        import platform
-        name, features = platform.processor() or platform.machine(), ""
+    from ..kernels import isa
+    model = isa.cpu_model()
+    name = "".join(c if c.isalnum() else "_" for c in model.split(" (")[0]).strip("_")[:40]
+    digest = hashlib.sha1(f"{model}|{','.join(sorted(isa.features()))}".encode())
     # the tier in force is part of the key: a run under EDGENN_MAX_ISA=avx2 times (and
     # caches) other kernels than an uncapped one on the same CPU
-    from ..kernels import isa
-    return f"{name}-{hashlib.sha1(features.encode()).hexdigest()[:10]}-{isa.active_tier()}"
+    return f"{name}-{digest.hexdigest()[:10]}-{isa.active_tier()}"
 
 
 def _path(threads: int) -> str:

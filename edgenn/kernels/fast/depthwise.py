@@ -143,7 +143,8 @@ def _prepare_c8(node, ins, outs, threads: int):
     return run
 
 
-@kernel("Conv", "depthwise_numba", supports=_supports, cost=numba_cost)
+@kernel("Conv", "depthwise_numba", supports=_supports,
+        cost=numba_cost, requires=("numba",))
 def prepare_numba(node, ins, outs):
     """Per-channel polyphase rows (Numba, _window_jit.py); threaded over channels."""
     import numba

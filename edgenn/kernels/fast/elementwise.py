@@ -183,7 +183,8 @@ def _jit(*warm):
     return jit(*warm)
 
 
-@kernel("Sigmoid", "sigmoid_numba", supports=_unary_supports, cost=numba_cost)
+@kernel("Sigmoid", "sigmoid_numba", supports=_unary_supports,
+        cost=numba_cost, requires=("numba",))
 def prepare_sigmoid(node, ins, outs):
     from .transformer import RowScratch
     fn = _jit("sigmoid").sigmoid
@@ -194,7 +195,8 @@ def prepare_sigmoid(node, ins, outs):
     return run
 
 
-@kernel("Erf", "erf_numba", supports=_unary_supports, cost=numba_cost)
+@kernel("Erf", "erf_numba", supports=_unary_supports,
+        cost=numba_cost, requires=("numba",))
 def prepare_erf(node, ins, outs):
     fn = _jit("erf").erf
 

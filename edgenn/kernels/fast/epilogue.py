@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..reference.special import erf
 from . import _rowops
 
 IN_PLACE = {"", "Relu", "Clip", "HardSwish", "HardSigmoid", "Sigmoid", "SiLU", "LeakyRelu",
@@ -46,9 +47,8 @@ def activate(y: np.ndarray, kind: str, params, tmp: np.ndarray) -> None:
         flat = y.reshape(-1)  # exact GELU, one vectorized C pass (rows.py's _rowops)
         _rowops.gelu(flat, flat)
     elif kind == "Gelu":  # exact: x/2 (1 + erf(x/sqrt 2))
-        from scipy.special import erf  # lazily: scipy.special costs ~0.3 s to import
         np.multiply(y, np.float32(1 / np.sqrt(2)), out=tmp)
-        erf(tmp, out=tmp)
+        tmp[...] = erf(tmp)
         np.add(tmp, 1, out=tmp)
         np.multiply(tmp, 0.5, out=tmp)
         np.multiply(y, tmp, out=y)

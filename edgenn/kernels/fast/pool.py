@@ -92,12 +92,14 @@ def prepare_avgpool_c8(node, ins, outs):
     return _prepare_c8(node, ins, outs, False)
 
 
-@kernel("MaxPool", "maxpool_numba", supports=_window_supports, cost=numba_cost)
+@kernel("MaxPool", "maxpool_numba", supports=_window_supports,
+        cost=numba_cost, requires=("numba",))
 def prepare_maxpool_numba(node, ins, outs):
     return _prepare_numba(node, ins, outs, True)
 
 
-@kernel("AveragePool", "avgpool_numba", supports=_window_supports, cost=numba_cost)
+@kernel("AveragePool", "avgpool_numba", supports=_window_supports,
+        cost=numba_cost, requires=("numba",))
 def prepare_avgpool_numba(node, ins, outs):
     return _prepare_numba(node, ins, outs, False)
 

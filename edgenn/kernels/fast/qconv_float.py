@@ -151,7 +151,7 @@ def register() -> None:
     """One candidate per fp32 Conv / Gemm kernel registered so far (import this module last)."""
     for op, qop in (("Conv", "QConv"), ("Gemm", "QGemm")):
         for spec in list(KERNELS.get(op, [])):
-            if "numba" not in spec.name:   # priced out of every plan anyway
+            if "numba" not in spec.requires:   # priced out of every plan anyway
                 _wrap(op, qop, spec)
 
 

@@ -101,7 +101,8 @@ def numba_smx(scale, kind, cols):
     return run
 
 
-@kernel("FusedAttention", "attention_blas_numba", supports=attention_supports, cost=numba_cost,
+@kernel("FusedAttention", "attention_blas_numba", supports=attention_supports,
+        cost=numba_cost, requires=("numba",),
         pool="blas")
 def prepare_attention(node, ins, outs):
     """Per head, BLAS for q @ k_t and p @ v, Numba for scale + mask + softmax in one pass
@@ -111,7 +112,8 @@ def prepare_attention(node, ins, outs):
 
 # -- LayerNormalization -----------------------------------------------------------------------
 
-@kernel("LayerNormalization", "layernorm_numba", supports=layernorm_supports, cost=numba_cost)
+@kernel("LayerNormalization", "layernorm_numba", supports=layernorm_supports,
+        cost=numba_cost, requires=("numba",))
 def prepare_layernorm(node, ins, outs):
     """x (..., C...) normalized over the dims from `axis` on: rows (R, C) of the flat x."""
     j = jit("layernorm_rows")
@@ -135,7 +137,8 @@ def prepare_layernorm(node, ins, outs):
 
 # -- Softmax ----------------------------------------------------------------------------------
 
-@kernel("Softmax", "softmax_numba", supports=softmax_supports, cost=numba_cost)
+@kernel("Softmax", "softmax_numba", supports=softmax_supports,
+        cost=numba_cost, requires=("numba",))
 def prepare_softmax(node, ins, outs):
     """Rows (R, C) of the flat x, C = the product of the trailing (reduced) dims."""
     j = jit("softmax_rows")
@@ -151,7 +154,8 @@ def prepare_softmax(node, ins, outs):
 
 # -- Gelu -------------------------------------------------------------------------------------
 
-@kernel("Gelu", "gelu_numba", supports=gelu_supports, cost=numba_cost)
+@kernel("Gelu", "gelu_numba", supports=gelu_supports,
+        cost=numba_cost, requires=("numba",))
 def prepare_gelu(node, ins, outs):
     g = jit("gelu").gelu
 

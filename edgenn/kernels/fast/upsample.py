@@ -27,6 +27,7 @@ import numpy as np
 
 from ...graph.shapes.nn import conv_transpose_geometry, resize_plan
 from ...registry import kernel
+from ...extras import have
 from .. import scratch
 from ..reference.nn import _axis_taps, _source_coords
 from ..reference.tensor import norm_axis
@@ -35,7 +36,11 @@ F32 = "float32"
 
 
 def _jit():
-    from . import _upsample_jit   # imports numba: only once a model plans these kernels
+    """The Numba loops (imported only once a model plans them), or None without numba:
+    then the NumPy paths below run instead."""
+    if not have("numba"):
+        return None
+    from . import _upsample_jit
     return _upsample_jit
 
 
@@ -107,9 +112,9 @@ def prepare_resize(node, ins, outs):
         return run_copy
 
     factors = _integer_nearest(shape, plans)
-    if factors is not None and len(shape) >= 2 and all(f == 1 for f in factors[:-2]):
+    jit = _jit() if factors is not None else None
+    if jit and len(shape) >= 2 and all(f == 1 for f in factors[:-2]):
         # the usual case, H and W only: a Numba loop writing whole output rows
-        jit = _jit()
         fh, fw = factors[-2:]
         x3 = (-1,) + shape[-2:]
         y3 = (-1,) + oshape[-2:]
@@ -182,10 +187,11 @@ def prepare_convtranspose(node, ins, outs):
     sh, sw = strides
     full = [s * (i - 1) + d * (k - 1) + 1 for s, i, d, k in zip(strides, (h, wd), dil, (kh, kw))]
 
-    if (sh, sw) == (kh, kw) and tuple(dil) == (1, 1) and list(full) == list(out) \
-            and not any(pb):
+    tiles = (sh, sw) == (kh, kw) and tuple(dil) == (1, 1) and list(full) == list(out) \
+        and not any(pb)
+    jit = _jit() if tiles else None
+    if jit:
         # taps tile the output: y[m, i*kh + a, j*kw + b] = cols[m, a, b, i, j] + b[m]
-        jit = _jit()
         bias = np.zeros(m, np.float32) if b is None else np.ascontiguousarray(b.reshape(m))
 
         def run_tile(inputs, outputs):

@@ -17,6 +17,7 @@ from ...errors import UnsupportedOpError
 from ...graph.dtypes import from_onnx
 from ...graph.shapes.elementwise import NUMERIC_DTYPES
 from ...registry import reference
+from .special import erf
 
 
 def _quiet(fn):
@@ -39,11 +40,6 @@ def _softplus(x):
     return np.logaddexp(x, 0)  # log(1 + exp(x)) without overflow
 
 
-def _erf(x):
-    from scipy.special import erf
-    return erf(x)
-
-
 def _elu(x, alpha):
     return np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0)))
 
@@ -51,7 +47,7 @@ def _elu(x, alpha):
 def _gelu(x, a):
     if a.get("approximate", "none") == "tanh":
         return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)))
-    return 0.5 * x * (1 + _erf(x * math.sqrt(0.5)))
+    return 0.5 * x * (1 + erf(x * math.sqrt(0.5)))
 
 
 def _shrink(x, a):
@@ -95,7 +91,7 @@ UNARY = {
     "Asinh": lambda x, a: np.arcsinh(x),
     "Acosh": lambda x, a: np.arccosh(x),
     "Atanh": lambda x, a: np.arctanh(x),
-    "Erf": lambda x, a: _erf(x),
+    "Erf": lambda x, a: erf(x),
     "Identity": lambda x, a: x,
     "Gelu": _gelu,
     "Mish": lambda x, a: x * np.tanh(_softplus(x)),

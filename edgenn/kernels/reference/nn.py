@@ -17,6 +17,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from ...graph.shapes.nn import (STASH_DTYPES, conv_transpose_geometry, resize_plan,
                                 window_geometry)
 from ...registry import reference
+from .special import erf
 
 
 def _node(op: str):
@@ -30,11 +31,6 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     # exp of a non-positive argument only: no overflow for large |x|
     e = np.exp(-np.abs(x))
     return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
-
-
-def _erf(x: np.ndarray) -> np.ndarray:
-    from scipy.special import erf  # imported lazily: scipy costs import time
-    return erf(x).astype(x.dtype, copy=False)
 
 
 def apply_activation(y: np.ndarray, act: str, params) -> np.ndarray:
@@ -60,7 +56,7 @@ def apply_activation(y: np.ndarray, act: str, params) -> np.ndarray:
         alpha = p[0] if p else 0.01
         out = np.where(y >= 0, y, y * t(alpha))
     elif act == "Gelu":
-        out = t(0.5) * y * (t(1) + _erf(y * t(1 / math.sqrt(2))))
+        out = t(0.5) * y * (t(1) + erf(y * t(1 / math.sqrt(2))))
     else:
         raise ValueError(f"unknown fused activation {act!r}")
     return out.astype(y.dtype, copy=False)

@@ -1,0 +1,212 @@
+"""Entropy-coded weights in .enn (graph/entropy.py, compress/entropy_report.py).
+
+- round trips: int8 / uint8 constants of many distributions and shapes come back exactly,
+  are coded only where that shrinks them, and a coded file re-saves byte-identically;
+- the coder's size against the empirical entropy, bounded by Huffman's redundancy (zstd
+  codes literals with Huffman: at most p_max + 0.086 bits per symbol above the entropy,
+  Gallager 1978) plus its per-block tables;
+- models: weight-only int8 / int4 and int8-quantized digits CNN coded, outputs identical;
+- hostile files: corrupt frames, a declared size the frame does not have, a "zip bomb"
+  declaring a huge tensor, an unknown coder, a float dtype: all ModelFormatError, nothing
+  allocated for the bomb.
+"""
+from __future__ import annotations
+
+import json
+import struct
+
+import numpy as np
+import pytest
+from quant_data import digits
+
+import edgenn
+from edgenn.compress.entropy_report import entropy_report
+from edgenn.compress.weights import compress_weights
+from edgenn.demo import DEMO_MODEL
+from edgenn.errors import ModelFormatError
+from edgenn.graph import entropy
+from edgenn.graph import format as enn
+from edgenn.graph.ir import Graph, Node, ValueInfo
+
+RNG = np.random.default_rng(7)
+
+
+def _graph(consts: dict) -> Graph:
+    """A graph that keeps every constant: y = Identity(x), the constants ride along."""
+    nodes = [Node("Identity", ["x"], ["y"], {}, "id")]
+    g = Graph(nodes, [ValueInfo("x", "float32", (1,))], [ValueInfo("y", "float32", (1,))],
+              dict(consts), {})
+    return g
+
+
+def _laplace_int8(n, scale):
+    return np.clip(np.rint(RNG.laplace(0, scale, n)), -127, 127).astype(np.int8)
+
+
+CASES = {
+    "laplace narrow": _laplace_int8(50_000, 3.0).reshape(50, 1000),
+    "laplace wide": _laplace_int8(300_000, 25.0).reshape(300, 10, 100),
+    "sparse 90%": np.where(RNG.random(40_000) < 0.9, 0, _laplace_int8(40_000, 20)).astype(
+        np.int8).reshape(40, 10, 10, 10),
+    "all zero": np.zeros((64, 64), np.int8),
+    "uniform int8": RNG.integers(-128, 128, 20_000).astype(np.int8),
+    "uint8 zero points": RNG.integers(120, 136, 4096).astype(np.uint8),
+    "odd shape": _laplace_int8(3 * 7 * 11 * 13, 8.0).reshape(3, 7, 11, 13),
+    "too small": _laplace_int8(500, 3.0),
+}
+
+
+def _saved(tmp_path, consts, name="m.enn", entropy_on=True):
+    path = tmp_path / name
+    edgenn.save(_graph(consts), str(path), entropy=entropy_on)
+    return path
+
+
+def _table(path) -> dict:
+    data = open(path, "rb").read()
+    (n,) = struct.unpack_from("<Q", data, 0)
+    return json.loads(json.loads(data[8:8 + n])["__metadata__"]["graph"])["tensors"]
+
+
+def test_round_trip_every_distribution_and_shape(tmp_path):
+    consts = dict(CASES, floats=RNG.standard_normal((32, 32)).astype(np.float32))
+    path = _saved(tmp_path, consts)
+    back = edgenn.load(str(path)).consts
+    table = _table(path)
+    for name, a in consts.items():
+        assert back[name].dtype == a.dtype and np.array_equal(back[name], a), name
+        coded = bool(table[name].get("entropy"))
+        should = entropy.codable(a) and entropy.encode(a) is not None
+        assert coded == should, name
+    assert table["laplace narrow"].get("entropy") and table["all zero"].get("entropy")
+    assert not table["uniform int8"].get("entropy")     # incompressible: stays raw
+    assert not table["too small"].get("entropy") and not table["floats"].get("entropy")
+
+
+def test_coded_file_resaves_byte_identically(tmp_path):
+    first = _saved(tmp_path, CASES, "a.enn")
+    again = tmp_path / "b.enn"
+    edgenn.save(edgenn.load(str(first)), str(again))           # entropy=None: as loaded
+    assert first.read_bytes() == again.read_bytes()
+    plain = tmp_path / "c.enn"
+    edgenn.save(edgenn.load(str(first)), str(plain), entropy=False)
+    assert not any(e.get("entropy") for e in _table(plain).values())
+    assert plain.stat().st_size > first.stat().st_size
+
+
+@pytest.mark.parametrize("scale", [1.5, 6.0, 25.0])
+def test_size_within_the_huffman_bound_of_the_entropy(scale):
+    a = _laplace_int8(400_000, scale)
+    frame = entropy.encode(a)
+    h = entropy.entropy_bits(a)
+    p_max = np.bincount(a.view(np.uint8)).max() / a.size
+    blocks = -(-a.nbytes // (128 << 10))                 # zstd blocks of <= 128 KB
+    bound = h + a.size * (p_max + 0.086) + 8 * (blocks * 256 + 64)
+    assert 8 * len(frame) <= bound, (8 * len(frame) / a.size, h / a.size)
+    # and zstd does not beat the order-0 entropy by much on i.i.d. symbols
+    assert 8 * len(frame) >= 0.98 * h
+
+
+@pytest.mark.parametrize("bits", [8, 4])
+def test_weight_only_models_coded_run_identically(tmp_path, bits):
+    x = digits()[1][:16]
+    g = edgenn.load(DEMO_MODEL)
+    compress_weights(g, bits)
+    edgenn.save(g, str(tmp_path / "raw.enn"))
+    edgenn.save(g, str(tmp_path / "coded.enn"), entropy=True)
+    assert (tmp_path / "coded.enn").stat().st_size < (tmp_path / "raw.enn").stat().st_size
+    a = edgenn.InferenceSession(str(tmp_path / "raw.enn")).run(None, {"image": x})[0]
+    b = edgenn.InferenceSession(str(tmp_path / "coded.enn")).run(None, {"image": x})[0]
+    assert np.array_equal(a, b)
+    rep = entropy_report(g)
+    assert rep.tensors and all(t.coded_bytes < t.raw_bytes for t in rep.tensors)
+    assert rep.symbols == sum(t.symbols for t in rep.tensors)
+    assert "bits/weight vs entropy" in rep.table()
+
+
+def test_int8_quantized_model_coded_runs_identically(tmp_path):
+    calib, held, _ = digits()
+    g = edgenn.quantize(DEMO_MODEL, [calib[i:i + 20] for i in range(0, 100, 20)])
+    edgenn.save(g, str(tmp_path / "q.enn"))
+    edgenn.save(g, str(tmp_path / "qc.enn"), entropy=True)
+    table = _table(tmp_path / "qc.enn")
+    coded = [n for n, e in table.items() if e.get("entropy")]
+    assert coded, "no int8 weight was coded"
+    a = edgenn.InferenceSession(str(tmp_path / "q.enn")).run(None, {"image": held})[0]
+    b = edgenn.InferenceSession(str(tmp_path / "qc.enn")).run(None, {"image": held})[0]
+    assert np.array_equal(a, b)
+
+
+# -- hostile files ---------------------------------------------------------------------------
+
+def _rewrite(path, edit_table=None, edit_blob=None):
+    """Edit a saved .enn's tensor table and/or one blob's bytes, fixing the checksums so
+    only the coding is wrong."""
+    data = bytearray(open(path, "rb").read())
+    (n,) = struct.unpack_from("<Q", data, 0)
+    header = json.loads(data[8:8 + n])
+    meta = header["__metadata__"]
+    doc = json.loads(meta["graph"])
+    body = data[8 + n:]
+    if edit_blob:
+        key, fn = edit_blob
+        lo, hi = header[key]["data_offsets"]
+        body[lo:hi] = fn(bytes(body[lo:hi]))
+        for e in doc["tensors"].values():
+            if key in e["crc32"]:
+                e["crc32"][key] = enn._crc(bytes(body[lo:hi]))
+    if edit_table:
+        edit_table(doc["tensors"])
+    meta["graph"] = json.dumps(doc, separators=(",", ":"))
+    meta["graph_crc32"] = str(enn._crc(meta["graph"].encode()))
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * (-len(raw) % 8)
+    open(path, "wb").write(struct.pack("<Q", len(raw)) + raw + bytes(body))
+
+
+def _coded_file(tmp_path):
+    path = _saved(tmp_path, {"w": CASES["laplace wide"]})
+    entry = _table(path)["w"]
+    return path, entry["blobs"]["data"]
+
+
+def _spec(fn):
+    def edit(table):
+        fn(table["w"]["entropy"]["data"])
+    return edit
+
+
+@pytest.mark.parametrize("edit", [
+    lambda key: (key, lambda b: b[:40] + bytes([b[40] ^ 0xFF]) + b[41:]),   # a flipped byte
+    lambda key: (key, lambda b: b[:-9] + b"\0" * 9),                         # a cut tail
+], ids=["flipped-byte", "cut-tail"])
+def test_corrupt_frames_are_format_errors(tmp_path, edit):
+    path, key = _coded_file(tmp_path)
+    _rewrite(path, edit_blob=edit(key))
+    with pytest.raises(ModelFormatError, match="tensor 'w'"):
+        edgenn.load(str(path))
+
+
+@pytest.mark.parametrize("edit, message", [
+    (_spec(lambda s: s.update(shape=[300, 10, 99])), "declared"),        # fewer bytes
+    (_spec(lambda s: s.update(shape=[300, 10, 101])), "declared"),       # more bytes
+    (_spec(lambda s: s.update(shape=[1 << 20, 1 << 20, 1 << 10])), "implausible expansion"),
+    (_spec(lambda s: s.update(coder="ans")), "unknown entropy coder"),
+    (_spec(lambda s: s.update(dtype="float32")), "int8 / uint8"),
+    (_spec(lambda s: s.update(shape=[-1, 3])), "bad shape"),
+])
+def test_inconsistent_coding_is_a_format_error(tmp_path, edit, message):
+    path, _ = _coded_file(tmp_path)
+    _rewrite(path, edit_table=edit)
+    with pytest.raises(ModelFormatError, match=message):
+        edgenn.load(str(path))
+
+
+def test_expansion_budget_is_for_the_whole_file(tmp_path, monkeypatch):
+    """Each all-zero tensor alone fits the budget; together they pass it (SLACK made
+    small here so the test allocates little)."""
+    monkeypatch.setattr(entropy, "SLACK", 1 << 20)
+    path = _saved(tmp_path, {f"z{i}": np.zeros(600_000, np.int8) for i in range(3)})
+    edgenn.load(str(_saved(tmp_path, {"z": np.zeros(600_000, np.int8)}, "one.enn")))
+    with pytest.raises(ModelFormatError, match="implausible expansion"):
+        edgenn.load(str(path))

@@ -1,0 +1,157 @@
+"""A runtime-only install: running an .enn needs numpy, safetensors, threadpoolctl, tqdm and
+the compiled kernels, never onnx, Numba or SciPy (edgenn/extras.py).
+
+- the runtime with those three packages made unimportable (a child process whose import
+  system refuses them): zoo models converted here run there, and match onnxruntime;
+  the demo runs the shipped digits.enn; an ONNX source is a clear MissingDependencyError;
+- the shipped digits.enn is the same model as a fresh conversion of digits.onnx;
+- the real thing (slow): `pip wheel .`, a fresh virtual environment with the wheel and what
+  it requires, the demo and a model run there, and its size against onnxruntime + numpy.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from models import rel_err
+
+import edgenn
+from edgenn.demo import DEMO_ENN, DEMO_MODEL, DEMO_SAMPLES
+from edgenn.graph import format as enn
+
+ROOT = Path(__file__).resolve().parent.parent
+OPTIONAL = ("onnx", "numba", "llvmlite", "scipy")
+TOL = 1e-4   # as tests/test_models.py: edgenn against onnxruntime, fp32
+MODELS = ("mobilenet_v2-op13", "bert_tiny-op20", "yolo_tiny-op18", "ppocr_v4_det")
+
+# prepended to the child's code: those packages cannot be found, as in a lean install
+BLOCK = textwrap.dedent(f"""
+    import sys
+    class _Lean:
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in {OPTIONAL!r}:
+                raise ModuleNotFoundError(f"No module named {{name!r}} (lean install)")
+            return None
+    sys.meta_path.insert(0, _Lean())
+""")
+
+
+def _child(code: str, tmp_path, timeout=600) -> subprocess.CompletedProcess:
+    script = tmp_path / "child.py"
+    script.write_text(BLOCK + textwrap.dedent(code))
+    return subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=timeout, cwd=tmp_path)
+
+
+def test_runtime_runs_enn_models_without_onnx_numba_scipy(zoo, tmp_path):
+    jobs = []
+    for name in MODELS:
+        case = zoo(name)
+        path = tmp_path / f"{name}.enn"
+        edgenn.convert(str(case.path), str(path))
+        np.savez(tmp_path / f"{name}.feeds.npz", **case.feeds)
+        jobs.append((name, str(path), case.input_shapes))
+    (tmp_path / "jobs.json").write_text(json.dumps(jobs))
+    res = _child(f"""
+        import json, sys
+        import numpy as np
+        import edgenn
+        for name, path, shapes in json.load(open("jobs.json")):
+            feeds = dict(np.load(name + ".feeds.npz"))
+            sess = edgenn.InferenceSession(path, threads=1, input_shapes=shapes)
+            outs = sess.run(None, feeds)
+            np.savez(name + ".out.npz", *outs)
+        try:
+            edgenn.InferenceSession({DEMO_MODEL!r})
+            raise SystemExit("an ONNX source loaded without onnx")
+        except edgenn.MissingDependencyError as exc:
+            assert "edgenn[convert]" in str(exc), exc
+            assert isinstance(exc, ImportError)
+        from edgenn.cli import EXIT_REJECTED, main
+        assert main(["demo"]) == 0
+        assert main(["convert", {DEMO_MODEL!r}, "-o", "x.enn"]) == EXIT_REJECTED
+        loaded = sorted(m for m in sys.modules if m.split(".")[0] in {OPTIONAL!r})
+        assert not loaded, loaded
+    """, tmp_path)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert "running the shipped digits.enn" in res.stdout
+    assert "pip install 'edgenn[convert]'" in res.stderr   # the CLI's one-line error
+    for name in MODELS:
+        expected = zoo(name).expected
+        got = np.load(tmp_path / f"{name}.out.npz")
+        got = [got[f"arr_{i}"] for i in range(len(got.files))]
+        assert len(got) == len(expected)
+        errors = [rel_err(g, e) for g, e in zip(got, expected)]
+        assert max(errors) <= TOL, f"{name}: {errors}"
+
+
+def test_shipped_demo_enn_is_the_converted_demo_model():
+    """digits.enn (what a lean install's demo runs) = convert(digits.onnx) today: same ops,
+    attributes and weights; regenerate with `python scripts/make_demo_model.py --enn`."""
+    shipped = enn.load(DEMO_ENN)
+    fresh = edgenn.load(DEMO_MODEL)
+    hint = "edgenn/models/digits.enn is stale: python scripts/make_demo_model.py --enn"
+    assert [(n.op, n.inputs, n.outputs) for n in shipped.nodes] == \
+        [(n.op, n.inputs, n.outputs) for n in fresh.nodes], hint
+    assert [repr(sorted(n.attrs.items())) for n in shipped.nodes] == \
+        [repr(sorted(n.attrs.items())) for n in fresh.nodes], hint
+    assert sorted(shipped.consts) == sorted(fresh.consts), hint
+    for k, v in fresh.consts.items():
+        assert np.array_equal(np.asarray(shipped.consts[k]), v), f"{k}: {hint}"
+    images = np.load(DEMO_SAMPLES)["images"]
+    a = edgenn.InferenceSession(DEMO_ENN).run(None, {"image": images})[0]
+    b = edgenn.InferenceSession(DEMO_MODEL).run(None, {"image": images})[0]
+    assert np.array_equal(a, b)
+
+
+def _installed_bytes(dists) -> int:
+    """Bytes of the files pip installed for these distributions (their RECORD)."""
+    total = 0
+    for d in dists:
+        for f in metadata.distribution(d).files or ():
+            p = Path(f.locate())
+            total += p.stat().st_size if p.is_file() else 0
+    return total
+
+
+def _dir_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+@pytest.mark.slow
+def test_wheel_in_a_fresh_venv_is_lean(tmp_path):
+    """pip wheel . -> fresh venv -> pip install the wheel: the demo and an .enn model run;
+    nothing optional is installed; the install is no larger than onnxruntime + numpy."""
+    wheels = tmp_path / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                    "--no-build-isolation", "-w", str(wheels), str(ROOT)],
+                   check=True, timeout=900, capture_output=True)
+    wheel, = wheels.glob("edgenn-*.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    py = venv / "bin" / "python"
+    # pip from outside (--python): the venv holds only edgenn and what it requires
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q",
+                    "--disable-pip-version-check", str(wheel)], check=True, timeout=900,
+                   capture_output=True)
+    site = next(venv.glob("lib/python*/site-packages"))
+    names = {p.name.split("-")[0].lower() for p in site.glob("*.dist-info")}
+    assert "edgenn" in names
+    assert not names & {"onnx", "numba", "llvmlite", "scipy"}, names
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    demo = subprocess.run([str(venv / "bin" / "edgenn"), "demo"], capture_output=True,
+                          text=True, timeout=300, cwd=tmp_path, env=env)
+    assert demo.returncode == 0, demo.stdout[-2000:] + demo.stderr[-2000:]
+    assert "held-out digits" in demo.stdout
+    lean = _dir_bytes(site)
+    peer = _installed_bytes(["onnxruntime", "numpy"])
+    print(f"lean install {lean / 1e6:.1f} MB, onnxruntime + numpy {peer / 1e6:.1f} MB")
+    assert lean <= peer, (lean, peer)
