@@ -47,6 +47,16 @@ extensions = [
     Extension("edgenn.kernels.fast._qgemm_emu", ["edgenn/kernels/fast/_qgemm_emu.pyx"],
               include_dirs=[np.get_include(), "edgenn/kernels/fast", SIMDE],
               extra_compile_args=["-O1"], depends=["edgenn/kernels/fast/_qgemm_vnni.h"]),
+    # sparse 1x1 convolution (weights in CSR), and its SIMDe-emulated twin for the tests
+    Extension("edgenn.kernels.fast._spmm", ["edgenn/kernels/fast/_spmm.pyx"],
+              include_dirs=["edgenn/kernels/fast", SIMDE], extra_compile_args=["-O3"],
+              depends=["edgenn/kernels/fast/_spmm.h", "edgenn/kernels/fast/_spmm_tile.h",
+                       "edgenn/kernels/fast/_cpu.h"]),
+    Extension("edgenn.kernels.fast._spmm_emu", ["edgenn/kernels/fast/_spmm_emu.pyx"],
+              include_dirs=["edgenn/kernels/fast", SIMDE], define_macros=[("EDGENN_SIMDE", "1")],
+              extra_compile_args=["-O1"],
+              depends=["edgenn/kernels/fast/_spmm.pyx", "edgenn/kernels/fast/_spmm.h",
+                       "edgenn/kernels/fast/_spmm_tile.h"]),
     # int8 QConv / QGemm: bit-exact float epilogue, so no FMA contraction
     Extension("edgenn.kernels.fast._qgemm", ["edgenn/kernels/fast/_qgemm.pyx"],
               include_dirs=[np.get_include(), "edgenn/kernels/fast", SIMDE],

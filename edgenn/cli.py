@@ -226,6 +226,51 @@ def cmd_quantize(args) -> int:
     return EXIT_OK
 
 
+def _pruning_options(s):
+    g = s.add_argument_group("pruning (compress/prune.py; no retraining)")
+    g.add_argument("--sparse", type=float, metavar="R",
+                   help="zero this fraction of every pointwise (1x1) conv's weights, by "
+                        "magnitude (the first one kept dense)")
+    g.add_argument("--pattern", type=int, metavar="K",
+                   help="pattern-prune stride-1 3x3 convs: keep K of 9 taps per kernel")
+    g.add_argument("--patterns", type=int, default=8, help="patterns per layer (default 8)")
+    g.add_argument("--connectivity", type=float, default=0.5, metavar="R",
+                   help="with --pattern: remove this fraction of whole kernels (default 0.5)")
+
+
+def cmd_prune(args) -> int:
+    from .api import load, save
+    from .compress import prune
+    if not args.sparse and not args.pattern:
+        raise SystemExit("edgenn prune: give --sparse R and/or --pattern K")
+    graph = load(args.model)
+    if args.sparse:
+        print(prune.sparsify(graph, args.sparse).table())
+    if args.pattern:
+        print(prune.pattern_prune(graph, args.pattern, args.patterns,
+                                  args.connectivity).table())
+    save(graph, args.output)
+    print(f"wrote {args.output} ({os.path.getsize(args.output) / 1e6:.2f} MB)")
+    return EXIT_OK
+
+
+def cmd_compress(args) -> int:
+    from .api import save
+    from .compress.chain import compress
+    graph, rep = compress(args.model, args.calib, sparse=args.sparse, pattern=args.pattern,
+                          patterns=args.patterns, connectivity=args.connectivity,
+                          int8=not args.no_int8, entropy=not args.no_entropy, data=args.data,
+                          batch_size=args.batch_size, image_spec=_image_spec(args),
+                          threads=args.threads,
+                          progress=lambda stage: print(f"  ... {stage}", flush=True))
+    save(graph, args.output)
+    print(rep.table())
+    print(f"wrote {args.output} ({os.path.getsize(args.output) / 1e6:.3f} MB; fidelity "
+          f"against the fp32 model on {'--data' if args.data else 'the calibration data'}; "
+          f"latency: this CPU, {args.threads} thread(s))")
+    return EXIT_OK
+
+
 def cmd_accuracy(args) -> int:
     import json
 
@@ -373,6 +418,23 @@ def build_parser() -> argparse.ArgumentParser:
     data_options(ac)
     ac.set_defaults(fn=cmd_accuracy)
 
+    pr = sub.add_parser("prune", help="magnitude / pattern pruning for the sparse kernels")
+    pr.add_argument("model")
+    pr.add_argument("-o", "--output", required=True)
+    _pruning_options(pr)
+    pr.set_defaults(fn=cmd_prune)
+
+    cz = sub.add_parser("compress", help="prune -> int8 -> entropy coding, measured per step")
+    cz.add_argument("model")
+    cz.add_argument("--calib", required=True, metavar="DATA", help="calibration data: " + data_help)
+    cz.add_argument("--data", metavar="DATA", help="held-out data for fidelity: " + data_help)
+    cz.add_argument("-o", "--output", required=True)
+    cz.add_argument("--no-int8", action="store_true", help="skip quantization")
+    cz.add_argument("--no-entropy", action="store_true", help="skip entropy coding")
+    _pruning_options(cz)
+    data_options(cz)
+    cz.set_defaults(fn=cmd_compress)
+
     f = sub.add_parser("finetune", help="retrain the last layer(s) on your own labelled data")
     f.add_argument("model")
     f.add_argument("--data", required=True, help=".npz with the inputs and a labels array")
@@ -399,6 +461,11 @@ def main(argv=None) -> int:
         return int(exc.code or 0) if not isinstance(exc.code, str) else EXIT_USAGE
     try:
         return args.fn(args)
+    except SystemExit as exc:          # a command's own usage error (a message)
+        if not isinstance(exc.code, str):
+            raise
+        print(exc.code, file=sys.stderr)
+        return EXIT_USAGE
     except EdgennError as exc:
         print(f"edgenn: error: {exc}", file=sys.stderr)
         return EXIT_REJECTED

@@ -12,6 +12,7 @@
 
 #include "_cpu.h"
 #include "_qgemm.h"
+#include "_spmm.h"
 #include "sgemm.h"
 
 static int passed, failed;
@@ -104,6 +105,46 @@ static void check_sgemm(void) {
     }
 }
 
+/* Sparse 1x1 conv, every tier (portable C, and the AVX2 / AVX-512F bodies on SIMDe):
+ * small integer weights and inputs, so the sums are exact in fp32 on every tier. */
+static void check_spmm(void) {
+    static const long shapes[][3] = {{1, 1, 1}, {5, 3, 33}, {9, 7, 64}, {16, 20, 129}};
+    char what[128];
+    for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
+        long M = shapes[t][0], K = shapes[t][1], S = shapes[t][2];
+        float *w = malloc(M * K * 4), *x = malloc(K * S * 4), *y = malloc(M * S * 4);
+        float *val = malloc(M * K * 4), *ws = malloc((K + 2 * M) * 64 * 4);
+        int *rp = malloc((M + 1) * sizeof(int)), nnz = 0;
+        long *off = malloc(M * K * sizeof(long)), *off_t = malloc(M * K * sizeof(long));
+        for (long i = 0; i < M * K; i++) w[i] = rnd() % 3 ? 0.f : (float)((int)(rnd() % 7) - 3);
+        for (long i = 0; i < K * S; i++) x[i] = (float)((int)(rnd() % 7) - 3);
+        for (long m = 0; m < M; m++) {
+            rp[m] = nnz;
+            for (long k = 0; k < K; k++)
+                if (w[m * K + k] != 0.f) { off[nnz] = k; val[nnz++] = w[m * K + k]; }
+        }
+        rp[M] = nnz;
+        for (int tier = 0; tier <= 3; tier++) {
+            long *o = malloc(M * K * sizeof(long));
+            for (int j = 0; j < nnz; j++) { o[j] = off[j] * S; off_t[j] = off[j] * sp_tile(tier); }
+            sp_epi e = {rp, o, val, NULL, NULL, SP_ACT_RELU, 0.f, 1e30f};
+            spmm_run(x, y, M, K, S, &e, off_t, tier, ws);
+            free(o);
+            int ok = 1;
+            for (long m = 0; m < M; m++)
+                for (long s = 0; s < S; s++) {
+                    double v = 0;
+                    for (long k = 0; k < K; k++) v += (double)w[m * K + k] * x[k * S + s];
+                    ok &= y[m * S + s] == (float)(v > 0 ? v : 0);
+                }
+            snprintf(what, sizeof what, "spmm tier %d %ldx%ldx%ld: exact on small integers",
+                     tier, M, K, S);
+            check(ok, what);
+        }
+        free(w); free(x); free(y); free(val); free(ws); free(rp); free(off); free(off_t);
+    }
+}
+
 int main(void) {
 #if defined(__aarch64__)
     int t = edgenn_isa();
@@ -113,6 +154,7 @@ int main(void) {
 #endif
     check_vnni();
     check_sgemm();
+    check_spmm();
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;
 }

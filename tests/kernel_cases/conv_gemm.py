@@ -53,12 +53,46 @@ def conv_cases():
                      group=g, auto_pad="NOTSET", activation=act, activation_params=params)
         yield Node("Conv", ["x", "w", "b"], ["y"], attrs, "conv"), \
             [x, wt, rng.standard_normal(m).astype(np.float32)]
+    yield from sparse_conv_cases(rng)
     for act, params in ACTS[4:]:  # the remaining activations on one geometry
         x = rng.standard_normal((1, 4, 6, 6)).astype(np.float32)
         wt = rng.standard_normal((4, 4, 3, 3)).astype(np.float32)
         attrs = dict(kernel_shape=[3, 3], strides=[1, 1], pads=[1] * 4, dilations=[1, 1],
                      group=1, auto_pad="NOTSET", activation=act, activation_params=params)
         yield Node("Conv", ["x", "w"], ["y"], attrs, "conv"), [x, wt]
+
+
+# pruned weights (the sparse kernels, from 50% zeros): 1x1 around the 32 / 64-pixel tiles,
+# KxK stride 1 with pads, dilation and SAME; n, c, h, w, m, k, pad, dil
+SPARSE_GEOMS = [(1, 16, 8, 8, 32, 1, 0, 1), (2, 24, 7, 7, 40, 1, 0, 1), (1, 9, 5, 13, 6, 1, 0, 1),
+                (1, 8, 9, 9, 12, 3, 1, 1), (2, 5, 11, 7, 6, 3, 2, 2), (1, 4, 6, 6, 8, 5, 2, 1),
+                (1, 6, 10, 10, 16, 3, 0, 1)]
+
+
+def pruned(rng, shape, zeros=0.8):
+    """Weights with `zeros` of them zero, one output channel empty and one full."""
+    w = rng.standard_normal(shape).astype(np.float32)
+    w[rng.random(shape) < zeros] = 0
+    w[0] = 0
+    w[-1] = rng.standard_normal(shape[1:])
+    return w
+
+
+def sparse_conv_cases(rng):
+    for (n, c, h, w, m, k, p, d), (act, params), residual in itertools.product(
+            SPARSE_GEOMS, ACTS[:3] + [EXTREME_ACTS[2]], (False, True)):
+        x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+        attrs = dict(kernel_shape=[k, k], strides=[1, 1], pads=[p] * 4, dilations=[d, d],
+                     group=1, auto_pad="NOTSET", activation=act, activation_params=params)
+        oh, ow = h + 2 * p - d * (k - 1), w + 2 * p - d * (k - 1)
+        inputs = [x, pruned(rng, (m, c, k, k)), rng.standard_normal(m).astype(np.float32)]
+        if residual:
+            inputs.append(rng.standard_normal((n, m, oh, ow)).astype(np.float32))
+        yield Node("Conv", ["x", "w", "b", "z"][:len(inputs)], ["y"], attrs, "conv"), inputs
+    x = rng.standard_normal((1, 6, 9, 8)).astype(np.float32)     # SAME_UPPER, no bias
+    attrs = dict(kernel_shape=[3, 3], strides=[1, 1], auto_pad="SAME_UPPER", group=1,
+                 dilations=[1, 1], activation="Relu", activation_params=[])
+    yield Node("Conv", ["x", "w"], ["y"], attrs, "conv"), [x, pruned(rng, (5, 6, 3, 3))]
 
 
 def gemm_cases():

@@ -134,6 +134,16 @@ def qconv_cases(all_variants: bool = False):
     for i, geom in enumerate(CONV_GEOMS[::2]):
         yield qconv_case(rng, geom, ("HardSwish", "Relu", "")[i % 3], (), i % 4 != 3,
                          post=(1.0 + 0.37 * i, 0.25 - 0.1 * i), bits=8 if i % 2 else 7)
+    # pruned int8 weights (80% zeros): the sparse fp32 kernels run them (the *_f32 specs)
+    for i, geom in enumerate([(1, 16, 8, 8, 32, 1, 1, 0, 1, 1), (1, 8, 9, 9, 12, 3, 1, 1, 1, 1),
+                              (2, 24, 7, 7, 40, 1, 1, 0, 1, 1), (1, 6, 10, 10, 16, 3, 1, 0, 1, 1),
+                              (1, 9, 5, 13, 6, 1, 1, 0, 1, 1), (1, 5, 11, 7, 6, 3, 1, 2, 2, 1),
+                              (1, 32, 3, 3, 8, 1, 1, 0, 1, 1), (1, 4, 6, 6, 8, 5, 1, 2, 1, 1)]):
+        n, c, h, wd, m, k = geom[:6]
+        w = weight_values(rng, (m, c, k, k), 7)
+        w[rng.random(w.shape) < 0.8] = 0
+        yield qconv_case(rng, geom, ("Relu", "", "Clip")[i % 3],
+                         [0.0, 6.0] if i % 3 == 2 else (), False, i % 2 == 1, w=w)
     # onnxruntime's quantize_dynamic form (ConvInteger): run-time x_scale / x_zp, float
     # output, float bias; group-1 (padded, strided, 1x1 direct), grouped and depthwise
     for i, geom in enumerate(CONV_GEOMS):

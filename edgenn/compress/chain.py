@@ -1,0 +1,136 @@
+"""The compression chain: prune -> int8 -> entropy coding, with size, fidelity and latency
+measured after every step (`edgenn compress`, `edgenn.compress.chain.compress`).
+
+Steps, each optional except the first:
+    fp32      the model as converted (the baseline of every fidelity figure)
+    pruned    pointwise convs to `sparse` zeros (magnitude) and/or 3x3 convs pattern-pruned
+              (`pattern` taps of 9, `connectivity` of the kernels removed): prune.py
+    int8      post-training quantization on `calib` (quant/quantize.py, its defaults)
+    coded     int8 / int4 blobs zstd-coded in the .enn (graph/entropy.py)
+Size is the .enn file's; fidelity is the output cosine and top-1 agreement against the
+fp32 model on `data` (held-out; the calibration data when none is given), and accuracy
+when the data has labels; latency is edgenn's tuned plan on this CPU, median of `rounds`.
+No retraining: where pruning costs more fidelity than the target allows, the honest
+answer is fine-tuning with the masks (outside this chain).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..graph import format as enn
+from ..graph.ir import Graph
+from . import prune
+
+
+@dataclass
+class Step:
+    name: str
+    bytes: int
+    cosine: float | None = None      # worst output cosine against fp32 (None: fp32 itself)
+    top1: float | None = None        # top-1 agreement with fp32 on the first output
+    accuracy: float | None = None    # when the data has labels
+    latency_ms: float | None = None
+    detail: str = ""
+
+
+@dataclass
+class ChainReport:
+    steps: list[Step] = field(default_factory=list)
+
+    def table(self) -> str:
+        base = self.steps[0].bytes
+        rows = [f"{'step':8} {'size MB':>9} {'vs fp32':>8} {'cosine':>8} {'top-1 agr':>9} "
+                f"{'accuracy':>8} {'latency ms':>10}  detail"]
+        for s in self.steps:
+            def f(v, fmt):
+                return format(v, fmt) if v is not None else "-"
+            rows.append(f"{s.name:8} {s.bytes / 1e6:9.3f} {base / s.bytes:7.2f}x "
+                        f"{f(s.cosine, '8.5f'):>8} {f(s.top1, '9.2%'):>9} "
+                        f"{f(s.accuracy, '8.2%'):>8} {f(s.latency_ms, '10.2f'):>10}  {s.detail}")
+        return "\n".join(rows)
+
+
+def _size(graph: Graph, entropy: bool) -> int:
+    g = Graph(graph.nodes, graph.inputs, graph.outputs, graph.consts, dict(graph.meta))
+    if entropy:
+        g.meta["entropy_coding"] = "zstd"
+    else:
+        g.meta.pop("entropy_coding", None)
+    return len(enn.to_bytes(g))
+
+
+def _latency(graph: Graph, feed: dict, threads: int, rounds: int) -> float:
+    from ..runtime.session import InferenceSession
+    sess = InferenceSession(graph, threads=threads,
+                            input_shapes={k: v.shape for k, v in feed.items()})
+    for _ in range(3):
+        sess.run(None, feed)
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        sess.run(None, feed)
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times)) * 1e3
+
+
+def _fidelity(fp32: Graph, test: Graph, data, batch_size, image_spec, threads) -> dict:
+    from ..quant.accuracy import report
+    rep = report(fp32, test, data, batch_size=batch_size, image_spec=image_spec,
+                 layers=False, threads=threads)
+    outs = list(rep["outputs"].values())
+    acc = rep.get("accuracy") or {}
+    return {"cosine": min(o["cosine"] for o in outs), "top1": outs[0].get("top1"),
+            "accuracy": acc.get("int8"), "fp32_accuracy": acc.get("fp32")}
+
+
+def compress(model, calib, *, sparse: float | None = None, pattern: int | None = None,
+             patterns: int = 8, connectivity: float = 0.5, int8: bool = True,
+             entropy: bool = True, data=None, batch_size: int | None = None,
+             image_spec=None, threads: int = 1, rounds: int = 10,
+             progress=None) -> tuple[Graph, ChainReport]:
+    """-> (the compressed graph, the chain report). `model`: .onnx / .enn / Graph."""
+    from ..converters.source import load
+    from ..quant.data import load_batches
+    fp32 = model if isinstance(model, Graph) else load(model)
+    data = calib if data is None else data
+    feed = load_batches(data, fp32.inputs, batch_size, image_spec).feeds[0]
+    one = {k: v[:1] for k, v in feed.items()}
+    say = progress or (lambda stage: None)
+    rep = ChainReport()
+
+    def measure(name, graph, coded=False, detail="", baseline=False):
+        say(name)
+        fid = {} if baseline else _fidelity(fp32, graph, data, batch_size, image_spec, threads)
+        rep.steps.append(Step(name, _size(graph, coded), fid.get("cosine"), fid.get("top1"),
+                              fid.get("accuracy"), _latency(graph, one, threads, rounds),
+                              detail))
+        if fid.get("fp32_accuracy") is not None:
+            rep.steps[0].accuracy = fid["fp32_accuracy"]
+
+    measure("fp32", fp32, baseline=True)
+    current = fp32
+    if sparse or pattern:
+        current = Graph(list(fp32.nodes), fp32.inputs, fp32.outputs, dict(fp32.consts),
+                        dict(fp32.meta))
+        details = []
+        if sparse:
+            details.append(f"1x1 {prune.sparsify(current, sparse).sparsity:.0%} zeros")
+        if pattern:
+            r = prune.pattern_prune(current, pattern, patterns, connectivity)
+            details.append(f"3x3 k={pattern} of 9, {connectivity:.0%} kernels cut: "
+                           f"{r.sparsity:.0%} zeros")
+        measure("pruned", current, detail="; ".join(details))
+    if int8:
+        from ..quant.quantize import quantize
+        say("quantizing")
+        current = quantize(current, calib, batch_size=batch_size, image_spec=image_spec,
+                           threads=threads)
+        measure("int8", current, detail=f"{len(current.meta['quantization']['layers'])} "
+                                         f"int8 layers")
+    if entropy:
+        measure("coded", current, coded=True, detail="zstd int8/int4 blobs")
+        current.meta["entropy_coding"] = "zstd"
+    return current, rep

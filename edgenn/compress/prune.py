@@ -1,0 +1,134 @@
+"""Pruning for the sparse convolution kernels (kernels/fast/sparse.py).
+
+Unstructured magnitude pruning of pointwise (1x1) convolutions, and pattern pruning of
+3x3 ones (PatDNN, ASPLOS 2020): each 3x3 kernel keeps k of its 9 taps, in one of a few
+patterns chosen per layer from the weights, and connectivity pruning removes whole
+kernels (input channel -> output channel links) of the smallest norm.
+
+sparsify(graph, 0.8) zeroes, in every group-1 1x1 Conv with constant weights, the 80% of
+weights smallest in magnitude, layer by layer (ties broken by position, so the result is
+deterministic); `per_layer` overrides the ratio for named nodes (0 keeps a layer dense),
+`skip_first` leaves the first pointwise layer dense (the "Fast Sparse ConvNets" recipe:
+it is cheap and sensitive). The graph's weights are replaced in place; no retraining here:
+accuracy after pruning is measured by the caller on held-out data (edgenn.quant.report).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class PruneReport:
+    layers: dict = field(default_factory=dict)     # node name -> (weights, zeros after)
+
+    @property
+    def sparsity(self) -> float:
+        total = sum(n for n, _ in self.layers.values())
+        return sum(z for _, z in self.layers.values()) / max(total, 1)
+
+    def table(self) -> str:
+        rows = [f"pruned {len(self.layers)} convs to {self.sparsity:.1%} zeros"]
+        for name, (n, z) in self.layers.items():
+            rows.append(f"  {name[:56]:56} {n:>9,} weights  {z / max(n, 1):6.1%} zero")
+        return "\n".join(rows)
+
+
+def pointwise_convs(graph):
+    """The group-1 1x1 Conv nodes whose weights are constants, in graph order."""
+    for node in graph.nodes:
+        if node.op != "Conv" or len(node.inputs) < 2 or node.inputs[1] not in graph.consts:
+            continue
+        w = graph.consts[node.inputs[1]]
+        if w.ndim == 4 and w.shape[2:] == (1, 1) and node.attrs.get("group", 1) == 1:
+            yield node
+
+
+def magnitude_mask(w: np.ndarray, ratio: float) -> np.ndarray:
+    """True where a weight is kept: all but the round(ratio * size) smallest |w|."""
+    if not 0.0 <= ratio <= 1.0:
+        raise ValueError(f"sparsity must be in [0, 1], got {ratio}")
+    drop = int(round(ratio * w.size))
+    keep = np.ones(w.size, bool)
+    if drop:
+        order = np.argsort(np.abs(w).reshape(-1), kind="stable")
+        keep[order[:drop]] = False
+    return keep.reshape(w.shape)
+
+
+def pattern_library(w: np.ndarray, k: int, patterns: int) -> np.ndarray:
+    """(P, KH*KW) bool: the `patterns` tap masks of k taps most often the k largest-|w|
+    taps of a kernel of w (M, C, KH, KW), most frequent first."""
+    flat = np.abs(w.reshape(-1, w.shape[2] * w.shape[3]))
+    top = np.argsort(-flat, axis=1, kind="stable")[:, :k]
+    masks = np.zeros_like(flat, bool)
+    np.put_along_axis(masks, top, True, axis=1)
+    uniq, counts = np.unique(masks, axis=0, return_counts=True)
+    order = np.lexsort((np.arange(len(uniq)), -counts))      # ties: the first mask
+    return uniq[order[:patterns]]
+
+
+def pattern_mask(w: np.ndarray, k: int = 4, patterns: int = 8,
+                 connectivity: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """-> (keep mask like w, pattern index per kernel (M, C), -1 where the kernel is
+    removed): every kernel gets the library pattern that keeps most of its energy (sum
+    of w^2), then the `connectivity` fraction of kernels with the least kept energy go."""
+    m, c, kh, kw = w.shape
+    lib = pattern_library(w, k, patterns)                       # (P, T)
+    energy = (w.reshape(m * c, kh * kw).astype(np.float64) ** 2) @ lib.T   # (MC, P)
+    choice = np.argmax(energy, axis=1)
+    kept = energy[np.arange(m * c), choice]
+    drop = int(round(connectivity * m * c))
+    if drop:
+        choice[np.argsort(kept, kind="stable")[:drop]] = -1
+    keep = np.where(choice[:, None] >= 0, lib[np.maximum(choice, 0)], False)
+    return keep.reshape(w.shape), choice.reshape(m, c)
+
+
+def pattern_convs(graph):
+    """The group-1, stride-1 3x3 Conv nodes with constant weights (the ones the sparse
+    shifted kernel runs), in graph order."""
+    for node in graph.nodes:
+        if node.op != "Conv" or len(node.inputs) < 2 or node.inputs[1] not in graph.consts:
+            continue
+        w = graph.consts[node.inputs[1]]
+        if w.ndim == 4 and w.shape[2:] == (3, 3) and node.attrs.get("group", 1) == 1 \
+                and tuple(node.attrs.get("strides") or (1, 1)) == (1, 1):
+            yield node
+
+
+def pattern_prune(graph, k: int = 4, patterns: int = 8, connectivity: float = 0.5,
+                  skip_first: bool = True) -> PruneReport:
+    """Pattern + connectivity pruning of every group-1, stride-1 3x3 Conv (the first one
+    kept dense with skip_first: it sees the image, and its C is 3)."""
+    if not 1 <= k <= 9 or patterns < 1:
+        raise ValueError(f"k must be in [1, 9] and patterns >= 1, got k={k}, {patterns}")
+    report = PruneReport()
+    for i, node in enumerate(pattern_convs(graph)):
+        name = node.inputs[1]
+        w = np.asarray(graph.consts[name])
+        if skip_first and i == 0:
+            report.layers[node.name] = (w.size, int(w.size - np.count_nonzero(w)))
+            continue
+        keep, _ = pattern_mask(w, k, patterns, connectivity)
+        pruned = np.where(keep, w, 0).astype(w.dtype)
+        graph.consts[name] = pruned
+        report.layers[node.name] = (w.size, int(w.size - np.count_nonzero(pruned)))
+    return report
+
+
+def sparsify(graph, ratio: float, per_layer: dict | None = None,
+             skip_first: bool = True) -> PruneReport:
+    per_layer = dict(per_layer or {})
+    report = PruneReport()
+    for i, node in enumerate(pointwise_convs(graph)):
+        r = per_layer.pop(node.name, 0.0 if (skip_first and i == 0) else ratio)
+        name = node.inputs[1]
+        w = np.asarray(graph.consts[name])
+        pruned = np.where(magnitude_mask(w, r), w, 0).astype(w.dtype)
+        graph.consts[name] = pruned
+        report.layers[node.name] = (w.size, int(w.size - np.count_nonzero(pruned)))
+    if per_layer:
+        raise ValueError(f"no pointwise Conv named {sorted(per_layer)}")
+    return report

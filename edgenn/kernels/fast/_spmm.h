@@ -1,0 +1,226 @@
+/* Sparse 1x1 convolution (SpMM): y (M, S) = act(W x + bias + z), W (M, K) sparse in CSR,
+ * x (K, S) and z, y (M, S) dense, float32, for one image (S = H * W pixels). The
+ * "Fast Sparse ConvNets" / XNNPACK kind: the spatial axis is the vector axis, so a
+ * nonzero w[m, k] is one broadcast and T / L fused multiply-adds over a tile of T pixels
+ * of row k of x; the T-pixel accumulators of one output channel stay in registers over
+ * all its nonzeros, then get the epilogue and are stored once.
+ *
+ * Loop order: tiles of pixels outside, output channels inside, so the K x T slab of x a
+ * tile reads stays in cache for all M channels. Sums run over the nonzeros of a row in
+ * increasing k, one FMA chain per pixel (the dense kernels' order, zeros skipped).
+ *
+ * CSR: row_ptr (M + 1), off (nnz) where the x row of each nonzero starts, val (nnz) its
+ * weight.
+ * Tiers (spmm_run's `tier`, see sp_tile): 0 portable C, 1 AVX2+FMA (T = 32, four ymm),
+ * 2 AVX-512F (T = 64, four zmm), 3 AVX-512F (T = 32, two zmm). Activation: SP_ACT_NONE,
+ * _RELU, _CLIP (clamp lo, hi).
+ */
+#ifndef EDGENN_SPMM_H
+#define EDGENN_SPMM_H
+
+#include <string.h>
+#include "_cpu.h"
+#include "_simd.h"
+
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(EDGENN_SIMDE)
+#define SP_AVX512 __attribute__((target("avx2,fma,avx512f")))
+#define SP_X86 1
+#define SP_EMULATED 0
+#elif defined(EDGENN_SIMDE)      /* tests: the AVX2 / AVX-512 bodies on SIMDe, any CPU */
+#define SP_AVX512
+#define SP_X86 1
+#define SP_EMULATED 1
+#else
+#define SP_X86 0
+#define SP_EMULATED 0
+#endif
+
+enum { SP_ACT_NONE = 0, SP_ACT_RELU = 1, SP_ACT_CLIP = 2 };
+
+typedef struct {
+    const int *row_ptr;
+    const long *off;          /* (nnz,) where the x row of each nonzero starts: k * S for
+                                 a 1x1 conv, or a tap-shifted row of a padded image */
+    const float *val;
+    const float *bias;        /* (M,) or NULL */
+    const float *z;           /* (M, S) residual or NULL */
+    int act;
+    float lo, hi;             /* the clamp of RELU (0, +inf) and CLIP (p0, p1) */
+} sp_epi;
+
+static inline float sp_clamp(float v, const sp_epi *e)
+{
+    if (e->act == SP_ACT_NONE) return v;
+    v = v < e->lo ? e->lo : v;
+    return v > e->hi ? e->hi : v;
+}
+
+/* Portable: tiles of up to 32 pixels, plain C the compiler may vectorize. */
+static void spmm_generic(const float *x, float *y, long M, long S, const sp_epi *e)
+{
+    enum { T = 32 };
+    float acc[T];
+    for (long s0 = 0; s0 < S; s0 += T) {
+        const long n = S - s0 < T ? S - s0 : T;
+        for (long m = 0; m < M; m++) {
+            const float b = e->bias ? e->bias[m] : 0.0f;
+            for (long t = 0; t < n; t++) acc[t] = b;
+            for (int j = e->row_ptr[m]; j < e->row_ptr[m + 1]; j++) {
+                const float w = e->val[j];
+                const float *xr = x + e->off[j] + s0;
+                for (long t = 0; t < n; t++) acc[t] += w * xr[t];
+            }
+            float *yr = y + m * S + s0;
+            const float *zr = e->z ? e->z + m * S + s0 : 0;
+            for (long t = 0; t < n; t++)
+                yr[t] = sp_clamp(zr ? acc[t] + zr[t] : acc[t], e);
+        }
+    }
+}
+
+#if SP_X86
+#define SP_CAT_(a, b) a##b
+#define SP_CAT(a, b) SP_CAT_(a, b)
+/* AVX2 (ymm): 4 vectors = 32 pixels */
+#define SP_V __m256
+#define SP_L 8
+#define SP_ATTR EDGENN_AVX2
+#define SP_SET1 _mm256_set1_ps
+#define SP_LOAD _mm256_loadu_ps
+#define SP_STORE _mm256_storeu_ps
+#define SP_FMA _mm256_fmadd_ps
+#define SP_ADD _mm256_add_ps
+#define SP_MIN _mm256_min_ps
+#define SP_MAX _mm256_max_ps
+#define SP_NV 4
+#define SP_NAME sp_tile_avx2
+#include "_spmm_tile.h"
+#undef SP_NV
+#undef SP_NAME
+#undef SP_V
+#undef SP_L
+#undef SP_ATTR
+#undef SP_SET1
+#undef SP_LOAD
+#undef SP_STORE
+#undef SP_FMA
+#undef SP_ADD
+#undef SP_MIN
+#undef SP_MAX
+/* AVX-512F (zmm): 4 vectors = 64 pixels, or 2 vectors = 32 pixels (half the x slab per
+ * tile in cache: wins on wide layers) */
+#define SP_V __m512
+#define SP_L 16
+#define SP_ATTR SP_AVX512
+#define SP_SET1 _mm512_set1_ps
+#define SP_LOAD _mm512_loadu_ps
+#define SP_STORE _mm512_storeu_ps
+#define SP_FMA _mm512_fmadd_ps
+#define SP_ADD _mm512_add_ps
+#define SP_MIN _mm512_min_ps
+#define SP_MAX _mm512_max_ps
+#define SP_NV 4
+#define SP_NAME sp_tile_avx512
+#include "_spmm_tile.h"
+#undef SP_NV
+#undef SP_NAME
+#define SP_NV 2
+#define SP_NAME sp_tile_avx512_32
+#include "_spmm_tile.h"
+#endif
+
+/* Tiers: 0 portable, 1 AVX2 (32 pixels), 2 AVX-512F (64 pixels), 3 AVX-512F (32 pixels).
+ * Pixels per tile of a tier (the workspace of spmm_run: (K + 2 M) * tile floats). */
+static inline long sp_tile(int tier) { return tier == 2 ? 64 : tier ? 32 : 0; }
+
+typedef void (*sp_tile_fn)(const float *, const float *, float *, long, long, const sp_epi *);
+
+static sp_tile_fn sp_tile_of(int tier)
+{
+#if SP_X86
+    return tier == 3 ? sp_tile_avx512_32 : tier == 2 ? sp_tile_avx512 : sp_tile_avx2;
+#else
+    (void)tier;
+    return 0;
+#endif
+}
+
+/* One image of a 1x1 conv, on a tier of sp_tile (the caller checks the CPU has it). e->off holds col * S. Whole tiles are read and written in place; the last
+ * partial tile (S % tile pixels) is copied, zero-padded, into the workspace ws, computed
+ * there by the same tile code with off_tail (col * tile) and its n columns copied out: no
+ * masked or partial vector access, on any build. */
+static void spmm_run(const float *x, float *y, long M, long K, long S, const sp_epi *e,
+                     const long *off_tail, int tier, float *ws)
+{
+#if SP_X86
+    const long T = sp_tile(tier);
+    if (T) {
+        const sp_tile_fn tile = sp_tile_of(tier);
+        const long full = S - S % T;
+        sp_epi ep = *e;
+        ep.off = off_tail;
+        for (long s0 = 0; s0 < full; s0 += T) {
+            /* the tile's K x T slab of x, packed: rows T floats apart, in cache order */
+            for (long k = 0; k < K; k++)
+                memcpy(ws + k * T, x + k * S + s0, T * sizeof(float));
+            tile(ws, e->z ? e->z + s0 : 0, y + s0, S, M, &ep);
+        }
+        const long n = S - full;
+        if (n) {
+            float *xt = ws, *zt = ws + K * T, *yt = zt + M * T;
+            for (long k = 0; k < K; k++) {
+                memcpy(xt + k * T, x + k * S + full, n * sizeof(float));
+                memset(xt + k * T + n, 0, (T - n) * sizeof(float));
+            }
+            if (e->z)
+                for (long m = 0; m < M; m++) {
+                    memcpy(zt + m * T, e->z + m * S + full, n * sizeof(float));
+                    memset(zt + m * T + n, 0, (T - n) * sizeof(float));
+                }
+            sp_epi et = *e;
+            et.off = off_tail;
+            tile(xt, e->z ? zt : 0, yt, T, M, &et);
+            for (long m = 0; m < M; m++)
+                memcpy(y + m * S + full, yt + m * T, n * sizeof(float));
+        }
+        return;
+    }
+#endif
+    (void)tier; (void)ws; (void)K; (void)off_tail;
+    spmm_generic(x, y, M, S, e);
+}
+
+/* Tap-shifted SpMM over a padded image (the pattern / sparse 3x3 conv, stride 1): xp the
+ * image padded to (C, Hp, Wp) and flattened, every nonzero's x row at xp + off[j] (c Hp Wp
+ * + dy Wp + dx), yp (M, ldy) the output with Wp columns per row (the last Wp - OW of each
+ * junk), P = ldy pixels, a whole number of tiles; xp must be readable up to the largest
+ * offset + P, zp (M, ldy) the residual in the same layout or NULL. Portable tier: plain C
+ * over the same offsets. */
+static void spmm_shifted(const float *xp, float *yp, long M, long P, const sp_epi *e,
+                         int tier)
+{
+#if SP_X86
+    const long T = sp_tile(tier);
+    if (T) {
+        const sp_tile_fn tile = sp_tile_of(tier);
+        for (long s0 = 0; s0 < P; s0 += T)
+            tile(xp + s0, e->z ? e->z + s0 : 0, yp + s0, P, M, e);
+        return;
+    }
+#endif
+    (void)tier;
+    for (long m = 0; m < M; m++) {
+        const float b = e->bias ? e->bias[m] : 0.0f;
+        float *yr = yp + m * P;
+        for (long p = 0; p < P; p++) yr[p] = b;
+        for (int j = e->row_ptr[m]; j < e->row_ptr[m + 1]; j++) {
+            const float w = e->val[j];
+            const float *xr = xp + e->off[j];
+            for (long p = 0; p < P; p++) yr[p] += w * xr[p];
+        }
+        const float *zr = e->z ? e->z + m * P : 0;
+        for (long p = 0; p < P; p++) yr[p] = sp_clamp(zr ? yr[p] + zr[p] : yr[p], e);
+    }
+}
+
+#endif

@@ -1,0 +1,157 @@
+# cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+# cython: language_level=3
+"""Python face of _spmm.h: sparse convolutions with their weights in CSR.
+
+    k = SparseConv1x1(row_ptr, col, val, K, S, bias, act, lo, hi, isa="avx512")
+    k.run(x2d, y2d, z2d, ws)   # y (M, S) = act(W x (K, S) + bias + z); ws: workspace_floats
+    k = ShiftedSpMM(row_ptr, off, val, P, bias, act, lo, hi, isa="avx512")
+    k.run(xp, yp, zp)          # yp (M, P) = act(sum_j val[j] xp[off[j]:][:P] + bias + zp)
+"""
+import numpy as np
+
+cdef extern from "_cpu.h" nogil:
+    int edgenn_isa_x86(int t)
+    int EDGENN_ISA_AVX2, EDGENN_ISA_AVX512
+
+cdef extern from "_spmm.h" nogil:
+    int SP_EMULATED
+    int SP_ACT_NONE, SP_ACT_RELU, SP_ACT_CLIP
+    ctypedef struct sp_epi:
+        const int *row_ptr
+        const long *off
+        const float *val
+        const float *bias
+        const float *z
+        int act
+        float lo, hi
+    long sp_tile(int tier)
+    void spmm_run(const float *x, float *y, long M, long K, long S, const sp_epi *e,
+                  const long *off_tail, int tier, float *ws)
+    void spmm_shifted(const float *xp, float *yp, long M, long P, const sp_epi *e, int tier)
+
+EMULATED = bool(SP_EMULATED)
+HAVE = {"scalar": True,
+        "avx2": EMULATED or bool(edgenn_isa_x86(EDGENN_ISA_AVX2)),
+        "avx512": EMULATED or bool(edgenn_isa_x86(EDGENN_ISA_AVX512))}
+HAVE["avx512_32"] = HAVE["avx512"]
+# the C tiers: name -> number (_spmm.h sp_tile); avx512_32 = AVX-512F in 32-pixel tiles
+TIER = {"scalar": 0, "avx2": 1, "avx512": 2, "avx512_32": 3}
+ACT = {"": SP_ACT_NONE, "Relu": SP_ACT_RELU, "Clip": SP_ACT_CLIP}
+
+
+def tile_pixels(str isa) -> int:
+    """Pixels per register tile of a tier (0: the portable loops)."""
+    return sp_tile(TIER[isa])
+
+
+cdef class _Sparse:
+    """CSR weights (row_ptr int32 (M+1,), off int64 (nnz,), val float32 (nnz,)), bias
+    float32 (M,) or None, the fused activation ("" / "Relu" / "Clip" with [lo, hi])."""
+    cdef readonly object row_ptr, off, val, bias
+    cdef readonly long M
+    cdef readonly str isa
+    cdef sp_epi e
+    cdef int tier
+
+    cdef _setup(self, row_ptr, off, val, bias, str act, float lo, float hi, str isa):
+        if isa not in TIER or not HAVE[isa]:
+            raise ValueError(f"isa {isa!r}: not one of {tuple(TIER)} or not on this CPU")
+        if act not in ACT:
+            raise ValueError(f"activation {act!r} not fused here")
+        self.row_ptr = np.ascontiguousarray(row_ptr, np.int32)
+        self.off = np.ascontiguousarray(off, np.int64)
+        self.val = np.ascontiguousarray(val, np.float32)
+        self.M = self.row_ptr.shape[0] - 1
+        if self.M < 1 or self.row_ptr[0] != 0 \
+                or self.row_ptr[len(self.row_ptr) - 1] != self.off.shape[0] \
+                or self.val.shape[0] != self.off.shape[0] or np.any(np.diff(self.row_ptr) < 0):
+            raise ValueError("inconsistent CSR weights")
+        self.bias = None if bias is None else np.ascontiguousarray(bias, np.float32)
+        if self.bias is not None and self.bias.shape[0] != self.M:
+            raise ValueError("bias length != M")
+        self.isa, self.tier = isa, TIER[isa]
+        cdef const int[::1] rp = self.row_ptr
+        cdef const long[::1] oo = self.off
+        cdef const float[::1] vv = self.val
+        cdef const float[::1] bb
+        self.e.row_ptr = &rp[0]
+        self.e.off = &oo[0] if oo.shape[0] else NULL
+        self.e.val = &vv[0] if vv.shape[0] else NULL
+        self.e.bias = NULL
+        if self.bias is not None:
+            bb = self.bias
+            self.e.bias = &bb[0]
+        self.e.act = ACT[act]
+        self.e.lo = 0 if act == "Relu" else lo
+        self.e.hi = np.inf if act == "Relu" else hi
+
+
+cdef class SparseConv1x1(_Sparse):
+    """A 1x1 conv on images of S pixels: W (M, K) in CSR with column indices `col`."""
+    cdef readonly long K, S
+    cdef readonly object off_tail
+
+    def __init__(self, row_ptr, col, val, long K, long S, bias=None, str act="",
+                 float lo=0, float hi=0, str isa="avx2"):
+        col = np.ascontiguousarray(col, np.int64)
+        if col.size and (col.min() < 0 or col.max() >= K):
+            raise ValueError("inconsistent CSR weights: a column outside [0, K)")
+        self._setup(row_ptr, col * S, val, bias, act, lo, hi, isa)
+        self.K, self.S = K, S
+        self.off_tail = np.ascontiguousarray(col * max(sp_tile(self.tier), 1))
+
+    @property
+    def workspace_floats(self) -> int:
+        return (self.K + 2 * self.M) * sp_tile(self.tier)
+
+    def run(self, const float[:, ::1] x, float[:, ::1] y, const float[:, ::1] z=None,
+            float[::1] ws=None):
+        """x (K, S) -> y (M, S); z (M, S) residual or None; ws: workspace_floats floats."""
+        if x.shape[0] != self.K or x.shape[1] != self.S or y.shape[0] != self.M \
+                or y.shape[1] != self.S:
+            raise ValueError(f"shapes: x ({x.shape[0]}, {x.shape[1]}), y ({y.shape[0]}, "
+                             f"{y.shape[1]}) for W ({self.M}, {self.K}) on {self.S} pixels")
+        if z is not None and (z.shape[0] != self.M or z.shape[1] != self.S):
+            raise ValueError("residual shape != output shape")
+        cdef long need = self.workspace_floats
+        if need and (ws is None or ws.shape[0] < need):
+            raise ValueError(f"workspace of {need} floats needed")
+        cdef sp_epi e = self.e
+        e.z = NULL if z is None else &z[0, 0]
+        cdef const long[::1] ot = self.off_tail
+        cdef const long *otp = &ot[0] if ot.shape[0] else NULL
+        cdef float *wsp = &ws[0] if need else NULL
+        if self.S == 0:
+            return
+        with nogil:
+            spmm_run(&x[0, 0], &y[0, 0], self.M, self.K, self.S, &e, otp, self.tier, wsp)
+
+
+cdef class ShiftedSpMM(_Sparse):
+    """Tap-shifted rows of one padded, flattened image: yp (M, P) = act(sum over the
+    nonzeros j of row m of val[j] * xp[off[j] : off[j] + P] + bias + zp). P must be a whole
+    number of tiles (tile_pixels(isa)); xp must hold max(off) + P floats."""
+    cdef readonly long P, reach
+
+    def __init__(self, row_ptr, off, val, long P, bias=None, str act="", float lo=0,
+                 float hi=0, str isa="avx2"):
+        off = np.ascontiguousarray(off, np.int64)
+        if off.size and off.min() < 0:
+            raise ValueError("inconsistent CSR weights: a negative offset")
+        self._setup(row_ptr, off, val, bias, act, lo, hi, isa)
+        cdef long t = sp_tile(self.tier)
+        if P < 1 or (t and P % t):
+            raise ValueError(f"P = {P} is not a whole number of {t}-pixel tiles")
+        self.P = P
+        self.reach = (int(off.max()) if off.size else 0) + P
+
+    def run(self, const float[::1] xp, float[:, ::1] yp, const float[:, ::1] zp=None):
+        if xp.shape[0] < self.reach or yp.shape[0] != self.M or yp.shape[1] != self.P:
+            raise ValueError(f"shapes: xp {xp.shape[0]} floats (needs {self.reach}), yp "
+                             f"({yp.shape[0]}, {yp.shape[1]}) for ({self.M}, {self.P})")
+        if zp is not None and (zp.shape[0] != self.M or zp.shape[1] != self.P):
+            raise ValueError("residual shape != output shape")
+        cdef sp_epi e = self.e
+        e.z = NULL if zp is None else &zp[0, 0]
+        with nogil:
+            spmm_shifted(&xp[0], &yp[0, 0], self.M, self.P, &e, self.tier)
