@@ -36,7 +36,7 @@ def _parse_inputs(items) -> dict:
 
 
 def cmd_convert(args) -> int:
-    from .api import convert, save
+    from .api import convert, load, save
     t0 = time.perf_counter()
     graph = convert(args.model)
     coded = ""
@@ -46,8 +46,8 @@ def cmd_convert(args) -> int:
         coded = (f", {rep['tensors']} weights as {args.weights} "
                  f"({rep['bytes_before'] / 1e6:.2f} -> {rep['bytes_after'] / 1e6:.2f} MB)")
     save(graph, args.output, encrypt=args.encrypt, entropy=args.entropy or None)
-    if args.entropy:
-        coded = coded + _entropy_summary(graph)
+    if args.entropy:   # from the file written: its frames, not a second coding
+        coded = coded + _entropy_summary(load(args.output))
     size = os.path.getsize(args.output)
     sealed = ", sealed (AES-256-GCM)" if args.encrypt else ""
     print(f"wrote {args.output}: {len(graph.nodes)} nodes, {size / 1e6:.2f} MB{coded}{sealed} "
@@ -226,7 +226,8 @@ def cmd_quantize(args) -> int:
     return EXIT_OK
 
 
-def _pruning_options(s):
+def _pruning_options(s, channels_flag: str = "--channels"):
+    """channels_flag: `compress` has --channels for image data already."""
     g = s.add_argument_group("pruning (compress/prune.py; no retraining)")
     g.add_argument("--sparse", type=float, metavar="R",
                    help="zero this fraction of every pointwise (1x1) conv's weights, by "
@@ -236,14 +237,44 @@ def _pruning_options(s):
     g.add_argument("--patterns", type=int, default=8, help="patterns per layer (default 8)")
     g.add_argument("--connectivity", type=float, default=0.5, metavar="R",
                    help="with --pattern: remove this fraction of whole kernels (default 0.5)")
+    g.add_argument(channels_flag, dest="prune_channels", type=float, metavar="R",
+                   help="remove this fraction of the channels of every prunable conv group "
+                        "(compress/channels.py), the next layer refitted by least squares "
+                        "on --calib")
+    g.add_argument("--importance", choices=("l1", "l2", "fpgm"), default="l1")
+    g.add_argument("--config", metavar="JSON",
+                   help="per-layer channel ratios (from --write-config, edited)")
+
+
+def _prune_channels(graph, args, calib) -> str:
+    from .compress.channels import load_config, prune_channels
+    cfg = load_config(args.config) if args.config else {}
+    ratio = args.prune_channels if args.prune_channels is not None else cfg.get("ratio", 0.0)
+    return prune_channels(graph, ratio, calib=calib,
+                          importance_=cfg.get("importance", args.importance),
+                          per_layer=cfg.get("layers"), threads=args.threads).table()
 
 
 def cmd_prune(args) -> int:
     from .api import load, save
     from .compress import prune
-    if not args.sparse and not args.pattern:
-        raise SystemExit("edgenn prune: give --sparse R and/or --pattern K")
+    if args.write_config:
+        import json
+
+        from .compress.channels import config_for
+        with open(args.write_config, "w") as f:
+            json.dump(config_for(load(args.model), args.prune_channels or 0.3), f, indent=1)
+        print(f"wrote {args.write_config}: edit the ratios, then --config {args.write_config}")
+        return EXIT_OK
+    if not (args.sparse or args.pattern or args.prune_channels is not None or args.config):
+        raise SystemExit("edgenn prune: give --sparse R, --pattern K and/or --channels R")
+    if not args.output:
+        raise SystemExit("edgenn prune: -o OUTPUT is required")
     graph = load(args.model)
+    if args.prune_channels is not None or args.config:
+        if not args.calib:
+            print("(no --calib: channels are removed without refitting the next layer)")
+        print(_prune_channels(graph, args, args.calib))
     if args.sparse:
         print(prune.sparsify(graph, args.sparse).table())
     if args.pattern:
@@ -257,9 +288,15 @@ def cmd_prune(args) -> int:
 def cmd_compress(args) -> int:
     from .api import save
     from .compress.chain import compress
-    graph, rep = compress(args.model, args.calib, sparse=args.sparse, pattern=args.pattern,
+    from .compress.channels import load_config
+    cfg = load_config(args.config) if args.config else {}
+    ratio = args.prune_channels if args.prune_channels is not None else cfg.get("ratio")
+    graph, rep = compress(args.model, args.calib, channels=ratio,
+                          importance=cfg.get("importance", args.importance),
+                          channel_layers=cfg.get("layers"), sparse=args.sparse,
+                          pattern=args.pattern,
                           patterns=args.patterns, connectivity=args.connectivity,
-                          int8=not args.no_int8, entropy=not args.no_entropy, data=args.data,
+                          embeddings=args.embeddings, int8=not args.no_int8, entropy=not args.no_entropy, data=args.data,
                           batch_size=args.batch_size, image_spec=_image_spec(args),
                           threads=args.threads,
                           progress=lambda stage: print(f"  ... {stage}", flush=True))
@@ -418,9 +455,14 @@ def build_parser() -> argparse.ArgumentParser:
     data_options(ac)
     ac.set_defaults(fn=cmd_accuracy)
 
-    pr = sub.add_parser("prune", help="magnitude / pattern pruning for the sparse kernels")
+    pr = sub.add_parser("prune", help="channel, magnitude or pattern pruning")
     pr.add_argument("model")
-    pr.add_argument("-o", "--output", required=True)
+    pr.add_argument("-o", "--output")
+    pr.add_argument("--calib", metavar="DATA", help="calibration data for the channel refit: "
+                                                    + data_help)
+    pr.add_argument("--write-config", metavar="JSON",
+                    help="write the model's prunable groups with --channels (or 0.3) and stop")
+    pr.add_argument("--threads", type=int, default=1)
     _pruning_options(pr)
     pr.set_defaults(fn=cmd_prune)
 
@@ -429,9 +471,12 @@ def build_parser() -> argparse.ArgumentParser:
     cz.add_argument("--calib", required=True, metavar="DATA", help="calibration data: " + data_help)
     cz.add_argument("--data", metavar="DATA", help="held-out data for fidelity: " + data_help)
     cz.add_argument("-o", "--output", required=True)
+    cz.add_argument("--embeddings", type=int, choices=(8, 4),
+                    help="store embedding tables (Gathers over >= 1024-row constants) as "
+                         "int8 or int4 QGather")
     cz.add_argument("--no-int8", action="store_true", help="skip quantization")
     cz.add_argument("--no-entropy", action="store_true", help="skip entropy coding")
-    _pruning_options(cz)
+    _pruning_options(cz, "--prune-channels")
     data_options(cz)
     cz.set_defaults(fn=cmd_compress)
 

@@ -10,7 +10,7 @@ import importlib
 
 FAMILIES = ("elementwise", "reduce", "nn", "tensor", "fused", "quant")
 # ops that exist only inside edgenn (produced by passes), so they need no ONNX converter
-INTERNAL_OPS = ("FusedAttention", "QConv", "QGemm", "QAdd")
+INTERNAL_OPS = ("FusedAttention", "QConv", "QGemm", "QAdd", "QGather")
 _loaded: set[str] = set()
 
 

@@ -50,3 +50,20 @@ def test_cli_prune_and_compress(tmp_path, capsys):
     assert code == EXIT_OK and "coded" in text and (tmp_path / "c.enn").exists()
     code, _, err = run_cli(capsys, "prune", DEMO_MODEL, "-o", out)   # nothing to prune
     assert code == EXIT_USAGE and "give --sparse" in err
+
+
+def test_cli_channel_pruning_with_a_config(tmp_path, capsys):
+    calib, held, labels = digits()
+    np.savez(tmp_path / "calib.npz", image=calib)
+    cfg = tmp_path / "prune.json"
+    code, text, _ = run_cli(capsys, "prune", DEMO_MODEL, "--write-config", str(cfg),
+                            "--channels", "0.25")
+    assert code == EXIT_OK and cfg.exists()
+    out = tmp_path / "ch.enn"
+    code, text, _ = run_cli(capsys, "prune", DEMO_MODEL, "-o", str(out), "--config", str(cfg),
+                            "--calib", str(tmp_path / "calib.npz"))
+    assert code == EXIT_OK and "refit (least squares)" in text
+    probs = edgenn.InferenceSession(str(out)).run(None, {"image": held})[0]
+    assert np.mean(probs.argmax(1) == labels) > 0.94
+    code, _, err = run_cli(capsys, "prune", DEMO_MODEL, "--channels", "0.2")   # no -o
+    assert code == EXIT_USAGE and "-o OUTPUT" in err

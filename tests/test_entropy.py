@@ -210,3 +210,23 @@ def test_expansion_budget_is_for_the_whole_file(tmp_path, monkeypatch):
     edgenn.load(str(_saved(tmp_path, {"z": np.zeros(600_000, np.int8)}, "one.enn")))
     with pytest.raises(ModelFormatError, match="implausible expansion"):
         edgenn.load(str(path))
+
+
+def test_a_coded_blob_named_by_many_tensors_is_refused(tmp_path):
+    """A bomb that points hundreds of tensor entries at one small frame (each would add
+    the frame's size to the budget again) is refused before anything is decoded."""
+    path, key = _coded_file(tmp_path)
+
+    def share(table):
+        for i in range(300):
+            table[f"copy{i}"] = json.loads(json.dumps(table["w"]))
+    _rewrite(path, edit_table=share)
+    with pytest.raises(ModelFormatError, match="missing or shared"):
+        edgenn.load(str(path))
+
+
+def test_a_coded_blob_without_a_checksum_is_refused(tmp_path):
+    path, key = _coded_file(tmp_path)
+    _rewrite(path, edit_table=lambda t: t["w"]["crc32"].clear())
+    with pytest.raises(ModelFormatError, match="no checksum"):
+        edgenn.load(str(path))

@@ -155,3 +155,28 @@ def test_wheel_in_a_fresh_venv_is_lean(tmp_path):
     peer = _installed_bytes(["onnxruntime", "numpy"])
     print(f"lean install {lean / 1e6:.1f} MB, onnxruntime + numpy {peer / 1e6:.1f} MB")
     assert lean <= peer, (lean, peer)
+
+
+def test_erf_without_scipy_is_exact_on_every_rank(monkeypatch):
+    import math
+
+    from edgenn.kernels.reference import special
+    monkeypatch.setattr(special, "have", lambda module: module != "scipy")
+    for x in (np.float32(0.3), np.array(-1.25, np.float32), np.linspace(-4, 4, 13),
+              np.linspace(-3, 3, 24, dtype=np.float32).reshape(2, 3, 4)):
+        got = special.erf(x)
+        want = np.vectorize(math.erf)(np.asarray(x, np.float64))
+        assert np.shape(got) == np.shape(x)
+        assert np.asarray(got).dtype == np.asarray(x).dtype
+        assert np.allclose(got, want, rtol=0, atol=float(np.finfo(np.asarray(x).dtype).eps))
+
+
+def test_rare_dtypes_without_onnx_are_unsupported_not_a_crash(monkeypatch):
+    from edgenn.errors import UnsupportedOpError
+    from edgenn.graph import dtypes
+    monkeypatch.setattr(dtypes, "have", lambda module: module != "onnx")
+    assert dtypes.from_onnx(1) == "float32"
+    with pytest.raises(UnsupportedOpError):
+        dtypes.from_onnx(16)          # bfloat16: onnx's table
+    with pytest.raises(UnsupportedOpError):
+        dtypes.to_onnx("bfloat16")

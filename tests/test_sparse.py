@@ -279,3 +279,17 @@ def test_pattern_pruned_model_runs_on_the_shifted_kernel_and_matches():
     step = next(s for s in sess.plan.steps if s.node.name == "c2")
     assert any(name.startswith("spconv") for name in step.choice.times), step.choice.times
     assert np.allclose(got, want, rtol=1e-5, atol=1e-4)
+
+
+def test_tuning_cache_key_tells_sparsities_apart():
+    from edgenn.compress.prune import magnitude_mask
+    from edgenn.runtime.tunecache import node_key
+    node = Node("Conv", ["x", "w"], ["y"], {"group": 1}, "c")
+    x = TensorInfo("float32", (1, 16, 8, 8))
+
+    def key(zeros):
+        w = RNG.standard_normal((32, 16, 1, 1)).astype(np.float32)
+        return node_key(node, [x, TensorInfo.of(np.where(magnitude_mask(w, zeros), w, 0))])
+    keys = {z: key(z) for z in (0.0, 0.55, 0.95)}
+    assert len(set(keys.values())) == 3
+    assert key(0.95) == keys[0.95]          # other weights, same sparsity: the same entry

@@ -3,8 +3,11 @@ measured after every step (`edgenn compress`, `edgenn.compress.chain.compress`).
 
 Steps, each optional except the first:
     fp32      the model as converted (the baseline of every fidelity figure)
-    pruned    pointwise convs to `sparse` zeros (magnitude) and/or 3x3 convs pattern-pruned
-              (`pattern` taps of 9, `connectivity` of the kernels removed): prune.py
+    pruned    `channels` of every prunable conv group removed, the next layer refitted by
+              least squares on `calib` (channels.py); pointwise convs to `sparse` zeros
+              (magnitude) and/or 3x3 convs pattern-pruned (`pattern` taps of 9,
+              `connectivity` of the kernels removed): prune.py
+    embedded  embedding tables as int8 / int4 QGather (`embeddings` bits): embeddings.py
     int8      post-training quantization on `calib` (quant/quantize.py, its defaults)
     coded     int8 / int4 blobs zstd-coded in the .enn (graph/entropy.py)
 Size is the .enn file's; fidelity is the output cosine and top-1 agreement against the
@@ -86,8 +89,11 @@ def _fidelity(fp32: Graph, test: Graph, data, batch_size, image_spec, threads) -
             "accuracy": acc.get("int8"), "fp32_accuracy": acc.get("fp32")}
 
 
-def compress(model, calib, *, sparse: float | None = None, pattern: int | None = None,
-             patterns: int = 8, connectivity: float = 0.5, int8: bool = True,
+def compress(model, calib, *, channels: float | None = None, importance: str = "l1",
+             channel_layers: dict | None = None,
+             sparse: float | None = None, pattern: int | None = None,
+             patterns: int = 8, connectivity: float = 0.5, embeddings: int | None = None,
+             int8: bool = True,
              entropy: bool = True, data=None, batch_size: int | None = None,
              image_spec=None, threads: int = 1, rounds: int = 10,
              progress=None) -> tuple[Graph, ChainReport]:
@@ -97,7 +103,9 @@ def compress(model, calib, *, sparse: float | None = None, pattern: int | None =
     fp32 = model if isinstance(model, Graph) else load(model)
     data = calib if data is None else data
     feed = load_batches(data, fp32.inputs, batch_size, image_spec).feeds[0]
-    one = {k: v[:1] for k, v in feed.items()}
+    # latency on one sample where the batch dim is free, else on the model's own batch
+    fixed = {v.name: v.shape[0] for v in fp32.inputs if v.shape and isinstance(v.shape[0], int)}
+    one = {k: v[:fixed.get(k, 1)] for k, v in feed.items()}
     say = progress or (lambda stage: None)
     rep = ChainReport()
 
@@ -112,10 +120,15 @@ def compress(model, calib, *, sparse: float | None = None, pattern: int | None =
 
     measure("fp32", fp32, baseline=True)
     current = fp32
-    if sparse or pattern:
+    if channels or channel_layers or sparse or pattern:
         current = Graph(list(fp32.nodes), fp32.inputs, fp32.outputs, dict(fp32.consts),
                         dict(fp32.meta))
         details = []
+        if channels or channel_layers:
+            from .channels import prune_channels
+            r = prune_channels(current, channels or 0.0, calib=calib, importance_=importance,
+                               per_layer=channel_layers, threads=threads)
+            details.append(f"{len(r.groups)} conv groups channel-pruned, refit")
         if sparse:
             details.append(f"1x1 {prune.sparsify(current, sparse).sparsity:.0%} zeros")
         if pattern:
@@ -123,6 +136,15 @@ def compress(model, calib, *, sparse: float | None = None, pattern: int | None =
             details.append(f"3x3 k={pattern} of 9, {connectivity:.0%} kernels cut: "
                            f"{r.sparsity:.0%} zeros")
         measure("pruned", current, detail="; ".join(details))
+    if embeddings:
+        from .embeddings import quantize_embeddings
+        if current is fp32:
+            current = Graph(list(fp32.nodes), fp32.inputs, fp32.outputs, dict(fp32.consts),
+                            dict(fp32.meta))
+        r = quantize_embeddings(current, embeddings)
+        measure("embedded", current, detail=f"{len(r.tables)} tables int{embeddings}: "
+                                            f"{r.bytes_before / 1e6:.2f} -> "
+                                            f"{r.bytes_after / 1e6:.2f} MB")
     if int8:
         from ..quant.quantize import quantize
         say("quantizing")

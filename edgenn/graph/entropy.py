@@ -35,7 +35,13 @@ def _zstd():
     try:
         from compression import zstd      # Python >= 3.14
     except ImportError:
-        from backports import zstd        # a dependency below 3.14
+        try:
+            from backports import zstd    # a dependency below 3.14
+        except ImportError:
+            from ..errors import MissingDependencyError
+            raise MissingDependencyError(
+                "entropy-coded weights need zstd: a Python with compression.zstd (3.14+) "
+                "or pip install backports.zstd") from None
     return zstd
 
 

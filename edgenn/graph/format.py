@@ -95,9 +95,8 @@ def _check_doc(doc) -> None:
         raise TypeError("unexpected structure")
 
 
-def graph_from_json(text: str, consts: dict) -> Graph:
-    doc = json.loads(text)
-    _check_doc(doc)
+def graph_from_json(doc: dict, consts: dict) -> Graph:
+    """The Graph of a parsed, checked (_check_doc) graph description."""
     nodes = [Node(n["op"], list(n["inputs"]), list(n["outputs"]),
                   {k: _attr_from_json(v) for k, v in n["attrs"].items()}, n["name"])
              for n in doc["nodes"]]
@@ -240,7 +239,7 @@ def from_buffer(buf, source: str = "<bytes>") -> Graph:
         checked = _entropy_decode(doc["tensors"], blobs, source)
         consts = {name: _decode(name, entry, blobs, source, name in checked)
                   for name, entry in doc["tensors"].items()}
-        graph = graph_from_json(text, consts)
+        graph = graph_from_json(doc, consts)
     except ModelFormatError:
         raise
     except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as exc:
@@ -286,27 +285,38 @@ def _check_crcs(name: str, entry: dict, blobs: dict, source: str) -> None:
 
 def _entropy_decode(table: dict, blobs: dict, source: str) -> set:
     """Replace every entropy-coded blob by its decoded array (checksums first), within
-    one expansion budget for the whole file. -> the names whose checksums were checked."""
+    one expansion budget for the whole file. -> the names whose checksums were checked.
+    Each coded blob belongs to exactly one (tensor, role): a blob named twice would count
+    twice in the budget (a bomb could multiply it) or be decoded twice."""
     coded = {name: e["entropy"] for name, e in table.items() if e.get("entropy")}
     if not coded:
         return set()
     from . import entropy
     if not all(isinstance(c, dict) for c in coded.values()):
         raise TypeError("entropy entries must be objects")
-    budget = entropy.Budget(sum(blobs[table[n]["blobs"][r]].nbytes
-                                for n, roles in coded.items() for r in roles
-                                if table[n]["blobs"].get(r) in blobs))
+    uses: dict[str, int] = {}
+    for entry in table.values():
+        for key in entry["blobs"].values():
+            uses[key] = uses.get(key, 0) + 1
+    keys = {}
     for name, roles in coded.items():
         entry = table[name]
         _check_crcs(name, entry, blobs, source)
-        for role, spec in roles.items():
+        for role in roles:
             key = entry["blobs"][role]
+            if uses.get(key) != 1 or key not in blobs:
+                raise _fail(f"tensor {name!r}: coded blob {key!r} is missing or shared", source)
             if blobs[key].dtype != np.uint8 or blobs[key].ndim != 1:
                 raise _fail(f"tensor {name!r}: coded blob {key!r} is not a byte string", source)
-            try:
-                blobs[key] = entropy.decode(blobs[key], spec, budget)
-            except ValueError as exc:
-                raise _fail(f"tensor {name!r}: {exc}", source) from None
+            if key not in entry["crc32"]:
+                raise _fail(f"tensor {name!r}: coded blob {key!r} has no checksum", source)
+            keys[key] = (name, roles[role])
+    budget = entropy.Budget(sum(blobs[k].nbytes for k in keys))
+    for key, (name, spec) in keys.items():
+        try:
+            blobs[key] = entropy.decode(blobs[key], spec, budget)
+        except ValueError as exc:
+            raise _fail(f"tensor {name!r}: {exc}", source) from None
     return set(coded)
 
 

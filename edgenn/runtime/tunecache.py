@@ -52,10 +52,20 @@ def _plain(value):
     return value
 
 
+def _zeros(value) -> float | None:
+    """Zero fraction of a constant weight in 5% steps (None for small or absent ones): the
+    sparse kernels' speed depends on it, so pruned layers of one shape are timed apart."""
+    if value is None or np.size(value) < 64:
+        return None
+    return round(20 * (1 - np.count_nonzero(value) / np.size(value))) / 20
+
+
 def node_key(node, ins) -> str:
-    """What decides which algorithm wins: op, attributes, shapes, dtypes, constness."""
+    """What decides which algorithm wins: op, attributes, shapes, dtypes, constness, and
+    how sparse the constant weights are."""
     sig = {"op": node.op, "attrs": {k: _plain(v) for k, v in sorted(node.attrs.items())},
-           "ins": [None if i is None else [i.dtype, list(i.shape), i.value is not None]
+           "ins": [None if i is None else [i.dtype, list(i.shape), i.value is not None,
+                                           _zeros(i.value)]
                    for i in ins]}
     return hashlib.sha1(json.dumps(sig, sort_keys=True).encode()).hexdigest()
 

@@ -228,4 +228,19 @@ def qgemm_cases(all_variants: bool = False):
     yield qgemm_case(rng, (3,), 40, 11, a=a, b=b, a_zp=0)
 
 
-CASES = {"QConv": qconv_cases, "QGemm": qgemm_cases}
+def qgather_cases():
+    """Quantized embedding tables: int8 per row and int4 in blocks of 32 (rows padded when
+    the dim is not a multiple), indices of every rank, negative, int32 and int64."""
+    from edgenn.graph.codecs import encode
+    rng = np.random.default_rng(12)
+    for (rows, dim), bits, idx_shape, dtype in itertools.product(
+            [(7, 5), (50, 32), (33, 70)], (8, 4), [(), (4,), (2, 3)], (np.int64, np.int32)):
+        coded = encode(rng.standard_normal((rows, dim)).astype(np.float32), 0, bits,
+                       fit="maxabs")
+        idx = rng.integers(-rows, rows, idx_shape).astype(dtype)
+        attrs = {"bits": bits, "block": int(coded["meta"]["block"]), "dim": dim}
+        yield Node("QGather", ["q", "s", "i"], ["y"], attrs, "qgather"), \
+            [coded["q"].reshape(rows, -1), coded["scale"], idx], {0, 1}
+
+
+CASES = {"QConv": qconv_cases, "QGemm": qgemm_cases, "QGather": qgather_cases}

@@ -19,6 +19,13 @@ QGemm(a u8 (..., K), a_scale, a_zp, b i8 (K, N) const, b_scale () or (N,), b_zp 
       -> y (..., N). D (float output only) is added after the scaling:
       y = act(float(acc) * (a_scale * b_scale) + D [+ residual]). a_scale / a_zp may be
       run-time scalars (DynamicQuantizeLinear's outputs: onnxruntime's quantize_dynamic).
+QGather(codes const, scale f32 (V, B) const, indices int (any shape)) -> y f32
+      (indices.shape + (dim,)): an embedding table of V rows stored quantized
+      (compress/embeddings.py), rows dequantized only when gathered. attrs bits 8: codes
+      int8 (V, B * block), one scale per block of `block` values of a row (block = the
+      padded row for per-row scales); bits 4: codes uint8 (V, B * block / 2), two per
+      byte, low nibble first, each in [-7, 7] (graph/codecs.py's qblock layout). `dim`
+      <= B * block: the row length (the rest is padding). Indices as Gather's (axis 0).
 "" marks an omitted optional input.
 """
 from __future__ import annotations
@@ -30,7 +37,7 @@ from ...registry import TensorInfo, shape_rule
 from .nn import ACTIVATIONS, matmul_shape, window_geometry
 
 OPS = ("QAdd", "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearConv",
-       "QLinearMatMul", "ConvInteger", "MatMulInteger", "QConv", "QGemm")
+       "QLinearMatMul", "ConvInteger", "MatMulInteger", "QConv", "QGemm", "QGather")
 
 # the integer types QuantizeLinear / DequantizeLinear handle; ONNX also has int4, uint4,
 # float8 and (opset 23+) int2/uint2/float4: refused
@@ -367,6 +374,24 @@ def qadd(node, ins):
     act = node.attrs.get("activation", "") or ""
     _check(node, act in ("", "Relu"), f"activation {act!r} must be '' or 'Relu'")
     return [TensorInfo("uint8", tuple(a.shape))]
+
+
+@shape_rule("QGather")
+def qgather_shape(node, ins):
+    codes, scale, idx = (_input(ins, i) for i in range(3))
+    bits, block, dim = (int(node.attrs.get(k, 0)) for k in ("bits", "block", "dim"))
+    _check(node, bits in (8, 4) and block > 0 and dim > 0, f"bad bits / block / dim "
+           f"{bits} / {block} / {dim}")
+    _dtype(node, codes, "codes", ("int8",) if bits == 8 else ("uint8",))
+    _dtype(node, scale, "scale", ("float32",))
+    _dtype(node, idx, "indices", ("int64", "int32"))
+    _check(node, len(codes.shape) == 2 and len(scale.shape) == 2, "codes and scale are 2-D")
+    rows, blocks = scale.shape
+    width = blocks * block
+    _check(node, tuple(codes.shape) == (rows, width if bits == 8 else width // 2)
+           and dim <= width and (bits == 8 or block % 2 == 0),
+           f"codes {codes.shape} do not match scale {scale.shape}, block {block}, dim {dim}")
+    return [TensorInfo("float32", tuple(idx.shape) + (dim,))]
 
 
 CONST_INPUTS: dict = {}

@@ -20,5 +20,6 @@ from . import pool  # noqa: E402,F401  (MaxPool, AveragePool, GlobalAveragePool,
 from . import upsample  # noqa: E402,F401  (Resize, ConvTranspose, Concat)
 from . import batchnorm  # noqa: E402,F401  (BatchNormalization not folded into a Conv)
 from . import quantize  # noqa: E402,F401  (QuantizeLinear / DequantizeLinear u8 in C)
+from . import embedding  # noqa: E402,F401  (QGather: quantized embedding tables)
 from . import qconv, qgemm  # noqa: E402,F401  (int8 QConv / QGemm in C: _qgemm.pyx)
 from . import qconv_float  # noqa: E402,F401  (QConv / QGemm via the fp32 kernels: import last)

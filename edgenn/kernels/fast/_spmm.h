@@ -177,9 +177,7 @@ static void spmm_run(const float *x, float *y, long M, long K, long S, const sp_
                     memcpy(zt + m * T, e->z + m * S + full, n * sizeof(float));
                     memset(zt + m * T + n, 0, (T - n) * sizeof(float));
                 }
-            sp_epi et = *e;
-            et.off = off_tail;
-            tile(xt, e->z ? zt : 0, yt, T, M, &et);
+            tile(xt, e->z ? zt : 0, yt, T, M, &ep);
             for (long m = 0; m < M; m++)
                 memcpy(y + m * S + full, yt + m * T, n * sizeof(float));
         }
@@ -209,18 +207,8 @@ static void spmm_shifted(const float *xp, float *yp, long M, long P, const sp_ep
     }
 #endif
     (void)tier;
-    for (long m = 0; m < M; m++) {
-        const float b = e->bias ? e->bias[m] : 0.0f;
-        float *yr = yp + m * P;
-        for (long p = 0; p < P; p++) yr[p] = b;
-        for (int j = e->row_ptr[m]; j < e->row_ptr[m + 1]; j++) {
-            const float w = e->val[j];
-            const float *xr = xp + e->off[j];
-            for (long p = 0; p < P; p++) yr[p] += w * xr[p];
-        }
-        const float *zr = e->z ? e->z + m * P : 0;
-        for (long p = 0; p < P; p++) yr[p] = sp_clamp(zr ? yr[p] + zr[p] : yr[p], e);
-    }
+    spmm_generic(xp, yp, M, P, e);     /* the portable loops read x + off[j] alike */
 }
+
 
 #endif

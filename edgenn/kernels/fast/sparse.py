@@ -75,9 +75,9 @@ def _prepare(node, ins, outs, isa: str, lib=None):
     m = ins[1].shape[0]
     w2d = np.asarray(ins[1].value, np.float32).reshape(m, k)
     bias, act, lo, hi = _epilogue(node, ins, m)
-    spmm = SparseConv1x1(*csr(w2d), k, h * wd, bias, act, lo, hi, isa=isa)
-    has_z = len(ins) > 3 and ins[3] is not None
     s = h * wd
+    spmm = SparseConv1x1(*csr(w2d), k, s, bias, act, lo, hi, isa=isa)
+    has_z = len(ins) > 3 and ins[3] is not None
     ws_h = scratch.array((max(spmm.workspace_floats, 1),), np.float32)
 
     def run(inputs, outputs):
@@ -114,12 +114,11 @@ def _prepare_shifted(node, ins, outs, isa: str, lib=None):
     # would put every channel's rows in the same L1 sets
     plane = -(-(hp * wp) // 16) * 16
     plane += 16 * ((plane // 16) % 2 == 0)
-    mm, cc, ii, jj = np.nonzero(w)
-    row_ptr = np.zeros(m + 1, np.int32)
-    np.cumsum(np.bincount(mm, minlength=m), out=row_ptr[1:])
+    row_ptr, col, val = csr(w.reshape(m, -1))
+    cc, ii, jj = np.unravel_index(col, (c, kh, kw))
     off = cc.astype(np.int64) * plane + ii * dh * wp + jj * dw
     bias, act, lo, hi = _epilogue(node, ins, m)
-    k = ShiftedSpMM(row_ptr, off, w[mm, cc, ii, jj], p, bias, act, lo, hi, isa=isa)
+    k = ShiftedSpMM(row_ptr, off, val, p, bias, act, lo, hi, isa=isa)
     xp_h = scratch.array((max(k.reach, c * plane),), np.float32, persistent=True, fill=0.0)
     yp_h = scratch.array((m, p), np.float32)
     has_z = len(ins) > 3 and ins[3] is not None

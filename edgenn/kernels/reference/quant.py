@@ -299,3 +299,27 @@ def qadd(attrs, inputs):
     if attrs.get("activation", "") == "Relu":
         v = np.maximum(v, F32(0))
     return [quantize_values(v, sy, zy)]
+
+
+def qgather_rows(codes: np.ndarray, scale: np.ndarray, rows: np.ndarray, bits: int,
+                 block: int, dim: int) -> np.ndarray:
+    """The float32 rows `rows` (1-D, in range) of a QGather table -> (len(rows), dim)."""
+    c = codes[rows]
+    if bits == 4:    # two codes per byte, low nibble first, in two's complement
+        q = np.empty((len(rows), c.shape[1] * 2), np.int8)
+        q[:, 0::2] = (c & 0x0F).astype(np.int8)
+        q[:, 1::2] = (c >> 4).astype(np.int8)
+        c = np.where(q > 7, q - 16, q)
+    blocks = scale.shape[1]
+    w = c.reshape(len(rows), blocks, block).astype(np.float32) * scale[rows][:, :, None]
+    return w.reshape(len(rows), blocks * block)[:, :dim]
+
+
+@reference("QGather")
+def qgather(attrs, inputs):
+    from ...graph.shapes.tensor_geometry import _wrap_indices
+    codes, scale, idx = inputs
+    rows = _wrap_indices(idx, codes.shape[0], "QGather").reshape(-1)
+    y = qgather_rows(codes, scale, rows, int(attrs["bits"]), int(attrs["block"]),
+                     int(attrs["dim"]))
+    return [y.reshape(tuple(np.shape(idx)) + (int(attrs["dim"]),))]

@@ -18,5 +18,5 @@ def erf(x: np.ndarray) -> np.ndarray:
         from scipy.special import erf as scipy_erf  # lazily: scipy.special costs ~0.3 s
         out = scipy_erf(x)
     else:
-        out = _math_erf(x.astype(np.float64)).astype(np.float64)
+        out = np.asarray(_math_erf(x.astype(np.float64)), dtype=np.float64)  # 0-d too
     return out.astype(x.dtype, copy=False) if x.dtype.kind == "f" else out
