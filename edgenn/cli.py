@@ -291,6 +291,24 @@ def cmd_compress(args) -> int:
     from .compress.channels import load_config
     cfg = load_config(args.config) if args.config else {}
     ratio = args.prune_channels if args.prune_channels is not None else cfg.get("ratio")
+    progress = lambda stage: print(f"  ... {stage}", flush=True)   # noqa: E731
+    if args.fidelity is not None:
+        from .compress.chain import search
+        graph, rep, tried = search(args.model, args.calib, fidelity=args.fidelity,
+                                   target_size=args.target_size, progress=progress,
+                                   importance=cfg.get("importance", args.importance),
+                                   sparse=args.sparse, pattern=args.pattern,
+                                   patterns=args.patterns, connectivity=args.connectivity,
+                                   embeddings=args.embeddings, int8=not args.no_int8,
+                                   entropy=not args.no_entropy, data=args.data,
+                                   batch_size=args.batch_size, image_spec=_image_spec(args),
+                                   threads=args.threads)
+        print("search: " + "; ".join(f"channels -{r:.0%} -> {s:.2f}x, cosine {c:.4f}"
+                                     for r, s, c in tried))
+        save(graph, args.output)
+        print(rep.table())
+        print(f"wrote {args.output} ({os.path.getsize(args.output) / 1e6:.3f} MB)")
+        return EXIT_OK
     graph, rep = compress(args.model, args.calib, channels=ratio,
                           importance=cfg.get("importance", args.importance),
                           channel_layers=cfg.get("layers"), sparse=args.sparse,
@@ -298,8 +316,7 @@ def cmd_compress(args) -> int:
                           patterns=args.patterns, connectivity=args.connectivity,
                           embeddings=args.embeddings, int8=not args.no_int8, entropy=not args.no_entropy, data=args.data,
                           batch_size=args.batch_size, image_spec=_image_spec(args),
-                          threads=args.threads,
-                          progress=lambda stage: print(f"  ... {stage}", flush=True))
+                          threads=args.threads, progress=progress)
     save(graph, args.output)
     print(rep.table())
     print(f"wrote {args.output} ({os.path.getsize(args.output) / 1e6:.3f} MB; fidelity "
@@ -474,6 +491,11 @@ def build_parser() -> argparse.ArgumentParser:
     cz.add_argument("--embeddings", type=int, choices=(8, 4),
                     help="store embedding tables (Gathers over >= 1024-row constants) as "
                          "int8 or int4 QGather")
+    cz.add_argument("--fidelity", type=float, metavar="COS",
+                    help="search: the largest channel ratio whose chain keeps this output "
+                         "cosine against fp32 on --data (e.g. 0.99)")
+    cz.add_argument("--target-size", type=float, metavar="X",
+                    help="with --fidelity: also at least X times smaller than fp32")
     cz.add_argument("--no-int8", action="store_true", help="skip quantization")
     cz.add_argument("--no-entropy", action="store_true", help="skip entropy coding")
     _pruning_options(cz, "--prune-channels")

@@ -67,3 +67,19 @@ def test_cli_channel_pruning_with_a_config(tmp_path, capsys):
     assert np.mean(probs.argmax(1) == labels) > 0.94
     code, _, err = run_cli(capsys, "prune", DEMO_MODEL, "--channels", "0.2")   # no -o
     assert code == EXIT_USAGE and "-o OUTPUT" in err
+
+
+def test_search_keeps_the_most_pruned_chain_that_meets_the_fidelity():
+    import pytest
+
+    from edgenn.compress.chain import search
+    calib, held, labels = digits()
+    data = {"image": held, "labels": labels}
+    graph, rep, tried = search(DEMO_MODEL, calib, fidelity=0.99, ratios=(0.5, 0.25, 0.1, 0.0),
+                               data=data, rounds=2)
+    assert rep.steps[-1].cosine >= 0.99
+    assert all(c < 0.99 for _, _, c in tried[:-1])                  # larger ratios failed
+    assert tried[-1][2] == rep.steps[-1].cosine
+    with pytest.raises(ValueError, match="no candidate meets"):
+        search(DEMO_MODEL, calib, fidelity=0.999, target_size=5, ratios=(0.5, 0.0),
+               data=data, rounds=2)

@@ -156,3 +156,32 @@ def compress(model, calib, *, channels: float | None = None, importance: str = "
         measure("coded", current, coded=True, detail="zstd int8/int4 blobs")
         current.meta["entropy_coding"] = "zstd"
     return current, rep
+
+
+RATIOS = (0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.0)
+
+
+def search(model, calib, *, fidelity: float, target_size: float | None = None,
+           ratios=RATIOS, progress=None, **options) -> tuple[Graph, ChainReport, list]:
+    """The most compressed chain that keeps `fidelity` (the final step's output cosine
+    against fp32 on the held-out data): channel ratios tried from the largest down, the
+    first whose chain meets the fidelity (and, when given, `target_size`: fp32 size / final
+    size) kept. -> (graph, its report, [(ratio, size ratio, cosine) per candidate]).
+    Refused (ValueError) when no candidate meets the targets: the honest answer is then
+    pruning with retraining, or a lower target."""
+    from ..converters.source import load
+    fp32 = model if isinstance(model, Graph) else load(model)
+    tried = []
+    for ratio in ratios:
+        if progress:
+            progress(f"candidate: channels -{ratio:.0%}")
+        graph, rep = compress(fp32, calib, channels=ratio or None, **options)
+        last = rep.steps[-1]
+        shrink = rep.steps[0].bytes / last.bytes
+        cos = last.cosine if last.cosine is not None else 1.0
+        tried.append((ratio, shrink, cos))
+        if cos >= fidelity and (target_size is None or shrink >= target_size):
+            return graph, rep, tried
+    raise ValueError("no candidate meets fidelity {:.4f}{}: tried {}".format(
+        fidelity, f" and {target_size:.1f}x smaller" if target_size else "",
+        ", ".join(f"-{r:.0%}: {s:.2f}x cosine {c:.4f}" for r, s, c in tried)))

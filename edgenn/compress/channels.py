@@ -19,6 +19,7 @@ generated from the model (`config_for`), which a user edits and passes back.
 from __future__ import annotations
 
 import json
+import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -161,15 +162,18 @@ def _patches(x: np.ndarray, node: Node, w_shape) -> np.ndarray:
     return cols.reshape(c * kh * kw, -1)
 
 
-def _refit(cols: np.ndarray, keep: np.ndarray, w: np.ndarray) -> np.ndarray:
+def _refit(cols: np.ndarray, keep: np.ndarray, w: np.ndarray,
+           cols_now: np.ndarray | None = None) -> np.ndarray:
     """D's weights over the kept input channels, least squares against D's original
-    pre-activation output (bias aside) on the calibration patches cols (C*KH*KW, P)
-    of its input. -> (M, kept, KH, KW) float32."""
+    pre-activation output (bias aside) on the calibration patches cols (C*KH*KW, P) of
+    its input in the original model; the regressors are the kept channels' rows of cols,
+    or cols_now: the same pixels of its (kept-channel) input in the model pruned so far.
+    -> (M, kept, KH, KW) float32."""
     m = w.shape[0]
     target = w.reshape(m, -1).astype(np.float64) @ cols           # (M, P)
     kk = w.shape[2] * w.shape[3]
     rows = (keep[:, None] * kk + np.arange(kk)[None, :]).reshape(-1)
-    xk = cols[rows]                                               # (kept*K, P)
+    xk = cols[rows] if cols_now is None else cols_now             # (kept*K, P)
     gram = xk @ xk.T
     lam = 1e-6 * np.trace(gram) / max(len(gram), 1) + 1e-12
     sol = np.linalg.solve(gram + lam * np.eye(len(gram)), xk @ target.T)   # (kept*K, M)
@@ -182,15 +186,20 @@ def prune_channels(graph: Graph, ratio: float = 0.3, calib=None, importance_: st
     """Remove the `ratio` least important channels of every prunable group (per_layer:
     {producer node name: ratio} overrides; multiple: keep a multiple of this many), and,
     with calibration data (any form quant/data.py reads), refit each consumer by least
-    squares. Changes the graph's node list and consts in place."""
+    squares. Sequential (He et al.): group by group, the consumer's regressors are its
+    input in the model pruned so far, its target the original model's output, so each
+    refit also absorbs the error of the groups before it. Changes the graph's node list
+    and consts in place."""
     per_layer = dict(per_layer or {})
     found = groups(graph)
     unknown = set(per_layer) - {g.producer.name for g in found}
     if unknown:
         raise ValueError(f"not the producer of a prunable group: {sorted(unknown)}")
-    patches = _consumer_patches(graph, found, calib, threads) if calib is not None else {}
+    consumers = [g.consumer for g in found]
+    patches = _consumer_patches(graph, consumers, calib, threads) if calib is not None else {}
     report = ChannelReport()
     replace = {}
+    changed = False          # is the graph pruned so far different from the original?
     for g in found:
         r = float(per_layer.get(g.producer.name, ratio))
         if not 0 <= r < 1:
@@ -209,12 +218,20 @@ def prune_channels(graph: Graph, ratio: float = 0.3, calib=None, importance_: st
             _slice_out(graph, g.depthwise, keep, replace, depthwise=True)
         wd = np.asarray(graph.consts[cur(g.consumer).inputs[1]])
         if g.consumer.name in patches:
-            new_w = _refit(patches[g.consumer.name], keep, wd)
+            now = None
+            if changed:      # the consumer's input in the model as pruned so far
+                _set_const(graph, g.consumer, 1, np.ascontiguousarray(wd[:, keep]), replace)
+                current = Graph([cur(n) for n in graph.nodes], graph.inputs, graph.outputs,
+                                graph.consts, graph.meta)
+                now = _consumer_patches(current, [cur(g.consumer)], calib,
+                                        threads)[g.consumer.name]
+            new_w = _refit(patches[g.consumer.name], keep, wd, now)
             how = "refit (least squares)"
         else:
             new_w, how = wd[:, keep], "sliced"
         _set_const(graph, g.consumer, 1, np.ascontiguousarray(new_w, np.float32), replace)
         report.groups[g.producer.name] = (m, kept_n, how)
+        changed = True
     graph.nodes = [replace.get(id(n), n) for n in graph.nodes]
     used = {i for n in graph.nodes for i in n.inputs} | graph.output_names()
     for name in [k for k in graph.consts if k not in used]:   # the unpruned weights
@@ -222,23 +239,25 @@ def prune_channels(graph: Graph, ratio: float = 0.3, calib=None, importance_: st
     return report
 
 
-def _consumer_patches(graph, found, calib, threads) -> dict:
+def _consumer_patches(graph, consumers, calib, threads) -> dict:
     """{consumer node name: im2col patches (C*KH*KW, <= MAX_PIXELS) of its input on the
-    calibration data}, sampled batch by batch (the activations themselves not kept)."""
+    calibration data}, sampled batch by batch (the activations themselves not kept). The
+    sampled pixels depend only on the consumer's name, the batch and the patch count, so
+    the original and a pruned model are sampled at the same pixels."""
     from ..quant.data import load_batches
     from ..quant.observe import Runner
-    consumers = {g.consumer.name: g.consumer for g in found}
-    runner = Runner(graph, observe=[c.inputs[0] for c in consumers.values()], threads=threads)
+    by_name = {c.name: c for c in consumers}
+    runner = Runner(graph, observe=[c.inputs[0] for c in by_name.values()], threads=threads)
     feeds = load_batches(calib, graph.inputs).feeds
     per_batch = max(1, MAX_PIXELS // max(len(feeds), 1))
-    rng = np.random.default_rng(0)
     got: dict[str, list] = {}
-    for feed in feeds:
+    for k, feed in enumerate(feeds):
         out = runner.run(feed)
-        for name, node in consumers.items():
+        for name, node in by_name.items():
             w_shape = graph.consts[node.inputs[1]].shape
             cols = _patches(out[node.inputs[0]], node, w_shape)
             if cols.shape[1] > per_batch:
+                rng = np.random.default_rng([zlib.crc32(name.encode()), k])
                 cols = cols[:, rng.choice(cols.shape[1], per_batch, replace=False)]
             got.setdefault(name, []).append(cols)
     return {k: np.concatenate(v, axis=1) for k, v in got.items()}
