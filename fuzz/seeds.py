@@ -75,14 +75,17 @@ def write_corpus(directory: str, kind: str) -> list[str]:
         with open(path, "wb") as f:
             f.write(data)
         paths.append(path)
-    if kind == "enn":   # weight-only int4 codes, entropy-coded: the qblock and zstd readers
+    if kind == "enn":   # the qblock, sparse and zstd readers: int4 codes, pruned weights
+        from edgenn.compress.prune import sparsify
         from edgenn.compress.weights import compress_weights
         from edgenn.graph import format as enn
-        g = edgenn.load(DEMO_MODEL)
-        compress_weights(g, 4)
-        g.meta["entropy_coding"] = "zstd"
-        path = os.path.join(directory, "digits-int4-zstd.enn")
-        with open(path, "wb") as f:
-            f.write(enn.to_bytes(g))
-        paths.append(path)
+        for name, shrink in (("int4-zstd", lambda g: compress_weights(g, 4)),
+                             ("sparse-zstd", lambda g: sparsify(g, 0.8, skip_first=False))):
+            g = edgenn.load(DEMO_MODEL)
+            shrink(g)
+            g.meta["entropy_coding"] = "zstd"
+            path = os.path.join(directory, f"digits-{name}.enn")
+            with open(path, "wb") as f:
+                f.write(enn.to_bytes(g))
+            paths.append(path)
     return paths

@@ -75,10 +75,14 @@ def test_round_trip_every_distribution_and_shape(tmp_path):
     table = _table(path)
     for name, a in consts.items():
         assert back[name].dtype == a.dtype and np.array_equal(back[name], a), name
+        if table[name]["codec"] != "raw":
+            continue                                # mostly zeros: the sparse codec's blobs
         coded = bool(table[name].get("entropy"))
         should = entropy.codable(a) and entropy.encode(a) is not None
         assert coded == should, name
-    assert table["laplace narrow"].get("entropy") and table["all zero"].get("entropy")
+    assert table["laplace narrow"].get("entropy")
+    assert table["all zero"]["codec"] == table["sparse 90%"]["codec"] == "sparse"
+    assert table["sparse 90%"].get("entropy")      # its mask and int8 values, zstd-coded
     assert not table["uniform int8"].get("entropy")     # incompressible: stays raw
     assert not table["too small"].get("entropy") and not table["floats"].get("entropy")
 
@@ -203,11 +207,11 @@ def test_inconsistent_coding_is_a_format_error(tmp_path, edit, message):
 
 
 def test_expansion_budget_is_for_the_whole_file(tmp_path, monkeypatch):
-    """Each all-zero tensor alone fits the budget; together they pass it (SLACK made
-    small here so the test allocates little)."""
+    """Each constant tensor alone fits the budget; together they pass it (SLACK made
+    small here so the test allocates little; sevens, not zeros: those go sparse)."""
     monkeypatch.setattr(entropy, "SLACK", 1 << 20)
-    path = _saved(tmp_path, {f"z{i}": np.zeros(600_000, np.int8) for i in range(3)})
-    edgenn.load(str(_saved(tmp_path, {"z": np.zeros(600_000, np.int8)}, "one.enn")))
+    path = _saved(tmp_path, {f"z{i}": np.full(600_000, 7, np.int8) for i in range(3)})
+    edgenn.load(str(_saved(tmp_path, {"z": np.full(600_000, 7, np.int8)}, "one.enn")))
     with pytest.raises(ModelFormatError, match="implausible expansion"):
         edgenn.load(str(path))
 
@@ -229,4 +233,70 @@ def test_a_coded_blob_without_a_checksum_is_refused(tmp_path):
     path, key = _coded_file(tmp_path)
     _rewrite(path, edit_table=lambda t: t["w"]["crc32"].clear())
     with pytest.raises(ModelFormatError, match="no checksum"):
+        edgenn.load(str(path))
+
+
+# -- the "sparse" codec: pruned tensors as a nonzero mask and values --------------------------
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int8", "int32"])
+def test_sparse_codec_round_trip(tmp_path, dtype):
+    dense = RNG.standard_normal((64, 48)) * 10
+    consts = {}
+    for z in (0.0, 0.49, 0.5, 0.8, 0.99, 1.0):
+        a = dense.astype(dtype)
+        a[RNG.random(a.shape) < z] = 0
+        consts[f"z{z}"] = a
+    consts["nan"] = np.where(RNG.random((40, 40)) < 0.7, 0, np.nan).astype(np.float32) \
+        if dtype == "float32" else np.zeros((40, 40), dtype)
+    path = _saved(tmp_path, consts, entropy_on=False)
+    table = _table(path)
+    back = edgenn.load(str(path)).consts
+    for name, a in consts.items():
+        assert back[name].dtype == a.dtype and back[name].shape == a.shape
+        assert np.array_equal(back[name], a, equal_nan=True), name
+        zeros = 1 - np.count_nonzero(a) / a.size
+        assert (table[name]["codec"] == "sparse") == (zeros >= 0.5), (name, zeros)
+    again = tmp_path / "again.enn"
+    edgenn.save(edgenn.load(str(path)), str(again))
+    assert again.read_bytes() == path.read_bytes()
+
+
+def test_pruned_model_file_shrinks_with_the_sparse_codec(tmp_path):
+    from edgenn.compress.prune import sparsify
+    g = edgenn.load(DEMO_MODEL)
+    edgenn.save(g, str(tmp_path / "dense.enn"))
+    sparsify(g, 0.8, skip_first=False)
+    edgenn.save(g, str(tmp_path / "sparse.enn"))
+    edgenn.save(g, str(tmp_path / "sparse_coded.enn"), entropy=True)
+    sizes = [(tmp_path / f).stat().st_size for f in ("dense.enn", "sparse.enn", "sparse_coded.enn")]
+    # the masks of this small model gain little from zstd (its header entries cost bytes)
+    assert sizes[1] < 0.8 * sizes[0] and sizes[2] < 1.01 * sizes[1], sizes
+    x = np.load(DEMO_MODEL.replace("digits.onnx", "digits_samples.npz"))["images"][:8]
+    a = edgenn.InferenceSession(g).run(None, {"image": x})[0]
+    b = edgenn.InferenceSession(str(tmp_path / "sparse_coded.enn")).run(None, {"image": x})[0]
+    assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda e: e["params"].update(shape=[64, 47]), "mask of"),
+    (lambda e: e["params"].update(dtype="float64"), "values"),
+    (lambda e: e["params"].update(dtype="object"), "bad sparse"),
+    (lambda e: e["params"].update(shape=[-64, 48]), "bad sparse"),
+])
+def test_inconsistent_sparse_tensors_are_format_errors(tmp_path, edit, message):
+    a = RNG.standard_normal((64, 48)).astype(np.float32)
+    a[RNG.random(a.shape) < 0.8] = 0
+    path = _saved(tmp_path, {"w": a}, entropy_on=False)
+    _rewrite(path, edit_table=lambda t: edit(t["w"]))
+    with pytest.raises(ModelFormatError, match=message):
+        edgenn.load(str(path))
+
+
+def test_sparse_mask_and_values_disagreeing_is_a_format_error(tmp_path):
+    a = RNG.standard_normal((64, 48)).astype(np.float32)
+    a[RNG.random(a.shape) < 0.8] = 0
+    path = _saved(tmp_path, {"w": a}, entropy_on=False)
+    mask_key = _table(path)["w"]["blobs"]["mask"]
+    _rewrite(path, edit_blob=(mask_key, lambda b: bytes([b[0] ^ 0x01]) + b[1:]))
+    with pytest.raises(ModelFormatError, match="mask bits set"):
         edgenn.load(str(path))

@@ -107,3 +107,45 @@ def load_coded(q: np.ndarray, scale: np.ndarray, meta: dict) -> np.ndarray:
     w = decode(q, scale, meta)
     remember(w, {"q": q, "scale": scale, "meta": dict(meta)})
     return w
+
+
+# -- "sparse": the nonzeros of a mostly-zero tensor ------------------------------------------
+# A constant with at least SPARSE_MIN_ZEROS of its entries zero (pruned weights) is stored
+# as a bit mask of its nonzeros (uint8, np.packbits little-endian) and their values in
+# order, and scattered back at load. With entropy coding on, both blobs may be zstd-coded
+# (the mask is the "sparse indices" the entropy coder sees). -0.0 is stored as a zero.
+SPARSE_MIN_ZEROS = 0.5
+SPARSE_MIN_SIZE = 1024
+SPARSE_DTYPES = ("float32", "float16", "float64", "int8", "uint8", "int16", "int32", "int64")
+
+
+def sparse_encode(array: np.ndarray) -> dict | None:
+    """-> {"mask", "values", "meta"} for a mostly-zero tensor, None when it is not one."""
+    a = np.asarray(array)
+    if a.dtype.name not in SPARSE_DTYPES or a.size < SPARSE_MIN_SIZE:
+        return None
+    flat = a.reshape(-1)
+    nz = flat != 0
+    if 1 - np.count_nonzero(nz) / flat.size < SPARSE_MIN_ZEROS:
+        return None
+    return {"mask": np.packbits(nz, bitorder="little"), "values": np.ascontiguousarray(flat[nz]),
+            "meta": {"shape": list(a.shape), "dtype": a.dtype.name}}
+
+
+def sparse_decode(mask: np.ndarray, values: np.ndarray, meta: dict) -> np.ndarray:
+    """Inverse of sparse_encode. Raises ValueError on inconsistent sizes or types."""
+    shape = tuple(int(d) for d in meta["shape"])
+    dtype = str(meta["dtype"])
+    if dtype not in SPARSE_DTYPES or min(shape, default=0) < 0:
+        raise ValueError(f"bad sparse parameters {meta}")
+    n = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    if mask.dtype != np.uint8 or mask.ndim != 1 or mask.size != -(-n // 8):
+        raise ValueError(f"mask of {mask.size} bytes for {n} values")
+    if values.dtype.name != dtype or values.ndim != 1:
+        raise ValueError(f"values {values.dtype}{list(values.shape)}, expected {dtype}")
+    keep = np.unpackbits(mask, count=n, bitorder="little").astype(bool)
+    if int(np.count_nonzero(keep)) != values.size:
+        raise ValueError(f"{np.count_nonzero(keep)} mask bits set for {values.size} values")
+    out = np.zeros(n, dtype)
+    out[keep] = values
+    return out.reshape(shape)

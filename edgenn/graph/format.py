@@ -8,7 +8,9 @@ Layout (safetensors: u64 header length, JSON header, raw little-endian tensor by
   each stored blob is a safetensors tensor; the graph's tensor table maps a constant name
   to {"codec": "raw", "blobs": {"data": <blob key>}, "crc32": {<blob key>: crc}}, so later
   codecs add blob roles without a format change: "qblock" (weight-only int8/int4, see
-  graph/codecs.py) stores {"q": codes, "scale": scales} and is decoded at load. An entry
+  graph/codecs.py) stores {"q": codes, "scale": scales} and is decoded at load; "sparse"
+  (a constant with >= half its entries zero: pruned weights) stores {"mask": nonzero
+  bits, "values": the nonzeros} and is scattered back at load. An entry
   may also carry "entropy": {role: {"coder": "zstd", "dtype", "shape"}}: that role's blob
   is stored entropy-coded (graph/entropy.py; graph.meta["entropy_coding"] asks for it) and
   decoded first. Checksums are of the stored bytes.
@@ -129,6 +131,19 @@ def encode_qblock(name: str, array: np.ndarray, codec: dict) -> tuple[dict, dict
              "crc32": {k: _crc(a.tobytes()) for k, a in arrays.items()}}, arrays)
 
 
+def encode_sparse(name: str, array: np.ndarray) -> tuple[dict, dict] | None:
+    """A mostly-zero tensor as its nonzeros' bit mask and values (graph/codecs.py), or
+    None when it is not one."""
+    from .codecs import sparse_encode
+    coded = sparse_encode(array)
+    if coded is None:
+        return None
+    keys = {"mask": f"m:{name}", "values": f"v:{name}"}
+    arrays = {keys["mask"]: coded["mask"], keys["values"]: coded["values"]}
+    return ({"codec": "sparse", "blobs": keys, "params": coded["meta"],
+             "crc32": {k: _crc(a.tobytes()) for k, a in arrays.items()}}, arrays)
+
+
 def entropy_code(entry: dict, arrays: dict) -> None:
     """Store each integer blob of one entry as a zstd frame where that makes it smaller."""
     from . import entropy
@@ -154,7 +169,7 @@ def stored_entries(graph: Graph):
         if name in codecs:
             entry, entry_blobs = encode_qblock(name, array, codecs[name])
         else:
-            entry, entry_blobs = encode_raw(name, array)
+            entry, entry_blobs = encode_sparse(name, array) or encode_raw(name, array)
         if coding:
             entropy_code(entry, entry_blobs)
         yield name, entry, entry_blobs
@@ -332,6 +347,13 @@ def _decode(name: str, entry: dict, blobs: dict, source: str,
                           entry["params"])
         except ValueError as exc:
             raise _fail(f"tensor {name!r}: corrupt int8/int4 weights ({exc})", source) from None
+    if codec == "sparse":
+        from .codecs import sparse_decode
+        try:
+            return sparse_decode(blobs[entry["blobs"]["mask"]], blobs[entry["blobs"]["values"]],
+                                 entry["params"])
+        except ValueError as exc:
+            raise _fail(f"tensor {name!r}: corrupt sparse tensor ({exc})", source) from None
     if codec != "raw":
         raise _fail(f"tensor {name!r}: unknown codec {codec!r} (newer edgenn?)", source)
     return blobs[entry["blobs"]["data"]]
