@@ -335,25 +335,24 @@ def _entropy_decode(table: dict, blobs: dict, source: str) -> set:
     return set(coded)
 
 
+# codec -> (its blob roles, the graph/codecs.py function decoding them, what it holds)
+_CODECS = {"qblock": (("q", "scale"), "load_coded", "int8/int4 weights"),
+           "sparse": (("mask", "values"), "sparse_decode", "sparse tensor")}
+
+
 def _decode(name: str, entry: dict, blobs: dict, source: str,
             checked: bool = False) -> np.ndarray:
     if not checked:
         _check_crcs(name, entry, blobs, source)
     codec = entry["codec"]
-    if codec == "qblock":
-        from .codecs import load_coded
+    if codec in _CODECS:
+        roles, decoder, what = _CODECS[codec]
+        from . import codecs
         try:
-            return load_coded(blobs[entry["blobs"]["q"]], blobs[entry["blobs"]["scale"]],
-                          entry["params"])
+            return getattr(codecs, decoder)(*(blobs[entry["blobs"][r]] for r in roles),
+                                            entry["params"])
         except ValueError as exc:
-            raise _fail(f"tensor {name!r}: corrupt int8/int4 weights ({exc})", source) from None
-    if codec == "sparse":
-        from .codecs import sparse_decode
-        try:
-            return sparse_decode(blobs[entry["blobs"]["mask"]], blobs[entry["blobs"]["values"]],
-                                 entry["params"])
-        except ValueError as exc:
-            raise _fail(f"tensor {name!r}: corrupt sparse tensor ({exc})", source) from None
+            raise _fail(f"tensor {name!r}: corrupt {what} ({exc})", source) from None
     if codec != "raw":
         raise _fail(f"tensor {name!r}: unknown codec {codec!r} (newer edgenn?)", source)
     return blobs[entry["blobs"]["data"]]
