@@ -13,8 +13,8 @@ the fixtures do nothing unless a test asks for them).
     $ pytest-benchmark compare            # this run against the saved ones
 
 benchmark_model(model, feeds=None, runtime="edgenn", threads=1, rounds=15, warmup=3,
-input_shapes=None) times one run per round (pytest-benchmark's pedantic mode), groups
-the results by model, and stores in each result's extra_info the runtime, thread count,
+input_shapes=None, group=None) times one run per round (pytest-benchmark's pedantic mode),
+groups the results by model (or under `group`), and stores in each result's extra_info the runtime, thread count,
 CPU and edgenn kernel tier, so saved runs from different machines stay telling apart.
 feeds=None: random inputs of the model's input shapes (dynamic dims from input_shapes,
 else 1). edgenn_session(model, **options): an edgenn.InferenceSession made once per test
@@ -88,12 +88,12 @@ def benchmark_model(benchmark):
     """benchmark_model(model, feeds=None, runtime="edgenn", threads=1, ...) -> the outputs
     of the last timed run (see the module docstring)."""
     def run(model, feeds=None, runtime: str = "edgenn", threads: int = 1, rounds: int = 15,
-            warmup: int = 3, input_shapes=None):
+            warmup: int = 3, input_shapes=None, group: str | None = None):
         from edgenn.kernels import isa
         sess = _make(runtime, model, threads, input_shapes)
         feeds = feeds if feeds is not None else random_feeds(sess.get_inputs(), input_shapes)
         name = os.path.basename(os.fspath(model)) if not isinstance(model, bytes) else "bytes"
-        benchmark.group = f"{name} ({threads} thread{'s' if threads > 1 else ''})"
+        benchmark.group = group or f"{name} ({threads} thread{'s' if threads > 1 else ''})"
         benchmark.extra_info.update(model=name, runtime=runtime, threads=threads,
                                     cpu=isa.describe())
         return benchmark.pedantic(sess.run, args=(None, feeds), rounds=rounds,
