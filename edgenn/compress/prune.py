@@ -35,14 +35,21 @@ class PruneReport:
         return "\n".join(rows)
 
 
-def pointwise_convs(graph):
-    """The group-1 1x1 Conv nodes whose weights are constants, in graph order."""
+def _convs(graph, kernel: tuple[int, int], stride1: bool = False):
+    """The group-1 Conv nodes with constant weights of spatial size `kernel` (and stride 1
+    if asked), in graph order."""
     for node in graph.nodes:
         if node.op != "Conv" or len(node.inputs) < 2 or node.inputs[1] not in graph.consts:
             continue
         w = graph.consts[node.inputs[1]]
-        if w.ndim == 4 and w.shape[2:] == (1, 1) and node.attrs.get("group", 1) == 1:
+        if w.ndim == 4 and w.shape[2:] == kernel and node.attrs.get("group", 1) == 1 and (
+                not stride1 or tuple(node.attrs.get("strides") or (1, 1)) == (1, 1)):
             yield node
+
+
+def pointwise_convs(graph):
+    """The group-1 1x1 Conv nodes whose weights are constants, in graph order."""
+    return _convs(graph, (1, 1))
 
 
 def magnitude_mask(w: np.ndarray, ratio: float) -> np.ndarray:
@@ -89,13 +96,7 @@ def pattern_mask(w: np.ndarray, k: int = 4, patterns: int = 8,
 def pattern_convs(graph):
     """The group-1, stride-1 3x3 Conv nodes with constant weights (the ones the sparse
     shifted kernel runs), in graph order."""
-    for node in graph.nodes:
-        if node.op != "Conv" or len(node.inputs) < 2 or node.inputs[1] not in graph.consts:
-            continue
-        w = graph.consts[node.inputs[1]]
-        if w.ndim == 4 and w.shape[2:] == (3, 3) and node.attrs.get("group", 1) == 1 \
-                and tuple(node.attrs.get("strides") or (1, 1)) == (1, 1):
-            yield node
+    return _convs(graph, (3, 3), stride1=True)
 
 
 def pattern_prune(graph, k: int = 4, patterns: int = 8, connectivity: float = 0.5,

@@ -1,7 +1,7 @@
 """Channel pruning of a PyTorch module, for the user's own fine-tuning (the other entry of
 compress/channels.py; torch is an optional dependency, imported here only).
 
-prune_module(module, example_inputs, ratio) traces the module with torch.fx, finds the
+prune_module(module, ratio) traces the module with torch.fx, finds the
 same dependency-aware groups as the ONNX analysis (a group-1 Conv2d whose output, through
 BatchNorm2d and elementwise activations only, reaches one depthwise Conv2d then one
 group-1 Conv2d, or one group-1 Conv2d directly; every tensor on the way read once), ranks
@@ -40,7 +40,7 @@ def _elementwise_fn(target) -> bool:
                       torch.tanh, F.leaky_relu, F.hardsigmoid)
 
 
-def torch_groups(module, example_inputs=None) -> list[TorchGroup]:
+def torch_groups(module) -> list[TorchGroup]:
     """The prunable groups of `module` (see the module doc), in graph order."""
     import torch.fx as fx
     import torch.nn as nn
@@ -138,7 +138,7 @@ def _set(root, name: str, value) -> None:
     setattr(root.get_submodule(parent) if parent else root, leaf, value)
 
 
-def prune_module(module, example_inputs=None, ratio: float = 0.3, importance: str = "l1",
+def prune_module(module, ratio: float = 0.3, importance: str = "l1",
                  per_layer: dict | None = None):
     """-> (a pruned copy of `module`, {producer: (channels, kept)}); `module` unchanged.
     per_layer: {producer module name: ratio} overrides."""
@@ -146,7 +146,7 @@ def prune_module(module, example_inputs=None, ratio: float = 0.3, importance: st
     pruned = copy.deepcopy(module)
     per_layer = dict(per_layer or {})
     report = {}
-    for g in torch_groups(pruned, example_inputs):
+    for g in torch_groups(pruned):
         r = float(per_layer.pop(g.producer, ratio))
         prod = pruned.get_submodule(g.producer)
         m = prod.out_channels
