@@ -6,12 +6,16 @@
 
     int8 = edgenn.quantize("model.onnx", calibration_batches, method="kl")
     edgenn.save(int8, "model.int8.enn")
+
+    family = edgenn.scalable("model.onnx", latency=(10, 50), calib=calib, eval=held_out)
+    sess = edgenn.load_family("model.ennf").select(latency_ms=20)   # the member that fits
 """
 from .errors import (EdgennError, GraphError, InputError, MissingDependencyError,
                      ModelFormatError, UnsupportedOpError)
 from .version import __version__
 
 __all__ = ["InferenceSession", "convert", "load", "save", "quantize", "generate_key",
+           "load_family", "scalable",
            "EdgennError", "GraphError",
            "InputError", "MissingDependencyError", "ModelFormatError", "UnsupportedOpError", "__version__"]
 
@@ -32,7 +36,7 @@ def __getattr__(name):  # keep `import edgenn` light: numba/onnx load on first u
     if name in _ORT:
         from . import ortcompat
         return getattr(ortcompat, name)
-    if name in ("convert", "load", "save", "quantize"):
+    if name in ("convert", "load", "save", "quantize", "load_family", "scalable"):
         from . import api
         return getattr(api, name)
     raise AttributeError(name)

@@ -143,3 +143,17 @@ def quantize(model, calibration_data, method: str = "minmax", weight_bits: int =
     return run(model, calibration_data, method=method, weight_bits=weight_bits,
                per_channel=per_channel, fidelity=fidelity, exclude=exclude,
                progress=progress, **options)
+
+
+def load_family(path: str):
+    """A scalable model family (.ennf, `edgenn scale`): `.members`, `.select(latency_ms=...)`
+    (sessions of this module's InferenceSession, onnxruntime's API)."""
+    from .scale.family import load_family as _load
+    return _load(path, InferenceSession)
+
+
+def scalable(model, latency=None, calib=None, eval=None, **options):
+    """One line: search `model`'s family over `latency` = (lo, hi) ms on this host and
+    load it (scale/__init__.py: output=, budget=, minutes=, members=, threads=, metric=)."""
+    from .scale import scalable as _scalable
+    return _scalable(model, latency, calib, eval, session_class=InferenceSession, **options)

@@ -92,6 +92,8 @@ def _safe(name: str) -> str:
 
 def cmd_inspect(args) -> int:
     from .tools import describe, describe_plan, progress_printer, random_feeds
+    if args.model.endswith(".ennf"):
+        return _inspect_family(args)
     print(describe(args.model))
     if args.plan or args.plot:
         from .api import InferenceSession
@@ -109,6 +111,53 @@ def cmd_inspect(args) -> int:
             plots.plot_layer_profile(profile, args.plot, os.path.basename(args.model),
                                      args.threads)
             print(f"wrote {args.plot}")
+    return EXIT_OK
+
+
+def _inspect_family(args) -> int:
+    from .api import load_family
+    family = load_family(args.model)
+    predicted = family.predict(args.threads) if args.plan else None
+    print(family.table(predicted))
+    if predicted:
+        from .kernels import isa
+        print(f"'here ms': predicted on this device ({isa.describe()}, {args.threads} "
+              f"thread(s)) from a probe of the members' layers")
+    if args.plot:
+        from . import plots
+        plots.plot_pareto(family.search, family.device, args.plot,
+                          os.path.basename(args.model))
+        print(f"wrote {args.plot}")
+    return EXIT_OK
+
+
+def cmd_scale(args) -> int:
+    from . import plots
+    from .api import load_family
+    from .scale.build import build
+    latency = None
+    if args.latency:
+        try:
+            lo, hi = (float(v) for v in args.latency.split(":"))
+        except ValueError:
+            raise SystemExit(f"edgenn: --latency wants LO:HI in ms, e.g. 10:50; got "
+                             f"{args.latency!r}")
+        if not 0 < lo < hi:
+            raise SystemExit(f"edgenn: --latency {args.latency}: want 0 < LO < HI")
+        latency = (lo, hi)
+    result, doc = build(args.model, args.calib, args.eval, output=args.output,
+                        latency=latency, budget=args.budget, minutes=args.minutes,
+                        members=args.members, threads=args.threads, metric=args.metric,
+                        batch_size=args.batch_size, image_spec=_image_spec(args),
+                        cache_root=None if args.no_cache else "default",
+                        progress=_stage_printer())
+    print(result.table())
+    print(load_family(args.output).table())
+    if args.plot:
+        plots.plot_pareto(doc["search"], doc["device"], args.plot,
+                          os.path.basename(args.model))
+        print(f"wrote {args.plot}")
+    print(f"wrote {args.output} ({os.path.getsize(args.output) / 1e6:.3f} MB)")
     return EXIT_OK
 
 
@@ -416,7 +465,8 @@ def build_parser() -> argparse.ArgumentParser:
     i = model_cmd("inspect", "ops, parameters, sizes, fusions; --plan: kernels chosen",
                   cmd_inspect)
     i.add_argument("--plan", action="store_true",
-                   help="also build the plan: per layer the candidates, times and choice")
+                   help="also build the plan: per layer the candidates, times and choice "
+                        "(a .ennf family: each member's latency predicted here)")
     i.add_argument("--plot", metavar="PNG",
                    help="with the plan: profile a few runs, draw the per-layer times "
                         "(matplotlib)")
@@ -501,6 +551,25 @@ def build_parser() -> argparse.ArgumentParser:
     _pruning_options(cz, "--prune-channels")
     data_options(cz)
     cz.set_defaults(fn=cmd_compress)
+
+    sc = sub.add_parser("scale", help="a family of models over a latency range, measured "
+                                      "here -> .ennf")
+    sc.add_argument("model")
+    sc.add_argument("--calib", required=True, metavar="DATA", help="calibration data: " + data_help)
+    sc.add_argument("--eval", metavar="DATA",
+                    help="held-out data for fidelity (labels give accuracy): " + data_help)
+    sc.add_argument("-o", "--output", required=True, help="the family file (.ennf)")
+    sc.add_argument("--latency", metavar="LO:HI", help="the range to cover, ms on this host")
+    sc.add_argument("--budget", type=int, default=24, help="candidates to measure (24)")
+    sc.add_argument("--minutes", type=float, help="and/or a time limit for the search")
+    sc.add_argument("--members", type=int, default=6, help="at most this many members (6)")
+    sc.add_argument("--metric", choices=("auto", "accuracy", "top1", "cosine"),
+                    default="auto", help="fidelity: auto = accuracy with labels, else "
+                                         "top-1 agreement for classifiers, else cosine")
+    sc.add_argument("--plot", metavar="PNG", help="draw the Pareto front (matplotlib)")
+    sc.add_argument("--no-cache", action="store_true", help="measure everything again")
+    data_options(sc)
+    sc.set_defaults(fn=cmd_scale)
 
     f = sub.add_parser("finetune", help="retrain the last layer(s) on your own labelled data")
     f.add_argument("model")

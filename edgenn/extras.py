@@ -6,8 +6,9 @@ compiled kernels): it loads and runs .enn models. The rest is opt-in:
     convert  onnx    ONNX import (edgenn.convert, .onnx sources, `edgenn convert|check`)
     numba    numba   the Numba kernels (tuner candidates beside the C ones)
     scipy    scipy   SciPy's erf in the reference kernels (else math.erf, exact but slower)
+    scale    optuna  the search of `edgenn scale` (loading a family and `select` need none)
 
-`full` is all three. Nothing here imports the packages: `have` asks importlib only.
+`full` is all four. Nothing here imports the packages: `have` asks importlib only.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import importlib.util
 from .errors import MissingDependencyError
 
 EXTRA_OF = {"onnx": "convert", "numba": "numba", "scipy": "scipy", "matplotlib": "plot",
+            "optuna": "scale",
             "cryptography": "crypto", "dask": "dask", "distributed": "dask"}
 
 

@@ -9,36 +9,10 @@ Each title names the CPU, the kernel tier and the thread count.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from .extras import require
-
-
-@dataclass
-class LayerTime:
-    index: int        # step number in the plan
-    op: str
-    node: str
-    kernel: str
-    median_s: float
-
-
-def layer_profile(sess, feeds: dict, rounds: int = 10, warmup: int = 2) -> list[LayerTime]:
-    """Median time of each step of the session's plan over `rounds` profiled runs."""
-    for _ in range(warmup):
-        sess.run(None, feeds)
-    per_step: dict[int, list[float]] = {}
-    steps = {}
-    for _ in range(rounds):
-        timings: list = []
-        sess.run(None, feeds, timings=timings)
-        for k, (step, t0, t1) in enumerate(timings):
-            per_step.setdefault(k, []).append(t1 - t0)
-            steps[k] = step
-    return [LayerTime(k, steps[k].node.op, steps[k].node.name, steps[k].choice.kernel,
-                      float(np.median(ts))) for k, ts in sorted(per_step.items())]
+from .runtime.profile import LayerTime, layer_profile  # noqa: F401 - re-exported
 
 
 def profile_table(profile: list[LayerTime], top: int = 15) -> str:
@@ -115,6 +89,44 @@ def plot_bench(runners, path: str, title: str, threads: int) -> str:
     ax.set_ylim(bottom=0)
     ax.set_title(f"{title}: {len(data[0])} interleaved rounds\n{_subtitle(threads)}",
                  fontsize=9)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def plot_pareto(search: dict, device: dict, path: str, title: str,
+                chosen: int | None = None) -> str:
+    """Latency against fidelity of every searched candidate (a family file's "search"
+    record, measured on `device`), the Pareto front drawn through its points, the members
+    ringed and the `chosen` member (its index among them) starred -> path (PNG)."""
+    plt = _pyplot()
+    cands = search["candidates"]
+    fig, ax = plt.subplots(figsize=(7, 4.8))
+    lat = np.array([c["latency_ms"] for c in cands])
+    fid = np.array([c["fidelity"] for c in cands])
+    ax.plot(lat, fid, ".", color="tab:gray", alpha=0.6, label="candidate")
+    front = sorted((c for c in cands if c["front"]), key=lambda c: c["latency_ms"])
+    ax.step([c["latency_ms"] for c in front], [c["fidelity"] for c in front], "-",
+            where="post", color="tab:blue", label="Pareto front")
+    members = [c for c in cands if c["member"]]
+    ax.plot([c["latency_ms"] for c in members], [c["fidelity"] for c in members], "o",
+            mfc="none", ms=11, color="tab:orange", label="member")
+    for k, c in enumerate(sorted(members, key=lambda c: c["latency_ms"])):
+        ax.annotate(str(k), (c["latency_ms"], c["fidelity"]), xytext=(6, -12),
+                    textcoords="offset points", fontsize=8)
+        if chosen == k:
+            ax.plot([c["latency_ms"]], [c["fidelity"]], "*", ms=16, color="tab:red",
+                    label="chosen")
+    lo_hi = search.get("latency_range")
+    if lo_hi:
+        ax.axvspan(lo_hi[0], lo_hi[1], color="tab:green", alpha=0.08, label="target range")
+    ax.set_xscale("log")
+    ax.set_xlabel("latency (ms, log scale; edgenn's tuned plan on the build host)")
+    ax.set_ylabel(f"fidelity ({search.get('metric', 'auto')})")
+    ax.legend(fontsize=8, loc="lower right")
+    ax.set_title(f"{title}: {len(cands)} candidates, {len(members)} members\n"
+                 f"{device.get('cpu', '?')}; kernels {device.get('tier', '?')}, "
+                 f"{device.get('threads', '?')} thread(s)", fontsize=9)
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path

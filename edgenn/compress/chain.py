@@ -25,6 +25,7 @@ import numpy as np
 
 from ..graph import format as enn
 from ..graph.ir import Graph
+from ..quant.observe import copy_graph
 from . import prune
 
 
@@ -56,15 +57,8 @@ class ChainReport:
         return "\n".join(rows)
 
 
-def _copy(graph: Graph) -> Graph:
-    """A graph the compression steps may change (node list, consts, meta) leaving `graph`
-    as it was; they replace Node objects, never modify them."""
-    return Graph(list(graph.nodes), graph.inputs, graph.outputs, dict(graph.consts),
-                 dict(graph.meta))
-
-
 def _size(graph: Graph, entropy: bool) -> int:
-    g = _copy(graph)
+    g = copy_graph(graph)
     if entropy:
         g.meta["entropy_coding"] = "zstd"
     else:
@@ -128,7 +122,7 @@ def compress(model, calib, *, channels: float | None = None, importance: str = "
     measure("fp32", fp32, baseline=True)
     current = fp32
     if channels or channel_layers or sparse or pattern:
-        current = _copy(fp32)
+        current = copy_graph(fp32)
         details = []
         if channels or channel_layers:
             from .channels import prune_channels
@@ -145,7 +139,7 @@ def compress(model, calib, *, channels: float | None = None, importance: str = "
     if embeddings:
         from .embeddings import quantize_embeddings
         if current is fp32:
-            current = _copy(fp32)
+            current = copy_graph(fp32)
         r = quantize_embeddings(current, embeddings)
         measure("embedded", current, detail=f"{len(r.tables)} tables int{embeddings}: "
                                             f"{r.bytes_before / 1e6:.2f} -> "

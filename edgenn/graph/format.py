@@ -218,6 +218,14 @@ def _fail(what: str, source: str) -> ModelFormatError:
 
 def from_buffer(buf, source: str = "<bytes>") -> Graph:
     """Parse a .enn held in `buf` (bytes or mmap); tensors are zero-copy views into it."""
+    meta, blobs = read_container(buf, source, FORMAT, ("graph", "graph_crc32"))
+    return decode_graph(meta["graph"], meta["graph_crc32"], blobs, source)
+
+
+def read_container(buf, source: str, fmt: str, fields,
+                   what: str = "edgenn model") -> tuple[dict, dict]:
+    """The checked metadata (format `fmt`, a readable format_version, the string `fields`)
+    and the blobs {key: zero-copy array} of a safetensors container in `buf`."""
     size = len(buf)
     if size < 8:
         raise _fail(f"truncated: {size} bytes, not even a header length", source)
@@ -230,11 +238,11 @@ def from_buffer(buf, source: str = "<bytes>") -> Graph:
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise _fail(f"corrupt header ({exc})", source) from None
     if not isinstance(header, dict) or not isinstance(header.get("__metadata__"), dict):
-        raise _fail("not an edgenn model (a safetensors file without edgenn metadata?)", source)
+        raise _fail(f"not an {what} (a safetensors file without edgenn metadata?)", source)
     meta = header.pop("__metadata__")
-    if meta.get("format") != FORMAT:
-        raise _fail(f"not an edgenn model (format {meta.get('format')!r})", source)
-    if not all(isinstance(meta.get(k), str) for k in ("format_version", "graph", "graph_crc32")):
+    if meta.get("format") != fmt:
+        raise _fail(f"not an {what} (format {meta.get('format')!r})", source)
+    if not all(isinstance(meta.get(k), str) for k in ("format_version", *fields)):
         raise _fail("corrupt header: metadata fields of the wrong type", source)
     try:
         version = int(meta["format_version"])
@@ -243,11 +251,14 @@ def from_buffer(buf, source: str = "<bytes>") -> Graph:
     if version > FORMAT_VERSION:
         raise _fail(f"written by a newer edgenn (format version {version}; this edgenn "
                     f"{_version()} reads up to {FORMAT_VERSION}): upgrade edgenn", source)
-    text = meta.get("graph", "")
-    if str(_crc(text.encode())) != meta.get("graph_crc32"):
+    return meta, _read_blobs(buf, header, 8 + n, size - 8 - n, source)
+
+
+def decode_graph(text: str, crc: str, blobs: dict, source: str) -> Graph:
+    """The Graph of a graph description `text` (checked against `crc`) whose tensor table
+    names blobs of `blobs` (entropy-coded ones are replaced in `blobs` by their decoding)."""
+    if str(_crc(text.encode())) != crc:
         raise _fail("graph description checksum mismatch (file corrupted)", source)
-    data_start, data_size = 8 + n, size - 8 - n
-    blobs = _read_blobs(buf, header, data_start, data_size, source)
     try:
         doc = json.loads(text)
         _check_doc(doc)
@@ -365,11 +376,15 @@ def _version() -> str:
 
 def load(path: str) -> Graph:
     """Memory-map and parse a .enn file."""
+    return from_buffer(map_file(path), path)
+
+
+def map_file(path: str) -> mmap.mmap:
+    """The file memory-mapped read-only; an empty or unreadable file is a ModelFormatError."""
     try:
         with open(path, "rb") as f:
             if os.fstat(f.fileno()).st_size == 0:
                 raise _fail("empty file", path)
-            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     except OSError as exc:
         raise ModelFormatError(f"cannot read {path!r}: {exc}") from exc
-    return from_buffer(mm, path)

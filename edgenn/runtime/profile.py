@@ -1,0 +1,32 @@
+"""Per-step times of a session's plan: median of a few profiled runs (`edgenn inspect
+--plot`, the latency profiles of scalable families)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class LayerTime:
+    index: int        # step number in the plan
+    op: str
+    node: str
+    kernel: str
+    median_s: float
+
+
+def layer_profile(sess, feeds: dict, rounds: int = 10, warmup: int = 2) -> list[LayerTime]:
+    """Median time of each step of the session's plan over `rounds` profiled runs."""
+    for _ in range(warmup):
+        sess.run(None, feeds)
+    per_step: dict[int, list[float]] = {}
+    steps = {}
+    for _ in range(rounds):
+        timings: list = []
+        sess.run(None, feeds, timings=timings)
+        for k, (step, t0, t1) in enumerate(timings):
+            per_step.setdefault(k, []).append(t1 - t0)
+            steps[k] = step
+    return [LayerTime(k, steps[k].node.op, steps[k].node.name, steps[k].choice.kernel,
+                      float(np.median(ts))) for k, ts in sorted(per_step.items())]

@@ -1,0 +1,142 @@
+"""From one model to its family file: search the front (search.py), build the members,
+time their probe layers on this host, write the .ennf (graph/family.py)."""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from ..graph import family as ennf
+from ..graph import format as enn
+from ..graph.ir import Graph
+from ..quant.data import load_batches
+from . import probe
+from .factors import apply
+from .search import Candidate, SearchResult, search
+
+HOST_ROUNDS = 5     # rounds of the members' careful re-measurement for the family file
+
+
+def _member_graph(c: Candidate, result: SearchResult, source: Graph, calib, threads):
+    key = c.factors.key()
+    if key in result.store:
+        return enn.from_buffer(result.store[key])
+    cached = result.cache.graph(key) if result.cache else None
+    return cached if cached is not None else apply(source, c.factors, calib, threads)
+
+
+def host_figures(graphs, members, threads: int, rounds: int = HOST_ROUNDS,
+                 progress=None) -> list[dict]:
+    """Per member, measured again with care for the family file: `rounds` rounds, each
+    timing every member whole (probe.profile: a block of runs) and then its probe layers
+    and the interpreter overhead, so whole runs and probe layers see the machine alike;
+    medians over the rounds. -> [{"profile": Profile JSON, "probe_ms": {class: ms}}]."""
+    from ..runtime.session import InferenceSession
+    first = [probe.Profile.from_json(c.m.profile) for c in members]
+    layers = [{cls: probe.layer_graph(g, node, _shapes(c))
+               for cls, node in p.probes.items()} for g, c, p in zip(graphs, members, first)]
+    sessions = [InferenceSession(g, threads=threads, input_shapes=_shapes(c))
+                for g, c in zip(graphs, members)]
+    feeds = [probe.random_feeds([(v.name, v.dtype, _shapes(c)[v.name]) for v in g.inputs])
+             for g, c in zip(graphs, members)]
+    whole = [[] for _ in members]
+    steps = [[] for _ in members]
+    layer_ms = [{cls: [] for cls in lay} for lay in layers]
+    overhead = []
+    for r in range(rounds):
+        if progress:
+            progress("scale: timing the members here", r, rounds)
+        overhead.append(probe.overhead_ms(threads))
+        for k, (sess, feed) in enumerate(zip(sessions, feeds)):
+            p = probe.profile(sess, feed)
+            whole[k].append(p.latency_ms)
+            steps[k].append(p.steps_ms)
+            for cls, g in layers[k].items():
+                layer_ms[k][cls].append(probe.time_graph(g, threads))
+    if progress:
+        progress("scale: timing the members here", rounds, rounds)
+    out = []
+    for k, p in enumerate(first):
+        prof = probe.Profile(float(np.median(whole[k])), float(np.median(steps[k])),
+                             p.shares, p.probes)
+        ms = {cls: float(np.median(v)) for cls, v in layer_ms[k].items()}
+        ms[probe.OVERHEAD] = float(np.median(overhead))
+        out.append({"profile": prof.to_json(), "probe_ms": ms})
+    return out
+
+
+def _shapes(c: Candidate) -> dict:
+    return {k: tuple(v) for k, v in c.m.input_shapes.items()}
+
+
+def device_profile(threads: int) -> dict:
+    from ..kernels import isa
+    from ..version import __version__
+    return {"cpu": isa.cpu_model(), "tier": isa.active_tier(),
+            "features": sorted(isa.features()), "threads": threads, "edgenn": __version__}
+
+
+def build(model, calib, data=None, *, output: str, latency: tuple | None = None,
+          budget: int = 24, minutes: float | None = None, members: int = 6,
+          threads: int = 1, rounds: int = 20, batch_size: int | None = None,
+          image_spec=None,
+          levels: dict | None = None, cache_root: str | None = "default", seed: int = 0,
+          metric: str = "auto", progress=None) -> tuple[SearchResult, dict]:
+    """Search `model`'s front on this host and write the family of its chosen members to
+    `output` (.ennf). `data`: held-out data for fidelity (labels give accuracy); without
+    it the calibration data. -> (the search result, the family description written)."""
+    from ..quant.quantize import load_fp32
+    source = load_fp32(model)
+    calib_b = load_batches(calib, source.inputs, batch_size, image_spec)
+    data_b = load_batches(data if data is not None else calib, source.inputs, batch_size,
+                          image_spec)
+    result = search(source, calib_b, data_b, latency=latency, budget=budget,
+                    minutes=minutes, members=members, threads=threads, rounds=rounds,
+                    levels=levels,
+                    seed=seed, metric=metric, cache_root=cache_root, progress=progress)
+    if not result.members:
+        raise ValueError("no candidate on the front lies in the latency range "
+                         f"{latency}: widen it (the front spans "
+                         f"{result.front[0].m.latency_ms:.2f}-"
+                         f"{result.front[-1].m.latency_ms:.2f} ms here)")
+    graphs = []
+    for k, c in enumerate(result.members):
+        if progress:
+            progress("scale: building the members", k, len(result.members))
+        graphs.append(_member_graph(c, result, source, calib_b, threads))
+    keys = [c.factors.key() for c in result.members]
+    entries = [result.cache.entries.get(k, {}) if result.cache else {} for k in keys]
+    if all("host" in e for e in entries):
+        host = [e["host"] for e in entries]
+    else:
+        host = host_figures(graphs, result.members, threads, progress=progress)
+        if result.cache:
+            for key, e, h, g in zip(keys, entries, host, graphs):
+                result.cache.put(key, {**e, "host": h})
+                result.cache.keep_graph(key, enn.to_bytes(g))
+    described = []
+    for c, h in zip(result.members, host):
+        m = c.m.to_json()
+        m["latency_ms"] = h["profile"]["latency_ms"]
+        described.append({**m, "factors": json.loads(c.factors.key()),
+                          "profile": h["profile"], "probe_ms": h["probe_ms"]})
+    doc = {"device": device_profile(threads),
+           "source": {"inputs": {v.name: list(v.shape) for v in source.inputs}},
+           "search": {**_search_summary(result), "metric": metric}}
+    tmp = f"{output}.tmp{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(ennf.to_bytes(graphs, described, doc))
+    os.replace(tmp, output)
+    return result, doc
+
+
+def _search_summary(r: SearchResult) -> dict:
+    return {"budget": r.budget, "seconds": r.seconds, "measured": r.measured,
+            "cached": r.cached, "candidates_total": len(r.candidates),
+            "latency_range": list(r.latency_range) if r.latency_range else None,
+            "levels": {k: list(v) for k, v in r.levels.items()},
+            "candidates": [{"factors": json.loads(c.factors.key()), "latency_ms": c.m.latency_ms,
+                            "fidelity": c.m.fidelity, "cosine": c.m.cosine,
+                            "bytes": c.m.bytes, "front": c.on_front, "member": c.member}
+                           for c in r.candidates]}

@@ -1,0 +1,196 @@
+"""The scaling factors of a model family and how one set of them turns the source model
+into a member, each with edgenn's own tools (issue #12, xNN's "scalable modeling"):
+
+    resolution  input H and W scaled (CNNs whose outputs keep their shape: a classifier
+                head after global pooling); calibration and evaluation data resized
+    width       channel pruning ratio (compress/channels.py, least-squares refit on the
+                calibration data), globally, and `width_late` for the later half of the
+                prunable groups (per stage)
+    sparsity    "none", "sparse" (1x1 convs to 70% zeros, the sparse kernels' range) or
+                "pattern" (3x3 convs keep 4 of 9 taps, half the kernels cut): prune.py
+    precision   "fp32", "int8" (post-training, quant/quantize.py with its speed check:
+                int8 only where it pays on this CPU) or "mixed" (the most sensitive layers
+                kept fp32 until the held-out output cosine reaches MIXED_FIDELITY)
+Members are saved zstd-coded. Applied in that order (the order of `edgenn compress`).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from ..graph.infer import infer
+from ..graph.ir import Graph, ValueInfo
+from ..quant.data import Batches, resize_bilinear
+
+SPARSE_RATIO = 0.7
+PATTERN_TAPS = 4
+MIXED_FIDELITY = 0.995
+
+# the search space: every level of every factor (the first level is the source model's)
+LEVELS = {
+    "resolution": (1.0, 0.857, 0.714, 0.571),
+    "width": (0.0, 0.125, 0.25, 0.375, 0.5),
+    "width_late": (None, 0.0, 0.25, 0.5),
+    "sparsity": ("none", "sparse", "pattern"),
+    "precision": ("fp32", "int8", "mixed"),
+}
+
+
+@dataclass(frozen=True)
+class Factors:
+    resolution: float = 1.0
+    width: float = 0.0
+    width_late: float | None = None     # None: the later stages as `width`
+    sparsity: str = "none"
+    precision: str = "fp32"
+
+    def key(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Factors":
+        return cls(**{k: d[k] for k in asdict(cls()) if k in d})
+
+    def describe(self) -> str:
+        parts = []
+        if self.resolution != 1.0:
+            parts.append(f"res x{self.resolution:.3g}")
+        late = self.width if self.width_late is None else self.width_late
+        if self.width or late:
+            parts.append(f"width -{self.width:.0%}" + (f"/-{late:.0%}" if late != self.width
+                                                         else ""))
+        if self.sparsity != "none":
+            parts.append(self.sparsity)
+        parts.append(self.precision)
+        return " ".join(parts)
+
+
+MIN_SIDE = 16     # images smaller than this are not scaled down
+
+
+def image_axes(v: ValueInfo) -> tuple[int, int] | None:
+    """The (H, W) axes of an image input (NCHW or NHWC, <= 4 channels, sides of at least
+    MIN_SIDE), else None."""
+    s = v.shape
+    if len(s) != 4 or not all(isinstance(d, int) for d in s[1:]):
+        return None
+    if s[1] <= 4 and min(s[2], s[3]) >= MIN_SIDE:
+        return 2, 3
+    if s[3] <= 4 and min(s[1], s[2]) >= MIN_SIDE:
+        return 1, 2
+    return None
+
+
+def _snap(n: int, scale: float) -> int:
+    """n * scale rounded to the input's own granularity: the largest of 32, 16, 8 that
+    divides n at least 4 times (a CNN's total stride), else 1."""
+    step = next((s for s in (32, 16, 8) if n % s == 0 and n // s >= 4), 1)
+    return max(step, int(round(n * scale / step)) * step)
+
+
+def scaled_inputs(graph: Graph, scale: float) -> dict[str, tuple] | None:
+    """{input: new shape} at `scale`, or None when the model does not allow it: no image
+    input, or an output whose shape would change (the graph is checked by inference)."""
+    if scale == 1.0:
+        return {}
+    new = {}
+    for v in graph.inputs:
+        axes = image_axes(v)
+        if axes is None:
+            return None               # not an image, or too small to scale
+        shape = list(v.shape)
+        for a in axes:
+            shape[a] = _snap(shape[a], scale)
+        new[v.name] = tuple(shape)
+    if all(new[v.name] == tuple(v.shape) for v in graph.inputs):
+        return {}                     # too small to scale at this step: the source's own
+    batch = {v.name: tuple(1 if not isinstance(d, int) else d for d in v.shape)
+             for v in graph.inputs}
+    try:
+        before = infer(graph, batch)
+        after = infer(graph, {k: (batch[k][0],) + tuple(s[1:]) for k, s in new.items()})
+    except Exception:       # noqa: BLE001 - a shape rule refusing the new size: not allowed
+        return None
+    if any(o.name not in after or before[o.name].shape != after[o.name].shape
+           for o in graph.outputs):
+        return None
+    return new
+
+
+def resize_feeds(batches: Batches, shapes: dict, inputs) -> Batches:
+    """The image inputs of every batch resized (bilinear) to `shapes`' H, W."""
+    if not shapes:
+        return batches
+    axes = {v.name: image_axes(v) for v in inputs}
+    feeds = []
+    for feed in batches.feeds:
+        out = dict(feed)
+        for name, shape in shapes.items():
+            x = np.asarray(feed[name], np.float32)
+            ha, wa = axes[name]
+            hwc = np.moveaxis(x, (ha, wa), (0, 1))            # (H, W, ...)
+            flat = hwc.reshape(hwc.shape[0], hwc.shape[1], -1)
+            r = resize_bilinear(flat, shape[ha], shape[wa]).reshape(
+                (shape[ha], shape[wa]) + hwc.shape[2:])
+            out[name] = np.ascontiguousarray(np.moveaxis(r, (0, 1), (ha, wa)), np.float32)
+        feeds.append(out)
+    return Batches(feeds, batches.labels)
+
+
+def applicable(graph: Graph) -> dict[str, tuple]:
+    """The levels of each factor this model allows (resolution only where the graph
+    keeps its outputs' shapes; width only with prunable channel groups; ...)."""
+    from ..compress import channels, prune
+    levels = dict(LEVELS)
+    shapes = {}                      # distinct input shapes only (small inputs snap alike)
+    for s in LEVELS["resolution"]:
+        new = scaled_inputs(graph, s)
+        if new is not None:
+            shapes.setdefault(json.dumps(sorted(new.items()) or [1.0]), s)
+    levels["resolution"] = tuple(shapes.values())
+    if not channels.groups(graph):
+        levels["width"], levels["width_late"] = (0.0,), (None,)
+    sparsity = ["none"]
+    if list(prune.pointwise_convs(graph))[1:]:
+        sparsity.append("sparse")
+    if list(prune.pattern_convs(graph))[1:]:
+        sparsity.append("pattern")
+    levels["sparsity"] = tuple(sparsity)
+    return levels
+
+
+def apply(source: Graph, f: Factors, calib: Batches, threads: int = 1) -> Graph:
+    """The member of `source` (fp32, optimized; left unchanged) with factors `f`;
+    `calib` at the source's resolution (resized here as needed)."""
+    from ..compress import channels, prune
+    from ..quant.observe import copy_graph
+    g = copy_graph(source)
+    shapes = scaled_inputs(source, f.resolution)
+    if shapes is None:
+        raise ValueError(f"resolution x{f.resolution} does not keep the outputs' shapes")
+    if shapes:
+        g.inputs = [ValueInfo(v.name, v.dtype, shapes.get(v.name, v.shape)) for v in g.inputs]
+        calib = resize_feeds(calib, shapes, source.inputs)
+    late = f.width if f.width_late is None else f.width_late
+    if f.width or late:
+        found = channels.groups(g)
+        per_layer = {grp.producer.name: late for grp in found[len(found) // 2:]}
+        channels.prune_channels(g, f.width, calib=calib.feeds, per_layer=per_layer,
+                                threads=threads)
+    if f.sparsity == "sparse":
+        prune.sparsify(g, SPARSE_RATIO)
+    elif f.sparsity == "pattern":
+        prune.pattern_prune(g, PATTERN_TAPS)
+    elif f.sparsity != "none":
+        raise ValueError(f"unknown sparsity {f.sparsity!r}")
+    if f.precision in ("int8", "mixed"):
+        from ..quant.quantize import quantize
+        g = quantize(g, calib.feeds, threads=threads,
+                     fidelity=MIXED_FIDELITY if f.precision == "mixed" else None)
+    elif f.precision != "fp32":
+        raise ValueError(f"unknown precision {f.precision!r}")
+    g.meta["entropy_coding"] = "zstd"
+    g.meta["scale_factors"] = json.loads(f.key())
+    return g

@@ -1,0 +1,98 @@
+"""One candidate measured on this host: latency of its tuned plan, fidelity on the held-out
+data against the source model, size of its .enn.
+
+fidelity, the search objective (`metric`): "auto" is accuracy when the data has labels,
+else the top-1 agreement with the source model where the first output is a classifier's
+(N, classes), else the worst output cosine; or one of them by name. All three are kept
+where they exist."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from ..graph import format as enn
+from ..graph.ir import Graph
+from ..quant.data import Batches
+from ..quant.metrics import compare, fidelity
+from ..quant.observe import Runner
+from . import probe
+from .factors import resize_feeds, scaled_inputs
+
+
+VERSION = 3      # of what a measurement holds: part of the cache key
+
+
+@dataclass
+class Measurement:
+    latency_ms: float
+    fidelity: float
+    cosine: float
+    top1: float | None
+    accuracy: float | None
+    bytes: int
+    profile: dict            # probe.Profile as JSON
+    input_shapes: dict       # the one-sample shapes timed: {input: [dims]}
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+class Reference:
+    """The source model's outputs on the held-out batches (the fidelity baseline)."""
+
+    def __init__(self, source: Graph, data: Batches, threads: int = 1):
+        self.source, self.data, self.threads = source, data, threads
+        runner = Runner(source, threads=threads)
+        self.outputs = [runner.outputs(feed) for feed in data.feeds]
+        self.labels = data.all_labels
+
+
+def _accuracy(outs: list, labels) -> float | None:
+    first = np.concatenate([o[0] for o in outs])
+    if labels is None or first.ndim != 2 or len(first) != len(labels):
+        return None
+    return float(np.mean(first.argmax(1) == labels))
+
+
+def one_sample(graph: Graph, feed: dict) -> dict:
+    """The first sample of `feed` where the batch dim is free, else the model's own batch."""
+    fixed = {v.name: v.shape[0] for v in graph.inputs if v.shape and isinstance(v.shape[0], int)}
+    return {k: np.ascontiguousarray(v[:fixed.get(k, 1)]) for k, v in feed.items()}
+
+
+METRICS = ("auto", "accuracy", "top1", "cosine")
+
+
+def objective(metric: str, acc, top1, cosine) -> float:
+    """The figure the search maximizes (module doc); `metric` "auto" takes the first of
+    accuracy, top-1 agreement, cosine that the data and outputs give."""
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
+    chain = {"auto": (acc, top1, cosine), "accuracy": (acc,), "top1": (top1,),
+             "cosine": (cosine,)}[metric]
+    for v in chain:
+        if v is not None:
+            return float(v)
+    raise ValueError(f"metric {metric!r} is not available here (accuracy needs labels, "
+                     f"top1 a classifier's (N, classes) output)")
+
+
+def measure(graph: Graph, resolution: float, ref: Reference, threads: int = 1,
+            rounds: int = 20, metric: str = "auto") -> Measurement:
+    from ..runtime.session import InferenceSession
+    shapes = scaled_inputs(ref.source, resolution)
+    data = resize_feeds(ref.data, shapes, ref.source.inputs)
+    runner = Runner(graph, threads=threads)
+    outs = [runner.outputs(feed) for feed in data.feeds]
+    fid = fidelity(compare(ref.outputs, outs))
+    acc = _accuracy(outs, ref.labels)
+    feed = one_sample(graph, data.feeds[0])
+    sess = InferenceSession(graph, threads=threads,
+                            input_shapes={k: v.shape for k, v in feed.items()})
+    prof = probe.profile(sess, feed, rounds)
+    ms = prof.latency_ms
+    return Measurement(ms, objective(metric, acc, fid["top1"], fid["cosine"]),
+                       float(fid["cosine"]), fid["top1"], acc,
+                       len(enn.to_bytes(graph)), prof.to_json(),
+                       {k: list(v.shape) for k, v in feed.items()})

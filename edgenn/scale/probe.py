@@ -1,0 +1,204 @@
+"""Latency on another device, predicted from the build host's measurements and a short
+probe of the kernel families the members use.
+
+At build time each member is profiled (one sample, its tuned plan): the time of each step,
+grouped into kernel classes (op / kernel without its ISA suffix: "Conv/conv_sgemm_12x32",
+"QConv/qconv_dw", ...). For the classes that make up most of a member's time, its
+costliest node of that class becomes a probe layer: the node alone, with its real weights,
+as a one-node graph, timed on the build host.
+
+On a device, `probe` times the same one-node graphs there (the device's own tuned kernels,
+its threads and ISA tier) and `predict` scales each member's host latency class by class:
+
+    predicted = sum_c host_c * (device_c / host_c)  +  rest * mean ratio
+                + overhead * (device_overhead / host_overhead)
+
+host_c: the member's summed step time of class c on the host; the classes without a
+probe layer (the small steps, `rest`) scale by the time-weighted mean of the probed
+ratios; `overhead` is the rest of the whole run (the interpreter between steps, the feed
+checks), scaled by the ratio of a trivial one-node run's overhead. Probe layers are timed
+by their step's own time (the plan's step timings), not the session call around it, which
+would pull every ratio towards 1. A layer keeps its structure on another CPU while its
+kernel, tile and parallel split may change; the ratio of the same layer timed on both
+captures that.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..graph.infer import infer
+from ..graph.ir import Graph, Node, ValueInfo
+
+COVER = 0.95          # probe the classes making up this share of a member's step time
+MIN_SHARE = 0.02      # ... each at least this share
+PROBE_SECONDS = 0.05  # timing per probe layer (after warm-up)
+OVERHEAD = "overhead"  # the pseudo-class of the session call around the steps
+
+
+def kernel_class(op: str, kernel: str) -> str:
+    return f"{op}/{kernel.split('__')[0]}"
+
+
+@dataclass
+class Profile:
+    """Where one member's time goes on the host that built it."""
+    latency_ms: float                 # whole run, median
+    steps_ms: float                   # the steps' medians summed (the rest is overhead)
+    shares: dict[str, float]          # kernel class -> share of the summed step time
+    probes: dict[str, str]            # probed class -> its costliest node in the member
+
+    def to_json(self) -> dict:
+        return {"latency_ms": self.latency_ms, "steps_ms": self.steps_ms,
+                "shares": self.shares, "probes": self.probes}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Profile":
+        return cls(float(d["latency_ms"]), float(d["steps_ms"]),
+                   {k: float(v) for k, v in d["shares"].items()},
+                   {k: str(v) for k, v in d["probes"].items()})
+
+
+def profile(session, feeds: dict, rounds: int = 20, warmup: int = 3) -> Profile:
+    """The latency of `session`'s plan on `feeds`, its steps' times by class and the
+    nodes to probe, all from the same `rounds` runs (medians)."""
+    for _ in range(warmup):
+        session.run(None, feeds)
+    whole, per_step, steps = [], {}, {}
+    for _ in range(rounds):
+        timings: list = []
+        t0 = time.perf_counter()
+        session.run(None, feeds, timings=timings)
+        whole.append(time.perf_counter() - t0)
+        for k, (step, a, b) in enumerate(timings):
+            per_step.setdefault(k, []).append(b - a)
+            steps[k] = step
+    medians = {k: float(np.median(v)) for k, v in per_step.items()}
+    total = sum(medians.values()) or 1.0
+    by_class: dict[str, float] = {}
+    costliest: dict[str, tuple[float, str]] = {}
+    for k, t in medians.items():
+        node, kernel = steps[k].node, steps[k].choice.kernel
+        c = kernel_class(node.op, kernel)
+        by_class[c] = by_class.get(c, 0.0) + t / total
+        if t > costliest.get(c, (-1.0, ""))[0]:
+            costliest[c] = (t, node.name)
+    probes, covered = {}, 0.0
+    for c, share in sorted(by_class.items(), key=lambda kv: -kv[1]):
+        if covered >= COVER or share < MIN_SHARE:
+            break
+        probes[c] = costliest[c][1]
+        covered += share
+    return Profile(float(np.median(whole)) * 1e3, total * 1e3, by_class, probes)
+
+
+def layer_graph(graph: Graph, node_name: str, input_shapes: dict) -> Graph:
+    """The node named `node_name` alone: its constant inputs kept, the others graph
+    inputs of the shapes they have in `graph` at `input_shapes`."""
+    node = next(n for n in graph.nodes if n.name == node_name)
+    infos = infer(graph, input_shapes)
+    inputs = [ValueInfo(i, infos[i].dtype, tuple(infos[i].shape)) for i in node.inputs
+              if i and i not in graph.consts]
+    outputs = [ValueInfo(o, infos[o].dtype, tuple(infos[o].shape)) for o in node.outputs if o]
+    consts = {i: graph.consts[i] for i in node.inputs if i in graph.consts}
+    return Graph([node], list({v.name: v for v in inputs}.values()), outputs, consts,
+                 dict(graph.meta))
+
+
+def random_feeds(specs, seed: int = 0) -> dict:
+    """{name: array} for specs [(name, dtype, shape)]: normal floats, any uint8, zeros for
+    the rest (indices, shapes: the value that is always in range)."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name, dtype, shape in specs:
+        if dtype.startswith("float"):
+            out[name] = rng.standard_normal(shape).astype(dtype)
+        elif dtype == "uint8":
+            out[name] = rng.integers(0, 256, shape).astype(np.uint8)
+        else:
+            out[name] = np.zeros(shape, dtype)
+    return out
+
+
+def time_graph(graph: Graph, threads: int, seconds: float = PROBE_SECONDS) -> float:
+    """Median ms of the steps of `graph`'s tuned plan here (their own time, from the
+    plan's step timings) over runs of about `seconds`."""
+    from ..runtime.session import InferenceSession
+    feeds = random_feeds([(v.name, v.dtype, v.shape) for v in graph.inputs])
+    sess = InferenceSession(graph, threads=threads,
+                            input_shapes={k: v.shape for k, v in feeds.items()})
+    for _ in range(2):
+        sess.run(None, feeds)
+    times, start = [], time.perf_counter()
+    while len(times) < 10 or (time.perf_counter() - start < seconds and len(times) < 200):
+        timings: list = []
+        sess.run(None, feeds, timings=timings)
+        times.append(sum(t1 - t0 for _, t0, t1 in timings))
+    return float(np.median(times)) * 1e3
+
+
+def overhead_ms(threads: int, steps: int = 32, seconds: float = PROBE_SECONDS) -> float:
+    """The interpreter's cost per run and step: a chain of `steps` one-element Relus,
+    its whole run minus its steps' own time, median ms over about `seconds`."""
+    from ..runtime.session import InferenceSession
+    names = [f"t{k}" for k in range(steps + 1)]
+    g = Graph([Node("Relu", [a], [b], {}, f"relu{k}") for k, (a, b) in
+               enumerate(zip(names, names[1:]))], [ValueInfo(names[0], "float32", (1,))],
+              [ValueInfo(names[-1], "float32", (1,))], {}, {})
+    sess = InferenceSession(g, threads=threads)
+    feeds = {names[0]: np.ones(1, np.float32)}
+    out, start = [], time.perf_counter()
+    while len(out) < 20 or (time.perf_counter() - start < seconds and len(out) < 500):
+        timings: list = []
+        t0 = time.perf_counter()
+        sess.run(None, feeds, timings=timings)
+        out.append(time.perf_counter() - t0 - sum(b - a for _, a, b in timings))
+    return float(np.median(out)) * 1e3
+
+
+def latency_ms(session, feeds: dict, rounds: int) -> float:
+    """Median ms of `rounds` whole runs after three warm-up runs."""
+    for _ in range(3):
+        session.run(None, feeds)
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        session.run(None, feeds)
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times)) * 1e3
+
+
+def anchored(base: list[float], weights: list[float], anchors: dict[int, float]) -> list[float]:
+    """Layer-based predictions `base` corrected by the anchors (member index -> its whole
+    run measured on the device): each anchor's measured / predicted ratio, interpolated
+    between the anchors in log weight bytes (`weights`, per member). The layer probes
+    run each layer alone, its weights in cache; a whole model streams all of them, so
+    the memory system (and its contention on a shared machine) weighs on a member in
+    proportion to its footprint, which the anchors, the smallest and largest member,
+    measure at both ends."""
+    if not anchors:
+        return list(base)
+    pts = sorted((np.log(max(weights[i], 1.0)), np.log(ms / base[i]))
+                 for i, ms in anchors.items())
+    xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+    return [b * float(np.exp(np.interp(np.log(max(w, 1.0)), xs, ys)))
+            for b, w in zip(base, weights)]
+
+
+def predict(host: Profile, host_ms: dict[str, float], device_ms: dict[str, float]) -> float:
+    """A member's latency on the device (module doc); host_ms / device_ms: probe class ->
+    ms of its probe layer on the build host / on the device, OVERHEAD -> overhead_ms."""
+    ratios = {c: device_ms[c] / host_ms[c] for c in host.probes
+              if host_ms.get(c) and c in device_ms}
+    if not ratios:
+        raise ValueError("no probe layer of this member was timed on the device")
+    probed = sum(host.shares[c] for c in ratios)
+    mean = sum(host.shares[c] * r for c, r in ratios.items()) / probed
+    steps = host.steps_ms * (sum(host.shares[c] * r for c, r in ratios.items())
+                             + (1.0 - probed) * mean)
+    rest = max(0.0, host.latency_ms - host.steps_ms)
+    if host_ms.get(OVERHEAD) and device_ms.get(OVERHEAD):
+        rest *= device_ms[OVERHEAD] / host_ms[OVERHEAD]
+    return steps + rest

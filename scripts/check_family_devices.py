@@ -1,0 +1,114 @@
+"""Does `family.select` pick a member that fits, on devices that differ for real? (#12)
+
+Each "device" is this machine at 1 or 2 threads under an EDGENN_MAX_ISA tier (scalar,
+avx2, avx512, the host's own): several times apart in speed, as phones are. Per device, a
+fresh process loads the family and, per round, probes (times the members' probe layers
+there) and predicts every member's latency, then measures every member (a block of
+steady-state runs each, median) and, for latency targets spread over the predicted
+range, checks that the member `choose` picks runs within 10% of the target or under it.
+Probe and measurement share a round because a shared machine's speed drifts (by 1.6x
+within minutes on the one this was written on). Prints per device: the probe's time, each
+member's predicted / measured latency and the error (medians over rounds), the targets
+met over all rounds.
+
+    python scripts/check_family_devices.py /tmp/escale/mobilenet_v2.ennf
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+TOLERANCE = 0.10
+BLOCK = 20          # runs of one member in a row (after 3 warm-up runs), median
+
+
+def on_device(path: str, threads: int, rounds: int, targets: int) -> dict:
+    """Per round: probe and predict, then measure every member, so the prediction and
+    the measurement see the machine in the same state (a shared machine's speed drifts)."""
+    import warnings
+
+    from edgenn.kernels import isa
+    from edgenn.scale.family import load_family
+    from edgenn.scale.probe import latency_ms as latency
+    from edgenn.scale.probe import random_feeds
+    fam = load_family(path)
+    sessions = [m.session(threads=threads) for m in fam.members]
+    feeds = [random_feeds([(v.name, v.dtype, m.input_shapes[v.name]) for v in m.graph.inputs])
+             for m in fam.members]
+    preds, measures, checks, probe_s = [], [], [], []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        pred = fam.predict(threads, again=True)
+        probe_s.append(time.perf_counter() - t0)
+        measured = [latency(s, f, BLOCK) for s, f in zip(sessions, feeds)]
+        preds.append(pred)
+        measures.append(measured)
+        for target in np.geomspace(min(pred), max(pred) * 1.2, targets):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                m = fam.choose(latency_ms=float(target), threads=threads)
+            fits = bool(measured[m.index] <= target * (1 + TOLERANCE))
+            checks.append({"target": float(target), "member": m.index,
+                           "measured": measured[m.index], "ok": fits})
+    return {"device": f"{isa.describe()}, {threads} thread(s)",
+            "probe_s": float(np.median(probe_s)), "predicted": preds, "measured": measures,
+            "checks": checks}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("family")
+    p.add_argument("--tiers", default="native,avx512,avx2,scalar")
+    p.add_argument("--threads", default="1,2")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--targets", type=int, default=12)
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        print(json.dumps(on_device(args.family, int(args.threads), args.rounds,
+                                   args.targets)))
+        return 0
+    from edgenn.kernels import isa
+    worst = 0.0
+    all_ok = True
+    for tier in args.tiers.split(","):
+        if tier != "native" and not isa.usable(tier):
+            continue
+        for threads in args.threads.split(","):
+            env = dict(os.environ)
+            env.pop("EDGENN_MAX_ISA", None)
+            if tier != "native":
+                env["EDGENN_MAX_ISA"] = tier
+            out = subprocess.run([sys.executable, __file__, args.family, "--child",
+                                  "--threads", threads, "--rounds", str(args.rounds),
+                                  "--targets", str(args.targets)],
+                                 env=env, capture_output=True, text=True, check=True)
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+            pred, meas = np.array(r["predicted"]), np.array(r["measured"])
+            errs = np.median(pred / meas - 1, axis=0)          # per member, over rounds
+            worst = max(worst, float(np.max(np.abs(errs))))
+            met = sum(c["ok"] for c in r["checks"])
+            all_ok &= met == len(r["checks"])
+            print(f"\n{r['device']}: probe {r['probe_s']:.2f} s; targets met "
+                  f"{met}/{len(r['checks'])}; prediction error (median of rounds) median "
+                  f"{np.median(np.abs(errs)):.1%}, worst {np.max(np.abs(errs)):.1%}")
+            print("  member  predicted ms  measured ms  error   (medians of rounds)")
+            for k, e in enumerate(errs):
+                print(f"  {k:6} {np.median(pred[:, k]):13.3f} {np.median(meas[:, k]):12.3f} "
+                      f"{e:+7.1%}")
+            for c in r["checks"]:
+                if not c["ok"]:
+                    print(f"  MISSED: target {c['target']:.3f} ms -> member {c['member']} "
+                          f"measured {c['measured']:.3f} ms")
+    print(f"\nworst prediction error {worst:.1%}; every target met: {all_ok}")
+    return 0 if all_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

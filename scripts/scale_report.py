@@ -1,0 +1,76 @@
+"""Scalable families of real models on this host (issue #12): MobileNetV2 and ResNet-18
+(test-suite weights, BatchNorm statistics from real photos; fidelity = output cosine
+against the source model on held-out photos) and the PP-OCR mobile direction classifier
+(real weights; fidelity = accuracy on held-out text-line crops, upright and rotated).
+Writes OUT/<model>.ennf, OUT/<model>-pareto.png and prints the search table and the
+family. A second run over the same inputs is served from the cache (no measuring).
+
+    python scripts/scale_report.py mobilenet_v2 resnet18 ppocr_cls --budget 24 --out /tmp/escale
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+
+
+def photo_data():
+    from models import imagenet_calibration
+    calib = np.concatenate(imagenet_calibration(224))
+    held = np.concatenate(imagenet_calibration(224, held_out=True))
+    held = np.concatenate([held, held[..., ::-1]])                 # and their mirror images
+    return calib, np.ascontiguousarray(held)
+
+
+def model_and_data(name: str):
+    if name == "ppocr_cls":
+        from quant_data import ppocr_cls_path, text_crops
+        calib, _ = text_crops(False, limit=48)
+        held, labels = text_crops(True)
+        return ppocr_cls_path(), {"x": calib}, {"x": held, "labels": labels}, "accuracy"
+    from models import build_all
+    path = str(build_all([{"mobilenet_v2": "mobilenet_v2-op13",
+                           "resnet18": "resnet18-op17"}[name]], verbose=False).popitem()[1]["path"])
+    calib, held = photo_data()
+    return path, {"input": calib}, {"input": held}, "cosine"
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("models", nargs="+", choices=("mobilenet_v2", "resnet18", "ppocr_cls"))
+    p.add_argument("--budget", type=int, default=24)
+    p.add_argument("--members", type=int, default=6)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--out", default="/tmp/edgenn-scale")
+    args = p.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    from edgenn import plots
+    from edgenn.progress import bars
+    from edgenn.scale.build import build
+    from edgenn.scale.family import load_family
+    for name in args.models:
+        model, calib, held, metric = model_and_data(name)
+        out = os.path.join(args.out, f"{name}.ennf")
+        t0 = time.perf_counter()
+        result, doc = build(model, calib, held, output=out, budget=args.budget,
+                            members=args.members, threads=args.threads, metric=metric,
+                            progress=bars(after_s=0.0))
+        print(f"\n== {name}: {time.perf_counter() - t0:.1f} s wall")
+        print(result.table())
+        fam = load_family(out)
+        print(fam.table())
+        lat = [m.latency_ms for m in fam.members]
+        print(f"members span {max(lat) / min(lat):.2f}x in latency")
+        png = plots.plot_pareto(doc["search"], doc["device"],
+                                os.path.join(args.out, f"{name}-pareto.png"), name)
+        print(f"wrote {out}, {png}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,300 @@
+"""Scalable model families (edgenn/scale, graph/family.py, `edgenn scale`, issue #12).
+
+- factors: resolution only where the outputs keep their shape (a classifier after global
+  pooling scales, a fully convolutional net does not), data resized with the input, each
+  factor changing what it should (pruned channels, zeros, int8 ops);
+- the search (digits CNN, its real held-out digits): the front is exactly the
+  non-dominated candidates, members are front points spread over the range, a second run
+  over the same inputs measures nothing and picks the same members;
+- the family file: members read back with the figures they were measured with (the
+  accuracy of every member recomputed from its session), shared tensors stored once, the
+  same family saves byte-identically, corrupt or truncated files are named errors;
+- the probe: a probe layer alone computes what it computes inside its model; predictions
+  scale class by class; `choose` honours latency, accuracy and size targets.
+"""
+import json
+
+import numpy as np
+import pytest
+from helpers import helper, make_model
+from quant_data import digits
+from test_cli import run_cli
+
+import edgenn
+from edgenn.cli import EXIT_OK, EXIT_REJECTED
+from edgenn.demo import DEMO_MODEL
+from edgenn.errors import ModelFormatError
+from edgenn.graph import family as ennf
+from edgenn.graph import format as enn
+from edgenn.quant.data import Batches
+from edgenn.scale import factors as F
+from edgenn.scale import probe
+from edgenn.scale.build import build
+from edgenn.scale.family import load_family
+from edgenn.scale.search import Candidate, pareto, spread
+
+RNG = np.random.default_rng(12)
+
+
+def _cnn(pool=True, size=32):
+    """x (1, 3, size, size) -> conv 3x3 s2 -> relu -> 1x1 -> relu -> 3x3 -> relu -> 1x1
+    -> [GAP -> FC]."""
+    w = lambda *s: (RNG.standard_normal(s) * (2.0 / np.prod(s[1:])) ** 0.5).astype(np.float32)  # noqa: E731
+    inits = {"w1": w(8, 3, 3, 3), "b1": np.zeros(8, np.float32), "w2": w(16, 8, 1, 1),
+             "b2": np.zeros(16, np.float32), "w3": w(16, 16, 3, 3),
+             "b3": np.zeros(16, np.float32), "w4": w(16, 16, 1, 1),
+             "b4": np.zeros(16, np.float32), "wf": w(10, 16), "bf": np.zeros(10, np.float32)}
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1] * 4, strides=[2, 2]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"]),
+             helper.make_node("Relu", ["c2"], ["r2"]),
+             helper.make_node("Conv", ["r2", "w3", "b3"], ["c3"], pads=[1] * 4),
+             helper.make_node("Relu", ["c3"], ["r3"]),
+             helper.make_node("Conv", ["r3", "w4", "b4"], ["c4"])]
+    h = size // 2
+    if pool:
+        nodes += [helper.make_node("GlobalAveragePool", ["c4"], ["p"]),
+                  helper.make_node("Flatten", ["p"], ["f"]),
+                  helper.make_node("Gemm", ["f", "wf", "bf"], ["y"], transB=1)]
+        out = ("y", np.float32, [1, 10])
+    else:
+        nodes[-1].output[0] = "y"
+        out = ("y", np.float32, [1, 16, h, h])
+    return edgenn.load(make_model(nodes, [("x", np.float32, [1, 3, size, size])], [out],
+                                  inits).SerializeToString())
+
+
+def _images(n, size=32):
+    """Smooth random images (low-frequency noise upsampled), one batch of n."""
+    small = RNG.standard_normal((n, 3, size // 8, size // 8)).astype(np.float32)
+    return np.ascontiguousarray(small.repeat(8, 2).repeat(8, 3))
+
+
+def test_resolution_only_where_the_outputs_keep_their_shape():
+    g = _cnn()
+    assert F.scaled_inputs(g, 0.75) == {"x": (1, 3, 24, 24)}       # multiple of 8
+    assert F.scaled_inputs(_cnn(pool=False), 0.75) is None        # output would shrink
+    assert F.scaled_inputs(g, 1.0) == {}
+    levels = F.applicable(g)
+    assert levels["resolution"][0] == 1.0 and len(levels["resolution"]) >= 3
+    assert F.applicable(_cnn(pool=False))["resolution"] == (1.0,)
+    # the digits CNN's 8x8 input is too small to scale: one level only
+    assert F.applicable(edgenn.load(DEMO_MODEL))["resolution"] == (1.0,)
+
+
+def test_factors_change_what_they_should():
+    g = _cnn()
+    calib = Batches([{"x": _images(8)}])
+    m = F.apply(g, F.Factors(resolution=0.75, width=0.5, precision="int8"), calib)
+    assert m.inputs[0].shape == (1, 3, 24, 24)
+    assert any(n.op in ("QConv", "QGemm") for n in m.nodes)
+    assert m.meta["entropy_coding"] == "zstd" and m.meta["scale_factors"]["width"] == 0.5
+    kept = [np.asarray(m.consts[n.inputs[3]]).shape[0] for n in m.nodes if n.op == "QConv"]
+    assert min(kept) < 16                                          # channels were removed
+    out = edgenn.InferenceSession(m).run(None, {"x": _images(1, 24)})[0]
+    assert out.shape == (1, 10)
+    s = F.apply(g, F.Factors(sparsity="sparse"), calib)
+    w = [s.consts[n.inputs[1]] for n in s.nodes if n.op == "Conv"
+         and s.consts[n.inputs[1]].shape[2:] == (1, 1)]
+    assert len(w) == 2 and not (w[0] == 0).any()                   # the first kept dense
+    assert abs(float((w[1] == 0).mean()) - F.SPARSE_RATIO) < 0.05
+    assert g.inputs[0].shape == (1, 3, 32, 32)                     # the source unchanged
+    resized = F.resize_feeds(calib, {"x": (1, 3, 16, 16)}, g.inputs)
+    assert resized.feeds[0]["x"].shape == (8, 3, 16, 16)
+    # a constant image stays constant under the bilinear resize
+    const = F.resize_feeds(Batches([{"x": np.full((2, 3, 32, 32), 0.5, np.float32)}]),
+                           {"x": (1, 3, 24, 24)}, g.inputs)
+    assert np.allclose(const.feeds[0]["x"], 0.5)
+
+
+def _cand(lat, fid):
+    from edgenn.scale.measure import Measurement
+    return Candidate(F.Factors(width=lat), Measurement(lat, fid, fid, None, None, 1, {}, {}))
+
+
+def test_pareto_and_spread():
+    pts = [_cand(1, 0.5), _cand(2, 0.7), _cand(2.5, 0.6), _cand(3, 0.9), _cand(4, 0.9),
+           _cand(8, 0.95), _cand(16, 0.99)]
+    front = pareto(pts)
+    assert [c.m.latency_ms for c in front] == [1, 2, 3, 8, 16]
+    for c in pts:      # every point off the front is dominated by one on it
+        if c not in front:
+            assert any(f.m.latency_ms <= c.m.latency_ms and f.m.fidelity >= c.m.fidelity
+                       for f in front)
+    three = spread(front, 3, None)
+    assert [c.m.latency_ms for c in three] == [1, 3, 16]           # ends + the log-middle
+    ranged = spread(front, 6, (2.5, 10))
+    assert [c.m.latency_ms for c in ranged] == [2, 3, 8]           # one below lo, then inside
+
+
+@pytest.fixture(scope="module")
+def digits_family(tmp_path_factory):
+    calib, held, labels = digits()
+    d = tmp_path_factory.mktemp("family")
+    out = str(d / "digits.ennf")
+    result, doc = build(DEMO_MODEL, calib, {"image": held, "labels": labels}, output=out,
+                        budget=8, cache_root=str(d / "cache"), rounds=5)
+    return out, result, doc, (calib, held, labels), d
+
+
+def test_search_front_members_and_cache(digits_family):
+    out, result, doc, (calib, held, labels), d = digits_family
+    assert result.measured == len(result.candidates) and result.cached == 0
+    assert 2 <= len(result.candidates) <= 8
+    keys = [c.factors.key() for c in result.candidates]
+    assert len(set(keys)) == len(keys)                             # none measured twice
+    front = pareto(result.candidates)
+    assert {id(c) for c in front} == {id(c) for c in result.candidates if c.on_front}
+    assert result.members and all(c.on_front for c in result.members)
+    assert result.candidates[0].factors == F.Factors()             # the source first
+    again, _ = build(DEMO_MODEL, calib, {"image": held, "labels": labels},
+                     output=str(d / "again.ennf"), budget=8, cache_root=str(d / "cache"),
+                     rounds=5)
+    assert again.measured == 0 and again.cached == len(result.candidates)
+    assert [c.factors for c in again.members] == [c.factors for c in result.members]
+    # nothing rebuilt or re-timed either: the same members, figures and bytes
+    first, second = load_family(out), load_family(str(d / "again.ennf"))
+    for a, b in zip(first.members, second.members):
+        assert (a.latency_ms, a.fidelity, a.probe_ms) == (b.latency_ms, b.fidelity, b.probe_ms)
+        assert enn.to_bytes(a.graph) == enn.to_bytes(b.graph)
+    assert second.search["measured"] == 0
+
+
+def test_family_file_members_are_what_was_measured(digits_family):
+    out, result, doc, (calib, held, labels), d = digits_family
+    fam = edgenn.load_family(out)
+    assert len(fam.members) == len(result.members)
+    assert fam.device["threads"] == 1 and fam.device["cpu"]
+    for m, c in zip(fam.members, result.members):
+        assert m.factors == c.factors and m.fidelity == c.m.fidelity
+        # re-timed with care for the file (build.host_figures), with its probe layers
+        assert m.latency_ms == m.profile.latency_ms > 0
+        assert set(m.probe_ms) == set(m.profile.probes) | {probe.OVERHEAD}
+        sess = m.session()
+        assert isinstance(sess, edgenn.InferenceSession)          # onnxruntime's API
+        probs = sess.run(None, {"image": held})[0]
+        assert abs(float(np.mean(probs.argmax(1) == labels)) - m.accuracy) < 1e-9
+        assert m.fidelity == m.accuracy                            # auto: labels given
+        assert m.bytes == len(enn.to_bytes(m.graph))               # the size it was measured
+    assert "family of" in fam.table() and "search:" in fam.table()
+
+
+def test_family_file_shares_tensors_and_refuses_damage(tmp_path):
+    g = edgenn.load(DEMO_MODEL)
+    other = F.apply(g, F.Factors(sparsity="sparse"), Batches([{"image": digits()[0]}]))
+    members = [{"name": "a"}, {"name": "b"}]
+    data = ennf.to_bytes([g, other], members, {"note": 1})
+    assert data == ennf.to_bytes([g, other], members, {"note": 1})   # deterministic
+    alone = ennf.to_bytes([g], members[:1], {"note": 1})
+    # the sparse member stores only its sparse 1x1 weights anew: the rest is shared
+    assert len(data) < len(alone) + len(enn.to_bytes(other)) * 0.8
+    doc, blobs = ennf.read(data, "mem")
+    back = ennf.member_graph(doc, blobs, 1, "mem")
+    for k, v in other.consts.items():
+        assert np.array_equal(back.consts[k], v)
+    with pytest.raises(ModelFormatError):
+        ennf.read(data[:len(data) // 2], "half")
+    bad = bytearray(data)
+    bad[-5] ^= 0xFF                                  # a tensor byte: its checksum fails
+    doc, blobs = ennf.read(bytes(bad), "bad")
+    with pytest.raises(ModelFormatError, match="checksum"):
+        for i in range(2):
+            ennf.member_graph(doc, blobs, i, "bad")
+    with pytest.raises(ModelFormatError, match="family"):
+        ennf.read(enn.to_bytes(g), "an .enn")       # not a family
+    path = tmp_path / "x.ennf"
+    path.write_bytes(b"")
+    with pytest.raises(ModelFormatError, match="empty"):
+        load_family(str(path))
+
+
+def test_probe_layer_computes_what_it_computes_in_its_model():
+    g = edgenn.load(DEMO_MODEL)
+    sess = edgenn.InferenceSession(g)
+    x = digits()[1][:1]
+    node = next(n for n in g.nodes if n.op == "Conv" and n.inputs[0] != "image")
+    from edgenn.quant.observe import Runner
+    r = Runner(g, observe=[node.inputs[0], node.outputs[0]])
+    vals = r.run({"image": x})
+    one = probe.layer_graph(g, node.name, {"image": (1, 1, 8, 8)})
+    assert len(one.nodes) == 1 and set(one.consts) <= set(g.consts)
+    y = edgenn.InferenceSession(one).run(None, {node.inputs[0]: vals[node.inputs[0]]})[0]
+    np.testing.assert_allclose(y, vals[node.outputs[0]], rtol=1e-5, atol=1e-5)
+    prof = probe.profile(sess, {"image": x}, rounds=3)
+    assert abs(sum(prof.shares.values()) - 1) < 1e-6 and prof.probes
+    assert prof.latency_ms >= prof.steps_ms * 0.5 > 0
+    assert all(prof.shares[c] >= probe.MIN_SHARE for c in prof.probes)
+    assert probe.time_graph(one, threads=1) > 0
+
+
+def test_predict_scales_class_by_class():
+    # 10 ms a run: 8 ms of steps (A 50%, B 30%, C 20% unprobed), 2 ms of overhead
+    prof = probe.Profile(10.0, 8.0, {"A": 0.5, "B": 0.3, "C": 0.2}, {"A": "a", "B": "b"})
+    host = {"A": 1.0, "B": 2.0, probe.OVERHEAD: 0.01}
+    same = probe.predict(prof, host, {"A": 1.0, "B": 2.0, probe.OVERHEAD: 0.01})
+    assert same == pytest.approx(10.0)
+    # A twice as slow, B the same: C at the probed mean ratio (0.5*2 + 0.3*1) / 0.8; the
+    # overhead three times as slow
+    want = 8.0 * (0.5 * 2 + 0.3 * 1 + 0.2 * (1.3 / 0.8)) + 2.0 * 3
+    assert probe.predict(prof, host, {"A": 2.0, "B": 2.0, probe.OVERHEAD: 0.03}) == \
+        pytest.approx(want)
+    with pytest.raises(ValueError):
+        probe.predict(prof, host, {})
+    # anchors: measured / predicted ratios at both ends, interpolated in log weight bytes
+    base = [1.0, 2.0, 4.0]
+    fixed = probe.anchored(base, [1e6, 4e6, 16e6], {0: 1.0, 2: 8.0})
+    assert fixed == pytest.approx([1.0, 2.0 * 2 ** 0.5, 8.0])
+    assert probe.anchored(base, [1e6, 4e6, 16e6], {}) == base
+
+
+def test_choose_honours_latency_accuracy_and_size(digits_family):
+    out = digits_family[0]
+    fam = load_family(out)
+    n = len(fam.members)
+    # a device where member k is predicted at 1 + k ms (probe results injected)
+    from edgenn.kernels import isa
+    fam.predict = lambda threads=1: [1.0 + k for k in range(n)]
+    best = max(fam.members, key=lambda m: m.fidelity)
+    assert fam.choose(latency_ms=100).index == best.index
+    fit = fam.choose(latency_ms=1.5)
+    assert fit.index == 0
+    with pytest.warns(UserWarning, match="no member"):
+        assert fam.choose(latency_ms=0.5).index == 0               # none fits: the fastest
+    low = min(m.fidelity for m in fam.members)
+    assert fam.choose(accuracy=low).index == 0                     # the fastest that reaches
+    small = min(fam.members, key=lambda m: m.bytes)
+    assert fam.choose(size=small.bytes).bytes == small.bytes
+    assert isa.active_tier()
+    # the real probe on this device: one prediction per member, all positive
+    real = load_family(out).predict(1)
+    assert len(real) == n and all(p > 0 for p in real)
+
+
+def test_cli_scale_and_inspect(tmp_path, capsys):
+    calib, held, labels = digits()
+    np.savez(tmp_path / "calib.npz", image=calib)
+    np.savez(tmp_path / "held.npz", image=held, labels=labels)
+    out = str(tmp_path / "f.ennf")
+    code, text, _ = run_cli(capsys, "scale", DEMO_MODEL, "--calib", str(tmp_path / "calib.npz"),
+                            "--eval", str(tmp_path / "held.npz"), "-o", out, "--budget", "4",
+                            "--no-cache")
+    assert code == EXIT_OK and "family of" in text and "candidates" in text
+    code, text, _ = run_cli(capsys, "inspect", out, "--plan")
+    assert code == EXIT_OK and "here ms" in text and "predicted on this device" in text
+    code, _, err = run_cli(capsys, "scale", DEMO_MODEL, "--calib", str(tmp_path / "calib.npz"),
+                           "-o", out, "--latency", "50:10")
+    assert code != EXIT_OK and "LO < HI" in err
+    (tmp_path / "junk.ennf").write_bytes(b"\x10" + b"\0" * 40)
+    code, _, err = run_cli(capsys, "inspect", str(tmp_path / "junk.ennf"))
+    assert code == EXIT_REJECTED and "error" in err
+
+
+def test_scalable_one_line(tmp_path):
+    calib, held, labels = digits()
+    fam = edgenn.scalable(DEMO_MODEL, latency=(0.001, 1000), calib=calib,
+                          eval={"image": held, "labels": labels},
+                          output=str(tmp_path / "d.ennf"), budget=3, cache_root=None)
+    assert fam.members and fam.report.measured == 3
+    sess = fam.select(latency_ms=1000)
+    assert sess.run(None, {"image": held[:2]})[0].shape == (2, 10)
+    json.dumps(fam.search)                                          # a plain record
