@@ -115,18 +115,27 @@ def cmd_inspect(args) -> int:
 
 
 def _inspect_family(args) -> int:
+    import json
+
     from .api import load_family
     family = load_family(args.model)
-    predicted = family.predict(args.threads) if args.plan else None
+    predicted = family.predict(args.threads) if args.plan or args.target else None
     print(family.table(predicted))
     if predicted:
         from .kernels import isa
         print(f"'here ms': predicted on this device ({isa.describe()}, {args.threads} "
-              f"thread(s)) from a probe of the members' layers")
+              f"thread(s)) from a probe of the members' layers "
+              f"({family.probe(args.threads)['seconds']:.2f} s)")
+    chosen = None
+    if args.target:
+        chosen = family.choose(latency_ms=args.target, threads=args.threads)
+        print(f"for {args.target:g} ms here: member {chosen.index} ({chosen.describe()}), "
+              f"predicted {predicted[chosen.index]:.3f} ms")
     if args.plot:
         from . import plots
         plots.plot_pareto(family.search, family.device, args.plot,
-                          os.path.basename(args.model))
+                          os.path.basename(args.model),
+                          chosen=None if chosen is None else json.loads(chosen.factors.key()))
         print(f"wrote {args.plot}")
     return EXIT_OK
 
@@ -469,7 +478,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "(a .ennf family: each member's latency predicted here)")
     i.add_argument("--plot", metavar="PNG",
                    help="with the plan: profile a few runs, draw the per-layer times "
-                        "(matplotlib)")
+                        "(matplotlib); a .ennf family: its Pareto front")
+    i.add_argument("--target", type=float, metavar="MS",
+                   help="a .ennf family: the member chosen here for this latency target")
     def data_options(s):
         s.add_argument("--batch-size", type=int, default=None,
                        help="rows per batch when splitting large arrays (default 32)")

@@ -95,10 +95,10 @@ def plot_bench(runners, path: str, title: str, threads: int) -> str:
 
 
 def plot_pareto(search: dict, device: dict, path: str, title: str,
-                chosen: int | None = None) -> str:
+                chosen: dict | None = None) -> str:
     """Latency against fidelity of every searched candidate (a family file's "search"
     record, measured on `device`), the Pareto front drawn through its points, the members
-    ringed and the `chosen` member (its index among them) starred -> path (PNG)."""
+    ringed and numbered by latency, the `chosen` member (its factors) starred -> path."""
     plt = _pyplot()
     cands = search["candidates"]
     fig, ax = plt.subplots(figsize=(7, 4.8))
@@ -114,7 +114,7 @@ def plot_pareto(search: dict, device: dict, path: str, title: str,
     for k, c in enumerate(sorted(members, key=lambda c: c["latency_ms"])):
         ax.annotate(str(k), (c["latency_ms"], c["fidelity"]), xytext=(6, -12),
                     textcoords="offset points", fontsize=8)
-        if chosen == k:
+        if chosen is not None and c["factors"] == chosen:
             ax.plot([c["latency_ms"]], [c["fidelity"]], "*", ms=16, color="tab:red",
                     label="chosen")
     lo_hi = search.get("latency_range")

@@ -10,6 +10,7 @@ family. A second run over the same inputs is served from the cache (no measuring
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -66,8 +67,12 @@ def main() -> int:
         print(fam.table())
         lat = [m.latency_ms for m in fam.members]
         print(f"members span {max(lat) / min(lat):.2f}x in latency")
+        target = float(np.sqrt(min(lat) * max(lat)))
+        chosen = fam.choose(latency_ms=target, threads=args.threads)
+        print(f"for {target:.2f} ms here: member {chosen.index} ({chosen.describe()})")
         png = plots.plot_pareto(doc["search"], doc["device"],
-                                os.path.join(args.out, f"{name}-pareto.png"), name)
+                                os.path.join(args.out, f"{name}-pareto.png"), name,
+                                chosen=json.loads(chosen.factors.key()))
         print(f"wrote {out}, {png}")
     return 0
 

@@ -39,7 +39,7 @@ RNG = np.random.default_rng(12)
 def _cnn(pool=True, size=32):
     """x (1, 3, size, size) -> conv 3x3 s2 -> relu -> 1x1 -> relu -> 3x3 -> relu -> 1x1
     -> [GAP -> FC]."""
-    w = lambda *s: (RNG.standard_normal(s) * (2.0 / np.prod(s[1:])) ** 0.5).astype(np.float32)  # noqa: E731
+    w = lambda *s: (RNG.standard_normal(s) * (2.0 / np.prod(s[1:])) ** 0.5).astype(np.float32)
     inits = {"w1": w(8, 3, 3, 3), "b1": np.zeros(8, np.float32), "w2": w(16, 8, 1, 1),
              "b2": np.zeros(16, np.float32), "w3": w(16, 16, 3, 3),
              "b3": np.zeros(16, np.float32), "w4": w(16, 16, 1, 1),
@@ -229,7 +229,7 @@ def test_probe_layer_computes_what_it_computes_in_its_model():
 
 def test_predict_scales_class_by_class():
     # 10 ms a run: 8 ms of steps (A 50%, B 30%, C 20% unprobed), 2 ms of overhead
-    prof = probe.Profile(10.0, 8.0, {"A": 0.5, "B": 0.3, "C": 0.2}, {"A": "a", "B": "b"})
+    prof = probe.Profile(10.0, 8.0, {"A": 0.5, "B": 0.3, "C": 0.2}, {"A": ["a"], "B": ["b"]})
     host = {"A": 1.0, "B": 2.0, probe.OVERHEAD: 0.01}
     same = probe.predict(prof, host, {"A": 1.0, "B": 2.0, probe.OVERHEAD: 0.01})
     assert same == pytest.approx(10.0)
@@ -281,6 +281,10 @@ def test_cli_scale_and_inspect(tmp_path, capsys):
     assert code == EXIT_OK and "family of" in text and "candidates" in text
     code, text, _ = run_cli(capsys, "inspect", out, "--plan")
     assert code == EXIT_OK and "here ms" in text and "predicted on this device" in text
+    png = tmp_path / "pareto.png"
+    code, text, _ = run_cli(capsys, "inspect", out, "--target", "1000", "--plot", str(png))
+    assert code == EXIT_OK and "for 1000 ms here: member" in text
+    assert png.stat().st_size > 10_000 and png.read_bytes()[:4] == b"\x89PNG"
     code, _, err = run_cli(capsys, "scale", DEMO_MODEL, "--calib", str(tmp_path / "calib.npz"),
                            "-o", out, "--latency", "50:10")
     assert code != EXIT_OK and "LO < HI" in err
@@ -298,3 +302,39 @@ def test_scalable_one_line(tmp_path):
     sess = fam.select(latency_ms=1000)
     assert sess.run(None, {"image": held[:2]})[0].shape == (2, 10)
     json.dumps(fam.search)                                          # a plain record
+
+
+def test_damaged_family_files_are_named_errors(digits_family, tmp_path):
+    """Byte flips anywhere in a family file: it loads and runs, or a ModelFormatError
+    says why; never a crash, a hang or another exception."""
+    with open(digits_family[0], "rb") as f:
+        data = f.read()
+    rng = np.random.default_rng(5)
+    x = digits()[1][:1]
+    outcomes = {"ok": 0, "refused": 0}
+    for trial in range(60):
+        bad = bytearray(data)
+        for pos in rng.integers(0, len(bad), rng.integers(1, 4)):
+            bad[pos] ^= int(rng.integers(1, 256))
+        path = tmp_path / f"bad{trial}.ennf"
+        path.write_bytes(bytes(bad))
+        try:
+            fam = load_family(str(path))
+            for m in fam.members:
+                m.session().run(None, {"image": x})
+            outcomes["ok"] += 1
+        except ModelFormatError:
+            outcomes["refused"] += 1
+    assert outcomes["refused"] > 0
+    # hand-made lies in the description: a probe node that is not there, absurd shapes
+    doc, blobs = ennf.load(digits_family[0])
+    for lie in ({"input_shapes": {"image": [1 << 40, 1, 8, 8]}},
+                {"profile": {**doc["members"][0]["profile"], "probes": {"X": ["nowhere"]}}},
+                {"factors": {"precision": "int3"}}):
+        member = {**doc["members"][0], **lie}
+        graphs = [ennf.member_graph(doc, blobs, 0, "x")]
+        desc = {k: v for k, v in member.items() if k != "graph"}
+        path = tmp_path / "lie.ennf"
+        path.write_bytes(ennf.to_bytes(graphs, [desc], {"device": doc["device"]}))
+        with pytest.raises(ModelFormatError):
+            load_family(str(path)).graph(0)

@@ -18,10 +18,7 @@ answer is fine-tuning with the masks (outside this chain).
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
-
-import numpy as np
 
 from ..graph import format as enn
 from ..graph.ir import Graph
@@ -67,17 +64,11 @@ def _size(graph: Graph, entropy: bool) -> int:
 
 
 def _latency(graph: Graph, feed: dict, threads: int, rounds: int) -> float:
+    from ..runtime.profile import latency_ms
     from ..runtime.session import InferenceSession
     sess = InferenceSession(graph, threads=threads,
                             input_shapes={k: v.shape for k, v in feed.items()})
-    for _ in range(3):
-        sess.run(None, feed)
-    times = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        sess.run(None, feed)
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times)) * 1e3
+    return latency_ms(sess, feed, rounds)
 
 
 def _fidelity(fp32: Graph, test: Graph, data, batch_size, image_spec, threads) -> dict:

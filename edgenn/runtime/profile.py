@@ -1,7 +1,8 @@
-"""Per-step times of a session's plan: median of a few profiled runs (`edgenn inspect
---plot`, the latency profiles of scalable families)."""
+"""Timing a session: whole runs (median of a block) and per-step times (median of a few
+profiled runs) for `edgenn inspect --plot`, the compression chain and scalable families."""
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,3 +31,15 @@ def layer_profile(sess, feeds: dict, rounds: int = 10, warmup: int = 2) -> list[
             steps[k] = step
     return [LayerTime(k, steps[k].node.op, steps[k].node.name, steps[k].choice.kernel,
                       float(np.median(ts))) for k, ts in sorted(per_step.items())]
+
+
+def latency_ms(session, feeds: dict, rounds: int, warmup: int = 3) -> float:
+    """Median ms of `rounds` whole runs after `warmup` runs."""
+    for _ in range(warmup):
+        session.run(None, feeds)
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        session.run(None, feeds)
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times)) * 1e3

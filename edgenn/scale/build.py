@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import os
 
-import numpy as np
-
 from ..graph import family as ennf
 from ..graph import format as enn
 from ..graph.ir import Graph
@@ -29,13 +27,15 @@ def _member_graph(c: Candidate, result: SearchResult, source: Graph, calib, thre
 def host_figures(graphs, members, threads: int, rounds: int = HOST_ROUNDS,
                  progress=None) -> list[dict]:
     """Per member, measured again with care for the family file: `rounds` rounds, each
-    timing every member whole (probe.profile: a block of runs) and then its probe layers
-    and the interpreter overhead, so whole runs and probe layers see the machine alike;
-    medians over the rounds. -> [{"profile": Profile JSON, "probe_ms": {class: ms}}]."""
+    timing every member whole (probe.profile: a block of runs, medians) and then its probe
+    layers and the interpreter overhead, so whole runs and probe layers see the machine
+    alike; the fastest round of each figure is kept (a shared machine's speed drops for
+    seconds at a time: the fastest round is the machine uncontended, and the device probe
+    takes the same statistic). -> [{"profile": Profile JSON, "probe_ms": {class: ms}}]."""
     from ..runtime.session import InferenceSession
     first = [probe.Profile.from_json(c.m.profile) for c in members]
-    layers = [{cls: probe.layer_graph(g, node, _shapes(c))
-               for cls, node in p.probes.items()} for g, c, p in zip(graphs, members, first)]
+    layers = [{cls: [probe.layer_graph(g, node, _shapes(c)) for node in nodes]
+               for cls, nodes in p.probes.items()} for g, c, p in zip(graphs, members, first)]
     sessions = [InferenceSession(g, threads=threads, input_shapes=_shapes(c))
                 for g, c in zip(graphs, members)]
     feeds = [probe.random_feeds([(v.name, v.dtype, _shapes(c)[v.name]) for v in g.inputs])
@@ -52,16 +52,15 @@ def host_figures(graphs, members, threads: int, rounds: int = HOST_ROUNDS,
             p = probe.profile(sess, feed)
             whole[k].append(p.latency_ms)
             steps[k].append(p.steps_ms)
-            for cls, g in layers[k].items():
-                layer_ms[k][cls].append(probe.time_graph(g, threads))
+            for cls, gs in layers[k].items():
+                layer_ms[k][cls].append(sum(probe.time_graph(g, threads) for g in gs))
     if progress:
         progress("scale: timing the members here", rounds, rounds)
     out = []
     for k, p in enumerate(first):
-        prof = probe.Profile(float(np.median(whole[k])), float(np.median(steps[k])),
-                             p.shares, p.probes)
-        ms = {cls: float(np.median(v)) for cls, v in layer_ms[k].items()}
-        ms[probe.OVERHEAD] = float(np.median(overhead))
+        prof = probe.Profile(min(whole[k]), min(steps[k]), p.shares, p.probes)
+        ms = {cls: min(v) for cls, v in layer_ms[k].items()}
+        ms[probe.OVERHEAD] = min(overhead)
         out.append({"profile": prof.to_json(), "probe_ms": ms})
     return out
 
@@ -121,6 +120,15 @@ def build(model, calib, data=None, *, output: str, latency: tuple | None = None,
         m["latency_ms"] = h["profile"]["latency_ms"]
         described.append({**m, "factors": json.loads(c.factors.key()),
                           "profile": h["profile"], "probe_ms": h["probe_ms"]})
+    # re-timed, a member may turn out slower than a more faithful one: it leaves the family
+    keep = [i for i, d in enumerate(described) if not any(
+        o["latency_ms"] <= d["latency_ms"] and o["fidelity"] > d["fidelity"]
+        for o in described)]
+    keep.sort(key=lambda i: described[i]["latency_ms"])
+    for i, c in enumerate(result.members):
+        c.member = i in keep
+    graphs, described = [graphs[i] for i in keep], [described[i] for i in keep]
+    result.members = [result.members[i] for i in keep]
     doc = {"device": device_profile(threads),
            "source": {"inputs": {v.name: list(v.shape) for v in source.inputs}},
            "search": {**_search_summary(result), "metric": metric}}

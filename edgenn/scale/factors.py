@@ -50,8 +50,15 @@ class Factors:
         return json.dumps(asdict(self), sort_keys=True)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Factors":
-        return cls(**{k: d[k] for k in asdict(cls()) if k in d})
+    def from_dict(cls, d: dict) -> Factors:
+        """The factors of a JSON record (a family file's), checked: ValueError if not."""
+        f = cls(**{k: d[k] for k in asdict(cls()) if k in d})
+        nums = [f.resolution, f.width] + ([] if f.width_late is None else [f.width_late])
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in nums) \
+                or f.sparsity not in LEVELS["sparsity"] \
+                or f.precision not in LEVELS["precision"]:
+            raise ValueError(f"not a set of factors: {d!r}")
+        return f
 
     def describe(self) -> str:
         parts = []
@@ -87,7 +94,7 @@ def _snap(n: int, scale: float) -> int:
     """n * scale rounded to the input's own granularity: the largest of 32, 16, 8 that
     divides n at least 4 times (a CNN's total stride), else 1."""
     step = next((s for s in (32, 16, 8) if n % s == 0 and n // s >= 4), 1)
-    return max(step, int(round(n * scale / step)) * step)
+    return max(step, round(n * scale / step) * step)
 
 
 def scaled_inputs(graph: Graph, scale: float) -> dict[str, tuple] | None:

@@ -12,16 +12,21 @@ most faithful member predicted to fit the target.
 from __future__ import annotations
 
 import json
+import time
 import warnings
 from dataclasses import dataclass
+
+import numpy as np
 
 from ..graph import family as ennf
 from ..graph.ir import Graph
 from . import probe
 from .factors import Factors
 
-
-ANCHOR_RUNS = 10     # whole runs of each anchor member in the probe
+ANCHOR_RUNS = 10     # whole runs of each anchor member in a probe round
+MAX_DIM = 1 << 20    # a member's timed input: dims and elements a real model has
+MAX_ELEMENTS = 1 << 28
+PROBE_ROUNDS = 2
 
 
 @dataclass
@@ -37,7 +42,7 @@ class Member:
     input_shapes: dict
     profile: probe.Profile
     probe_ms: dict             # kernel class -> its probe layer's ms on the build host
-    family: "Family"
+    family: Family
 
     @property
     def graph(self) -> Graph:
@@ -61,6 +66,7 @@ class Family:
         self.file_bytes = file_bytes
         self._graphs: dict[int, Graph] = {}
         self._probes: dict[tuple, dict] = {}
+        self._sessions: dict[tuple, object] = {}
         try:
             self.members = [self._member(i, m) for i, m in enumerate(doc["members"])]
         except (KeyError, TypeError, ValueError) as exc:
@@ -71,7 +77,7 @@ class Family:
         return Member(i, Factors.from_dict(m["factors"]), float(m["latency_ms"]),
                       float(m["fidelity"]), float(m["cosine"]), m.get("top1"),
                       m.get("accuracy"), int(m["bytes"]),
-                      {k: tuple(v) for k, v in m["input_shapes"].items()},
+                      {str(k): tuple(int(d) for d in v) for k, v in m["input_shapes"].items()},
                       probe.Profile.from_json(m["profile"]),
                       {k: float(v) for k, v in m["probe_ms"].items()}, self)
 
@@ -79,8 +85,30 @@ class Family:
         if index not in self._graphs:
             from ..oplist import load_kernels
             load_kernels()                # the quantized ops' rules, as loading a .enn does
-            self._graphs[index] = ennf.member_graph(self.doc, self._blobs, index, self.source)
+            g = ennf.member_graph(self.doc, self._blobs, index, self.source)
+            self._check_member(self.members[index], g)
+            self._graphs[index] = g
         return self._graphs[index]
+
+    def _check_member(self, m: Member, g: Graph) -> None:
+        """The file's description of a member against its graph: input shapes that fit
+        the graph's inputs (and a sane size), probe nodes that exist."""
+        bad = None
+        want = {v.name: v.shape for v in g.inputs}
+        if set(m.input_shapes) != set(want):
+            bad = f"input shapes for {sorted(m.input_shapes)}, inputs {sorted(want)}"
+        for name, shape in m.input_shapes.items():
+            ok = bad is None and len(shape) == len(want[name]) and all(
+                isinstance(d, int) and 0 < d <= MAX_DIM and (not isinstance(w, int) or w == d)
+                for d, w in zip(shape, want[name])) and np.prod(shape) <= MAX_ELEMENTS
+            if not ok and bad is None:
+                bad = f"input {name!r}: shape {list(shape)} for {list(want[name])}"
+        nodes = {n.name for n in g.nodes}
+        missing = [n for group in m.profile.probes.values() for n in group if n not in nodes]
+        if missing and bad is None:
+            bad = f"probe nodes {missing} are not in its graph"
+        if bad:
+            raise ennf.enn._fail(f"member {m.index}: {bad} (corrupt family file)", self.source)
 
     # -- the device --------------------------------------------------------------------------
     def probe(self, threads: int = 1, again: bool = False) -> dict:
@@ -88,33 +116,43 @@ class Family:
         layer here}, "anchors": member index -> ms of its whole run here (the smallest and
         the largest member), "seconds": what probing took}. Timed once per (threads, tier)
         and kept (`again`: timed anew, as when the machine's load changed); layers of the
-        same signature are timed once."""
-        import time
-
+        same signature are timed once. Each figure is the fastest of PROBE_ROUNDS rounds
+        (each a median), as the build host's are (build.host_figures): on a shared
+        machine whose speed halves for seconds at a time, that is the machine itself."""
         from ..kernels import isa
         key = (int(threads), isa.active_tier())
         if again or key not in self._probes:
             t0 = time.perf_counter()
-            timed: dict[str, float] = {}
-            overhead = probe.overhead_ms(threads)
-            layers = {}
+            graphs, sig_of = {}, {}
             for m in self.members:
-                layers[m.index] = {probe.OVERHEAD: overhead}
-                for cls, node in m.profile.probes.items():
-                    g = probe.layer_graph(m.graph, node, m.input_shapes)
-                    sig = _signature(g)
-                    if sig not in timed:
-                        timed[sig] = probe.time_graph(g, threads)
-                    layers[m.index][cls] = timed[sig]
-            anchors = {}
+                for cls, nodes in m.profile.probes.items():
+                    sig_of[(m.index, cls)] = []
+                    for node in nodes:
+                        g = probe.layer_graph(m.graph, node, m.input_shapes)
+                        sig = _signature(g)
+                        sig_of[(m.index, cls)].append(sig)
+                        graphs.setdefault(sig, g)
             ends = {min(self.members, key=lambda m: m.bytes).index,
                     max(self.members, key=lambda m: m.bytes).index}
-            for m in (self.members[i] for i in sorted(ends)):
-                feeds = probe.random_feeds([(v.name, v.dtype, m.input_shapes[v.name])
-                                            for v in m.graph.inputs])
-                anchors[m.index] = probe.latency_ms(m.session(threads=threads), feeds,
-                                                    ANCHOR_RUNS)
-            self._probes[key] = {"layers": layers, "anchors": anchors,
+            whole = {i: (self._session(self.members[i], threads), probe.random_feeds(
+                [(v.name, v.dtype, self.members[i].input_shapes[v.name])
+                 for v in self.members[i].graph.inputs])) for i in sorted(ends)}
+            # the fastest of a few rounds: the machine's speed when nothing contends for it
+            timed = {sig: float("inf") for sig in graphs}
+            overhead = anchor = None
+            for _ in range(PROBE_ROUNDS):
+                for sig, g in graphs.items():
+                    timed[sig] = min(timed[sig], probe.time_graph(g, threads))
+                o = probe.overhead_ms(threads)
+                overhead = o if overhead is None else min(overhead, o)
+                a = {i: probe.latency_ms(sess, feeds, ANCHOR_RUNS)
+                     for i, (sess, feeds) in whole.items()}
+                anchor = a if anchor is None else {i: min(anchor[i], a[i]) for i in a}
+            layers = {m.index: {probe.OVERHEAD: overhead, **{
+                cls: sum(timed[sig] for sig in sig_of[(m.index, cls)])
+                for cls in m.profile.probes}}
+                for m in self.members}
+            self._probes[key] = {"layers": layers, "anchors": anchor,
                                  "seconds": time.perf_counter() - t0}
         return self._probes[key]
 
@@ -128,10 +166,16 @@ class Family:
         return probe.anchored(base, [m.bytes for m in self.members], dev["anchors"])
 
     def choose(self, latency_ms: float | None = None, accuracy: float | None = None,
-               size: float | None = None, threads: int = 1) -> Member:
+               size: float | None = None, threads: int = 1,
+               predicted: list[float] | None = None, verify: bool = True) -> Member:
         """latency_ms: the most faithful member predicted to run within it here (none fits:
         the fastest, with a warning); accuracy: the fastest member whose fidelity reaches
-        it; size: the most faithful member of at most this many bytes. Targets combine."""
+        it; size: the most faithful member of at most this many bytes. Targets combine.
+        predicted: the members' latencies here if already known (else `predict`).
+        verify (with latency_ms): the pick is then run here (its session is opened anyway
+        to be returned by `select`); if it is slower than the target, its measured time
+        replaces its prediction and the choice is made again, so a prediction that was
+        wrong for one member costs a second look, not a missed target."""
         pool = list(self.members)
         if size is not None:
             pool = [m for m in pool if m.bytes <= size] or [min(self.members,
@@ -143,26 +187,47 @@ class Family:
                               f"one is chosen", stacklevel=2)
                 fit = [max(pool, key=lambda m: m.fidelity)]
             pool = fit
-        if latency_ms is None:
-            if accuracy is not None:
-                pred = self.predict(threads)
-                return min(pool, key=lambda m: pred[m.index])
+        if latency_ms is None and accuracy is None:
             return max(pool, key=lambda m: m.fidelity)
-        pred = self.predict(threads)
-        fit = [m for m in pool if pred[m.index] <= latency_ms]
-        if not fit:
-            fastest = min(pool, key=lambda m: pred[m.index])
-            warnings.warn(f"no member is predicted to run within {latency_ms} ms here: the "
-                          f"fastest ({pred[fastest.index]:.2f} ms predicted) is chosen",
-                          stacklevel=2)
-            return fastest
-        return max(fit, key=lambda m: (m.fidelity, -pred[m.index]))
+        pred = list(predicted if predicted is not None else self.predict(threads))
+        if latency_ms is None:
+            return min(pool, key=lambda m: pred[m.index])
+        measured: set[int] = set()
+        while True:
+            fit = [m for m in pool if pred[m.index] <= latency_ms]
+            if not fit:
+                fastest = min(pool, key=lambda m: pred[m.index])
+                warnings.warn(f"no member {'runs' if measured else 'is predicted to run'} "
+                              f"within {latency_ms} ms here: the fastest "
+                              f"({pred[fastest.index]:.2f} ms) is chosen", stacklevel=2)
+                return fastest
+            pick = max(fit, key=lambda m: (m.fidelity, -pred[m.index]))
+            if not verify or pick.index in measured:
+                return pick
+            pred[pick.index] = self.measure(pick, threads)
+            measured.add(pick.index)
+
+    def measure(self, m: Member, threads: int = 1) -> float:
+        """`m`'s latency here: its session (kept for `select`), the fastest of
+        PROBE_ROUNDS blocks of ANCHOR_RUNS runs (medians)."""
+        sess = self._session(m, threads)
+        feeds = probe.random_feeds([(v.name, v.dtype, m.input_shapes[v.name])
+                                    for v in m.graph.inputs])
+        return min(probe.latency_ms(sess, feeds, ANCHOR_RUNS) for _ in range(PROBE_ROUNDS))
+
+    def _session(self, m: Member, threads: int, **options):
+        if options:
+            return m.session(threads=threads, **options)
+        key = (m.index, int(threads))
+        if key not in self._sessions:
+            self._sessions[key] = m.session(threads=threads)
+        return self._sessions[key]
 
     def select(self, latency_ms: float | None = None, accuracy: float | None = None,
                size: float | None = None, threads: int = 1, **options):
         """The session of `choose(...)`'s member (options go to the session)."""
         m = self.choose(latency_ms, accuracy, size, threads)
-        return m.session(threads=threads, **options)
+        return self._session(m, threads, **options)
 
     # -- reports ------------------------------------------------------------------------------
     def table(self, predicted: list[float] | None = None) -> str:

@@ -19,8 +19,7 @@ from ..quant.observe import Runner
 from . import probe
 from .factors import resize_feeds, scaled_inputs
 
-
-VERSION = 3      # of what a measurement holds: part of the cache key
+VERSION = 5      # of what a measurement holds: part of the cache key
 
 
 @dataclass

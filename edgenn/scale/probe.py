@@ -4,8 +4,8 @@ probe of the kernel families the members use.
 At build time each member is profiled (one sample, its tuned plan): the time of each step,
 grouped into kernel classes (op / kernel without its ISA suffix: "Conv/conv_sgemm_12x32",
 "QConv/qconv_dw", ...). For the classes that make up most of a member's time, its
-costliest node of that class becomes a probe layer: the node alone, with its real weights,
-as a one-node graph, timed on the build host.
+costliest nodes of that class become probe layers: each node alone, with its real
+weights, as a one-node graph, timed on the build host (a class's time: their sum).
 
 On a device, `probe` times the same one-node graphs there (the device's own tuned kernels,
 its threads and ISA tier) and `predict` scales each member's host latency class by class:
@@ -24,6 +24,7 @@ captures that.
 """
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass
 
@@ -31,10 +32,13 @@ import numpy as np
 
 from ..graph.infer import infer
 from ..graph.ir import Graph, Node, ValueInfo
+from ..runtime.profile import latency_ms  # noqa: F401 - the members' whole runs
 
 COVER = 0.95          # probe the classes making up this share of a member's step time
 MIN_SHARE = 0.02      # ... each at least this share
-PROBE_SECONDS = 0.05  # timing per probe layer (after warm-up)
+PER_CLASS = 3         # its costliest nodes probed: a class's layers may take different
+                      # kernels on another CPU (one BLAS-bound, one not), so one is not enough
+PROBE_SECONDS = 0.03  # timing per probe layer (after warm-up)
 OVERHEAD = "overhead"  # the pseudo-class of the session call around the steps
 
 
@@ -48,17 +52,17 @@ class Profile:
     latency_ms: float                 # whole run, median
     steps_ms: float                   # the steps' medians summed (the rest is overhead)
     shares: dict[str, float]          # kernel class -> share of the summed step time
-    probes: dict[str, str]            # probed class -> its costliest node in the member
+    probes: dict[str, list[str]]      # probed class -> its costliest nodes in the member
 
     def to_json(self) -> dict:
         return {"latency_ms": self.latency_ms, "steps_ms": self.steps_ms,
                 "shares": self.shares, "probes": self.probes}
 
     @classmethod
-    def from_json(cls, d: dict) -> "Profile":
+    def from_json(cls, d: dict) -> Profile:
         return cls(float(d["latency_ms"]), float(d["steps_ms"]),
                    {k: float(v) for k, v in d["shares"].items()},
-                   {k: str(v) for k, v in d["probes"].items()})
+                   {k: [str(n) for n in v] for k, v in d["probes"].items()})
 
 
 def profile(session, feeds: dict, rounds: int = 20, warmup: int = 3) -> Profile:
@@ -78,18 +82,17 @@ def profile(session, feeds: dict, rounds: int = 20, warmup: int = 3) -> Profile:
     medians = {k: float(np.median(v)) for k, v in per_step.items()}
     total = sum(medians.values()) or 1.0
     by_class: dict[str, float] = {}
-    costliest: dict[str, tuple[float, str]] = {}
+    members: dict[str, list[tuple[float, str]]] = {}
     for k, t in medians.items():
         node, kernel = steps[k].node, steps[k].choice.kernel
         c = kernel_class(node.op, kernel)
         by_class[c] = by_class.get(c, 0.0) + t / total
-        if t > costliest.get(c, (-1.0, ""))[0]:
-            costliest[c] = (t, node.name)
+        members.setdefault(c, []).append((t, node.name))
     probes, covered = {}, 0.0
     for c, share in sorted(by_class.items(), key=lambda kv: -kv[1]):
         if covered >= COVER or share < MIN_SHARE:
             break
-        probes[c] = costliest[c][1]
+        probes[c] = [name for _, name in sorted(members[c], reverse=True)[:PER_CLASS]]
         covered += share
     return Profile(float(np.median(whole)) * 1e3, total * 1e3, by_class, probes)
 
@@ -145,7 +148,7 @@ def overhead_ms(threads: int, steps: int = 32, seconds: float = PROBE_SECONDS) -
     from ..runtime.session import InferenceSession
     names = [f"t{k}" for k in range(steps + 1)]
     g = Graph([Node("Relu", [a], [b], {}, f"relu{k}") for k, (a, b) in
-               enumerate(zip(names, names[1:]))], [ValueInfo(names[0], "float32", (1,))],
+               enumerate(itertools.pairwise(names))], [ValueInfo(names[0], "float32", (1,))],
               [ValueInfo(names[-1], "float32", (1,))], {}, {})
     sess = InferenceSession(g, threads=threads)
     feeds = {names[0]: np.ones(1, np.float32)}
@@ -156,18 +159,6 @@ def overhead_ms(threads: int, steps: int = 32, seconds: float = PROBE_SECONDS) -
         sess.run(None, feeds, timings=timings)
         out.append(time.perf_counter() - t0 - sum(b - a for _, a, b in timings))
     return float(np.median(out)) * 1e3
-
-
-def latency_ms(session, feeds: dict, rounds: int) -> float:
-    """Median ms of `rounds` whole runs after three warm-up runs."""
-    for _ in range(3):
-        session.run(None, feeds)
-    times = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        session.run(None, feeds)
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times)) * 1e3
 
 
 def anchored(base: list[float], weights: list[float], anchors: dict[int, float]) -> list[float]:

@@ -50,7 +50,7 @@ class SearchResult:
     budget: str
     latency_range: tuple | None = None
     store: dict = field(default_factory=dict)     # factors key -> .enn bytes (front only)
-    cache: "Cache | None" = None
+    cache: Cache | None = None
 
     @property
     def front(self) -> list[Candidate]:
