@@ -128,14 +128,17 @@ def _inspect_family(args) -> int:
               f"({family.probe(args.threads)['seconds']:.2f} s)")
     chosen = None
     if args.target:
-        chosen = family.choose(latency_ms=args.target, threads=args.threads)
+        chosen = family.choose(latency_ms=args.target, threads=args.threads,
+                               predicted=predicted)
         print(f"for {args.target:g} ms here: member {chosen.index} ({chosen.describe()}), "
-              f"predicted {predicted[chosen.index]:.3f} ms")
+              f"predicted {predicted[chosen.index]:.3f} ms, measured "
+              f"{family.measure(chosen, args.threads):.3f} ms")
     if args.plot:
         from . import plots
         plots.plot_pareto(family.search, family.device, args.plot,
                           os.path.basename(args.model),
-                          chosen=None if chosen is None else json.loads(chosen.factors.key()))
+                          chosen=None if chosen is None else json.loads(chosen.factors.key()),
+                          members=[json.loads(m.factors.key()) for m in family.members])
         print(f"wrote {args.plot}")
     return EXIT_OK
 
@@ -161,10 +164,13 @@ def cmd_scale(args) -> int:
                         cache_root=None if args.no_cache else "default",
                         progress=_stage_printer())
     print(result.table())
-    print(load_family(args.output).table())
+    family = load_family(args.output)
+    print(family.table())
     if args.plot:
+        import json
         plots.plot_pareto(doc["search"], doc["device"], args.plot,
-                          os.path.basename(args.model))
+                          os.path.basename(args.model),
+                          members=[json.loads(m.factors.key()) for m in family.members])
         print(f"wrote {args.plot}")
     print(f"wrote {args.output} ({os.path.getsize(args.output) / 1e6:.3f} MB)")
     return EXIT_OK

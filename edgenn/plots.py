@@ -95,12 +95,15 @@ def plot_bench(runners, path: str, title: str, threads: int) -> str:
 
 
 def plot_pareto(search: dict, device: dict, path: str, title: str,
-                chosen: dict | None = None) -> str:
+                chosen: dict | None = None, members: list | None = None) -> str:
     """Latency against fidelity of every searched candidate (a family file's "search"
     record, measured on `device`), the Pareto front drawn through its points, the members
-    ringed and numbered by latency, the `chosen` member (its factors) starred -> path."""
+    ringed and numbered (their index in `members`, a list of their factors; else by
+    latency), the `chosen` member (its factors) starred -> path (PNG)."""
     plt = _pyplot()
-    cands = search["candidates"]
+    cands = search.get("candidates")
+    if not isinstance(cands, list) or not all(isinstance(c, dict) for c in cands):
+        raise ValueError("the family file holds no search record to plot")
     fig, ax = plt.subplots(figsize=(7, 4.8))
     lat = np.array([c["latency_ms"] for c in cands])
     fid = np.array([c["fidelity"] for c in cands])
@@ -108,11 +111,12 @@ def plot_pareto(search: dict, device: dict, path: str, title: str,
     front = sorted((c for c in cands if c["front"]), key=lambda c: c["latency_ms"])
     ax.step([c["latency_ms"] for c in front], [c["fidelity"] for c in front], "-",
             where="post", color="tab:blue", label="Pareto front")
-    members = [c for c in cands if c["member"]]
-    ax.plot([c["latency_ms"] for c in members], [c["fidelity"] for c in members], "o",
+    ringed = [c for c in cands if c["member"]]
+    ax.plot([c["latency_ms"] for c in ringed], [c["fidelity"] for c in ringed], "o",
             mfc="none", ms=11, color="tab:orange", label="member")
-    for k, c in enumerate(sorted(members, key=lambda c: c["latency_ms"])):
-        ax.annotate(str(k), (c["latency_ms"], c["fidelity"]), xytext=(6, -12),
+    for k, c in enumerate(sorted(ringed, key=lambda c: c["latency_ms"])):
+        label = members.index(c["factors"]) if members and c["factors"] in members else k
+        ax.annotate(str(label), (c["latency_ms"], c["fidelity"]), xytext=(6, -12),
                     textcoords="offset points", fontsize=8)
         if chosen is not None and c["factors"] == chosen:
             ax.plot([c["latency_ms"]], [c["fidelity"]], "*", ms=16, color="tab:red",
@@ -124,7 +128,7 @@ def plot_pareto(search: dict, device: dict, path: str, title: str,
     ax.set_xlabel("latency (ms, log scale; edgenn's tuned plan on the build host)")
     ax.set_ylabel(f"fidelity ({search.get('metric', 'auto')})")
     ax.legend(fontsize=8, loc="lower right")
-    ax.set_title(f"{title}: {len(cands)} candidates, {len(members)} members\n"
+    ax.set_title(f"{title}: {len(cands)} candidates, {len(ringed)} members\n"
                  f"{device.get('cpu', '?')}; kernels {device.get('tier', '?')}, "
                  f"{device.get('threads', '?')} thread(s)", fontsize=9)
     fig.savefig(path, dpi=110, bbox_inches="tight")

@@ -39,7 +39,7 @@ def on_device(path: str, threads: int, rounds: int, targets: int) -> dict:
 
     from edgenn.kernels import isa
     from edgenn.scale.family import load_family
-    from edgenn.scale.probe import latency_ms as latency
+    from edgenn.runtime.profile import latency_ms as latency
     from edgenn.scale.probe import random_feeds
     fam = load_family(path)
     sessions = [m.session(threads=threads) for m in fam.members]

@@ -1,7 +1,10 @@
 """Scalable families of real models on this host (issue #12): MobileNetV2 and ResNet-18
 (test-suite weights, BatchNorm statistics from real photos; fidelity = output cosine
 against the source model on held-out photos) and the PP-OCR mobile direction classifier
-(real weights; fidelity = accuracy on held-out text-line crops, upright and rotated).
+(real weights; fidelity = accuracy on held-out text-line crops, upright and rotated) and
+the PP-OCRv4 recognizer (real weights; fidelity = agreement of the recognized character,
+position by position, with the source model on held-out text lines of a photographed
+page).
 Writes OUT/<model>.ennf, OUT/<model>-pareto.png and prints the search table and the
 family. A second run over the same inputs is served from the cache (no measuring).
 
@@ -29,6 +32,17 @@ def photo_data():
 
 
 def model_and_data(name: str):
+    if name == "ppocr_rec":
+        from models import build_all
+        from quant_data import CALIB_LINES, HELD_OUT_LINES, _crops
+        from models import _rgb, ppocr_line_feeds
+        path = str(build_all(["ppocr_v4_rec"], verbose=False).popitem()[1]["path"])
+
+        def lines(names, step):       # text-line windows of the photographed page, 48x320
+            return np.concatenate([ppocr_line_feeds(_rgb(c), 48, 320)["x"]
+                                   for c in _crops(names, step=step)])
+        calib, held = lines(CALIB_LINES, 96)[::3], lines(HELD_OUT_LINES, 48)[::2]
+        return path, {"x": calib}, {"x": held}, "top1"
     if name == "ppocr_cls":
         from quant_data import ppocr_cls_path, text_crops
         calib, _ = text_crops(False, limit=48)
@@ -43,7 +57,7 @@ def model_and_data(name: str):
 
 def main() -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("models", nargs="+", choices=("mobilenet_v2", "resnet18", "ppocr_cls"))
+    p.add_argument("models", nargs="+", choices=("mobilenet_v2", "resnet18", "ppocr_cls", "ppocr_rec"))
     p.add_argument("--budget", type=int, default=24)
     p.add_argument("--members", type=int, default=6)
     p.add_argument("--threads", type=int, default=1)
@@ -72,7 +86,8 @@ def main() -> int:
         print(f"for {target:.2f} ms here: member {chosen.index} ({chosen.describe()})")
         png = plots.plot_pareto(doc["search"], doc["device"],
                                 os.path.join(args.out, f"{name}-pareto.png"), name,
-                                chosen=json.loads(chosen.factors.key()))
+                                chosen=json.loads(chosen.factors.key()),
+                                members=[json.loads(m.factors.key()) for m in fam.members])
         print(f"wrote {out}, {png}")
     return 0
 

@@ -125,6 +125,9 @@ def test_pareto_and_spread():
     assert [c.m.latency_ms for c in three] == [1, 3, 16]           # ends + the log-middle
     ranged = spread(front, 6, (2.5, 10))
     assert [c.m.latency_ms for c in ranged] == [2, 3, 8]           # one below lo, then inside
+    assert [c.m.latency_ms for c in spread(front, 1, None)] == [16]
+    ties = [_cand(2, 0.5 + k / 100) for k in range(5)]               # equal latencies
+    assert len(spread(ties, 3, None)) == 2                          # ends only, no hang
 
 
 @pytest.fixture(scope="module")

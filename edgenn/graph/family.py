@@ -22,6 +22,7 @@ from . import format as enn
 from .ir import Graph
 
 FORMAT = "edgenn-family"
+MAX_MEMBERS = 64
 
 
 def _key(array: np.ndarray) -> str:
@@ -68,10 +69,10 @@ def read(buf, source: str) -> tuple[dict, dict]:
         raise enn._fail("family description checksum mismatch (file corrupted)", source)
     try:
         doc = json.loads(text)
-    except json.JSONDecodeError as exc:
+    except (ValueError, RecursionError) as exc:
         raise enn._fail(f"corrupt family description ({exc})", source) from None
     members = doc.get("members") if isinstance(doc, dict) else None
-    if not isinstance(members, list) or not members or not all(
+    if not isinstance(members, list) or not 0 < len(members) <= MAX_MEMBERS or not all(
             isinstance(m, dict) and isinstance(m.get("graph"), str) for m in members):
         raise enn._fail("corrupt family description: no member list", source)
     return doc, blobs
@@ -79,9 +80,8 @@ def read(buf, source: str) -> tuple[dict, dict]:
 
 def member_graph(doc: dict, blobs: dict, index: int, source: str) -> Graph:
     """Member `index` of a family read by `read`, decoded as a .enn would be."""
-    text = doc["members"][index]["graph"]
-    return enn.decode_graph(text, str(enn._crc(text.encode())), dict(blobs),
-                            f"{source} member {index}")
+    return enn.decode_graph(doc["members"][index]["graph"], None, dict(blobs),
+                            f"{source} member {index}")     # family_crc32 covered it
 
 
 def load(path: str) -> tuple[dict, dict]:

@@ -200,11 +200,15 @@ def _canonical(data: bytes) -> bytes:
 
 
 def save(graph: Graph, path: str) -> None:
-    data = to_bytes(graph)
+    write_atomic(path, to_bytes(graph))
+
+
+def write_atomic(path: str, data: bytes) -> None:
+    """`data` to `path` through a temporary file: never a half-written file behind."""
     tmp = f"{path}.tmp{os.getpid()}"
     with open(tmp, "wb") as f:
         f.write(data)
-    os.replace(tmp, path)  # never leave a half-written model behind
+    os.replace(tmp, path)
 
 
 # -- read ------------------------------------------------------------------------------------
@@ -235,7 +239,7 @@ def read_container(buf, source: str, fmt: str, fields,
                     source)
     try:
         header = json.loads(bytes(buf[8:8 + n]).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:     # bad UTF-8 or JSON, absurd nesting
         raise _fail(f"corrupt header ({exc})", source) from None
     if not isinstance(header, dict) or not isinstance(header.get("__metadata__"), dict):
         raise _fail(f"not an {what} (a safetensors file without edgenn metadata?)", source)
@@ -254,10 +258,11 @@ def read_container(buf, source: str, fmt: str, fields,
     return meta, _read_blobs(buf, header, 8 + n, size - 8 - n, source)
 
 
-def decode_graph(text: str, crc: str, blobs: dict, source: str) -> Graph:
-    """The Graph of a graph description `text` (checked against `crc`) whose tensor table
-    names blobs of `blobs` (entropy-coded ones are replaced in `blobs` by their decoding)."""
-    if str(_crc(text.encode())) != crc:
+def decode_graph(text: str, crc: str | None, blobs: dict, source: str) -> Graph:
+    """The Graph of a graph description `text` (checked against `crc`; None: a checksum
+    covering more than `text` was checked already) whose tensor table names blobs of
+    `blobs` (entropy-coded ones are replaced in `blobs` by their decoding)."""
+    if crc is not None and str(_crc(text.encode())) != crc:
         raise _fail("graph description checksum mismatch (file corrupted)", source)
     try:
         doc = json.loads(text)

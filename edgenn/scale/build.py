@@ -3,10 +3,10 @@ time their probe layers on this host, write the .ennf (graph/family.py)."""
 from __future__ import annotations
 
 import json
-import os
 
 from ..graph import family as ennf
 from ..graph import format as enn
+from ..graph.infer import infer
 from ..graph.ir import Graph
 from ..quant.data import load_batches
 from . import probe
@@ -14,6 +14,7 @@ from .factors import apply
 from .search import Candidate, SearchResult, search
 
 HOST_ROUNDS = 5     # rounds of the members' careful re-measurement for the family file
+DISTINCT = 0.05     # a member must be this much faster than every more faithful one
 
 
 def _member_graph(c: Candidate, result: SearchResult, source: Graph, calib, threads):
@@ -34,15 +35,20 @@ def host_figures(graphs, members, threads: int, rounds: int = HOST_ROUNDS,
     takes the same statistic). -> [{"profile": Profile JSON, "probe_ms": {class: ms}}]."""
     from ..runtime.session import InferenceSession
     first = [probe.Profile.from_json(c.m.profile) for c in members]
-    layers = [{cls: [probe.layer_graph(g, node, _shapes(c)) for node in nodes]
-               for cls, nodes in p.probes.items()} for g, c, p in zip(graphs, members, first)]
+    layers = {}                              # (member, class, node) -> its one-node graph
+    for k, (g, c, p) in enumerate(zip(graphs, members, first)):
+        infos = infer(g, _shapes(c))
+        for cls, nodes in p.probes.items():
+            for node in nodes:
+                layers[(k, cls, node)] = probe.layer_graph(g, node, _shapes(c), infos)
+    planned = probe.Layers(layers, threads)
     sessions = [InferenceSession(g, threads=threads, input_shapes=_shapes(c))
                 for g, c in zip(graphs, members)]
     feeds = [probe.random_feeds([(v.name, v.dtype, _shapes(c)[v.name]) for v in g.inputs])
              for g, c in zip(graphs, members)]
     whole = [[] for _ in members]
     steps = [[] for _ in members]
-    layer_ms = [{cls: [] for cls in lay} for lay in layers]
+    layer_ms = [{cls: [] for cls in p.probes} for p in first]
     overhead = []
     for r in range(rounds):
         if progress:
@@ -52,8 +58,10 @@ def host_figures(graphs, members, threads: int, rounds: int = HOST_ROUNDS,
             p = probe.profile(sess, feed)
             whole[k].append(p.latency_ms)
             steps[k].append(p.steps_ms)
-            for cls, gs in layers[k].items():
-                layer_ms[k][cls].append(sum(probe.time_graph(g, threads) for g in gs))
+        timed = planned.time()
+        for k, p in enumerate(first):
+            for cls, nodes in p.probes.items():
+                layer_ms[k][cls].append(sum(timed[(k, cls, node)] for node in nodes))
     if progress:
         progress("scale: timing the members here", rounds, rounds)
     out = []
@@ -120,9 +128,10 @@ def build(model, calib, data=None, *, output: str, latency: tuple | None = None,
         m["latency_ms"] = h["profile"]["latency_ms"]
         described.append({**m, "factors": json.loads(c.factors.key()),
                           "profile": h["profile"], "probe_ms": h["probe_ms"]})
-    # re-timed, a member may turn out slower than a more faithful one: it leaves the family
+    # re-timed, a member may turn out no faster (within DISTINCT) than a more faithful
+    # one: it leaves the family
     keep = [i for i, d in enumerate(described) if not any(
-        o["latency_ms"] <= d["latency_ms"] and o["fidelity"] > d["fidelity"]
+        o["latency_ms"] <= d["latency_ms"] * (1 + DISTINCT) and o["fidelity"] > d["fidelity"]
         for o in described)]
     keep.sort(key=lambda i: described[i]["latency_ms"])
     for i, c in enumerate(result.members):
@@ -132,10 +141,7 @@ def build(model, calib, data=None, *, output: str, latency: tuple | None = None,
     doc = {"device": device_profile(threads),
            "source": {"inputs": {v.name: list(v.shape) for v in source.inputs}},
            "search": {**_search_summary(result), "metric": metric}}
-    tmp = f"{output}.tmp{os.getpid()}"
-    with open(tmp, "wb") as f:
-        f.write(ennf.to_bytes(graphs, described, doc))
-    os.replace(tmp, output)
+    enn.write_atomic(output, ennf.to_bytes(graphs, described, doc))
     return result, doc
 
 

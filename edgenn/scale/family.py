@@ -12,20 +12,25 @@ most faithful member predicted to fit the target.
 from __future__ import annotations
 
 import json
+import math
 import time
 import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import ModelFormatError
 from ..graph import family as ennf
+from ..graph.infer import infer
 from ..graph.ir import Graph
+from ..runtime.profile import latency_ms
 from . import probe
 from .factors import Factors
 
 ANCHOR_RUNS = 10     # whole runs of each anchor member in a probe round
 MAX_DIM = 1 << 20    # a member's timed input: dims and elements a real model has
-MAX_ELEMENTS = 1 << 28
+MAX_ELEMENTS = 1 << 26
+MAX_PROBES = 64      # probe nodes per member (probe.py takes <= PER_CLASS per class)
 PROBE_ROUNDS = 2
 
 
@@ -68,18 +73,30 @@ class Family:
         self._probes: dict[tuple, dict] = {}
         self._sessions: dict[tuple, object] = {}
         try:
+            if not isinstance(self.device, dict) or not isinstance(self.search, dict):
+                raise TypeError("device and search records must be objects")
             self.members = [self._member(i, m) for i, m in enumerate(doc["members"])]
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ennf.enn._fail(f"corrupt member description ({type(exc).__name__}: {exc})",
-                                 source) from None
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+            raise ModelFormatError(f"{source}: corrupt member description "
+                                   f"({type(exc).__name__}: {exc})") from None
 
     def _member(self, i: int, m: dict) -> Member:
-        return Member(i, Factors.from_dict(m["factors"]), float(m["latency_ms"]),
-                      float(m["fidelity"]), float(m["cosine"]), m.get("top1"),
-                      m.get("accuracy"), int(m["bytes"]),
-                      {str(k): tuple(int(d) for d in v) for k, v in m["input_shapes"].items()},
-                      probe.Profile.from_json(m["profile"]),
-                      {k: float(v) for k, v in m["probe_ms"].items()}, self)
+        """A member record of the file, every field checked (ValueError / TypeError)."""
+        prof = probe.Profile.from_json(_obj(m["profile"]))
+        probe_ms = {str(k): _num(v, positive=True) for k, v in _obj(m["probe_ms"]).items()}
+        shapes = {str(k): tuple(int(d) for d in _list(v))
+                  for k, v in _obj(m["input_shapes"]).items()}
+        nodes = sum(len(_list(v)) for v in prof.probes.values())
+        if not prof.probes or nodes > MAX_PROBES or not set(prof.probes) <= set(prof.shares) \
+                or not set(prof.probes) <= set(probe_ms) or not 0 < sum(prof.shares.values()) \
+                or not all(0 <= v <= 1 for v in prof.shares.values()) \
+                or not (_num(prof.latency_ms, True) and _num(prof.steps_ms, True)):
+            raise ValueError(f"member {i}: an inconsistent profile")
+        top1, acc = m.get("top1"), m.get("accuracy")
+        return Member(i, Factors.from_dict(_obj(m["factors"])), _num(m["latency_ms"], True),
+                      _num(m["fidelity"]), _num(m["cosine"]),
+                      None if top1 is None else _num(top1), None if acc is None else _num(acc),
+                      int(m["bytes"]), shapes, prof, probe_ms, self)
 
     def graph(self, index: int) -> Graph:
         if index not in self._graphs:
@@ -93,14 +110,16 @@ class Family:
     def _check_member(self, m: Member, g: Graph) -> None:
         """The file's description of a member against its graph: input shapes that fit
         the graph's inputs (and a sane size), probe nodes that exist."""
-        bad = None
+        bad, total = None, 0
         want = {v.name: v.shape for v in g.inputs}
         if set(m.input_shapes) != set(want):
             bad = f"input shapes for {sorted(m.input_shapes)}, inputs {sorted(want)}"
         for name, shape in m.input_shapes.items():
             ok = bad is None and len(shape) == len(want[name]) and all(
                 isinstance(d, int) and 0 < d <= MAX_DIM and (not isinstance(w, int) or w == d)
-                for d, w in zip(shape, want[name])) and np.prod(shape) <= MAX_ELEMENTS
+                for d, w in zip(shape, want[name]))
+            total += math.prod(shape) if ok else 0
+            ok = ok and total <= MAX_ELEMENTS
             if not ok and bad is None:
                 bad = f"input {name!r}: shape {list(shape)} for {list(want[name])}"
         nodes = {n.name for n in g.nodes}
@@ -108,7 +127,8 @@ class Family:
         if missing and bad is None:
             bad = f"probe nodes {missing} are not in its graph"
         if bad:
-            raise ennf.enn._fail(f"member {m.index}: {bad} (corrupt family file)", self.source)
+            raise ModelFormatError(f"{self.source}: member {m.index}: {bad} (corrupt family "
+                                   f"file)")
 
     # -- the device --------------------------------------------------------------------------
     def probe(self, threads: int = 1, again: bool = False) -> dict:
@@ -125,10 +145,11 @@ class Family:
             t0 = time.perf_counter()
             graphs, sig_of = {}, {}
             for m in self.members:
+                infos = infer(m.graph, m.input_shapes)
                 for cls, nodes in m.profile.probes.items():
                     sig_of[(m.index, cls)] = []
                     for node in nodes:
-                        g = probe.layer_graph(m.graph, node, m.input_shapes)
+                        g = probe.layer_graph(m.graph, node, m.input_shapes, infos)
                         sig = _signature(g)
                         sig_of[(m.index, cls)].append(sig)
                         graphs.setdefault(sig, g)
@@ -138,14 +159,15 @@ class Family:
                 [(v.name, v.dtype, self.members[i].input_shapes[v.name])
                  for v in self.members[i].graph.inputs])) for i in sorted(ends)}
             # the fastest of a few rounds: the machine's speed when nothing contends for it
+            planned = probe.Layers(graphs, threads)
             timed = {sig: float("inf") for sig in graphs}
             overhead = anchor = None
             for _ in range(PROBE_ROUNDS):
-                for sig, g in graphs.items():
-                    timed[sig] = min(timed[sig], probe.time_graph(g, threads))
+                for sig, ms in planned.time().items():
+                    timed[sig] = min(timed[sig], ms)
                 o = probe.overhead_ms(threads)
                 overhead = o if overhead is None else min(overhead, o)
-                a = {i: probe.latency_ms(sess, feeds, ANCHOR_RUNS)
+                a = {i: latency_ms(sess, feeds, ANCHOR_RUNS)
                      for i, (sess, feeds) in whole.items()}
                 anchor = a if anchor is None else {i: min(anchor[i], a[i]) for i in a}
             layers = {m.index: {probe.OVERHEAD: overhead, **{
@@ -169,8 +191,11 @@ class Family:
                size: float | None = None, threads: int = 1,
                predicted: list[float] | None = None, verify: bool = True) -> Member:
         """latency_ms: the most faithful member predicted to run within it here (none fits:
-        the fastest, with a warning); accuracy: the fastest member whose fidelity reaches
-        it; size: the most faithful member of at most this many bytes. Targets combine.
+        the fastest, with a warning); accuracy: the fastest member whose fidelity (the
+        family's metric: accuracy when it was built with labelled data, else top-1
+        agreement or cosine with the source model) reaches it; size: the most faithful
+        member of at most this many bytes (none: the smallest, with a warning). Targets
+        combine.
         predicted: the members' latencies here if already known (else `predict`).
         verify (with latency_ms): the pick is then run here (its session is opened anyway
         to be returned by `select`); if it is slower than the target, its measured time
@@ -178,8 +203,11 @@ class Family:
         wrong for one member costs a second look, not a missed target."""
         pool = list(self.members)
         if size is not None:
-            pool = [m for m in pool if m.bytes <= size] or [min(self.members,
-                                                                key=lambda m: m.bytes)]
+            pool = [m for m in pool if m.bytes <= size]
+            if not pool:
+                pool = [min(self.members, key=lambda m: m.bytes)]
+                warnings.warn(f"no member is {size:.0f} bytes or smaller: the smallest "
+                              f"({pool[0].bytes} bytes) is chosen", stacklevel=2)
         if accuracy is not None:
             fit = [m for m in pool if m.fidelity >= accuracy]
             if not fit:
@@ -213,7 +241,7 @@ class Family:
         sess = self._session(m, threads)
         feeds = probe.random_feeds([(v.name, v.dtype, m.input_shapes[v.name])
                                     for v in m.graph.inputs])
-        return min(probe.latency_ms(sess, feeds, ANCHOR_RUNS) for _ in range(PROBE_ROUNDS))
+        return min(latency_ms(sess, feeds, ANCHOR_RUNS) for _ in range(PROBE_ROUNDS))
 
     def _session(self, m: Member, threads: int, **options):
         if options:
@@ -254,8 +282,29 @@ class Family:
         return "\n".join(rows)
 
 
+def _obj(v) -> dict:
+    if not isinstance(v, dict):
+        raise TypeError(f"expected an object, got {type(v).__name__}")
+    return v
+
+
+def _list(v) -> list:
+    if not isinstance(v, list):
+        raise TypeError(f"expected a list, got {type(v).__name__}")
+    return v
+
+
+def _num(v, positive: bool = False) -> float:
+    """A finite number (positive when asked) from a JSON field."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise TypeError(f"expected a number, got {type(v).__name__}")
+    x = float(v)
+    if not math.isfinite(x) or (positive and x <= 0):
+        raise ValueError(f"{v!r} out of range")
+    return x
+
+
 def _signature(g: Graph) -> str:
-    import numpy as np
     n = g.nodes[0]
     consts = [(v.shape, str(v.dtype), int(np.count_nonzero(v))) for v in g.consts.values()]
     return json.dumps([n.op, repr(sorted(n.attrs.items())), [(v.shape, v.dtype) for v in

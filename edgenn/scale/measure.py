@@ -3,8 +3,9 @@ data against the source model, size of its .enn.
 
 fidelity, the search objective (`metric`): "auto" is accuracy when the data has labels,
 else the top-1 agreement with the source model where the first output is a classifier's
-(N, classes), else the worst output cosine; or one of them by name. All three are kept
-where they exist."""
+(N, classes) or a sequence of class scores (N, T, classes: position by position, as a
+CTC text recognizer's characters), else the worst output cosine; or one of them by name.
+All three are kept where they exist."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -54,10 +55,21 @@ def _accuracy(outs: list, labels) -> float | None:
     return float(np.mean(first.argmax(1) == labels))
 
 
+def _positions_top1(ref: list, outs: list) -> float | None:
+    """For a sequence of class scores (N, T, classes) as the first output (a CTC text
+    recognizer's): the share of positions whose top class agrees with the source's."""
+    a = np.concatenate([o[0] for o in ref])
+    b = np.concatenate([o[0] for o in outs])
+    if a.ndim != 3 or a.shape[-1] < 2 or a.shape != b.shape or a.dtype.kind != "f":
+        return None
+    return float(np.mean(a.argmax(-1) == b.argmax(-1)))
+
+
 def one_sample(graph: Graph, feed: dict) -> dict:
     """The first sample of `feed` where the batch dim is free, else the model's own batch."""
     fixed = {v.name: v.shape[0] for v in graph.inputs if v.shape and isinstance(v.shape[0], int)}
-    return {k: np.ascontiguousarray(v[:fixed.get(k, 1)]) for k, v in feed.items()}
+    return {k: np.ascontiguousarray(v[:fixed.get(k, 1)] if np.ndim(v) else v)
+            for k, v in feed.items()}
 
 
 METRICS = ("auto", "accuracy", "top1", "cosine")
@@ -78,7 +90,8 @@ def objective(metric: str, acc, top1, cosine) -> float:
 
 
 def measure(graph: Graph, resolution: float, ref: Reference, threads: int = 1,
-            rounds: int = 20, metric: str = "auto") -> Measurement:
+            rounds: int = 20, metric: str = "auto", nbytes: int | None = None) -> Measurement:
+    """`graph` (of factors at `resolution`) against `ref`; nbytes: its .enn size if known."""
     from ..runtime.session import InferenceSession
     shapes = scaled_inputs(ref.source, resolution)
     data = resize_feeds(ref.data, shapes, ref.source.inputs)
@@ -86,12 +99,13 @@ def measure(graph: Graph, resolution: float, ref: Reference, threads: int = 1,
     outs = [runner.outputs(feed) for feed in data.feeds]
     fid = fidelity(compare(ref.outputs, outs))
     acc = _accuracy(outs, ref.labels)
+    top1 = fid["top1"] if fid["top1"] is not None else _positions_top1(ref.outputs, outs)
     feed = one_sample(graph, data.feeds[0])
     sess = InferenceSession(graph, threads=threads,
                             input_shapes={k: v.shape for k, v in feed.items()})
     prof = probe.profile(sess, feed, rounds)
     ms = prof.latency_ms
-    return Measurement(ms, objective(metric, acc, fid["top1"], fid["cosine"]),
-                       float(fid["cosine"]), fid["top1"], acc,
-                       len(enn.to_bytes(graph)), prof.to_json(),
+    return Measurement(ms, objective(metric, acc, top1, fid["cosine"]),
+                       float(fid["cosine"]), top1, acc,
+                       len(enn.to_bytes(graph)) if nbytes is None else nbytes, prof.to_json(),
                        {k: list(v.shape) for k, v in feed.items()})

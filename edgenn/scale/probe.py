@@ -32,7 +32,6 @@ import numpy as np
 
 from ..graph.infer import infer
 from ..graph.ir import Graph, Node, ValueInfo
-from ..runtime.profile import latency_ms  # noqa: F401 - the members' whole runs
 
 COVER = 0.95          # probe the classes making up this share of a member's step time
 MIN_SHARE = 0.02      # ... each at least this share
@@ -60,9 +59,11 @@ class Profile:
 
     @classmethod
     def from_json(cls, d: dict) -> Profile:
+        if not all(isinstance(v, list) for v in d["probes"].values()):
+            raise TypeError("probe nodes must be lists")
         return cls(float(d["latency_ms"]), float(d["steps_ms"]),
-                   {k: float(v) for k, v in d["shares"].items()},
-                   {k: [str(n) for n in v] for k, v in d["probes"].items()})
+                   {str(k): float(v) for k, v in d["shares"].items()},
+                   {str(k): [str(n) for n in v] for k, v in d["probes"].items()})
 
 
 def profile(session, feeds: dict, rounds: int = 20, warmup: int = 3) -> Profile:
@@ -97,11 +98,12 @@ def profile(session, feeds: dict, rounds: int = 20, warmup: int = 3) -> Profile:
     return Profile(float(np.median(whole)) * 1e3, total * 1e3, by_class, probes)
 
 
-def layer_graph(graph: Graph, node_name: str, input_shapes: dict) -> Graph:
+def layer_graph(graph: Graph, node_name: str, input_shapes: dict, infos=None) -> Graph:
     """The node named `node_name` alone: its constant inputs kept, the others graph
-    inputs of the shapes they have in `graph` at `input_shapes`."""
+    inputs of the shapes they have in `graph` at `input_shapes` (`infos`: infer's result
+    for them, when already known)."""
     node = next(n for n in graph.nodes if n.name == node_name)
-    infos = infer(graph, input_shapes)
+    infos = infos if infos is not None else infer(graph, input_shapes)
     inputs = [ValueInfo(i, infos[i].dtype, tuple(infos[i].shape)) for i in node.inputs
               if i and i not in graph.consts]
     outputs = [ValueInfo(o, infos[o].dtype, tuple(infos[o].shape)) for o in node.outputs if o]
@@ -116,7 +118,9 @@ def random_feeds(specs, seed: int = 0) -> dict:
     rng = np.random.default_rng(seed)
     out = {}
     for name, dtype, shape in specs:
-        if dtype.startswith("float"):
+        if dtype == "float32":
+            out[name] = rng.standard_normal(shape, dtype=np.float32)
+        elif dtype.startswith("float"):
             out[name] = rng.standard_normal(shape).astype(dtype)
         elif dtype == "uint8":
             out[name] = rng.integers(0, 256, shape).astype(np.uint8)
@@ -125,13 +129,40 @@ def random_feeds(specs, seed: int = 0) -> dict:
     return out
 
 
-def time_graph(graph: Graph, threads: int, seconds: float = PROBE_SECONDS) -> float:
-    """Median ms of the steps of `graph`'s tuned plan here (their own time, from the
-    plan's step timings) over runs of about `seconds`."""
-    from ..runtime.session import InferenceSession
-    feeds = random_feeds([(v.name, v.dtype, v.shape) for v in graph.inputs])
-    sess = InferenceSession(graph, threads=threads,
-                            input_shapes={k: v.shape for k, v in feeds.items()})
+class Layers:
+    """Probe layers (one-node graphs, by key) planned once, timed as often as asked.
+
+    Their sessions are timed OpenMP kernels first, BLAS-backed ones last: at threads > 1
+    the two pools' workers spin for a while after their work (OpenBLAS about 0.1 s), and
+    a layer timed while the other pool spins gets half the cores. After the BLAS layers
+    the next round waits for their spinners to stop."""
+
+    def __init__(self, graphs: dict, threads: int):
+        from ..runtime.session import InferenceSession
+        self.threads = threads
+        self.runs = {}
+        for key, g in graphs.items():
+            feeds = random_feeds([(v.name, v.dtype, v.shape) for v in g.inputs])
+            sess = InferenceSession(g, threads=threads,
+                                    input_shapes={k: v.shape for k, v in feeds.items()})
+            self.runs[key] = (sess, feeds)
+        self.order = sorted(self.runs, key=lambda k: bool(self.runs[k][0].plan.uses_blas))
+        self._blas = any(self.runs[k][0].plan.uses_blas for k in self.order)
+
+    def time(self, seconds: float = PROBE_SECONDS) -> dict:
+        """{key: median ms of its steps' own time over about `seconds`} (module doc)."""
+        out = {k: step_ms(*self.runs[k], seconds) for k in self.order}
+        if self._blas and self.threads > 1:
+            time.sleep(SPIN_S)
+        return out
+
+
+SPIN_S = 0.15      # longer than OpenBLAS's busy-wait after a call (THREAD_TIMEOUT 2^28 cycles)
+
+
+def step_ms(sess, feeds: dict, seconds: float = PROBE_SECONDS) -> float:
+    """Median ms of the steps of `sess`'s plan (their own time, from the plan's step
+    timings) over runs of about `seconds`, after two warm-up runs."""
     for _ in range(2):
         sess.run(None, feeds)
     times, start = [], time.perf_counter()
@@ -140,6 +171,11 @@ def time_graph(graph: Graph, threads: int, seconds: float = PROBE_SECONDS) -> fl
         sess.run(None, feeds, timings=timings)
         times.append(sum(t1 - t0 for _, t0, t1 in timings))
     return float(np.median(times)) * 1e3
+
+
+def time_graph(graph: Graph, threads: int, seconds: float = PROBE_SECONDS) -> float:
+    """step_ms of `graph` alone, planned (tuned) here."""
+    return Layers({0: graph}, threads).time(seconds)[0]
 
 
 def overhead_ms(threads: int, steps: int = 32, seconds: float = PROBE_SECONDS) -> float:
@@ -169,10 +205,10 @@ def anchored(base: list[float], weights: list[float], anchors: dict[int, float])
     the memory system (and its contention on a shared machine) weighs on a member in
     proportion to its footprint, which the anchors, the smallest and largest member,
     measure at both ends."""
-    if not anchors:
-        return list(base)
     pts = sorted((np.log(max(weights[i], 1.0)), np.log(ms / base[i]))
-                 for i, ms in anchors.items())
+                 for i, ms in anchors.items() if base[i] > 0 and ms > 0)
+    if not pts:
+        return list(base)
     xs, ys = [p[0] for p in pts], [p[1] for p in pts]
     return [b * float(np.exp(np.interp(np.log(max(w, 1.0)), xs, ys)))
             for b, w in zip(base, weights)]

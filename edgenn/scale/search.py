@@ -93,11 +93,17 @@ def spread(front: list[Candidate], count: int, latency: tuple | None) -> list[Ca
                else []) + inside
     if len(pts) <= count:
         return pts
+    if count < 2:
+        return pts[-1:] if count == 1 else []      # the most faithful in range
     logs = np.log([c.m.latency_ms for c in pts])
-    chosen = {0, len(pts) - 1}
+    chosen = [0, len(pts) - 1]
     while len(chosen) < count:
-        dist = [min(abs(logs[i] - logs[j]) for j in chosen) for i in range(len(pts))]
-        chosen.add(int(np.argmax(dist)))
+        dist = [min(abs(logs[i] - logs[j]) for j in chosen) if i not in chosen else -1.0
+                for i in range(len(pts))]
+        best = int(np.argmax(dist))
+        if dist[best] <= 0:
+            break                                  # the rest tie with a chosen point
+        chosen.append(best)
     return [pts[i] for i in sorted(chosen)]
 
 
@@ -143,10 +149,7 @@ class Cache:
         self.entries[fkey] = entry
         if self.dir:
             os.makedirs(self.dir, exist_ok=True)
-            tmp = f"{self._index()}.tmp{os.getpid()}"
-            with open(tmp, "w") as f:
-                json.dump(self.entries, f, sort_keys=True)
-            os.replace(tmp, self._index())
+            enn.write_atomic(self._index(), json.dumps(self.entries, sort_keys=True).encode())
 
     def graph(self, fkey: str) -> Graph | None:
         if self.dir and os.path.exists(self._enn(fkey)):
@@ -159,10 +162,7 @@ class Cache:
     def keep_graph(self, fkey: str, data: bytes) -> None:
         if self.dir:
             os.makedirs(self.dir, exist_ok=True)
-            tmp = f"{self._enn(fkey)}.tmp{os.getpid()}"
-            with open(tmp, "wb") as f:
-                f.write(data)
-            os.replace(tmp, self._enn(fkey))
+            enn.write_atomic(self._enn(fkey), data)
 
 
 def default_cache_root() -> str:
@@ -216,9 +216,10 @@ def search(source: Graph, calib: Batches, data: Batches, *, latency: tuple | Non
             if entry is None:
                 say("scale: measuring candidates", len(seen), min(budget, space))
                 graph = apply(source, f, calib, threads)
-                m = measure(graph, f.resolution, ref, threads, rounds, metric)
+                data_ = enn.to_bytes(graph)
+                m = measure(graph, f.resolution, ref, threads, rounds, metric, len(data_))
                 cache.put(key, {"measurement": m.to_json()})
-                store[key] = enn.to_bytes(graph)
+                store[key] = data_
                 measured += 1
             else:
                 m = Measurement(**entry["measurement"])
