@@ -3,6 +3,7 @@
     python fuzz/run.py enn  [libFuzzer flags]    # .enn loader (bytes -> Graph -> plan)
     python fuzz/run.py onnx [libFuzzer flags]    # ONNX importer + passes + planner
     python fuzz/run.py run  [libFuzzer flags]    # run() with random input shapes / dtypes
+    python fuzz/run.py ennf [libFuzzer flags]    # .ennf family reader + members + probes
 
 A finding is anything but success or an edgenn error (edgenn.EdgennError): another
 exception, a crash, a timeout (-timeout) or memory past -rss_limit_mb. The seed corpus
@@ -35,6 +36,10 @@ with atheris.instrument_imports(include=["edgenn"], exclude=NUMBA_MODULES):
     from edgenn.graph import format as enn  # noqa: F401
     from edgenn.oplist import load_kernels
     from edgenn.runtime import session  # noqa: F401
+    from edgenn.graph import family as ennf
+    from edgenn.graph.infer import infer
+    from edgenn.scale import probe
+    from edgenn.scale.family import Family
     load_kernels()
 
 sys.path.insert(0, HERE)
@@ -82,7 +87,22 @@ def random_run(data: bytes) -> None:
         pass
 
 
-TARGETS = {"enn": load_and_plan, "onnx": load_and_plan, "run": random_run}
+def load_family(data: bytes) -> None:
+    """A family file: read, every member decoded and checked, its probe layers cut out."""
+    try:
+        doc, blobs = ennf.read(data, "<fuzz>")
+        fam = Family(doc, blobs, "<fuzz>")
+        for m in fam.members:
+            infos = infer(m.graph, m.input_shapes)
+            for nodes in m.profile.probes.values():
+                for node in nodes:
+                    probe.layer_graph(m.graph, node, m.input_shapes, infos)
+    except EdgennError:
+        pass
+
+
+TARGETS = {"enn": load_and_plan, "onnx": load_and_plan, "run": random_run,
+           "ennf": load_family}
 
 
 def main() -> None:

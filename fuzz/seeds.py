@@ -59,7 +59,9 @@ def tiny_models() -> dict[str, onnx.ModelProto]:
 
 
 def write_corpus(directory: str, kind: str) -> list[str]:
-    """Seed files for harness `kind` ("onnx" or "enn") in `directory`."""
+    """Seed files for harness `kind` ("onnx", "enn" or "ennf") in `directory`."""
+    if kind == "ennf":
+        return [_family_seed(directory)]
     import edgenn
     from edgenn.demo import DEMO_MODEL
     os.makedirs(directory, exist_ok=True)
@@ -89,3 +91,18 @@ def write_corpus(directory: str, kind: str) -> list[str]:
                 f.write(enn.to_bytes(g))
             paths.append(path)
     return paths
+
+
+def _family_seed(directory: str) -> str:
+    """A small family of the digits CNN (3 candidates searched, no cache)."""
+    import numpy as np
+
+    from edgenn.demo import DEMO_MODEL, DEMO_SAMPLES
+    from edgenn.scale.build import build
+    os.makedirs(directory, exist_ok=True)
+    d = np.load(DEMO_SAMPLES)
+    path = os.path.join(directory, "digits.ennf")
+    build(DEMO_MODEL, d["images"][:64], {"image": d["images"][64:128],
+                                         "labels": d["labels"][64:128]},
+          output=path, budget=3, cache_root=None, rounds=3)
+    return path

@@ -4,7 +4,9 @@ against the source model on held-out photos) and the PP-OCR mobile direction cla
 (real weights; fidelity = accuracy on held-out text-line crops, upright and rotated) and
 the PP-OCRv4 recognizer (real weights; fidelity = agreement of the recognized character,
 position by position, with the source model on held-out text lines of a photographed
-page).
+page) and the PP-OCRv4 text detector (real weights, calibrated on windows of a
+photographed book page; fidelity = IoU of the text mask (probability > 0.3) with the
+source model's on windows of another photo, skimage's "text").
 Writes OUT/<model>.ennf, OUT/<model>-pareto.png and prints the search table and the
 family. A second run over the same inputs is served from the cache (no measuring).
 
@@ -32,6 +34,20 @@ def photo_data():
 
 
 def model_and_data(name: str):
+    if name == "ppocr_det":
+        from models import _resize, _rgb, build_all
+        from skimage import data
+        path = str(build_all(["ppocr_v4_det"], verbose=False).popitem()[1]["path"])
+
+        def det(img):                      # RapidOCR's DetPreProcess at 192x384
+            x = (_resize(_rgb(img), (192, 384)) / 255.0 - 0.5) / 0.5
+            return np.ascontiguousarray(x.transpose(2, 0, 1), np.float32)
+        page, text = data.page(), data.text()
+        calib = np.stack([det(page), det(page[:128, :256]), det(page[63:, 128:]),
+                          det(page[:, :192]), det(page[:96, 96:]), det(page[95:, :288])])
+        held = np.stack([det(text[:, :344]), det(text[:, 52:396]), det(text[:, 104:]),
+                         det(text[:86, :172]), det(text[86:, 276:])])
+        return path, {"x": calib}, {"x": held}, "iou"
     if name == "ppocr_rec":
         from models import build_all
         from quant_data import CALIB_LINES, HELD_OUT_LINES, _crops
@@ -57,7 +73,7 @@ def model_and_data(name: str):
 
 def main() -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("models", nargs="+", choices=("mobilenet_v2", "resnet18", "ppocr_cls", "ppocr_rec"))
+    p.add_argument("models", nargs="+", choices=("mobilenet_v2", "resnet18", "ppocr_cls", "ppocr_rec", "ppocr_det"))
     p.add_argument("--budget", type=int, default=24)
     p.add_argument("--members", type=int, default=6)
     p.add_argument("--threads", type=int, default=1)

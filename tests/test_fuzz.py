@@ -27,7 +27,7 @@ def test_past_finding_is_a_named_error(path):
         sess.run(None, {a.name: np.zeros(a.shape, a.dtype) for a in sess.get_inputs()})
 
 
-@pytest.mark.parametrize("target", ["enn", "onnx", "run"])
+@pytest.mark.parametrize("target", ["enn", "onnx", "run", "ennf"])
 def test_bounded_fuzz_finds_nothing(target, tmp_path):
     import atheris  # noqa: F401 - in the test extra: missing, this fails (never skips)
     cmd = [sys.executable, str(ROOT / "fuzz" / "run.py"), target, f"--corpus={tmp_path / 'c'}",

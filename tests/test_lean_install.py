@@ -28,7 +28,7 @@ from edgenn.demo import DEMO_ENN, DEMO_MODEL, DEMO_SAMPLES
 from edgenn.graph import format as enn
 
 ROOT = Path(__file__).resolve().parent.parent
-OPTIONAL = ("onnx", "numba", "llvmlite", "scipy")
+OPTIONAL = ("onnx", "numba", "llvmlite", "scipy", "optuna")
 TOL = 1e-4   # as tests/test_models.py: edgenn against onnxruntime, fp32
 MODELS = ("mobilenet_v2-op13", "bert_tiny-op20", "yolo_tiny-op18", "ppocr_v4_det")
 
@@ -91,6 +91,31 @@ def test_runtime_runs_enn_models_without_onnx_numba_scipy(zoo, tmp_path):
         assert len(got) == len(expected)
         errors = [rel_err(g, e) for g, e in zip(got, expected)]
         assert max(errors) <= TOL, f"{name}: {errors}"
+
+
+def test_a_family_loads_and_selects_without_the_extras(tmp_path):
+    """The device side of a scalable family (load_family, the probe, select) needs none
+    of onnx, numba, scipy or optuna: only the search that built it does."""
+    from quant_data import digits
+
+    from edgenn.scale.build import build
+    calib, held, labels = digits()
+    family = tmp_path / "digits.ennf"
+    build(DEMO_MODEL, calib, {"image": held, "labels": labels}, output=str(family),
+          budget=3, cache_root=None, rounds=5)
+    np.save(tmp_path / "held.npy", held[:4])
+    r = _child(f"""
+        import sys, numpy as np, edgenn
+        fam = edgenn.load_family({str(family)!r})
+        sess = fam.select(latency_ms=1e3)
+        out = sess.run(None, {{"image": np.load("held.npy")}})[0]
+        assert out.shape == (4, 10), out.shape
+        loaded = sorted(m for m in {OPTIONAL!r} if m in sys.modules)
+        assert not loaded, loaded
+        print("ok", len(fam.members))
+    """, tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.startswith("ok")
 
 
 def test_shipped_demo_enn_is_the_converted_demo_model():

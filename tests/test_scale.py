@@ -36,14 +36,17 @@ from edgenn.scale.search import Candidate, pareto, spread
 RNG = np.random.default_rng(12)
 
 
-def _cnn(pool=True, size=32):
+def _cnn(head="pool", size=32):
     """x (1, 3, size, size) -> conv 3x3 s2 -> relu -> 1x1 -> relu -> 3x3 -> relu -> 1x1
-    -> [GAP -> FC]."""
-    w = lambda *s: (RNG.standard_normal(s) * (2.0 / np.prod(s[1:])) ** 0.5).astype(np.float32)
+    -> head: "pool" GAP -> FC (10 classes); "dense" the (1, 16, size/2, size/2) map;
+    "flatten" Flatten -> FC (tied to the input size)."""
+    w = lambda *s: (RNG.standard_normal(s) * (2.0 / np.prod(s[1:])) ** 0.5).astype(np.float32)  # noqa: E731
+    h = size // 2
     inits = {"w1": w(8, 3, 3, 3), "b1": np.zeros(8, np.float32), "w2": w(16, 8, 1, 1),
              "b2": np.zeros(16, np.float32), "w3": w(16, 16, 3, 3),
              "b3": np.zeros(16, np.float32), "w4": w(16, 16, 1, 1),
-             "b4": np.zeros(16, np.float32), "wf": w(10, 16), "bf": np.zeros(10, np.float32)}
+             "b4": np.zeros(16, np.float32), "wf": w(10, 16), "bf": np.zeros(10, np.float32),
+             "wl": w(10, 16 * h * h)}
     nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1] * 4, strides=[2, 2]),
              helper.make_node("Relu", ["c1"], ["r1"]),
              helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"]),
@@ -51,11 +54,14 @@ def _cnn(pool=True, size=32):
              helper.make_node("Conv", ["r2", "w3", "b3"], ["c3"], pads=[1] * 4),
              helper.make_node("Relu", ["c3"], ["r3"]),
              helper.make_node("Conv", ["r3", "w4", "b4"], ["c4"])]
-    h = size // 2
-    if pool:
+    if head == "pool":
         nodes += [helper.make_node("GlobalAveragePool", ["c4"], ["p"]),
                   helper.make_node("Flatten", ["p"], ["f"]),
                   helper.make_node("Gemm", ["f", "wf", "bf"], ["y"], transB=1)]
+        out = ("y", np.float32, [1, 10])
+    elif head == "flatten":
+        nodes += [helper.make_node("Flatten", ["c4"], ["f"]),
+                  helper.make_node("Gemm", ["f", "wl", "bf"], ["y"], transB=1)]
         out = ("y", np.float32, [1, 10])
     else:
         nodes[-1].output[0] = "y"
@@ -73,11 +79,24 @@ def _images(n, size=32):
 def test_resolution_only_where_the_outputs_keep_their_shape():
     g = _cnn()
     assert F.scaled_inputs(g, 0.75) == {"x": (1, 3, 24, 24)}       # multiple of 8
-    assert F.scaled_inputs(_cnn(pool=False), 0.75) is None        # output would shrink
     assert F.scaled_inputs(g, 1.0) == {}
     levels = F.applicable(g)
     assert levels["resolution"][0] == 1.0 and len(levels["resolution"]) >= 3
-    assert F.applicable(_cnn(pool=False))["resolution"] == (1.0,)
+    # a head tied to the input size (Flatten -> FC) cannot take another resolution
+    assert F.scaled_inputs(_cnn("flatten"), 0.75) is None
+    assert F.applicable(_cnn("flatten"))["resolution"] == (1.0,)
+    # a dense map (a detector's) may: it is resized back for fidelity
+    dense = _cnn("dense")
+    assert F.scaled_inputs(dense, 0.5) == {"x": (1, 3, 16, 16)}
+    small = np.ones((1, 16, 8, 8), np.float32)
+    (back,) = F.resize_outputs([small], [np.zeros((1, 16, 16, 16), np.float32)])
+    assert back.shape == (1, 16, 16, 16) and np.allclose(back, 1.0)
+    # dynamic dims are bound to the data's before any scaling
+    from edgenn.graph.ir import ValueInfo
+    free = edgenn.graph.ir.Graph(g.nodes, [ValueInfo("x", "float32", ("n", 3, "h", "w"))],
+                                 g.outputs, g.consts, g.meta)
+    bound = F.bind_to_data(free, Batches([{"x": _images(2)}]))
+    assert bound.inputs[0].shape == ("n", 3, 32, 32)
     # the digits CNN's 8x8 input is too small to scale: one level only
     assert F.applicable(edgenn.load(DEMO_MODEL))["resolution"] == (1.0,)
 
@@ -110,6 +129,19 @@ def test_factors_change_what_they_should():
 def _cand(lat, fid):
     from edgenn.scale.measure import Measurement
     return Candidate(F.Factors(width=lat), Measurement(lat, fid, fid, None, None, 1, {}, {}))
+
+
+def test_fidelity_of_sequences_and_maps():
+    from edgenn.scale.measure import _positions_top1, mask_iou
+    ref = [[np.array([[[0.9, 0.1], [0.2, 0.8], [0.6, 0.4]]], np.float32)]]
+    out = [[np.array([[[0.7, 0.3], [0.6, 0.4], [0.9, 0.1]]], np.float32)]]
+    assert _positions_top1(ref, out) == pytest.approx(2 / 3)       # per position
+    a = np.zeros((1, 1, 4, 4), np.float32)
+    a[..., :2, :] = 0.9                                             # 8 text pixels
+    b = np.zeros_like(a)
+    b[..., 1:3, :] = 0.9                                            # 8, 4 shared
+    assert mask_iou([[a]], [[b]]) == pytest.approx(4 / 12)
+    assert mask_iou([[a * 0]], [[b * 0]]) == 1.0
 
 
 def test_pareto_and_spread():

@@ -10,7 +10,7 @@ from ..graph.infer import infer
 from ..graph.ir import Graph
 from ..quant.data import load_batches
 from . import probe
-from .factors import apply
+from .factors import apply, bind_to_data
 from .search import Candidate, SearchResult, search
 
 HOST_ROUNDS = 5     # rounds of the members' careful re-measurement for the family file
@@ -96,6 +96,7 @@ def build(model, calib, data=None, *, output: str, latency: tuple | None = None,
     from ..quant.quantize import load_fp32
     source = load_fp32(model)
     calib_b = load_batches(calib, source.inputs, batch_size, image_spec)
+    source = bind_to_data(source, calib_b)
     data_b = load_batches(data if data is not None else calib, source.inputs, batch_size,
                           image_spec)
     result = search(source, calib_b, data_b, latency=latency, budget=budget,

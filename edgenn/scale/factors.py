@@ -1,8 +1,10 @@
 """The scaling factors of a model family and how one set of them turns the source model
 into a member, each with edgenn's own tools (issue #12, xNN's "scalable modeling"):
 
-    resolution  input H and W scaled (CNNs whose outputs keep their shape: a classifier
-                head after global pooling); calibration and evaluation data resized
+    resolution  input H and W scaled (CNNs whose outputs keep their shape, as a classifier
+                head after global pooling, or are dense maps at the input's resolution,
+                as a detector's: those are resized back for fidelity); calibration and
+                evaluation data resized; dynamic dims bound to the data's first
     width       channel pruning ratio (compress/channels.py, least-squares refit on the
                 calibration data), globally, and `width_late` for the later half of the
                 prunable groups (per stage)
@@ -97,9 +99,33 @@ def _snap(n: int, scale: float) -> int:
     return max(step, round(n * scale / step) * step)
 
 
+def bind_to_data(graph: Graph, batches: Batches) -> Graph:
+    """`graph` with the dynamic non-batch dims of its inputs bound to the data's (one shape
+    across the batches): the resolution a family is built for. Unchanged if none."""
+    inputs = []
+    for v in graph.inputs:
+        shapes = {tuple(np.shape(f[v.name]))[1:] for f in batches.feeds if v.name in f}
+        if len(shapes) == 1 and any(not isinstance(d, int) for d in v.shape[1:]):
+            (rest,) = shapes
+            if len(rest) == len(v.shape) - 1:
+                v = ValueInfo(v.name, v.dtype, (v.shape[0], *rest))
+        inputs.append(v)
+    if inputs == list(graph.inputs):
+        return graph
+    return Graph(graph.nodes, inputs, graph.outputs, graph.consts, dict(graph.meta))
+
+
+def dense_match(ref_shape: tuple, shape: tuple) -> bool:
+    """An output of `shape` that is `ref_shape` at another resolution: 4-D, the same
+    batch and channels (NCHW), other spatial dims (a detector's or segmenter's map)."""
+    return len(shape) == len(ref_shape) == 4 and shape[:2] == ref_shape[:2] \
+        and shape[2:] != ref_shape[2:]
+
+
 def scaled_inputs(graph: Graph, scale: float) -> dict[str, tuple] | None:
     """{input: new shape} at `scale`, or None when the model does not allow it: no image
-    input, or an output whose shape would change (the graph is checked by inference)."""
+    input, or an output whose shape would change other than as a dense map at the new
+    resolution (dense_match; fidelity resizes it back). Checked by shape inference."""
     if scale == 1.0:
         return {}
     new = {}
@@ -120,10 +146,26 @@ def scaled_inputs(graph: Graph, scale: float) -> dict[str, tuple] | None:
         after = infer(graph, {k: (batch[k][0],) + tuple(s[1:]) for k, s in new.items()})
     except Exception:       # noqa: BLE001 - a shape rule refusing the new size: not allowed
         return None
-    if any(o.name not in after or before[o.name].shape != after[o.name].shape
+    if any(o.name not in after or (before[o.name].shape != after[o.name].shape and not
+           dense_match(tuple(before[o.name].shape), tuple(after[o.name].shape)))
            for o in graph.outputs):
         return None
     return new
+
+
+def resize_outputs(outs: list, ref: list) -> list:
+    """Each output of a member at another resolution resized (bilinear) to the source's
+    shape where it is a dense map (dense_match); the rest as they are."""
+    out = []
+    for o, r in zip(outs, ref):
+        if dense_match(tuple(r.shape), tuple(o.shape)):
+            n, c, h, w = o.shape
+            flat = np.moveaxis(np.asarray(o, np.float32), (2, 3), (0, 1)).reshape(h, w, n * c)
+            big = resize_bilinear(flat, r.shape[2], r.shape[3]).reshape(
+                r.shape[2], r.shape[3], n, c)
+            o = np.ascontiguousarray(np.moveaxis(big, (0, 1), (2, 3)), np.float32)
+        out.append(o)
+    return out
 
 
 def resize_feeds(batches: Batches, shapes: dict, inputs) -> Batches:

@@ -4,8 +4,9 @@ data against the source model, size of its .enn.
 fidelity, the search objective (`metric`): "auto" is accuracy when the data has labels,
 else the top-1 agreement with the source model where the first output is a classifier's
 (N, classes) or a sequence of class scores (N, T, classes: position by position, as a
-CTC text recognizer's characters), else the worst output cosine; or one of them by name.
-All three are kept where they exist."""
+CTC text recognizer's characters), else the worst output cosine; or one of them by name,
+or "iou": the overlap of the first output's map > 0.3 with the source's (a detector).
+Accuracy, top-1 and cosine are kept where they exist."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -18,7 +19,7 @@ from ..quant.data import Batches
 from ..quant.metrics import compare, fidelity
 from ..quant.observe import Runner
 from . import probe
-from .factors import resize_feeds, scaled_inputs
+from .factors import resize_feeds, resize_outputs, scaled_inputs
 
 VERSION = 5      # of what a measurement holds: part of the cache key
 
@@ -72,16 +73,28 @@ def one_sample(graph: Graph, feed: dict) -> dict:
             for k, v in feed.items()}
 
 
-METRICS = ("auto", "accuracy", "top1", "cosine")
+METRICS = ("auto", "accuracy", "top1", "cosine", "iou")
+IOU_THRESHOLD = 0.3     # a text detector's probability map binarized (PP-OCR's DB threshold)
 
 
-def objective(metric: str, acc, top1, cosine) -> float:
+def mask_iou(ref: list, outs: list, threshold: float = IOU_THRESHOLD) -> float | None:
+    """Intersection over union of the first output's map > threshold, member against
+    source, over all batches (1.0 when both masks are empty)."""
+    a = np.concatenate([o[0] for o in ref]) > threshold
+    b = np.concatenate([o[0] for o in outs]) > threshold
+    if a.shape != b.shape:
+        return None
+    union = np.logical_or(a, b).sum()
+    return float(np.logical_and(a, b).sum() / union) if union else 1.0
+
+
+def objective(metric: str, acc, top1, cosine, iou=None) -> float:
     """The figure the search maximizes (module doc); `metric` "auto" takes the first of
     accuracy, top-1 agreement, cosine that the data and outputs give."""
     if metric not in METRICS:
         raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
     chain = {"auto": (acc, top1, cosine), "accuracy": (acc,), "top1": (top1,),
-             "cosine": (cosine,)}[metric]
+             "cosine": (cosine,), "iou": (iou,)}[metric]
     for v in chain:
         if v is not None:
             return float(v)
@@ -96,7 +109,7 @@ def measure(graph: Graph, resolution: float, ref: Reference, threads: int = 1,
     shapes = scaled_inputs(ref.source, resolution)
     data = resize_feeds(ref.data, shapes, ref.source.inputs)
     runner = Runner(graph, threads=threads)
-    outs = [runner.outputs(feed) for feed in data.feeds]
+    outs = [resize_outputs(runner.outputs(feed), r) for feed, r in zip(data.feeds, ref.outputs)]
     fid = fidelity(compare(ref.outputs, outs))
     acc = _accuracy(outs, ref.labels)
     top1 = fid["top1"] if fid["top1"] is not None else _positions_top1(ref.outputs, outs)
@@ -105,7 +118,8 @@ def measure(graph: Graph, resolution: float, ref: Reference, threads: int = 1,
                             input_shapes={k: v.shape for k, v in feed.items()})
     prof = probe.profile(sess, feed, rounds)
     ms = prof.latency_ms
-    return Measurement(ms, objective(metric, acc, top1, fid["cosine"]),
+    iou = mask_iou(ref.outputs, outs) if metric == "iou" else None
+    return Measurement(ms, objective(metric, acc, top1, fid["cosine"], iou),
                        float(fid["cosine"]), top1, acc,
                        len(enn.to_bytes(graph)) if nbytes is None else nbytes, prof.to_json(),
                        {k: list(v.shape) for k, v in feed.items()})
