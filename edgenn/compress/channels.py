@@ -177,6 +177,8 @@ def _refit(cols: np.ndarray, keep: np.ndarray, w: np.ndarray,
     gram = xk @ xk.T
     lam = 1e-6 * np.trace(gram) / max(len(gram), 1) + 1e-12
     sol = np.linalg.solve(gram + lam * np.eye(len(gram)), xk @ target.T)   # (kept*K, M)
+    if not np.all(np.isfinite(sol)):      # activations out of float range: no refit
+        return np.ascontiguousarray(w[:, keep], np.float32)
     return sol.T.reshape(m, len(keep), w.shape[2], w.shape[3]).astype(np.float32)
 
 

@@ -32,6 +32,7 @@ MAX_DIM = 1 << 20    # a member's timed input: dims and elements a real model ha
 MAX_ELEMENTS = 1 << 26
 MAX_PROBES = 64      # probe nodes per member (probe.py takes <= PER_CLASS per class)
 PROBE_ROUNDS = 2
+VERIFY_ROUNDS = 3    # blocks timing a pick in `choose` (a contended moment is one block)
 
 
 @dataclass
@@ -237,11 +238,11 @@ class Family:
 
     def measure(self, m: Member, threads: int = 1) -> float:
         """`m`'s latency here: its session (kept for `select`), the fastest of
-        PROBE_ROUNDS blocks of ANCHOR_RUNS runs (medians)."""
+        VERIFY_ROUNDS blocks of ANCHOR_RUNS runs (medians)."""
         sess = self._session(m, threads)
         feeds = probe.random_feeds([(v.name, v.dtype, m.input_shapes[v.name])
                                     for v in m.graph.inputs])
-        return min(latency_ms(sess, feeds, ANCHOR_RUNS) for _ in range(PROBE_ROUNDS))
+        return min(latency_ms(sess, feeds, ANCHOR_RUNS) for _ in range(VERIFY_ROUNDS))
 
     def _session(self, m: Member, threads: int, **options):
         if options:

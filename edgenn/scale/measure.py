@@ -79,13 +79,13 @@ IOU_THRESHOLD = 0.3     # a text detector's probability map binarized (PP-OCR's 
 
 def mask_iou(ref: list, outs: list, threshold: float = IOU_THRESHOLD) -> float | None:
     """Intersection over union of the first output's map > threshold, member against
-    source, over all batches (1.0 when both masks are empty)."""
+    source, over all batches; None when the source's mask is empty (nothing to find in
+    the data: the metric would say nothing)."""
     a = np.concatenate([o[0] for o in ref]) > threshold
     b = np.concatenate([o[0] for o in outs]) > threshold
-    if a.shape != b.shape:
+    if a.shape != b.shape or not a.any():
         return None
-    union = np.logical_or(a, b).sum()
-    return float(np.logical_and(a, b).sum() / union) if union else 1.0
+    return float(np.logical_and(a, b).sum() / np.logical_or(a, b).sum())
 
 
 def objective(metric: str, acc, top1, cosine, iou=None) -> float:
