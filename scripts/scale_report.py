@@ -46,14 +46,13 @@ def model_and_data(name: str):
         # calibration: windows of its upper part; held out: of its lower part (the text
         # lines below row 100 are never seen in calibration)
         calib = np.stack([det(page[:100, :200]), det(page[:100, 184:]),
-                          det(page[:100, 90:290]), det(page[:112, :])])
+                          det(page[:100, 90:290]), det(page[:100, :])])
         held = np.stack([det(page[100:, :182]), det(page[100:, 202:]),
-                         det(page[100:, 100:282]), det(page[96:, :])])
+                         det(page[100:, 100:282]), det(page[100:, :])])
         return path, {"x": calib}, {"x": held}, "iou"
     if name == "ppocr_rec":
-        from models import build_all
+        from models import _rgb, build_all, ppocr_line_feeds
         from quant_data import CALIB_LINES, HELD_OUT_LINES, _crops
-        from models import _rgb, ppocr_line_feeds
         path = str(build_all(["ppocr_v4_rec"], verbose=False).popitem()[1]["path"])
 
         def lines(names, step):       # text-line windows of the photographed page, 48x320

@@ -40,7 +40,7 @@ def _cnn(head="pool", size=32):
     """x (1, 3, size, size) -> conv 3x3 s2 -> relu -> 1x1 -> relu -> 3x3 -> relu -> 1x1
     -> head: "pool" GAP -> FC (10 classes); "dense" the (1, 16, size/2, size/2) map;
     "flatten" Flatten -> FC (tied to the input size)."""
-    w = lambda *s: (RNG.standard_normal(s) * (2.0 / np.prod(s[1:])) ** 0.5).astype(np.float32)  # noqa: E731
+    w = lambda *s: (RNG.standard_normal(s) * (2.0 / np.prod(s[1:])) ** 0.5).astype(np.float32)
     h = size // 2
     inits = {"w1": w(8, 3, 3, 3), "b1": np.zeros(8, np.float32), "w2": w(16, 8, 1, 1),
              "b2": np.zeros(16, np.float32), "w3": w(16, 16, 3, 3),
@@ -88,6 +88,10 @@ def test_resolution_only_where_the_outputs_keep_their_shape():
     # a dense map (a detector's) may: it is resized back for fidelity
     dense = _cnn("dense")
     assert F.scaled_inputs(dense, 0.5) == {"x": (1, 3, 16, 16)}
+    half = F.apply(dense, F.Factors(resolution=0.5), Batches([{"x": _images(2)}]))
+    assert half.outputs[0].shape == (1, 16, 8, 8)                   # declared as it runs
+    assert edgenn.InferenceSession(half).run(None, {"x": _images(1, 16)})[0].shape == \
+        (1, 16, 8, 8)
     small = np.ones((1, 16, 8, 8), np.float32)
     (back,) = F.resize_outputs([small], [np.zeros((1, 16, 16, 16), np.float32)])
     assert back.shape == (1, 16, 16, 16) and np.allclose(back, 1.0)
@@ -132,10 +136,11 @@ def _cand(lat, fid):
 
 
 def test_fidelity_of_sequences_and_maps():
-    from edgenn.scale.measure import _positions_top1, mask_iou
+    from edgenn.quant.metrics import compare, fidelity
+    from edgenn.scale.measure import mask_iou
     ref = [[np.array([[[0.9, 0.1], [0.2, 0.8], [0.6, 0.4]]], np.float32)]]
     out = [[np.array([[[0.7, 0.3], [0.6, 0.4], [0.9, 0.1]]], np.float32)]]
-    assert _positions_top1(ref, out) == pytest.approx(2 / 3)       # per position
+    assert fidelity(compare(ref, out))["top1"] == pytest.approx(2 / 3)   # per position
     a = np.zeros((1, 1, 4, 4), np.float32)
     a[..., :2, :] = 0.9                                             # 8 text pixels
     b = np.zeros_like(a)
@@ -196,7 +201,7 @@ def test_search_front_members_and_cache(digits_family):
 
 
 def test_family_file_members_are_what_was_measured(digits_family):
-    out, result, doc, (calib, held, labels), d = digits_family
+    out, result, _, (_, held, labels), _ = digits_family
     fam = edgenn.load_family(out)
     assert len(fam.members) == len(result.members)
     assert fam.device["threads"] == 1 and fam.device["cpu"]

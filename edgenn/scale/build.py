@@ -10,7 +10,7 @@ from ..graph.infer import infer
 from ..graph.ir import Graph
 from ..quant.data import load_batches
 from . import probe
-from .factors import apply, bind_to_data
+from .factors import LEVELS, apply, bind_to_data, scaled_inputs
 from .search import Candidate, SearchResult, search
 
 HOST_ROUNDS = 5     # rounds of the members' careful re-measurement for the family file
@@ -73,6 +73,18 @@ def host_figures(graphs, members, threads: int, rounds: int = HOST_ROUNDS,
     return out
 
 
+def _bound(source: Graph, calib, data) -> Graph:
+    """The source with its dynamic image dims bound to the data's (factors.bind_to_data)
+    where that is what lets it scale: calibration and held-out data of one shape, and a
+    resolution below 1 that the bound graph allows; else the source as it is."""
+    bound = bind_to_data(source, calib)
+    if bound is source or bind_to_data(source, data).inputs != bound.inputs:
+        return source
+    if not any(scaled_inputs(bound, s) for s in LEVELS["resolution"][1:]):
+        return source
+    return bound
+
+
 def _shapes(c: Candidate) -> dict:
     return {k: tuple(v) for k, v in c.m.input_shapes.items()}
 
@@ -96,9 +108,9 @@ def build(model, calib, data=None, *, output: str, latency: tuple | None = None,
     from ..quant.quantize import load_fp32
     source = load_fp32(model)
     calib_b = load_batches(calib, source.inputs, batch_size, image_spec)
-    source = bind_to_data(source, calib_b)
     data_b = load_batches(data if data is not None else calib, source.inputs, batch_size,
                           image_spec)
+    source = _bound(source, calib_b, data_b)
     result = search(source, calib_b, data_b, latency=latency, budget=budget,
                     minutes=minutes, members=members, threads=threads, rounds=rounds,
                     levels=levels,

@@ -222,6 +222,13 @@ def apply(source: Graph, f: Factors, calib: Batches, threads: int = 1) -> Graph:
     if shapes:
         g.inputs = [ValueInfo(v.name, v.dtype, shapes.get(v.name, v.shape)) for v in g.inputs]
         calib = resize_feeds(calib, shapes, source.inputs)
+        infos = infer(g, {v.name: tuple(d if isinstance(d, int) else 1 for d in v.shape)
+                          for v in g.inputs})
+        g.outputs = [ValueInfo(o.name, o.dtype, tuple(
+            d if not isinstance(o.shape[k], int) or k < 2 else infos[o.name].shape[k]
+            for k, d in enumerate(o.shape))) if dense_match(tuple(o.shape),
+                                                            tuple(infos[o.name].shape))
+            else o for o in g.outputs]           # a dense map's declared size follows
     late = f.width if f.width_late is None else f.width_late
     if f.width or late:
         found = channels.groups(g)

@@ -194,9 +194,9 @@ class Family:
         """latency_ms: the most faithful member predicted to run within it here (none fits:
         the fastest, with a warning); accuracy: the fastest member whose fidelity (the
         family's metric: accuracy when it was built with labelled data, else top-1
-        agreement or cosine with the source model) reaches it; size: the most faithful
-        member of at most this many bytes (none: the smallest, with a warning). Targets
-        combine.
+        agreement, cosine or a detector's mask IoU with the source) reaches it; size:
+        the most faithful member of at most this many bytes (none: the smallest, with a
+        warning). Targets combine.
         predicted: the members' latencies here if already known (else `predict`).
         verify (with latency_ms): the pick is then run here (its session is opened anyway
         to be returned by `select`); if it is slower than the target, its measured time
@@ -261,11 +261,12 @@ class Family:
     # -- reports ------------------------------------------------------------------------------
     def table(self, predicted: list[float] | None = None) -> str:
         d = self.device
-        rows = [f"family of {len(self.members)} members; measured on {d.get('cpu', '?')}, "
-                f"kernels {d.get('tier', '?')}, {d.get('threads', '?')} thread(s)",
-                f"{'#':>2} {'factors':34} {'latency ms':>10} "
-                + (f"{'here ms':>8} " if predicted else "")
-                + f"{'fidelity':>9} {'cosine':>8} {'size MB':>8}  input"]
+        n = len(self.members)
+        here = f"{'here ms':>8} " if predicted else ""
+        rows = [(f"family of {n} member{'s' * (n != 1)}; measured on {d.get('cpu', '?')}, "
+                 f"kernels {d.get('tier', '?')}, {d.get('threads', '?')} thread(s)"),
+                (f"{'#':>2} {'factors':34} {'latency ms':>10} {here}"
+                 f"{'fidelity':>9} {'cosine':>8} {'size MB':>8}  input")]
         for m in self.members:
             here = f"{predicted[m.index]:8.3f} " if predicted else ""
             shapes = ", ".join(f"{k} {'x'.join(map(str, v))}" for k, v in m.input_shapes.items())

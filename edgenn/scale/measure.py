@@ -5,7 +5,8 @@ fidelity, the search objective (`metric`): "auto" is accuracy when the data has 
 else the top-1 agreement with the source model where the first output is a classifier's
 (N, classes) or a sequence of class scores (N, T, classes: position by position, as a
 CTC text recognizer's characters), else the worst output cosine; or one of them by name,
-or "iou": the overlap of the first output's map > 0.3 with the source's (a detector).
+or "iou" (asked for by name): the overlap of the first output's map > 0.3 with the
+source's (a detector's text mask).
 Accuracy, top-1 and cosine are kept where they exist."""
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from ..quant.observe import Runner
 from . import probe
 from .factors import resize_feeds, resize_outputs, scaled_inputs
 
-VERSION = 5      # of what a measurement holds: part of the cache key
+VERSION = 6      # of what a measurement holds: part of the cache key
 
 
 @dataclass
@@ -54,16 +55,6 @@ def _accuracy(outs: list, labels) -> float | None:
     if labels is None or first.ndim != 2 or len(first) != len(labels):
         return None
     return float(np.mean(first.argmax(1) == labels))
-
-
-def _positions_top1(ref: list, outs: list) -> float | None:
-    """For a sequence of class scores (N, T, classes) as the first output (a CTC text
-    recognizer's): the share of positions whose top class agrees with the source's."""
-    a = np.concatenate([o[0] for o in ref])
-    b = np.concatenate([o[0] for o in outs])
-    if a.ndim != 3 or a.shape[-1] < 2 or a.shape != b.shape or a.dtype.kind != "f":
-        return None
-    return float(np.mean(a.argmax(-1) == b.argmax(-1)))
 
 
 def one_sample(graph: Graph, feed: dict) -> dict:
@@ -112,7 +103,7 @@ def measure(graph: Graph, resolution: float, ref: Reference, threads: int = 1,
     outs = [resize_outputs(runner.outputs(feed), r) for feed, r in zip(data.feeds, ref.outputs)]
     fid = fidelity(compare(ref.outputs, outs))
     acc = _accuracy(outs, ref.labels)
-    top1 = fid["top1"] if fid["top1"] is not None else _positions_top1(ref.outputs, outs)
+    top1 = fid["top1"]      # classifier rows, or positions of an (N, T, classes) output
     feed = one_sample(graph, data.feeds[0])
     sess = InferenceSession(graph, threads=threads,
                             input_shapes={k: v.shape for k, v in feed.items()})

@@ -134,8 +134,8 @@ class Layers:
 
     Their sessions are timed OpenMP kernels first, BLAS-backed ones last: at threads > 1
     the two pools' workers spin for a while after their work (OpenBLAS about 0.1 s), and
-    a layer timed while the other pool spins gets half the cores. After the BLAS layers
-    the next round waits for their spinners to stop."""
+    a layer timed while the other pool spins gets half the cores. At threads > 1 each
+    round first waits for spinners to stop."""
 
     def __init__(self, graphs: dict, threads: int):
         from ..runtime.session import InferenceSession
@@ -147,14 +147,13 @@ class Layers:
                                     input_shapes={k: v.shape for k, v in feeds.items()})
             self.runs[key] = (sess, feeds)
         self.order = sorted(self.runs, key=lambda k: bool(self.runs[k][0].plan.uses_blas))
-        self._blas = any(self.runs[k][0].plan.uses_blas for k in self.order)
 
     def time(self, seconds: float = PROBE_SECONDS) -> dict:
-        """{key: median ms of its steps' own time over about `seconds`} (module doc)."""
-        out = {k: step_ms(*self.runs[k], seconds) for k in self.order}
-        if self._blas and self.threads > 1:
+        """{key: median ms of its steps' own time over about `seconds`} (class doc; the
+        whole runs timed before may have left BLAS spinning too: wait first)."""
+        if self.threads > 1:
             time.sleep(SPIN_S)
-        return out
+        return {k: step_ms(*self.runs[k], seconds) for k in self.order}
 
 
 SPIN_S = 0.15      # longer than OpenBLAS's busy-wait after a call (THREAD_TIMEOUT 2^28 cycles)

@@ -57,8 +57,8 @@ class SearchResult:
         return [c for c in self.candidates if c.on_front]
 
     def table(self) -> str:
-        rows = [f"{'':2}{'factors':34} {'latency ms':>10} {'fidelity':>9} {'cosine':>8} "
-                f"{'size MB':>8}"]
+        rows = [(f"{'':2}{'factors':34} {'latency ms':>10} {'fidelity':>9} {'cosine':>8} "
+                 f"{'size MB':>8}")]
         for c in sorted(self.candidates, key=lambda c: c.m.latency_ms):
             mark = "M" if c.member else "*" if c.on_front else " "
             rows.append(f"{mark:2}{c.factors.describe()[:34]:34} {c.m.latency_ms:10.3f} "
