@@ -37,8 +37,6 @@ with atheris.instrument_imports(include=["edgenn"], exclude=NUMBA_MODULES):
     from edgenn.oplist import load_kernels
     from edgenn.runtime import session  # noqa: F401
     from edgenn.graph import family as ennf
-    from edgenn.graph.infer import infer
-    from edgenn.scale import probe
     from edgenn.scale.family import Family
     load_kernels()
 
@@ -91,12 +89,7 @@ def load_family(data: bytes) -> None:
     """A family file: read, every member decoded and checked, its probe layers cut out."""
     try:
         doc, blobs = ennf.read(data, "<fuzz>")
-        fam = Family(doc, blobs, "<fuzz>")
-        for m in fam.members:
-            infos = infer(m.graph, m.input_shapes)
-            for nodes in m.profile.probes.values():
-                for node in nodes:
-                    probe.layer_graph(m.graph, node, m.input_shapes, infos)
+        Family(doc, blobs, "<fuzz>").probe_graphs()
     except EdgennError:
         pass
 

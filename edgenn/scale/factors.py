@@ -159,13 +159,17 @@ def resize_outputs(outs: list, ref: list) -> list:
     out = []
     for o, r in zip(outs, ref):
         if dense_match(tuple(r.shape), tuple(o.shape)):
-            n, c, h, w = o.shape
-            flat = np.moveaxis(np.asarray(o, np.float32), (2, 3), (0, 1)).reshape(h, w, n * c)
-            big = resize_bilinear(flat, r.shape[2], r.shape[3]).reshape(
-                r.shape[2], r.shape[3], n, c)
-            o = np.ascontiguousarray(np.moveaxis(big, (0, 1), (2, 3)), np.float32)
+            o = _resize_hw(o, (2, 3), r.shape[2], r.shape[3])
         out.append(o)
     return out
+
+
+def _resize_hw(x, axes: tuple[int, int], h: int, w: int) -> np.ndarray:
+    """`x` with its `axes` (H, W) resized to (h, w), bilinear; float32, contiguous."""
+    hwc = np.moveaxis(np.asarray(x, np.float32), axes, (0, 1))      # (H, W, ...)
+    flat = hwc.reshape(hwc.shape[0], hwc.shape[1], -1)
+    r = resize_bilinear(flat, h, w).reshape((h, w) + hwc.shape[2:])
+    return np.ascontiguousarray(np.moveaxis(r, (0, 1), axes), np.float32)
 
 
 def resize_feeds(batches: Batches, shapes: dict, inputs) -> Batches:
@@ -177,13 +181,8 @@ def resize_feeds(batches: Batches, shapes: dict, inputs) -> Batches:
     for feed in batches.feeds:
         out = dict(feed)
         for name, shape in shapes.items():
-            x = np.asarray(feed[name], np.float32)
             ha, wa = axes[name]
-            hwc = np.moveaxis(x, (ha, wa), (0, 1))            # (H, W, ...)
-            flat = hwc.reshape(hwc.shape[0], hwc.shape[1], -1)
-            r = resize_bilinear(flat, shape[ha], shape[wa]).reshape(
-                (shape[ha], shape[wa]) + hwc.shape[2:])
-            out[name] = np.ascontiguousarray(np.moveaxis(r, (0, 1), (ha, wa)), np.float32)
+            out[name] = _resize_hw(feed[name], (ha, wa), shape[ha], shape[wa])
         feeds.append(out)
     return Batches(feeds, batches.labels)
 

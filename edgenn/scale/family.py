@@ -144,16 +144,7 @@ class Family:
         key = (int(threads), isa.active_tier())
         if again or key not in self._probes:
             t0 = time.perf_counter()
-            graphs, sig_of = {}, {}
-            for m in self.members:
-                infos = infer(m.graph, m.input_shapes)
-                for cls, nodes in m.profile.probes.items():
-                    sig_of[(m.index, cls)] = []
-                    for node in nodes:
-                        g = probe.layer_graph(m.graph, node, m.input_shapes, infos)
-                        sig = _signature(g)
-                        sig_of[(m.index, cls)].append(sig)
-                        graphs.setdefault(sig, g)
+            graphs, sig_of = self.probe_graphs()
             ends = {min(self.members, key=lambda m: m.bytes).index,
                     max(self.members, key=lambda m: m.bytes).index}
             whole = {i: (self._session(self.members[i], threads), probe.random_feeds(
@@ -178,6 +169,22 @@ class Family:
             self._probes[key] = {"layers": layers, "anchors": anchor,
                                  "seconds": time.perf_counter() - t0}
         return self._probes[key]
+
+    def probe_graphs(self) -> tuple[dict, dict]:
+        """The members' probe layers as one-node graphs: ({signature: graph}, {(member,
+        class): [signatures]}); layers of one signature (same op, attributes, shapes,
+        weight sizes and zeros) appear once."""
+        graphs, sig_of = {}, {}
+        for m in self.members:
+            infos = infer(m.graph, m.input_shapes)
+            for cls, nodes in m.profile.probes.items():
+                sig_of[(m.index, cls)] = []
+                for node in nodes:
+                    g = probe.layer_graph(m.graph, node, m.input_shapes, infos)
+                    sig = _signature(g)
+                    sig_of[(m.index, cls)].append(sig)
+                    graphs.setdefault(sig, g)
+        return graphs, sig_of
 
     def predict(self, threads: int = 1, again: bool = False) -> list[float]:
         """Each member's predicted latency (ms) on this device at `threads`: its layers'
