@@ -19,7 +19,7 @@ from edgenn.bench import PEERS  # noqa: E402
 
 THREADS = int(os.environ.get("EDGENN_BENCH_THREADS", "1"))
 MODELS = ["mobilenet_v2-op13", "resnet18-op17", "minilm_l6-op17", "ppocr_v4_rec",
-          "ppocr_mobile_v2_cls"]
+          "ppocr_mobile_v2_cls", "crnn_bilstm-op14"]
 RUNTIMES = ["edgenn", "onnxruntime", "mnn"]
 
 

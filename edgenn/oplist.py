@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 
-FAMILIES = ("elementwise", "reduce", "nn", "tensor", "fused", "quant")
+FAMILIES = ("elementwise", "reduce", "nn", "tensor", "fused", "quant", "recurrent")
 # ops that exist only inside edgenn (produced by passes), so they need no ONNX converter
 INTERNAL_OPS = ("FusedAttention", "QConv", "QGemm", "QAdd", "QGather")
 _loaded: set[str] = set()

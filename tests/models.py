@@ -797,6 +797,26 @@ def nets():
             mean = torch.sum(h * m, 1) / torch.clamp(m.sum(1), min=1e-9)
             return h, pooled, nn.functional.normalize(mean, p=2, dim=1)
 
+    # ---- CRNN (Shi et al. 2015), edge-sized: a VGG-style CNN pools the 32-pixel height
+    #      away, a 2-layer bidirectional LSTM reads the columns, per-column class logits
+    #      (CTC, log-softmax), (T, N, classes) with T = W / 4
+    class CRNN(nn.Module):
+        def __init__(self, classes=97, hidden=128, width=(32, 64, 128, 128)):
+            super().__init__()
+            c1, c2, c3, c4 = width
+            self.cnn = nn.Sequential(
+                ConvBNAct(3, c1), nn.MaxPool2d(2, 2),                      # 16 x W/2
+                ConvBNAct(c1, c2), nn.MaxPool2d(2, 2),                     # 8 x W/4
+                ConvBNAct(c2, c3), ConvBNAct(c3, c3), nn.MaxPool2d((2, 1), (2, 1)),
+                ConvBNAct(c3, c4), nn.MaxPool2d((4, 1), (4, 1)))           # 1 x W/4
+            self.rnn = nn.LSTM(c4, hidden, num_layers=2, bidirectional=True)
+            self.fc = nn.Linear(2 * hidden, classes)
+
+        def forward(self, x):
+            f = self.cnn(x).squeeze(2).permute(2, 0, 1)                    # (T, N, C)
+            y, _ = self.rnn(f)
+            return self.fc(y).log_softmax(-1)
+
     classes = {k: v for k, v in dict(locals()).items()
                if isinstance(v, type) and issubclass(v, nn.Module)}
     return types.SimpleNamespace(**classes)
@@ -955,6 +975,18 @@ def _classifier(factory, size=224, calib_size=None):
     return make
 
 
+def text_lines(w=320) -> np.ndarray:
+    """The three text-line crops of page() at 3 x 32 x w (CRNN's input), one batch."""
+    return np.concatenate([ppocr_line_feeds(ocr_line_crop(c), 32, w)["x"]
+                           for c in ("title", "line2", "word")])
+
+
+def _crnn():
+    model = nets().CRNN()
+    _init_weights(model, SEED, text_lines())   # BN statistics from real text lines
+    return model
+
+
 def _yolo():
     import torch
     model = nets().TinyYolo(img_size=320, w=16)
@@ -1045,6 +1077,11 @@ _MODELS = [
                 doc="MiniLM-L6 shape: hidden 384, 12 heads, 6 layers, 128 tokens"),
     _bert_model("minilm_l6-op14", MINILM_L6, 14, _minilm_feeds, slow=True,
                 doc="MiniLM-L6, decomposed LayerNorm"),
+    TorchModel("crnn_bilstm-op14", _crnn,
+               lambda: {"input": ppocr_line_feeds(ocr_line_crop("title"), 32, 320)["x"]}, 14,
+               dynamic_axes={"input": {0: "batch", 3: "width"}, "output": {0: "steps", 1: "batch"}},
+               doc="CRNN text recognizer: CNN + 2-layer bidirectional LSTM (hidden 128) + "
+                   "Linear, a real text line at 1x3x32x320 (80 steps)"),
     RapidOcrModel("ppocr_v4_det", "ch_PP-OCRv4_det_infer.onnx", ppocr_det_feeds, slow=True,
                   doc="PP-OCRv4 det (DBNet), skimage page() at 1x3x192x384"),
     RapidOcrModel("ppocr_v4_rec", "ch_PP-OCRv4_rec_infer.onnx",
@@ -1062,6 +1099,7 @@ SLOW = frozenset(m.name for m in _MODELS if m.slow)
 # what the exporter emits (e.g. folds BatchNormalization away) fails test_zoo_key_ops.
 _CNN_BN = {"Conv", "BatchNormalization"}
 KEY_OPS: dict[str, set[str]] = {
+    "crnn_bilstm-op14": _CNN_BN | {"LSTM", "MaxPool", "Squeeze", "Transpose", "LogSoftmax"},
     "mobilenet_v1-op11": _CNN_BN | {"AveragePool", "Reshape", "Gemm"},
     "mobilenet_v2-op13": _CNN_BN | {"Clip", "Add", "GlobalAveragePool", "Flatten"},
     "mobilenet_v2-op17": _CNN_BN | {"Clip"},
@@ -1091,6 +1129,7 @@ KEY_OPS: dict[str, set[str]] = {
 ALT_FEEDS: dict[str, Callable[[], dict]] = {
     "bert_tiny-op17": lambda: token_batch([13, 7, 20], 20, BERT_TINY["vocab"], 3),
     "bert_tiny-dynamo18": lambda: token_batch([13, 7, 20], 20, BERT_TINY["vocab"], 3),
+    "crnn_bilstm-op14": lambda: {"input": text_lines(256)},
     "ppocr_v4_det": lambda: ppocr_det_feeds((224, 448)),   # (text() at 160x448: no text found)
     "ppocr_v4_rec": lambda: {"x": np.concatenate(
         [ppocr_line_feeds(ocr_line_crop(c), 48, 480)["x"] for c in ("title", "line2")])},

@@ -35,6 +35,36 @@ def test_softmax_rows(avx2):
 
 
 @pytest.mark.parametrize("avx2", BUILDS)
+def test_logsoftmax_rows(avx2):
+    """Against float64: log(s), s = sum exp(x - max) >= 1, is off by the relative error of
+    s ((C + 4) eps: the sum and exp) plus one rounding of each of x - max - log s."""
+    rng = np.random.default_rng(1)
+    eps = float(np.finfo(f32).eps)
+    for shape in [(3, 1), (4, 7), (2, 8), (5, 33), (80, 97), (1, 6625)]:
+        for scale in (0.1, 10, 1000):
+            x = (rng.standard_normal(shape) * scale).astype(f32)
+            y = np.empty_like(x)
+            _rowops.softmax_rows(x, y, avx2, log=True)
+            x64 = x.astype(np.float64)
+            m = x64.max(-1, keepdims=True)
+            logs = np.log(np.exp(x64 - m).sum(-1, keepdims=True))
+            want = x64 - m - logs
+            bound = (shape[1] + 4) * eps + 3 * eps * (np.abs(x64) + np.abs(m) + logs)
+            assert np.all(np.abs(y - want) <= bound)
+
+
+@pytest.mark.parametrize("avx2", BUILDS)
+def test_logsoftmax_special_rows(avx2):
+    x = np.zeros((4, 11), f32)
+    x[0, 5], x[1, 9], x[2, :], x[3, 2] = np.nan, np.inf, -np.inf, -np.inf
+    y = np.empty_like(x)
+    _rowops.softmax_rows(x, y, avx2, log=True)
+    want = REFERENCE["LogSoftmax"]({"axis": -1}, [x])[0]
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(want))
+    assert y[3, 2] == -np.inf and abs(np.exp(y[3]).sum() - 1) < 1e-6
+
+
+@pytest.mark.parametrize("avx2", BUILDS)
 def test_softmax_special_rows(avx2):
     x = np.zeros((4, 11), f32)
     x[0, 5] = np.nan

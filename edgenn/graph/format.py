@@ -273,7 +273,8 @@ def decode_graph(text: str, crc: str | None, blobs: dict, source: str) -> Graph:
         graph = graph_from_json(doc, consts)
     except ModelFormatError:
         raise
-    except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, RecursionError,
+            OverflowError) as exc:
         raise _fail(f"corrupt graph description ({type(exc).__name__}: {exc})", source) from None
     graph.validate()
     return graph
@@ -286,7 +287,7 @@ def _read_blobs(buf, header: dict, start: int, size: int, source: str) -> dict:
             dtype = np.dtype(_ST_DTYPES[info["dtype"]])
             shape = tuple(int(d) for d in info["shape"])
             lo, hi = (int(x) for x in info["data_offsets"])
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, OverflowError):   # OverflowError: 1e999
             raise _fail(f"corrupt entry for tensor {key!r}", source) from None
         count = math.prod(shape)            # exact (no int64 wrap-around)
         if min(shape, default=0) < 0 or not 0 <= lo <= hi <= size \

@@ -1,4 +1,4 @@
-"""Kernel test cases for FusedAttention, LayerNormalization, Softmax and Gelu: head counts
+"""Kernel test cases for FusedAttention, LayerNormalization, (Log)Softmax and Gelu: head counts
 and lead-dim broadcasting, additive and boolean masks of every broadcast form, rows not a
 multiple of the vector width, large and tiny magnitudes, statistics outputs."""
 import numpy as np
@@ -68,7 +68,7 @@ def layernorm_cases():
            [x, np.ones(8, f), np.arange(8, dtype=f)])
 
 
-def softmax_cases():
+def softmax_cases(op="Softmax"):
     rng = np.random.default_rng(2)
     f = np.float32
     for shape, attrs in [((1, 40, 6625), {"axis": 2, "coerce_2d": 1}),
@@ -77,12 +77,12 @@ def softmax_cases():
                          ((2, 3, 4), {"axis": 2}), ((4, 1), {"axis": -1}),
                          ((6, 9), {"axis": 0, "coerce_2d": 1})]:
         x = rng.standard_normal(shape).astype(f)
-        yield Node("Softmax", ["x"], ["y"], attrs, "sm"), [x * 10], RT
-        yield Node("Softmax", ["x"], ["y"], attrs, "sm"), [x * 1e-3 + 50], RT
+        yield Node(op, ["x"], ["y"], attrs, "sm"), [x * 10], RT
+        yield Node(op, ["x"], ["y"], attrs, "sm"), [x * 1e-3 + 50], RT
     x = rng.standard_normal((4, 17)).astype(f)
     x[1, 3], x[2, :] = -np.inf, -1e30  # a -inf entry; a row of huge negatives
     x[3, 4] = 95.0  # exp would overflow without the max subtracted
-    yield Node("Softmax", ["x"], ["y"], {}, "sm"), [x], RT
+    yield Node(op, ["x"], ["y"], {}, "sm"), [x], RT
 
 
 def gelu_cases():
@@ -99,4 +99,5 @@ def gelu_cases():
 
 
 CASES = {"FusedAttention": attention_cases, "LayerNormalization": layernorm_cases,
-         "Softmax": softmax_cases, "Gelu": gelu_cases}
+         "Softmax": softmax_cases, "LogSoftmax": lambda: softmax_cases("LogSoftmax"),
+         "Gelu": gelu_cases}

@@ -73,6 +73,8 @@ def schema_defaults(op: str, opset: int, domain: str = "") -> dict:
             value = helper.get_attribute_value(a.default_value)
             if isinstance(value, bytes):
                 value = value.decode()
+            elif isinstance(value, list) and value and isinstance(value[0], bytes):
+                value = [v.decode() for v in value]      # RNN's activations
             elif isinstance(value, onnx.TensorProto):
                 value = numpy_helper.to_array(value)
             out[name] = value

@@ -193,8 +193,67 @@ static void row_softmax_avx2(float *y, long C)
         y[j] = row_flush1(y[j] * (1.0f / s));
 }
 
-/* x, y (R, C); y may be x. */
-static void rowops_softmax_rows(int avx2, const float *x, float *y, long R, long C)
+/* log-softmax of one row in place: y = y - max - log(sum exp(y - max)); a row with a NaN
+ * or no finite maximum becomes NaN (as the reference's arithmetic gives). */
+static void row_logsoftmax_generic(float *y, long C)
+{
+    float m = -INFINITY;
+    int nan = 0;
+    for (long j = 0; j < C; j++) {
+        nan |= y[j] != y[j];
+        m = y[j] > m ? y[j] : m;
+    }
+    if (nan || !isfinite(m)) {
+        for (long j = 0; j < C; j++)
+            y[j] = NAN;
+        return;
+    }
+    double s = 0.0;
+    for (long j = 0; j < C; j++)
+        s += row_exp0(y[j] - m);
+    const float off = m + (float)log(s);
+    for (long j = 0; j < C; j++)
+        y[j] -= off;
+}
+
+EDGENN_AVX2
+static void row_logsoftmax_avx2(float *y, long C)
+{
+    const long C8 = C & ~7L;
+    __m256 mv = _mm256_set1_ps(-INFINITY), bad = _mm256_setzero_ps();
+    for (long j = 0; j < C8; j += 8) {
+        __m256 v = _mm256_loadu_ps(y + j);
+        bad = _mm256_or_ps(bad, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        mv = _mm256_max_ps(mv, v);
+    }
+    float m = row_hmax8(mv);
+    int nan = _mm256_movemask_ps(bad) != 0;
+    for (long j = C8; j < C; j++) {
+        nan |= y[j] != y[j];
+        m = y[j] > m ? y[j] : m;
+    }
+    if (nan || !isfinite(m)) {
+        for (long j = 0; j < C; j++)
+            y[j] = NAN;
+        return;
+    }
+    const __m256 mb = _mm256_set1_ps(m);
+    __m256 sv = _mm256_setzero_ps();
+    for (long j = 0; j < C8; j += 8)
+        sv = _mm256_add_ps(sv, row_exp08(_mm256_sub_ps(_mm256_loadu_ps(y + j), mb)));
+    float s = row_hsum8(sv);
+    for (long j = C8; j < C; j++)
+        s += row_exp0(y[j] - m);
+    const float off = m + logf(s);
+    const __m256 ob = _mm256_set1_ps(off);
+    for (long j = 0; j < C8; j += 8)
+        _mm256_storeu_ps(y + j, _mm256_sub_ps(_mm256_loadu_ps(y + j), ob));
+    for (long j = C8; j < C; j++)
+        y[j] -= off;
+}
+
+/* x, y (R, C); y may be x; log: log-softmax. */
+static void rowops_softmax_rows(int avx2, const float *x, float *y, long R, long C, int log)
 {
     for (long r = 0; r < R; r++) {
         const float *xr = x + r * C;
@@ -202,10 +261,10 @@ static void rowops_softmax_rows(int avx2, const float *x, float *y, long R, long
         if (xr != yr)
             for (long j = 0; j < C; j++)
                 yr[j] = xr[j];
-        if (avx2)
-            row_softmax_avx2(yr, C);
+        if (log)
+            (avx2 ? row_logsoftmax_avx2 : row_logsoftmax_generic)(yr, C);
         else
-            row_softmax_generic(yr, C);
+            (avx2 ? row_softmax_avx2 : row_softmax_generic)(yr, C);
     }
 }
 

@@ -13,7 +13,7 @@ cdef extern from "_cpu.h" nogil:
 cdef extern from "_rowops.h" nogil:
     int ROW_MASK_NONE, ROW_MASK_ADD, ROW_MASK_BOOL
     int ROW_ERF, ROW_GELU, ROW_SIGMOID
-    void rowops_softmax_rows(int avx2, const float *x, float *y, long R, long C)
+    void rowops_softmax_rows(int avx2, const float *x, float *y, long R, long C, int log)
     void rowops_scale_mask_softmax(int avx2, float *s, long R, long T, float scale,
                                    const void *mask, long MS, int kind)
     void rowops_layernorm_rows(int avx2, const float *x, const float *scale,
@@ -36,12 +36,12 @@ cdef bint _avx2 = edgenn_isa_x86(EDGENN_ISA_AVX2)
 HAS_AVX2 = _avx2
 
 
-def softmax_rows(const float[:, ::1] x, float[:, ::1] y, bint avx2=True):
-    """x, y (R, C), y may be x: y = softmax(x) per row."""
+def softmax_rows(const float[:, ::1] x, float[:, ::1] y, bint avx2=True, bint log=False):
+    """x, y (R, C), y may be x: y = softmax(x) per row (log: log-softmax)."""
     assert x.shape[0] == y.shape[0] and x.shape[1] == y.shape[1]
     cdef int a = avx2 and _avx2
     with nogil:
-        rowops_softmax_rows(a, &x[0, 0], &y[0, 0], x.shape[0], x.shape[1])
+        rowops_softmax_rows(a, &x[0, 0], &y[0, 0], x.shape[0], x.shape[1], log)
 
 
 def scale_mask_softmax(float[:, ::1] s, float scale, const float[:, ::1] mask=None,

@@ -1,5 +1,5 @@
 """Row kernels of transformer models in C (_rowops.pyx / _rowops.h): FusedAttention
-(BLAS + C scale/mask/softmax), LayerNormalization, Softmax, Gelu, Sigmoid, Erf.
+(BLAS + C scale/mask/softmax), LayerNormalization, Softmax, LogSoftmax, Gelu, Sigmoid, Erf.
 
 Registered before the Numba ones of transformer.py / elementwise.py (registry order is the
 order used with tuning off) and priced with c_cost against their numba_cost, so tuning
@@ -186,12 +186,13 @@ def softmax_rows_shape(node, ins):
 
 
 @kernel("Softmax", "softmax_c", supports=softmax_supports, cost=c_cost)
+@kernel("LogSoftmax", "logsoftmax_c", supports=softmax_supports, cost=c_cost)
 def prepare_softmax(node, ins, outs):
     shape = softmax_rows_shape(node, ins)
-    sm = _rowops.softmax_rows
+    sm, log = _rowops.softmax_rows, node.op == "LogSoftmax"
 
     def run(inputs, outputs):
-        sm(inputs[0].reshape(shape), outputs[0].reshape(shape))
+        sm(inputs[0].reshape(shape), outputs[0].reshape(shape), log=log)
     return run
 
 

@@ -1,0 +1,399 @@
+/* The recurrence of LSTM / GRU / RNN, one direction, all time steps in one call.
+ *
+ * The input projections of every step (x_t W^T + biases) are computed before, as one GEMM
+ * (recurrent.py); here each step adds h_{t-1} R^T (a GEMV per batch row, R^T packed as
+ * rt (H, G*H): row k holds column k of R, so the G*H outputs are the vector axis and
+ * h[k] is one broadcast; packed in panels streamed in order, rc_panel), then applies the gate activations and updates the state.
+ *
+ * Shapes (floats; strides in floats):
+ *   xp   gate inputs of step t, batch b at xp + t*xp_ts + b*xp_bs, G*H floats (x_t W^T),
+ *        gate order i o f c (LSTM), z r h (GRU), one gate (RNN); bias (G*H) is added
+ *   rt   R^T (H, G*H) in panels (rc_panel);  h, c (B, H) the state, read and updated in place
+ *   y    step t, batch b at y + t*y_ts + b*y_bs (H floats) or NULL
+ *   ws   workspace of B*(G*H + H) floats
+ * sequence_lens: batch b takes part in step t only when t < lens[b] (NULL: all); its y
+ * rows are zeros otherwise and its state is left as it is.
+ *
+ * Activations f, g, h: RA_SIGMOID, RA_TANH, RA_RELU. Tiers: 0 portable C, 1 AVX2+FMA,
+ * 2 AVX-512F; the vector cell is one body for both (_recurrent_cell.h). The sums of a GEMV run k = 0..H-1
+ * in one FMA chain per output, on every tier.
+ */
+#ifndef EDGENN_RECURRENT_H
+#define EDGENN_RECURRENT_H
+
+#include <math.h>
+#include <string.h>
+#include "_cpu.h"
+#include "_simd.h"
+#include "_simd_math.h"
+
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(EDGENN_SIMDE)
+#define RC_AVX512 __attribute__((target("avx2,fma,avx512f")))
+#define RC_X86 1
+#define RC_EMULATED 0
+#elif defined(EDGENN_SIMDE)      /* tests: the AVX2 / AVX-512 bodies on SIMDe, any CPU */
+#define RC_AVX512
+#define RC_X86 1
+#define RC_EMULATED 1
+#else
+#define RC_X86 0
+#define RC_EMULATED 0
+#endif
+
+enum { RC_LSTM = 0, RC_GRU = 1, RC_RNN = 2 };
+enum { RA_SIGMOID = 0, RA_TANH = 1, RA_RELU = 2 };
+
+typedef struct {
+    long T, B, H;
+    int cell, reverse, input_forget, lbr;  /* lbr: GRU linear_before_reset */
+    int f, g, h;                           /* activations (RA_*) */
+    float clip;                            /* <= 0: none */
+    const float *xp; long xp_ts, xp_bs;
+    const float *rt;                       /* packed R^T (rc_panel): all G*H columns,
+                                              GRU (lbr = 0) its z, r columns */
+    const float *rt_h;                     /* GRU (lbr = 0): the h columns, packed */
+    const float *bias;                     /* (G*H) added to xp, or NULL */
+    const float *rbh;                      /* GRU lbr: Rbh (H), added to h Rh^T */
+    const float *peep;                     /* LSTM (3H) i o f, or NULL */
+    const int *lens;
+    float *hs, *cs;
+    float *y; long y_ts, y_bs;
+    float *ws;
+} rc_args;
+
+/* -- scalar math: the portable tier and the tails of the vector ones ----------------- */
+
+static inline float rc_exp1(float v)
+{
+    v = v < -87.0f ? -87.0f : (v > 88.0f ? 88.0f : v);
+    float fn = floorf(v * 1.44269504088896341f + 0.5f);
+    float r = v - fn * 0.693359375f - fn * -2.12194440e-4f;
+    float q = 1.9875691500e-4f;
+    q = q * r + 1.3981999507e-3f;
+    q = q * r + 8.3334519073e-3f;
+    q = q * r + 4.1665795894e-2f;
+    q = q * r + 1.6666665459e-1f;
+    q = q * r + 5.0000001201e-1f;
+    q = q * r * r + r + 1.0f;
+    return ldexpf(q, (int)fn);
+}
+
+static inline float rc_act1(int fn, float x)
+{
+    if (fn == RA_RELU)
+        return x > 0.0f ? x : 0.0f;
+    if (fn == RA_SIGMOID)
+        return 1.0f / (1.0f + rc_exp1(-x));
+    /* tanh(x) = sign(x) (1 - e) / (1 + e), e = exp(-2|x|): no overflow, |error| ~2e-7 */
+    float e = rc_exp1(-2.0f * fabsf(x));
+    float t = (1.0f - e) / (1.0f + e);
+    return x < 0.0f ? -t : t;
+}
+
+static inline float rc_clip1(float x, float clip)
+{
+    return clip > 0.0f ? (x < -clip ? -clip : (x > clip ? clip : x)) : x;
+}
+
+/* Packed R^T of one column segment (K rows, N columns), for GEMVs that stream it in
+ * order: panels of widths W, W/2, ..., L taken greedily (W = rc_panel(tier) = 8 vectors,
+ * L = rc_lanes(tier) floats per vector), then a last panel of the remaining N % L columns
+ * zero-padded to L; each panel K rows of its width, row-major, contiguous (so one panel's
+ * accumulators stay in registers over the whole K loop). */
+static inline long rc_lanes(int tier) { return tier == 2 ? 16 : 8; }
+static inline long rc_panel(int tier) { return 8 * rc_lanes(tier); }
+
+/* acc[0:N] += sum_k v[k] * R^T[k, 0:N] over the packed panels, one batch row: portable */
+static void rc_gemv_generic(const float *v, const float *pk, long K, float *acc, long N)
+{
+    const long L = rc_lanes(0);
+    long n = 0;
+    for (long w = rc_panel(0); w >= L; w /= 2)
+        for (; N - n >= w; n += w, pk += K * w)
+            for (long k = 0; k < K; k++)
+                for (long j = 0; j < w; j++)
+                    acc[n + j] += v[k] * pk[k * w + j];
+    for (long k = 0; k < K && n < N; k++)
+        for (long j = 0; j < N - n; j++)
+            acc[n + j] += v[k] * pk[k * L + j];
+}
+
+/* One batch row's gates after the GEMV: the state update of step t (cell by cell). */
+static void rc_cell_generic(const rc_args *a, float *g, float *h, float *c, float *yrow,
+                            long j0)
+{
+    const long H = a->H;
+    const float cl = a->clip;
+    for (long j = j0; j < H; j++) {
+        float hn;
+        if (a->cell == RC_LSTM) {
+            float gi = g[j], go = g[H + j], gf = g[2 * H + j], gc = g[3 * H + j];
+            if (a->peep) {
+                gi += a->peep[j] * c[j];
+                gf += a->peep[2 * H + j] * c[j];
+            }
+            float i = rc_act1(a->f, rc_clip1(gi, cl));
+            float f = a->input_forget ? 1.0f - i : rc_act1(a->f, rc_clip1(gf, cl));
+            float cn = f * c[j] + i * rc_act1(a->g, rc_clip1(gc, cl));
+            if (a->peep)
+                go += a->peep[H + j] * cn;
+            hn = rc_act1(a->f, rc_clip1(go, cl)) * rc_act1(a->h, cn);
+            c[j] = cn;
+        } else if (a->cell == RC_GRU) {
+            float z = g[j], hh = g[2 * H + j];   /* r was applied by rc_step (lbr = 0) */
+            if (a->lbr)
+                hh = g[3 * H + j] + g[H + j] * hh;   /* xp_h + r (h Rh^T + Rbh) */
+            hh = rc_act1(a->g, rc_clip1(hh, cl));
+            hn = (1.0f - z) * hh + z * h[j];
+        } else {
+            hn = rc_act1(a->f, rc_clip1(g[j], cl));
+        }
+        h[j] = hn;
+        if (yrow)
+            yrow[j] = hn;
+    }
+}
+
+#if RC_X86
+/* -- the vector cell, one body for both widths (_recurrent_cell.h) ------------------- */
+/* AVX2: 8 floats */
+#define RC_V __m256
+#define RC_L 8
+#define RC_ATTR EDGENN_AVX2
+#define RC_LOAD _mm256_loadu_ps
+#define RC_STORE _mm256_storeu_ps
+#define RC_SET1 _mm256_set1_ps
+#define RC_ADD _mm256_add_ps
+#define RC_SUB _mm256_sub_ps
+#define RC_MUL _mm256_mul_ps
+#define RC_DIV _mm256_div_ps
+#define RC_FMA _mm256_fmadd_ps
+#define RC_MIN _mm256_min_ps
+#define RC_MAX _mm256_max_ps
+#define RC_EXP simd_exp8
+#define RC_ABS(x) _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x)
+#define RC_COPYSIGN(t, x) _mm256_or_ps(t, _mm256_and_ps(x, _mm256_set1_ps(-0.0f)))
+#define RC_ACT rc_act8
+#define RC_CLIP rc_clip8
+#define RC_CELL rc_cell_avx2
+#include "_recurrent_cell.h"
+#undef RC_V
+#undef RC_L
+#undef RC_ATTR
+#undef RC_LOAD
+#undef RC_STORE
+#undef RC_SET1
+#undef RC_ADD
+#undef RC_SUB
+#undef RC_MUL
+#undef RC_DIV
+#undef RC_FMA
+#undef RC_MIN
+#undef RC_MAX
+#undef RC_EXP
+#undef RC_ABS
+#undef RC_COPYSIGN
+#undef RC_ACT
+#undef RC_CLIP
+#undef RC_CELL
+
+/* exp(x) on 16 floats: simd_exp8's Cephes steps (_simd_math.h), AVX-512F */
+RC_AVX512 __attribute__((always_inline))
+static inline __m512 rc_exp16(__m512 x)
+{
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.3f)), _mm512_set1_ps(88.3f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.f)));
+    __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n),
+                                                   _mm512_set1_epi32(127)), 23);
+    return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+}
+
+#define RC_SIGN_I _mm512_set1_epi32((int)0x80000000u)
+/* AVX-512F: 16 floats */
+#define RC_V __m512
+#define RC_L 16
+#define RC_ATTR RC_AVX512
+#define RC_LOAD _mm512_loadu_ps
+#define RC_STORE _mm512_storeu_ps
+#define RC_SET1 _mm512_set1_ps
+#define RC_ADD _mm512_add_ps
+#define RC_SUB _mm512_sub_ps
+#define RC_MUL _mm512_mul_ps
+#define RC_DIV _mm512_div_ps
+#define RC_FMA _mm512_fmadd_ps
+#define RC_MIN _mm512_min_ps
+#define RC_MAX _mm512_max_ps
+#define RC_EXP rc_exp16
+#define RC_ABS(x) _mm512_abs_ps(x)
+#define RC_COPYSIGN(t, x) _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(t), \
+    _mm512_and_si512(_mm512_castps_si512(x), RC_SIGN_I)))
+#define RC_ACT rc_act16
+#define RC_CLIP rc_clip16
+#define RC_CELL rc_cell_avx512
+#include "_recurrent_cell.h"
+
+/* One panel of NV vectors (NV accumulators over the K rows), added into acc. */
+EDGENN_AVX2 __attribute__((always_inline))
+static inline void rc_panel_avx2(int nv, const float *v, const float *p, long K, float *acc)
+{
+    __m256 s[8];
+    for (int u = 0; u < nv; u++)
+        s[u] = _mm256_loadu_ps(acc + 8 * u);
+    for (long k = 0; k < K; k++, p += 8 * nv) {
+        const __m256 b = _mm256_broadcast_ss(v + k);
+        for (int u = 0; u < nv; u++)
+            s[u] = _mm256_fmadd_ps(b, _mm256_loadu_ps(p + 8 * u), s[u]);
+    }
+    for (int u = 0; u < nv; u++)
+        _mm256_storeu_ps(acc + 8 * u, s[u]);
+}
+
+EDGENN_AVX2
+static void rc_gemv_avx2(const float *v, const float *pk, long K, float *acc, long N)
+{
+    long n = 0;
+    for (; N - n >= 64; n += 64, pk += K * 64)
+        rc_panel_avx2(8, v, pk, K, acc + n);
+    if (N - n >= 32) { rc_panel_avx2(4, v, pk, K, acc + n); n += 32; pk += K * 32; }
+    if (N - n >= 16) { rc_panel_avx2(2, v, pk, K, acc + n); n += 16; pk += K * 16; }
+    if (N - n >= 8) { rc_panel_avx2(1, v, pk, K, acc + n); n += 8; pk += K * 8; }
+    if (n < N) {                     /* the last N % 8 columns, padded to 8 in the panel */
+        float t[8] = {0};
+        rc_panel_avx2(1, v, pk, K, t);
+        for (long j = 0; j < N - n; j++)
+            acc[n + j] += t[j];
+    }
+}
+
+/* -- AVX-512F: the GEMV on 16-float vectors (panels of 128, 64, 32, 16 columns) ------- */
+RC_AVX512 __attribute__((always_inline))
+static inline void rc_panel_avx512(int nv, const float *v, const float *p, long K,
+                                   float *acc)
+{
+    __m512 s[8];
+    for (int u = 0; u < nv; u++)
+        s[u] = _mm512_loadu_ps(acc + 16 * u);
+    for (long k = 0; k < K; k++, p += 16 * nv) {
+        const __m512 b = _mm512_set1_ps(v[k]);
+        for (int u = 0; u < nv; u++)
+            s[u] = _mm512_fmadd_ps(b, _mm512_loadu_ps(p + 16 * u), s[u]);
+    }
+    for (int u = 0; u < nv; u++)
+        _mm512_storeu_ps(acc + 16 * u, s[u]);
+}
+
+RC_AVX512
+static void rc_gemv_avx512(const float *v, const float *pk, long K, float *acc, long N)
+{
+    long n = 0;
+    for (; N - n >= 128; n += 128, pk += K * 128)
+        rc_panel_avx512(8, v, pk, K, acc + n);
+    if (N - n >= 64) { rc_panel_avx512(4, v, pk, K, acc + n); n += 64; pk += K * 64; }
+    if (N - n >= 32) { rc_panel_avx512(2, v, pk, K, acc + n); n += 32; pk += K * 32; }
+    if (N - n >= 16) { rc_panel_avx512(1, v, pk, K, acc + n); n += 16; pk += K * 16; }
+    if (n < N) {
+        float t[16] = {0};
+        rc_panel_avx512(1, v, pk, K, t);
+        for (long j = 0; j < N - n; j++)
+            acc[n + j] += t[j];
+    }
+}
+#endif
+
+/* dst[0:n] = x[0:n] + (bias ? bias[0:n] : 0) */
+static inline void rc_add_row(float *dst, const float *x, const float *bias, long n)
+{
+    if (!bias) {
+        memcpy(dst, x, n * sizeof(float));
+        return;
+    }
+    for (long j = 0; j < n; j++)
+        dst[j] = x[j] + bias[j];
+}
+
+typedef void (*rc_gemv_fn)(const float *, const float *, long, float *, long);
+
+static void rc_cell(int tier, const rc_args *a, float *g, float *h, float *c, float *yrow)
+{
+#if RC_X86
+    if (tier == 2) {
+        rc_cell_avx512(a, g, h, c, yrow);
+        return;
+    }
+    if (tier) {
+        rc_cell_avx2(a, g, h, c, yrow);
+        return;
+    }
+#endif
+    (void)tier;
+    rc_cell_generic(a, g, h, c, yrow, 0);
+}
+
+/* Every step of one direction (see the top of the file). */
+static void rc_run(const rc_args *a, int tier)
+{
+    const long T = a->T, B = a->B, H = a->H;
+    const int G = a->cell == RC_LSTM ? 4 : a->cell == RC_GRU ? 3 : 1;
+    const long GH = G * H;
+    const long W = GH + H;                 /* per batch row: the gates, then GRU's r*h or
+                                              (lbr) the xp_h it keeps aside */
+    rc_gemv_fn gemv = rc_gemv_generic;
+#if RC_X86
+    gemv = tier == 2 ? rc_gemv_avx512 : tier == 1 ? rc_gemv_avx2 : rc_gemv_generic;
+#endif
+    for (long s = 0; s < T; s++) {
+        const long t = a->reverse ? T - 1 - s : s;
+        for (long b = 0; b < B; b++) {
+            float *g = a->ws + b * W, *h = a->hs + b * H;
+            float *yrow = a->y ? a->y + t * a->y_ts + b * a->y_bs : 0;
+            if (a->lens && t >= a->lens[b]) {
+                if (yrow)
+                    memset(yrow, 0, H * sizeof(float));
+                continue;
+            }
+            const float *x = a->xp + t * a->xp_ts + b * a->xp_bs;
+            const float *bs = a->bias;
+            if (a->cell != RC_GRU) {
+                rc_add_row(g, x, bs, GH);
+                gemv(h, a->rt, H, g, GH);
+            } else if (a->lbr) {
+                /* g = [xp_z, xp_r, Rbh] + h R^T (all 3H); g[3H:4H) = xp_h; r in place */
+                rc_add_row(g, x, bs, 2 * H);
+                memcpy(g + 2 * H, a->rbh, H * sizeof(float));
+                rc_add_row(g + 3 * H, x + 2 * H, bs ? bs + 2 * H : 0, H);
+                gemv(h, a->rt, H, g, GH);
+                for (long j = 0; j < 2 * H; j++)
+                    g[j] = rc_act1(a->f, rc_clip1(g[j], a->clip));
+            } else {
+                /* z, r from h [Rz Rr]^T; then the h gate from (r * h) Rh^T */
+                float *rh = g + GH;
+                rc_add_row(g, x, bs, GH);
+                gemv(h, a->rt, H, g, 2 * H);
+                for (long j = 0; j < 2 * H; j++)
+                    g[j] = rc_act1(a->f, rc_clip1(g[j], a->clip));
+                for (long j = 0; j < H; j++)
+                    rh[j] = g[H + j] * h[j];
+                gemv(rh, a->rt_h, H, g + 2 * H, H);
+            }
+        }
+        /* every GEMV of the step has read h: now the state may change */
+        for (long b = 0; b < B; b++) {
+            if (a->lens && t >= a->lens[b])
+                continue;
+            float *yrow = a->y ? a->y + t * a->y_ts + b * a->y_bs : 0;
+            rc_cell(tier, a, a->ws + b * W, a->hs + b * H, a->cs ? a->cs + b * H : 0, yrow);
+        }
+    }
+}
+
+#endif

@@ -1,0 +1,64 @@
+/* The state update of one batch row after its GEMV (see _recurrent.h), on RC_L-float
+ * vectors; included once per width with the RC_* operation macros defined (AVX2: 8,
+ * AVX-512F: 16). Columns past the last whole vector go to rc_cell_generic. */
+
+RC_ATTR __attribute__((always_inline))
+static inline RC_V RC_ACT(int fn, RC_V x)
+{
+    const RC_V one = RC_SET1(1.0f);
+    if (fn == RA_RELU)
+        return RC_MAX(x, RC_SET1(0.0f));
+    if (fn == RA_SIGMOID)
+        return RC_DIV(one, RC_ADD(one, RC_EXP(RC_SUB(RC_SET1(0.0f), x))));
+    /* tanh(x) = sign(x) (1 - e) / (1 + e), e = exp(-2|x|) */
+    RC_V e = RC_EXP(RC_MUL(RC_ABS(x), RC_SET1(-2.0f)));
+    RC_V t = RC_DIV(RC_SUB(one, e), RC_ADD(one, e));
+    return RC_COPYSIGN(t, x);
+}
+
+RC_ATTR __attribute__((always_inline))
+static inline RC_V RC_CLIP(RC_V x, float clip)
+{
+    return clip > 0.0f ? RC_MIN(RC_MAX(x, RC_SET1(-clip)), RC_SET1(clip)) : x;
+}
+
+RC_ATTR
+static void RC_CELL(const rc_args *a, float *g, float *h, float *c, float *yrow)
+{
+    const long H = a->H, J = H - H % RC_L;
+    const float cl = a->clip;
+    const float *peep = a->peep;
+    const int fa = a->f, ga = a->g, ha = a->h, cell = a->cell;
+    const RC_V one = RC_SET1(1.0f);
+    for (long j = 0; j < J; j += RC_L) {
+        RC_V hn;
+        if (cell == RC_LSTM) {
+            RC_V cv = RC_LOAD(c + j);
+            RC_V gi = RC_LOAD(g + j), go = RC_LOAD(g + H + j);
+            RC_V gf = RC_LOAD(g + 2 * H + j), gc = RC_LOAD(g + 3 * H + j);
+            if (peep) {
+                gi = RC_FMA(RC_LOAD(peep + j), cv, gi);
+                gf = RC_FMA(RC_LOAD(peep + 2 * H + j), cv, gf);
+            }
+            RC_V i = RC_ACT(fa, RC_CLIP(gi, cl));
+            RC_V f = a->input_forget ? RC_SUB(one, i) : RC_ACT(fa, RC_CLIP(gf, cl));
+            RC_V cn = RC_FMA(f, cv, RC_MUL(i, RC_ACT(ga, RC_CLIP(gc, cl))));
+            if (peep)
+                go = RC_FMA(RC_LOAD(peep + H + j), cn, go);
+            hn = RC_MUL(RC_ACT(fa, RC_CLIP(go, cl)), RC_ACT(ha, cn));
+            RC_STORE(c + j, cn);
+        } else if (cell == RC_GRU) {
+            RC_V z = RC_LOAD(g + j), hh = RC_LOAD(g + 2 * H + j);
+            if (a->lbr)   /* xp_h + r (h Rh^T + Rbh) */
+                hh = RC_FMA(RC_LOAD(g + H + j), hh, RC_LOAD(g + 3 * H + j));
+            hh = RC_ACT(ga, RC_CLIP(hh, cl));
+            hn = RC_FMA(z, RC_SUB(RC_LOAD(h + j), hh), hh);   /* (1 - z) hh + z h */
+        } else {
+            hn = RC_ACT(fa, RC_CLIP(RC_LOAD(g + j), cl));
+        }
+        RC_STORE(h + j, hn);
+        if (yrow)
+            RC_STORE(yrow + j, hn);
+    }
+    rc_cell_generic(a, g, h, c, yrow, J);
+}
