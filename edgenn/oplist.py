@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import importlib
 
-FAMILIES = ("elementwise", "reduce", "nn", "tensor", "fused", "quant", "recurrent")
+FAMILIES = ("elementwise", "reduce", "nn", "tensor", "fused", "quant", "recurrent",
+            "control")
 # ops that exist only inside edgenn (produced by passes), so they need no ONNX converter
 INTERNAL_OPS = ("FusedAttention", "QConv", "QGemm", "QAdd", "QGather")
 _loaded: set[str] = set()
@@ -21,6 +22,7 @@ def load_kernels() -> None:
             for package in ("graph.shapes", "kernels.reference"):
                 importlib.import_module(f"edgenn.{package}.{family}")
         importlib.import_module("edgenn.kernels.fast")
+        importlib.import_module("edgenn.runtime.control")   # planned If / Loop / Scan
         _loaded.add("kernels")
 
 

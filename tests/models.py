@@ -943,23 +943,36 @@ def _one_torch_thread():
 
 
 @dataclasses.dataclass
-class RapidOcrModel:
-    """A PP-OCR model file shipped in the rapidocr_onnxruntime package."""
+class PackagedModel:
+    """A real trained model file shipped inside a PyPI package (in the test extras):
+    `package`/`subdir`/`filename`."""
     name: str
     filename: str
     feeds: Callable[[], dict]
     slow: bool = False
     doc: str = ""
+    package: str = "rapidocr_onnxruntime"     # PP-OCR's det / rec / cls
+    subdir: str = "models"
 
     def __call__(self, cache_dir=None):
+        import importlib
         try:
-            import rapidocr_onnxruntime
+            module = importlib.import_module(self.package)
         except ImportError as exc:
-            raise ModelUnavailable("rapidocr_onnxruntime is not installed") from exc
-        path = Path(rapidocr_onnxruntime.__file__).parent / "models" / self.filename
+            raise ModelUnavailable(f"{self.package} is not installed") from exc
+        path = Path(module.__file__).parent / self.subdir / self.filename
         if not path.exists():
             raise ModelUnavailable(f"{path} is missing")
         return path, self.feeds()
+
+
+def _vad_feeds(rate=16000, chunk=512, context=64):
+    """One silero-vad call: a windowed 220 Hz tone as the chunk after its context, zero
+    state (the streaming use on real speech: tests/test_silero_vad.py)."""
+    t = np.arange(context + chunk) / rate
+    x = (0.3 * np.sin(2 * np.pi * 220 * t) * np.hanning(t.size)).astype(np.float32)
+    return {"input": x[None], "state": np.zeros((2, 1, 128), np.float32),
+            "sr": np.array(rate, np.int64)}
 
 
 def _cnn(name, make, opset, feeds=None, **kw):
@@ -1082,12 +1095,15 @@ _MODELS = [
                dynamic_axes={"input": {0: "batch", 3: "width"}, "output": {0: "steps", 1: "batch"}},
                doc="CRNN text recognizer: CNN + 2-layer bidirectional LSTM (hidden 128) + "
                    "Linear, a real text line at 1x3x32x320 (80 steps)"),
-    RapidOcrModel("ppocr_v4_det", "ch_PP-OCRv4_det_infer.onnx", ppocr_det_feeds, slow=True,
+    PackagedModel("silero_vad", "silero_vad.onnx", _vad_feeds, package="silero_vad",
+                  subdir="data", doc="silero-vad v6 (16 kHz / 8 kHz): STFT conv, encoder, "
+                  "LSTM decoder inside nested Ifs, a run-time If on the sample rate"),
+    PackagedModel("ppocr_v4_det", "ch_PP-OCRv4_det_infer.onnx", ppocr_det_feeds, slow=True,
                   doc="PP-OCRv4 det (DBNet), skimage page() at 1x3x192x384"),
-    RapidOcrModel("ppocr_v4_rec", "ch_PP-OCRv4_rec_infer.onnx",
+    PackagedModel("ppocr_v4_rec", "ch_PP-OCRv4_rec_infer.onnx",
                   lambda: ppocr_line_feeds(ocr_line_crop("title"), 48, 320),
                   doc="PP-OCRv4 rec (SVTR), a text line at 1x3x48x320"),
-    RapidOcrModel("ppocr_mobile_v2_cls", "ch_ppocr_mobile_v2.0_cls_infer.onnx",
+    PackagedModel("ppocr_mobile_v2_cls", "ch_ppocr_mobile_v2.0_cls_infer.onnx",
                   lambda: ppocr_line_feeds(ocr_line_crop("word"), 48, 192),
                   doc="PP-OCR mobile v2.0 direction classifier at 1x3x48x192"),
 ]
@@ -1130,6 +1146,7 @@ ALT_FEEDS: dict[str, Callable[[], dict]] = {
     "bert_tiny-op17": lambda: token_batch([13, 7, 20], 20, BERT_TINY["vocab"], 3),
     "bert_tiny-dynamo18": lambda: token_batch([13, 7, 20], 20, BERT_TINY["vocab"], 3),
     "crnn_bilstm-op14": lambda: {"input": text_lines(256)},
+    "silero_vad": lambda: _vad_feeds(8000, 256, 32),
     "ppocr_v4_det": lambda: ppocr_det_feeds((224, 448)),   # (text() at 160x448: no text found)
     "ppocr_v4_rec": lambda: {"x": np.concatenate(
         [ppocr_line_feeds(ocr_line_crop(c), 48, 480)["x"] for c in ("title", "line2")])},

@@ -42,6 +42,10 @@ MAX_HEADER = 256 << 20
 
 # -- graph <-> JSON --------------------------------------------------------------------------
 def _attr_to_json(value):
+    if isinstance(value, Graph):            # a control-flow body (graph/ir.py BODY_ATTRS)
+        if value.consts:
+            raise ValueError("a body graph keeps no constants (the importer hoists them)")
+        return {"__graph__": _body_doc(value)}
     if isinstance(value, np.ndarray):
         return {"__ndarray__": value.dtype.name, "shape": list(value.shape),
                 "data": value.ravel().tolist()}
@@ -53,6 +57,10 @@ def _attr_to_json(value):
 
 
 def _attr_from_json(value):
+    if isinstance(value, dict) and "__graph__" in value:
+        doc = value["__graph__"]
+        _check_body(doc)
+        return _graph_of(doc, {}, {})
     if isinstance(value, dict) and "__ndarray__" in value:
         return np.array(value["data"], dtype=value["__ndarray__"]).reshape(value["shape"])
     if isinstance(value, list):
@@ -60,17 +68,24 @@ def _attr_from_json(value):
     return value
 
 
-def graph_to_json(graph: Graph, tensors: dict) -> str:
-    doc = {
+def _body_doc(graph: Graph) -> dict:
+    return {
         "nodes": [{"op": n.op, "name": n.name, "inputs": n.inputs, "outputs": n.outputs,
                    "attrs": {k: _attr_to_json(v) for k, v in n.attrs.items()}}
                   for n in graph.nodes],
         "inputs": [[v.name, v.dtype, list(v.shape)] for v in graph.inputs],
         "outputs": [[v.name, v.dtype, list(v.shape)] for v in graph.outputs],
-        "meta": graph.meta,
-        "tensors": tensors,
     }
+
+
+def graph_to_json(graph: Graph, tensors: dict) -> str:
+    doc = dict(_body_doc(graph), meta=graph.meta, tensors=tensors)
     return json.dumps(doc, separators=(",", ":"), default=_attr_to_json)
+
+
+def _check_body(doc) -> None:
+    """A body's description (nodes, inputs, outputs) has the types the reader relies on."""
+    _check_doc(dict(doc, meta={}, tensors={}) if isinstance(doc, dict) else doc)
 
 
 def _check_doc(doc) -> None:
@@ -97,13 +112,17 @@ def _check_doc(doc) -> None:
         raise TypeError("unexpected structure")
 
 
-def graph_from_json(doc: dict, consts: dict) -> Graph:
-    """The Graph of a parsed, checked (_check_doc) graph description."""
+def _graph_of(doc: dict, consts: dict, meta: dict) -> Graph:
     nodes = [Node(n["op"], list(n["inputs"]), list(n["outputs"]),
                   {k: _attr_from_json(v) for k, v in n["attrs"].items()}, n["name"])
              for n in doc["nodes"]]
     vi = lambda rows: [ValueInfo(name, dtype, tuple(shape)) for name, dtype, shape in rows]
-    return Graph(nodes, vi(doc["inputs"]), vi(doc["outputs"]), consts, doc["meta"])
+    return Graph(nodes, vi(doc["inputs"]), vi(doc["outputs"]), consts, meta)
+
+
+def graph_from_json(doc: dict, consts: dict) -> Graph:
+    """The Graph of a parsed, checked (_check_doc) graph description."""
+    return _graph_of(doc, consts, doc["meta"])
 
 
 # -- write -----------------------------------------------------------------------------------

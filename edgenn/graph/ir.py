@@ -16,6 +16,10 @@ import numpy as np
 from ..errors import GraphError
 
 Dim = int | str  # an int, or a symbolic name bound at load
+# control-flow ops: the attributes holding their bodies (Graphs). A body reads tensors of
+# the enclosing graph only through the node's trailing inputs, whose names inside the body
+# are attrs["captures"] (positionally): renaming a tensor outside never reaches inside.
+BODY_ATTRS = {"If": ("then_branch", "else_branch"), "Loop": ("body",), "Scan": ("body",)}
 
 
 @dataclass
@@ -39,6 +43,16 @@ class Node:
 
     def __repr__(self) -> str:
         return f"{self.op}({self.name})"
+
+    def bodies(self) -> list["Graph"]:
+        """The sub-graphs of a control-flow node (If branches, Loop / Scan body)."""
+        return [self.attrs[a] for a in BODY_ATTRS.get(self.op, ())
+                if isinstance(self.attrs.get(a), Graph)]
+
+    @property
+    def captures(self) -> list[str]:
+        """Inside-the-body names of the tensors the last len(captures) inputs carry."""
+        return list(self.attrs.get("captures") or [])
 
 
 @dataclass
@@ -104,9 +118,26 @@ class Graph:
                 # keep the user-visible output name: rename the producer's output instead
                 raise GraphError(f"cannot reroute graph output {old!r}")
 
-    def toposort(self) -> None:
-        """Order nodes so every producer precedes its consumers; raise on cycles."""
-        available = set(self.consts) | {v.name for v in self.inputs} | {""}
+    def free_names(self) -> list[str]:
+        """Tensors the nodes (or outputs) read that this graph does not define: for a
+        control-flow body, what it reads from the enclosing scope. In first-use order."""
+        defined = set(self.consts) | {v.name for v in self.inputs} | {""}
+        for n in self.nodes:
+            defined.update(n.outputs)
+        free: dict[str, None] = {}
+        for n in self.nodes:
+            for i in n.inputs:
+                if i not in defined:
+                    free[i] = None
+        for v in self.outputs:
+            if v.name not in defined:
+                free[v.name] = None
+        return list(free)
+
+    def toposort(self, outer: frozenset = frozenset()) -> None:
+        """Order nodes so every producer precedes its consumers; raise on cycles. outer:
+        names a body may read from its node's captures."""
+        available = set(self.consts) | {v.name for v in self.inputs} | {""} | set(outer)
         pending = list(self.nodes)
         ordered: list[Node] = []
         while pending:
@@ -127,9 +158,11 @@ class Graph:
             pending = rest
         self.nodes = ordered
 
-    def validate(self) -> None:
-        """Check names are defined once, inputs exist, outputs are produced; sort nodes."""
-        defined: dict[str, str] = {name: "constant" for name in self.consts}
+    def validate(self, outer: frozenset = frozenset()) -> None:
+        """Check names are defined once, inputs exist, outputs are produced; sort nodes.
+        Bodies of control-flow nodes too, each reading only its node's captures."""
+        defined: dict[str, str] = {name: "captured" for name in outer}
+        defined.update({name: "constant" for name in self.consts})
         for v in self.inputs:
             if v.name in defined:
                 raise GraphError(f"graph input {v.name!r} is also a constant")
@@ -146,4 +179,15 @@ class Graph:
         for v in self.outputs:
             if v.name not in defined:
                 raise GraphError(f"graph output {v.name!r} is produced by no node")
-        self.toposort()
+        self.toposort(outer)
+        for n in self.nodes:
+            bodies = n.bodies()
+            if len(bodies) != len(BODY_ATTRS.get(n.op, ())):
+                raise GraphError(f"{n.op} node {n.name!r} lacks its body graph(s)")
+            caps = n.captures
+            if bodies and (not all(isinstance(c, str) and c for c in caps)
+                           or len(caps) > len(n.inputs) or len(set(caps)) != len(caps)):
+                raise GraphError(f"{n.op} node {n.name!r}: captures {caps!r} do not match "
+                                 f"its {len(n.inputs)} inputs")
+            for body in bodies:
+                body.validate(frozenset(caps))

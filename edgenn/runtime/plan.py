@@ -105,10 +105,21 @@ class Plan:
 
 def specialize(graph: Graph, shapes: dict[str, tuple[int, ...]]
                ) -> tuple[list[Node], dict[str, TensorInfo]]:
-    """Bind input shapes; fold every node whose outputs become constant.
+    """Bind input shapes; fold every node whose outputs become constant; an If whose
+    condition became constant is replaced by its branch (runtime/control.py: inline),
+    repeatedly, as the branch's own shape-guarded Ifs fold in turn.
     -> (remaining nodes in order, info of every tensor)."""
+    from .control import inline_constant_ifs
     infos = infer(graph, shapes)
-    live = [n for n in graph.nodes
+    nodes = graph.nodes
+    for _ in range(64):                       # nesting depth of constant Ifs
+        inlined = inline_constant_ifs(nodes, infos, graph)
+        if inlined is None:
+            break
+        nodes = inlined
+        infos = infer(Graph(nodes, graph.inputs, graph.outputs, graph.consts, graph.meta),
+                      shapes)
+    live = [n for n in nodes
             if not all(o == "" or infos[o].value is not None for o in n.outputs)]
     # drop nodes no longer needed by what remains (their work was folded away)
     needed = {v.name for v in graph.outputs}

@@ -159,6 +159,13 @@ def pad_cases():
                 ins.append(np.array(value).astype(dt))
                 names.append("v")
             yield Node("Pad", names, ["y"], {"mode": "constant"}, "pad"), ins, {1, 2}
+    # reflect / edge / wrap: audio front ends (silero-vad's STFT), image borders
+    for shape, pads in [((1, 576), [0, 64, 0, 64]), ((1, 3, 5, 6), [0, 0, 2, 1, 0, 0, 1, 3]),
+                        ((4,), [3, 3]), ((2, 3, 2), [1, 2, 1, 1, 0, 1])]:
+        for mode in ("reflect", "edge", "wrap"):
+            x = (rng.standard_normal(shape) * 50).astype(F)
+            yield Node("Pad", ["x", "p"], ["y"], {"mode": mode}, "pad"), \
+                [x, np.array(pads, np.int64)], {1}
 
 
 def slice_cases():

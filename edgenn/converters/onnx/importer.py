@@ -26,13 +26,22 @@ KNOWN_NEWER_ATTRIBUTES = {"SpaceToDepth": {"mode"}}
 class ConvertContext:
     """What a converter sees: the graph under construction, constants, the opset."""
 
-    def __init__(self, graph: Graph, opset: int):
+    def __init__(self, graph: Graph, opset: int, parent: "ConvertContext | None" = None):
         self.graph = graph
         self.opset = opset
+        self.parent = parent       # the enclosing scope's context, in a sub-graph
+        self.source_opset = opset  # the model's declared opset (before clamping)
 
     def const(self, name: str) -> np.ndarray | None:
-        """The value of tensor `name` if it is a constant (initializer or Constant node)."""
-        return self.graph.consts.get(name) if name else None
+        """The value of tensor `name` if it is a constant (initializer or Constant node),
+        of this scope or an enclosing one."""
+        if not name:
+            return None
+        if name in self.graph.consts:
+            return self.graph.consts[name]
+        defined_here = any(name in n.outputs for n in self.graph.nodes) or \
+            any(v.name == name for v in self.graph.inputs)
+        return None if defined_here or self.parent is None else self.parent.const(name)
 
     def add_const(self, prefix: str, value) -> str:
         return self.graph.add_const(prefix, np.asarray(value))
@@ -49,8 +58,7 @@ def attribute_values(onode: onnx.NodeProto) -> dict:
     attrs = {}
     for a in onode.attribute:
         if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
-            raise UnsupportedOpError({onode.op_type: [onode.name]},
-                                     "ops with sub-graphs (If/Loop/Scan) are not supported")
+            continue            # sub-graphs: the control-flow converters (control.py)
         value = helper.get_attribute_value(a)
         if isinstance(value, onnx.TensorProto):
             value = numpy_helper.to_array(value)
@@ -88,8 +96,12 @@ def generic(onode: onnx.NodeProto, ctx: ConvertContext) -> None:
     ctx.emit(onode.op_type, list(onode.input), list(onode.output), attrs, onode.name)
 
 
-def _value_info(v: onnx.ValueInfoProto) -> ValueInfo:
+def _value_info(v: onnx.ValueInfoProto, untyped_ok: bool = False) -> ValueInfo:
+    """A graph input / output; untyped_ok: a body's may leave its type to inference
+    (dtype "" and shape (): the planner binds them from the enclosing node)."""
     t = v.type.tensor_type
+    if untyped_ok and v.type.WhichOneof("value") is None:
+        return ValueInfo(v.name, "", ())
     if not v.type.HasField("tensor_type"):
         raise UnsupportedOpError({"non-tensor value": [v.name]}, "only tensor inputs/outputs")
     shape = []
@@ -130,12 +142,7 @@ def _unknown_version(onode: onnx.NodeProto, opset: int) -> int | None:
     return since
 
 
-def from_model(model: onnx.ModelProto) -> Graph:
-    """Convert a loaded ModelProto. Raises UnsupportedOpError listing every gap at once."""
-    from ...oplist import load_all
-    load_all()
-    opset = _opset(model)
-    g = model.graph
+def _initializers(g) -> dict[str, np.ndarray]:
     consts = {}
     for t in g.initializer:
         try:
@@ -145,23 +152,13 @@ def from_model(model: onnx.ModelProto) -> Graph:
         if consts[t.name].dtype == object:
             raise UnsupportedOpError({"string tensor": [t.name]},
                                      "string initializers are not supported")
-    const_names = set(consts)
-    inputs = [_value_info(v) for v in g.input if v.name not in const_names]
-    strings = [v.name for v in inputs if v.dtype == "object"]
-    if strings:       # no kernel computes on strings (a string output is the op's to refuse)
-        raise UnsupportedOpError({"string input": strings}, "string inputs are not supported")
-    graph = Graph(nodes=[], consts=consts,
-                  inputs=inputs,
-                  outputs=[_value_info(v) for v in g.output],
-                  meta={"opset": opset, "producer": model.producer_name,
-                        "source_nodes": len(g.node), "graph_name": g.name,
-                        "domain": model.domain, "doc_string": model.doc_string,
-                        "graph_doc_string": g.doc_string,
-                        "model_version": int(model.model_version),
-                        "metadata_props": {p.key: p.value for p in model.metadata_props}})
-    ctx = ConvertContext(graph, min(max(opset, MIN_OPSET), MAX_OPSET))
-    missing: dict[str, list[str]] = {}
-    for i, onode in enumerate(g.node):
+    return consts
+
+
+def convert_nodes(onodes, ctx: ConvertContext, missing: dict, opset: int) -> None:
+    """Convert ONNX nodes into ctx.graph; every op that cannot be converted is added to
+    `missing` (op -> node names) instead of raising, so all gaps are listed at once."""
+    for i, onode in enumerate(onodes):
         if not onode.name:
             onode.name = f"{onode.op_type}_{i}"
         if onode.domain not in ("", "ai.onnx"):
@@ -180,6 +177,48 @@ def from_model(model: onnx.ModelProto) -> Graph:
         except UnsupportedOpError as exc:
             for op, names in exc.unsupported.items():
                 missing.setdefault(op, []).extend(names)
+
+
+def subgraph(gproto, ctx: ConvertContext, missing: dict) -> Graph:
+    """A control-flow op's body (If branch, Loop / Scan body) as a Graph: its formal
+    inputs, outputs, nodes and constants. Tensors of the enclosing scopes it reads stay
+    free names (graph/control.py: captures)."""
+    _check_names(gproto)
+    consts = _initializers(gproto)
+    sub = Graph(nodes=[], consts=consts,
+                inputs=[_value_info(v, True) for v in gproto.input if v.name not in consts],
+                outputs=[_value_info(v, True) for v in gproto.output], meta={})
+    sctx = ConvertContext(sub, ctx.opset, parent=ctx)
+    sctx.source_opset = ctx.source_opset
+    convert_nodes(gproto.node, sctx, missing, ctx.source_opset)
+    return sub
+
+
+def from_model(model: onnx.ModelProto) -> Graph:
+    """Convert a loaded ModelProto. Raises UnsupportedOpError listing every gap at once."""
+    from ...oplist import load_all
+    load_all()
+    opset = _opset(model)
+    g = model.graph
+    consts = _initializers(g)
+    const_names = set(consts)
+    inputs = [_value_info(v) for v in g.input if v.name not in const_names]
+    strings = [v.name for v in inputs if v.dtype == "object"]
+    if strings:       # no kernel computes on strings (a string output is the op's to refuse)
+        raise UnsupportedOpError({"string input": strings}, "string inputs are not supported")
+    graph = Graph(nodes=[], consts=consts,
+                  inputs=inputs,
+                  outputs=[_value_info(v) for v in g.output],
+                  meta={"opset": opset, "producer": model.producer_name,
+                        "source_nodes": len(g.node), "graph_name": g.name,
+                        "domain": model.domain, "doc_string": model.doc_string,
+                        "graph_doc_string": g.doc_string,
+                        "model_version": int(model.model_version),
+                        "metadata_props": {p.key: p.value for p in model.metadata_props}})
+    ctx = ConvertContext(graph, min(max(opset, MIN_OPSET), MAX_OPSET))
+    ctx.source_opset = opset
+    missing: dict[str, list[str]] = {}
+    convert_nodes(g.node, ctx, missing, opset)
     if missing:
         raise UnsupportedOpError(missing, "nothing was run; these ops need support first")
     graph.validate()

@@ -59,8 +59,8 @@ def eliminate_common_subexpressions(graph: Graph) -> bool:
     dead = set()
     for node in graph.nodes:
         node.inputs = [alias.get(i, i) for i in node.inputs]
-        if node.op in NONDETERMINISTIC or not node.outputs:
-            continue
+        if node.op in NONDETERMINISTIC or not node.outputs or node.bodies():
+            continue                  # control flow: bodies are never compared
         k = (node.op, tuple(node.inputs), _key(node.attrs), len(node.outputs))
         first = seen.get(k)
         if first is None:

@@ -9,7 +9,8 @@ fuse:      pattern fusions, ordered so each sees the form the one before produce
            fusion; MatMul becomes Gemm before Gemm takes its residual and activation;
            a quantized graph in QDQ form becomes QConv / QGemm last (fuse_qdq), when its
            Conv/Gemm carry their fused activation and residual; onnxruntime's integer
-           MatMul forms (quantize_dynamic, QLinearMatMul) become QGemm after it.
+           MatMul forms (quantize_dynamic, QLinearMatMul) become QGemm after it; a 1-D
+           Conv becomes a 2-D one of height 1 (conv1d_as_2d) once it carries its epilogue.
 all:       both, the whole list repeated until a round changes nothing (a fusion can
            expose a fold and the other way round).
 """
@@ -22,6 +23,7 @@ from ..ir import Graph
 from .activation import fuse_activation, fuse_residual_add, normalize_hardswish
 from .attention import fuse_attention
 from .affine import fold_conv_affine, fold_conv_batchnorm, fold_input_affine
+from .conv1d import conv1d_as_2d
 from .cse import eliminate_common_subexpressions
 from .fold import eliminate_dead_code, fold_constants, prune_unused_consts
 from .gelu import fuse_gelu
@@ -36,7 +38,7 @@ DECLUTTER = [fold_constants, remove_identity, eliminate_common_subexpressions,
              eliminate_dead_code]
 FUSE = [fold_pad_into_conv, fold_conv_batchnorm, fold_conv_affine, fold_input_affine, fuse_layernorm, fuse_gelu,
         fuse_attention, normalize_hardswish, matmul_add_to_gemm, fuse_residual_add,
-        fuse_activation, fuse_qdq, fuse_integer_matmul]
+        fuse_activation, fuse_qdq, fuse_integer_matmul, conv1d_as_2d]
 
 PIPELINES = {
     "none": [],

@@ -269,6 +269,39 @@ def prepare_pad(node, ins, outs):
     return run
 
 
+def _index_pad_supports(node, ins, outs) -> bool:
+    """reflect / edge / wrap with constant non-negative pads, no axes input."""
+    if node.attrs.get("mode", "constant") not in ("reflect", "edge", "wrap"):
+        return False
+    if ins[1].value is None or (len(ins) > 3 and ins[3] is not None):
+        return False
+    pads = np.asarray(ins[1].value).reshape(-1)
+    return bool(np.all(pads >= 0)) and 0 not in ins[0].shape and \
+        np.prod(outs[0].shape) < 1 << 26
+
+
+@kernel("Pad", "pad_gather", supports=_index_pad_supports)
+def prepare_index_pad(node, ins, outs):
+    """reflect / edge / wrap: y is a gather of x by a flat index built once (np.pad of
+    each axis' positions, numpy's modes being ONNX's), so a run is one np.take."""
+    from ..reference.tensor import _PAD_MODES
+    shape = tuple(ins[0].shape)
+    rank = len(shape)
+    pads = [int(v) for v in np.asarray(ins[1].value).reshape(-1)]
+    mode = _PAD_MODES[node.attrs["mode"]]
+    strides = np.cumprod((shape[1:] + (1,))[::-1])[::-1]
+    flat = np.zeros((), np.int64)
+    for ax in range(rank):
+        pos = np.pad(np.arange(shape[ax], dtype=np.int64), (pads[ax], pads[ax + rank]),
+                     mode=mode) * strides[ax]
+        flat = np.add.outer(flat, pos)
+    index = np.ascontiguousarray(flat.reshape(-1))
+
+    def run(inputs, outputs):
+        np.take(inputs[0].reshape(-1), index, out=outputs[0].reshape(-1))
+    return run
+
+
 def _consts(ins, first: int) -> bool:
     """Inputs first.. constant or omitted."""
     return all(i is None or i.value is not None for i in ins[first:])
