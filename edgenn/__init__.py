@@ -9,13 +9,15 @@
 
     family = edgenn.scalable("model.onnx", latency=(10, 50), calib=calib, eval=held_out)
     sess = edgenn.load_family("model.ennf").select(latency_ms=20)   # the member that fits
+
+    sess = edgenn.from_torch(module, (x,))       # torch.onnx export, checked vs the module
 """
 from .errors import (EdgennError, GraphError, InputError, MissingDependencyError,
                      ModelFormatError, UnsupportedOpError)
 from .version import __version__
 
 __all__ = ["InferenceSession", "convert", "load", "save", "quantize", "generate_key",
-           "load_family", "scalable",
+           "load_family", "scalable", "from_torch",
            "EdgennError", "GraphError",
            "InputError", "MissingDependencyError", "ModelFormatError", "UnsupportedOpError", "__version__"]
 
@@ -36,6 +38,9 @@ def __getattr__(name):  # keep `import edgenn` light: numba/onnx load on first u
     if name in _ORT:
         from . import ortcompat
         return getattr(ortcompat, name)
+    if name == "from_torch":
+        from .converters.pytorch import from_torch
+        return from_torch
     if name in ("convert", "load", "save", "quantize", "load_family", "scalable"):
         from . import api
         return getattr(api, name)

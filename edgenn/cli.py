@@ -176,6 +176,18 @@ def cmd_scale(args) -> int:
     return EXIT_OK
 
 
+def cmd_export(args) -> int:
+    from .extras import require
+    require("onnx", "edgenn export writes ONNX")
+    from .converters.onnx.exporter import export
+    model = export(args.model, args.output)
+    ops = sorted({n.op_type for n in model.graph.node})
+    custom = sorted({n.op_type for n in model.graph.node if n.domain})
+    print(f"wrote {args.output}: {len(model.graph.node)} nodes, opset 21"
+          + (f", edgenn-domain ops {custom}" if custom else "") + f"; ops {ops}")
+    return EXIT_OK
+
+
 def cmd_check(args) -> int:
     from .tools import check
     report, worst = check(args.model, _parse_inputs(args.input), _parse_shapes(args.shape),
@@ -441,6 +453,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"edgenn {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
+    e = sub.add_parser("export", help=".enn (or .onnx) -> its optimized graph as ONNX")
+    e.add_argument("model")
+    e.add_argument("-o", "--output", required=True)
+    e.set_defaults(fn=cmd_export)
     c = sub.add_parser("convert", help="ONNX -> optimized .enn")
     c.add_argument("model")
     c.add_argument("-o", "--output", required=True)

@@ -73,9 +73,13 @@ def _body_doc(graph: Graph) -> dict:
         "nodes": [{"op": n.op, "name": n.name, "inputs": n.inputs, "outputs": n.outputs,
                    "attrs": {k: _attr_to_json(v) for k, v in n.attrs.items()}}
                   for n in graph.nodes],
-        "inputs": [[v.name, v.dtype, list(v.shape)] for v in graph.inputs],
-        "outputs": [[v.name, v.dtype, list(v.shape)] for v in graph.outputs],
+        "inputs": [[v.name, v.dtype, _shape_json(v.shape)] for v in graph.inputs],
+        "outputs": [[v.name, v.dtype, _shape_json(v.shape)] for v in graph.outputs],
     }
+
+
+def _shape_json(shape):
+    return None if shape is None else list(shape)
 
 
 def graph_to_json(graph: Graph, tensors: dict) -> str:
@@ -84,21 +88,26 @@ def graph_to_json(graph: Graph, tensors: dict) -> str:
 
 
 def _check_body(doc) -> None:
-    """A body's description (nodes, inputs, outputs) has the types the reader relies on."""
-    _check_doc(dict(doc, meta={}, tensors={}) if isinstance(doc, dict) else doc)
+    """A body's description (nodes, inputs, outputs) has the types the reader relies on
+    (a body's value may have an unknown rank: shape null)."""
+    _check_doc(dict(doc, meta={}, tensors={}) if isinstance(doc, dict) else doc, body=True)
 
 
-def _check_doc(doc) -> None:
+def _check_doc(doc, body: bool = False) -> None:
     """The graph description has the types the reader relies on (TypeError if not)."""
     def strs(v):
         return isinstance(v, list) and all(isinstance(x, str) for x in v)
 
+    def shape_ok(s):
+        if s is None:
+            return body
+        return isinstance(s, list) and all(isinstance(d, (int, str)) and
+                                           not isinstance(d, bool) for d in s)
+
     def rows(v):
         return isinstance(v, list) and all(
             isinstance(r, list) and len(r) == 3 and isinstance(r[0], str)
-            and isinstance(r[1], str) and isinstance(r[2], list)
-            and all(isinstance(d, (int, str)) and not isinstance(d, bool) for d in r[2])
-            for r in v)
+            and isinstance(r[1], str) and shape_ok(r[2]) for r in v)
     ok = (isinstance(doc, dict) and isinstance(doc.get("nodes"), list)
           and isinstance(doc.get("tensors"), dict) and isinstance(doc.get("meta"), dict)
           and rows(doc.get("inputs")) and rows(doc.get("outputs"))
@@ -116,7 +125,8 @@ def _graph_of(doc: dict, consts: dict, meta: dict) -> Graph:
     nodes = [Node(n["op"], list(n["inputs"]), list(n["outputs"]),
                   {k: _attr_from_json(v) for k, v in n["attrs"].items()}, n["name"])
              for n in doc["nodes"]]
-    vi = lambda rows: [ValueInfo(name, dtype, tuple(shape)) for name, dtype, shape in rows]
+    vi = lambda rows: [ValueInfo(name, dtype, None if shape is None else tuple(shape))
+                       for name, dtype, shape in rows]
     return Graph(nodes, vi(doc["inputs"]), vi(doc["outputs"]), consts, meta)
 
 

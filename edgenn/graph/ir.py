@@ -25,12 +25,13 @@ BODY_ATTRS = {"If": ("then_branch", "else_branch"), "Loop": ("body",), "Scan": (
 @dataclass
 class ValueInfo:
     name: str
-    dtype: str
-    shape: tuple[Dim, ...]
+    dtype: str                         # "" only in a body: left to inference
+    shape: tuple[Dim, ...] | None      # None only in a body: rank unknown
 
     @property
     def is_static(self) -> bool:
-        return all(isinstance(d, int) and d >= 0 for d in self.shape)
+        return self.shape is not None and all(isinstance(d, int) and d >= 0
+                                              for d in self.shape)
 
 
 @dataclass

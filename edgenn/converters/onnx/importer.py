@@ -97,11 +97,13 @@ def generic(onode: onnx.NodeProto, ctx: ConvertContext) -> None:
 
 
 def _value_info(v: onnx.ValueInfoProto, untyped_ok: bool = False) -> ValueInfo:
-    """A graph input / output; untyped_ok: a body's may leave its type to inference
-    (dtype "" and shape (): the planner binds them from the enclosing node)."""
+    """A graph input / output; untyped_ok: a body's may leave its type or shape to
+    inference (dtype "" / shape None: the planner binds them from the enclosing node)."""
     t = v.type.tensor_type
     if untyped_ok and v.type.WhichOneof("value") is None:
-        return ValueInfo(v.name, "", ())
+        return ValueInfo(v.name, "", None)
+    if untyped_ok and v.type.HasField("tensor_type") and not t.HasField("shape"):
+        return ValueInfo(v.name, from_onnx(t.elem_type), None)    # rank unknown
     if not v.type.HasField("tensor_type"):
         raise UnsupportedOpError({"non-tensor value": [v.name]}, "only tensor inputs/outputs")
     shape = []

@@ -22,5 +22,6 @@ from . import batchnorm  # noqa: E402,F401  (BatchNormalization not folded into 
 from . import quantize  # noqa: E402,F401  (QuantizeLinear / DequantizeLinear u8 in C)
 from . import embedding  # noqa: E402,F401  (QGather: quantized embedding tables)
 from . import recurrent  # noqa: E402,F401  (LSTM, GRU, RNN: projection GEMM + C recurrence)
+from . import reduce  # noqa: E402,F401  (ReduceMean / Sum / Max / Min into the output)
 from . import qconv, qgemm  # noqa: E402,F401  (int8 QConv / QGemm in C: _qgemm.pyx)
 from . import qconv_float  # noqa: E402,F401  (QConv / QGemm via the fp32 kernels: import last)

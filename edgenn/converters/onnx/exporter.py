@@ -1,0 +1,263 @@
+"""Export edgenn's optimized graph back to ONNX (`edgenn export model.enn -o out.onnx`),
+to view it in Netron or run it in onnxruntime.
+
+What edgenn fused is written as standard ONNX where ONNX has the ops: a Conv / Gemm that
+took its residual and activation becomes Conv / Gemm -> Add -> the activation (Clip with
+its bounds as inputs, SiLU as Sigmoid and Mul, Gelu as the opset-20 op); FusedAttention
+becomes MatMul -> Mul -> Add (or Where for a boolean mask) -> Softmax -> MatMul. Ops that
+exist only inside edgenn (QConv, QGemm, QAdd, QGather) keep their form in the
+"ai.edgenn" domain, their attributes as edgenn has them. Control-flow bodies become
+GraphProto attributes again; a captured tensor whose name differs inside the body is
+bound by an Identity at the top of the body. Written at opset 21 (edgenn's IR keeps
+every op in its newest signature).
+"""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from ...graph.dtypes import to_onnx
+from ...graph.ir import Graph, Node, ValueInfo
+
+OPSET = 21
+DOMAIN = "ai.edgenn"
+INTERNAL = {"QConv", "QGemm", "QAdd", "QGather"}
+
+
+class _Writer:
+    def __init__(self, taken: set[str]):
+        self.taken = set(taken)
+        self.inits: list = []
+        self.uses_domain = False
+
+    def name(self, prefix: str) -> str:
+        k, n = 0, prefix
+        while n in self.taken:
+            k += 1
+            n = f"{prefix}_{k}"
+        self.taken.add(n)
+        return n
+
+    def const(self, prefix: str, value) -> str:
+        n = self.name(prefix)
+        self.inits.append(numpy_helper.from_array(np.asarray(value), n))
+        return n
+
+
+def _attr_ok(op: str, attrs: dict) -> dict:
+    """Only the attributes the ONNX schema of `op` has (edgenn's extra ones dropped), and
+    no empty lists (their type cannot be told; the schema default is empty anyway)."""
+    try:
+        known = set(onnx.defs.get_schema(op, OPSET).attributes)
+    except onnx.defs.SchemaError:
+        known = set(attrs)
+    return {k: v for k, v in attrs.items() if k in known and not
+            (isinstance(v, (list, tuple)) and len(v) == 0)}
+
+
+def _value(v):
+    if isinstance(v, np.ndarray):
+        return numpy_helper.from_array(v)
+    if isinstance(v, (np.integer, np.floating)):
+        return v.item()
+    return v
+
+
+def _activation(w: _Writer, x: str, y: str, act: str, params, base: str) -> list:
+    p = [float(v) for v in (params or [])]
+    if act == "Relu":
+        return [helper.make_node("Relu", [x], [y], f"{base}/relu")]
+    if act == "Clip":
+        lo = w.const(f"{base}/min", np.array(p[0], np.float32))
+        hi = w.const(f"{base}/max", np.array(p[1], np.float32))
+        return [helper.make_node("Clip", [x, lo, hi], [y], f"{base}/clip")]
+    if act == "HardSigmoid":
+        a, b = p if p else (0.2, 0.5)
+        return [helper.make_node("HardSigmoid", [x], [y], f"{base}/hsig", alpha=a, beta=b)]
+    if act == "LeakyRelu":
+        return [helper.make_node("LeakyRelu", [x], [y], f"{base}/lrelu",
+                                 alpha=p[0] if p else 0.01)]
+    if act in ("Sigmoid", "HardSwish", "Gelu"):
+        return [helper.make_node(act, [x], [y], f"{base}/{act.lower()}")]
+    if act == "SiLU":
+        s = w.name(f"{base}/sigmoid")
+        return [helper.make_node("Sigmoid", [x], [s], f"{base}/sig"),
+                helper.make_node("Mul", [x, s], [y], f"{base}/silu")]
+    raise ValueError(f"unknown fused activation {act!r}")
+
+
+def _gemm(w: _Writer, n: Node, y: str) -> list:
+    """edgenn's Gemm (A of any rank (..., K), as its MatMul + Add fusion makes it) as ONNX:
+    Gemm itself for transA (rank 2 only), else MatMul [-> Mul alpha] [-> Add beta C]."""
+    a = n.attrs
+    if a.get("transA", 0):
+        ins = [i for i in n.inputs[:3] if i]
+        return [helper.make_node("Gemm", ins, [y], n.name,
+                                 **{k: _value(v) for k, v in _attr_ok("Gemm", a).items()})]
+    out, b = [], n.inputs[1]
+    if a.get("transB", 0):
+        bt = w.name(f"{b}/T")
+        out.append(helper.make_node("Transpose", [b], [bt], f"{n.name}/transB", perm=[1, 0]))
+        b = bt
+    alpha, beta = float(a.get("alpha", 1.0)), float(a.get("beta", 1.0))
+    c = n.inputs[2] if len(n.inputs) > 2 and n.inputs[2] else ""
+    cur = w.name(f"{y}/ab") if (alpha != 1 or c) else y
+    out.append(helper.make_node("MatMul", [n.inputs[0], b], [cur], n.name))
+    if alpha != 1:
+        nxt = w.name(f"{y}/alpha") if c else y
+        k = w.const(f"{n.name}/alpha", np.array(alpha, np.float32))
+        out.append(helper.make_node("Mul", [cur, k], [nxt], f"{n.name}/alpha"))
+        cur = nxt
+    if c:
+        if beta != 1:
+            cb = w.name(f"{c}/beta")
+            k = w.const(f"{n.name}/beta", np.array(beta, np.float32))
+            out.append(helper.make_node("Mul", [c, k], [cb], f"{n.name}/beta"))
+            c = cb
+        out.append(helper.make_node("Add", [cur, c], [y], f"{n.name}/bias"))
+    return out
+
+
+def _core(w: _Writer, n: Node, y: str) -> list:
+    if n.op == "Gemm":
+        return _gemm(w, n, y)
+    ins = [i for i in n.inputs[:3]]
+    while ins and not ins[-1]:
+        ins.pop()
+    return [helper.make_node(n.op, ins, [y], n.name,
+                             **{k: _value(v) for k, v in _attr_ok(n.op, n.attrs).items()})]
+
+
+def _epilogue_node(w: _Writer, n: Node) -> list:
+    """Conv / Gemm with a fused residual (4th input) and / or activation -> standard ops."""
+    act = n.attrs.get("activation", "") or ""
+    z = n.inputs[3] if len(n.inputs) > 3 and n.inputs[3] else ""
+    if not act and not z:
+        return _core(w, n, n.outputs[0])
+    y = n.outputs[0]
+    core = w.name(f"{y}/pre")
+    out = _core(w, n, core)
+    if z:
+        summed = w.name(f"{y}/sum") if act else y
+        out.append(helper.make_node("Add", [core, z], [summed], f"{n.name}/residual"))
+        core = summed
+    if act:
+        out += _activation(w, core, y, act, n.attrs.get("activation_params"), n.name)
+    return out
+
+
+def _attention(w: _Writer, n: Node) -> list:
+    q, kt, v = n.inputs[:3]
+    mask = n.inputs[3] if len(n.inputs) > 3 else ""
+    scale = n.attrs.get("scale")
+    base = n.name
+    s = w.name(f"{base}/scores")
+    out = [helper.make_node("MatMul", [q, kt], [s], f"{base}/qk")]
+    if scale is not None:
+        k = w.const(f"{base}/scale", np.array(scale, np.float32))
+    else:
+        k = None   # 1/sqrt(D): D unknown here unless the shape is; written as Sqrt(Shape)
+    if k is None:
+        shp, d, df, sq = (w.name(f"{base}/{t}") for t in ("shape", "d", "df", "sqrt"))
+        last = w.const(f"{base}/last", np.array([-1], np.int64))
+        out += [helper.make_node("Shape", [q], [shp], f"{base}/shape"),
+                helper.make_node("Gather", [shp, last], [d], f"{base}/dim", axis=0),
+                helper.make_node("Cast", [d], [df], f"{base}/cast", to=onnx.TensorProto.FLOAT),
+                helper.make_node("Sqrt", [df], [sq], f"{base}/sqrt")]
+        one = w.const(f"{base}/one", np.array(1, np.float32))
+        k = w.name(f"{base}/inv")
+        out.append(helper.make_node("Div", [one, sq], [k], f"{base}/inv"))
+    ss = w.name(f"{base}/scaled")
+    out.append(helper.make_node("Mul", [s, k], [ss], f"{base}/scale"))
+    if mask:
+        sm = w.name(f"{base}/masked")
+        if n.attrs.get("mask_kind", "add") == "bool":
+            ninf = w.const(f"{base}/ninf", np.array(-np.inf, np.float32))
+            out.append(helper.make_node("Where", [mask, ss, ninf], [sm], f"{base}/mask"))
+        else:
+            out.append(helper.make_node("Add", [ss, mask], [sm], f"{base}/mask"))
+        ss = sm
+    p = w.name(f"{base}/probs")
+    out += [helper.make_node("Softmax", [ss], [p], f"{base}/softmax", axis=-1),
+            helper.make_node("MatMul", [p, v], list(n.outputs), f"{base}/pv")]
+    return out
+
+
+def _vi(v: ValueInfo, dtype: str | None = None, shape=None):
+    dt = dtype or v.dtype
+    if not dt:
+        return helper.make_empty_tensor_value_info(v.name)
+    dims = v.shape if shape is None else shape
+    if dims is None:                                  # a body's value of unknown rank
+        return helper.make_tensor_value_info(v.name, to_onnx(dt), None)
+    return helper.make_tensor_value_info(v.name, to_onnx(dt),
+                                         [d if isinstance(d, (int, str)) else None for d in dims])
+
+
+def _body(w: _Writer, body: Graph, node: Node) -> onnx.GraphProto:
+    outer = node.inputs[len(node.inputs) - len(node.captures):]
+    nodes = [helper.make_node("Identity", [o], [inside], f"{node.name}/capture:{inside}")
+             for inside, o in zip(node.captures, outer) if inside != o]
+    nodes += _nodes(w, body.nodes)
+    return helper.make_graph(nodes, f"{node.name}_body", [_vi(v) for v in body.inputs],
+                             [_vi(v) for v in body.outputs])
+
+
+def _nodes(w: _Writer, nodes: list[Node]) -> list:
+    out = []
+    for n in nodes:
+        if n.op in ("Conv", "Gemm"):
+            out += _epilogue_node(w, n)
+        elif n.op == "FusedAttention":
+            out += _attention(w, n)
+        elif n.op in INTERNAL:
+            w.uses_domain = True
+            attrs = {k: _value(v) for k, v in n.attrs.items()
+                     if not (isinstance(v, (list, tuple)) and len(v) == 0)}
+            out.append(helper.make_node(n.op, n.inputs, n.outputs, n.name, domain=DOMAIN,
+                                        **attrs))
+        elif n.bodies():
+            attrs = {k: _value(v) for k, v in _attr_ok(n.op, n.attrs).items()
+                     if not isinstance(v, Graph)}
+            for key in ("then_branch", "else_branch", "body"):
+                if isinstance(n.attrs.get(key), Graph):
+                    attrs[key] = _body(w, n.attrs[key], n)
+            formal = n.inputs[:len(n.inputs) - len(n.captures)]
+            out.append(helper.make_node(n.op, formal, n.outputs, n.name, **attrs))
+        else:
+            out.append(helper.make_node(n.op, n.inputs, n.outputs, n.name,
+                                        **{k: _value(v) for k, v in
+                                           _attr_ok(n.op, n.attrs).items()}))
+    return out
+
+
+def to_model(graph: Graph) -> onnx.ModelProto:
+    """The ONNX ModelProto of an edgenn graph (see the module docstring)."""
+    taken = set(graph.consts) | {v.name for v in graph.inputs} | \
+        {o for n in graph.nodes for o in n.outputs}
+    w = _Writer(taken)
+    nodes = _nodes(w, graph.nodes)
+    inits = [numpy_helper.from_array(np.require(a, requirements="C"), k)   # 0-d stays 0-d
+             for k, a in graph.consts.items()] + w.inits
+    g = helper.make_graph(nodes, graph.meta.get("graph_name") or "edgenn",
+                          [_vi(v) for v in graph.inputs], [_vi(v) for v in graph.outputs],
+                          inits)
+    opsets = [helper.make_opsetid("", OPSET)] + \
+        ([helper.make_opsetid(DOMAIN, 1)] if w.uses_domain else [])
+    model = helper.make_model(g, opset_imports=opsets, producer_name="edgenn")
+    model.ir_version = 10
+    return model
+
+
+def export(source, path: str) -> onnx.ModelProto:
+    """Load `source` (a .enn / .onnx path or bytes), write its optimized graph to `path`
+    as ONNX; -> the ModelProto."""
+    from ...converters.source import load
+    from ...graph.format import write_atomic
+    graph = source if isinstance(source, Graph) else load(source)
+    model = to_model(graph)
+    write_atomic(path, model.SerializeToString())
+    return model
+
+

@@ -1,0 +1,46 @@
+"""ReduceMean, ReduceSum, ReduceMax, ReduceMin on float32 with plan-time axes: one NumPy
+reduction written straight into the planned output (the reference allocates, converts
+and copies; on the small tensors of streaming models that overhead is the cost)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...registry import kernel
+from ..reference.reduce import _axes
+
+_UFUNC = {"ReduceSum": np.add, "ReduceMean": np.add, "ReduceMax": np.maximum,
+          "ReduceMin": np.minimum}
+
+
+def _reduced_axes(node, ins):
+    """The reduced axes as the reference reads them (None: a no-op reduction)."""
+    x = np.broadcast_to(np.zeros((), np.bool_), ins[0].shape)      # shape only, no memory
+    axes_in = [ins[1].value] if len(ins) > 1 and ins[1] is not None else []
+    return _axes(node.attrs, [x] + axes_in)
+
+
+def _supports(node, ins, outs) -> bool:
+    x = ins[0]
+    if x.dtype != "float32" or len(ins) > 1 and ins[1] is not None and ins[1].value is None:
+        return False
+    return bool(x.shape) and 0 not in x.shape and _reduced_axes(node, ins) is not None
+
+
+def _prepare(node, ins, outs):
+    x = ins[0]
+    axes = _reduced_axes(node, ins)
+    reduce = _UFUNC[node.op].reduce
+    scale = np.float32(1.0 / np.prod([x.shape[a] for a in axes])) \
+        if node.op == "ReduceMean" else None
+    kept = tuple(1 if k in axes else d for k, d in enumerate(x.shape))
+
+    def run(inputs, outputs):
+        y = outputs[0].reshape(kept)
+        reduce(inputs[0], axis=axes, keepdims=True, out=y)
+        if scale is not None:
+            np.multiply(y, scale, out=y)
+    return run
+
+
+for _op in _UFUNC:
+    kernel(_op, f"{_op[6:].lower()}_ufunc_reduce", supports=_supports)(_prepare)
