@@ -11,13 +11,14 @@
     sess = edgenn.load_family("model.ennf").select(latency_ms=20)   # the member that fits
 
     sess = edgenn.from_torch(module, (x,))       # torch.onnx export, checked vs the module
+    pipe = edgenn.compose({"audio": ("float32", (1, 576))})   # models + glue, one graph
 """
 from .errors import (EdgennError, GraphError, InputError, MissingDependencyError,
                      ModelFormatError, UnsupportedOpError)
 from .version import __version__
 
 __all__ = ["InferenceSession", "convert", "load", "save", "quantize", "generate_key",
-           "load_family", "scalable", "from_torch",
+           "load_family", "scalable", "from_torch", "compose", "Pipeline",
            "EdgennError", "GraphError",
            "InputError", "MissingDependencyError", "ModelFormatError", "UnsupportedOpError", "__version__"]
 
@@ -38,6 +39,9 @@ def __getattr__(name):  # keep `import edgenn` light: numba/onnx load on first u
     if name in _ORT:
         from . import ortcompat
         return getattr(ortcompat, name)
+    if name in ("compose", "Pipeline"):
+        from . import pipeline
+        return getattr(pipeline, name)
     if name == "from_torch":
         from .converters.pytorch import from_torch
         return from_torch
