@@ -138,7 +138,24 @@ def mnn_session_runner(path: str, threads: int, name: str = "mnn") -> Runner:
     return runner
 
 
-PEERS = {"onnxruntime": onnxruntime_runner, "mnn": mnn_runner}
+def litert_runner(model, threads, shapes=None) -> Runner:
+    """LiteRT (ai-edge-litert: TFLite's runtime, XNNPACK delegate) on a .tflite file."""
+    from ai_edge_litert.interpreter import Interpreter
+    t0 = time.perf_counter()
+    it = Interpreter(model_path=model, num_threads=threads)
+    it.allocate_tensors()
+    ins = [(d["name"], d["index"]) for d in it.get_input_details()]
+    outs = [d["index"] for d in it.get_output_details()]
+
+    def run(feeds):
+        for name, index in ins:
+            it.set_tensor(index, feeds[name])
+        it.invoke()
+        return [it.get_tensor(i) for i in outs]
+    return Runner("litert", run, time.perf_counter() - t0)
+
+
+PEERS = {"onnxruntime": onnxruntime_runner, "mnn": mnn_runner, "litert": litert_runner}
 
 
 def compare(model: str, feeds: dict, threads: int = 1, peers=("onnxruntime",),

@@ -206,7 +206,9 @@ def cmd_bench(args) -> int:
     shapes = _parse_shapes(args.shape)
     feeds = _parse_inputs(args.input) or random_feeds(
         InferenceSession(args.model, input_shapes=shapes or None), shapes)
-    peers = [p for p in (args.compare or "").split(",") if p]
+    from .converters.source import is_tflite
+    default = "litert" if is_tflite(args.model) else "onnxruntime"
+    peers = [p for p in (args.compare or default).split(",") if p]
     from .converters.source import is_enn
     if peers and is_enn(args.model):
         print(f"(the peers read ONNX, not .enn: timing edgenn alone; bench the .onnx to "
@@ -489,7 +491,9 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--tolerance", type=float, default=1e-4,
                    help="max relative error max|a-b|/max|b| (default 1e-4)")
     b = model_cmd("bench", "latency side by side with onnxruntime / MNN", cmd_bench)
-    b.add_argument("--compare", default="onnxruntime", help="comma list: onnxruntime,mnn")
+    b.add_argument("--compare", default=None,
+                   help="comma list: onnxruntime,mnn,litert (default: onnxruntime; litert "
+                        "for a .tflite model)")
     b.add_argument("--rounds", type=int, default=20)
     b.add_argument("--reference", action="store_true", help="time the reference kernels")
     b.add_argument("--plot", metavar="PNG", help="draw the rounds side by side (matplotlib)")

@@ -29,6 +29,19 @@ def is_enn(source) -> bool:
     return enn.looks_like_enn(head) or sealed.looks_sealed(head)
 
 
+def is_tflite(source) -> bool:
+    """A TFLite flatbuffer: the file identifier "TFL3" after the root offset."""
+    return _read_head(source)[4:8] == b"TFL3"
+
+
+def _import_tflite(source) -> Graph:
+    from .tflite import import_tflite
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return import_tflite(bytes(source))
+    with open(source, "rb") as f:
+        return import_tflite(f.read(), source)
+
+
 def optimize(graph: Graph) -> Graph:
     """The portable optimization pipeline (saved in .enn files)."""
     from ..graph.passes import optimize as run_pipeline
@@ -37,7 +50,7 @@ def optimize(graph: Graph) -> Graph:
 
 
 def load(source, optimized: bool = True, key=None) -> Graph:
-    """A Graph from a .onnx or .enn path, bytes, or an onnx.ModelProto.
+    """A Graph from a .onnx, .tflite or .enn path, bytes, or an onnx.ModelProto.
 
     ONNX is converted (and optimized unless `optimized=False`); .enn is memory-mapped; a
     sealed (encrypted) .enn is opened with `key` or $EDGENN_MODEL_KEY (graph/sealed.py)."""
@@ -54,7 +67,7 @@ def load(source, optimized: bool = True, key=None) -> Graph:
         if isinstance(source, str):
             return enn.load(source)
         return enn.from_buffer(bytes(source))
-    graph = _import_onnx(source)
+    graph = _import_tflite(source) if is_tflite(source) else _import_onnx(source)
     return optimize(graph) if optimized else graph
 
 

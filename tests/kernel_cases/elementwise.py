@@ -205,7 +205,21 @@ def split_cases():
             yield Node("Split", names, [f"y{i}" for i in range(n)], attrs, "split"), ins, {1}
 
 
+def prelu_cases():
+    """PRelu with constant slopes: per channel NCHW (a TFLite model after its layout
+    pass), per channel NHWC, scalar; slopes in [0, 1] (the fast kernel's range), at its
+    ends, and outside it (the kernel must decline those)."""
+    rng = _rng(30)
+    for x_shape, s_shape in [((1, 16, 8, 8), (1, 16, 1, 1)), ((2, 5, 7, 3), (1, 1, 3)),
+                             ((4, 9), ()), ((1, 32, 3, 5), (32, 1, 1))]:
+        x = (rng.standard_normal(x_shape) * 3).astype(F)
+        for lo, hi in ((0.0, 1.0), (0.0, 0.0), (1.0, 1.0), (-0.5, 2.0)):
+            slope = rng.uniform(lo, hi, s_shape).astype(F)
+            yield Node("PRelu", ["x", "s"], ["y"], {}, "prelu"), [x, slope], {1}
+
+
 CASES = {op: binary_cases(op) for op in ("Add", "Sub", "Mul", "Div", "Pow")}
+CASES["PRelu"] = prelu_cases
 CASES.update({op: variadic_cases(op) for op in ("Max", "Min", "Sum")})
 CASES.update({op: unary_cases(op) for op in ("Relu", "Tanh", "Neg", "Abs", "Floor", "Ceil",
                                              "Sin", "Cos", "Sigmoid", "Erf", "HardSwish")})

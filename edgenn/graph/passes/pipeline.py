@@ -1,7 +1,7 @@
 """Named, ordered pass pipelines and `optimize`, which runs them to a fixed point.
 
-declutter: canonical clean-ups every graph gets (folding, identities, common
-           subexpressions, dead code).
+declutter: canonical clean-ups every graph gets (folding, transposes moved until inverse
+           pairs cancel, identities, common subexpressions, dead code).
 fuse:      pattern fusions, ordered so each sees the form the one before produced:
            explicit zero Pads fold into the next Conv's padding;
            BN and per-channel Mul/Add fold into Conv before the Conv takes a residual or
@@ -33,9 +33,10 @@ from .layernorm import fuse_layernorm
 from .pad import fold_pad_into_conv
 from .qdq import fuse_qdq
 from .qinteger import fuse_integer_matmul
+from .transpose import push_transposes
 
-DECLUTTER = [fold_constants, remove_identity, eliminate_common_subexpressions,
-             eliminate_dead_code]
+DECLUTTER = [fold_constants, push_transposes, remove_identity,
+             eliminate_common_subexpressions, eliminate_dead_code]
 FUSE = [fold_pad_into_conv, fold_conv_batchnorm, fold_conv_affine, fold_input_affine, fuse_layernorm, fuse_gelu,
         fuse_attention, normalize_hardswish, matmul_add_to_gemm, fuse_residual_add,
         fuse_activation, fuse_qdq, fuse_integer_matmul, conv1d_as_2d]

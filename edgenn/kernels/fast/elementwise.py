@@ -54,6 +54,51 @@ for _op, _uf in BINARY.items():
     _binary(_op, _uf)
 
 
+# -- PRelu with a constant slope in [0, 1] ------------------------------------------------------
+
+def _prelu_supports(node, ins, outs) -> bool:
+    s = ins[1].value if len(ins) > 1 and ins[1] is not None else None
+    return _all_f32(ins, outs) and s is not None and bool(np.all((s >= 0) & (s <= 1))) and \
+        tuple(np.broadcast_shapes(ins[0].shape, s.shape)) == tuple(ins[0].shape)
+
+
+@kernel("PRelu", "prelu_max", supports=_prelu_supports)
+def prepare_prelu(node, ins, outs):
+    """y = max(x, slope x): with 0 <= slope <= 1 that is x for x >= 0 and slope x below,
+    exactly (max picks one of the two products): two passes, no temporary."""
+    slope = np.require(ins[1].value, dtype=np.float32, requirements="C")
+
+    def run(inputs, outputs):
+        y = outputs[0]
+        np.multiply(inputs[0], slope, out=y)
+        np.maximum(inputs[0], y, out=y)
+    return run
+
+
+def _prelu_any_supports(node, ins, outs) -> bool:
+    s = ins[1].value if len(ins) > 1 and ins[1] is not None else None
+    return _all_f32(ins, outs) and s is not None and bool(np.all(np.isfinite(s))) and \
+        tuple(np.broadcast_shapes(ins[0].shape, s.shape)) == tuple(ins[0].shape)
+
+
+@kernel("PRelu", "prelu_split", supports=_prelu_any_supports)
+def prepare_prelu_split(node, ins, outs):
+    """Any finite constant slope: y = slope min(x, 0) + max(x, 0), four branch-free passes
+    (a masked copy or np.where runs ~50x slower on the random signs of activations);
+    exact: one of the two terms is zero (NaN stays NaN)."""
+    from .. import scratch
+    slope = np.require(ins[1].value, dtype=np.float32, requirements="C")
+    pos_h = scratch.array(tuple(outs[0].shape), np.float32)
+
+    def run(inputs, outputs):
+        x, y, pos = inputs[0], outputs[0], pos_h.get()
+        np.minimum(x, 0, out=y)
+        np.multiply(y, slope, out=y)
+        np.maximum(x, 0, out=pos)
+        np.add(y, pos, out=y)
+    return run
+
+
 # -- variadic Max / Min / Sum (any number of inputs, broadcasting) -----------------------------
 
 def _variadic(op: str, ufunc):

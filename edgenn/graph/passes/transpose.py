@@ -1,0 +1,151 @@
+"""push_transposes: move Transposes through layout-agnostic ops until they meet their
+inverses and cancel (the layout churn a TFLite conversion leaves: graph/converters/tflite).
+
+Rewrites, each exact:
+- Transpose(Transpose(x, q), p) -> Transpose(x, q[p]) (nothing when that is the identity);
+- op(Transpose(x, p)) -> Transpose(op(x), p) for elementwise ops whose other inputs are
+  one-element constants (Relu, Sigmoid, Clip, HardSwish, ...), for binary elementwise ops
+  whose other input is a constant (broadcast to the rank, then permuted by p's inverse) or
+  the same Transpose of another tensor, for Pad (pads permuted), Concat of tensors all
+  transposed alike (axis p[axis]) and reductions that keep their dims (axes p[a]).
+A Transpose is moved only when the op is its only consumer (so nothing is duplicated);
+the op moves above it and takes its name, so graph outputs keep theirs.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import Graph, Node
+from .util import View
+
+UNARY = {"Relu", "Sigmoid", "Tanh", "HardSwish", "HardSigmoid", "LeakyRelu", "Elu", "Selu",
+         "Neg", "Abs", "Exp", "Log", "Sqrt", "Identity", "Clip", "Softplus", "Softsign",
+         "Erf", "Gelu", "Mish", "Celu", "Cast", "Reciprocal", "Floor", "Ceil", "Round"}
+BINARY = {"Add", "Sub", "Mul", "Div", "Max", "Min", "PRelu", "Pow"}
+REDUCE = {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin"}
+
+
+def _perm(node: Node, rank: int | None = None) -> list[int] | None:
+    p = node.attrs.get("perm")
+    return [int(v) for v in p] if p else None
+
+
+def _inverse(p: list[int]) -> list[int]:
+    inv = [0] * len(p)
+    for i, v in enumerate(p):
+        inv[v] = i
+    return inv
+
+
+def _scalar_const(view: View, name: str) -> bool:
+    v = view.const(name) if name else None
+    return not name or (v is not None and v.size == 1)
+
+
+def _fold_pair(graph: Graph, view: View, t: Node) -> bool:
+    src = view.prod(t.inputs[0], "Transpose")
+    if src is None or _perm(src) is None or _perm(t) is None:
+        return False
+    q, p = _perm(src), _perm(t)
+    if len(q) != len(p):
+        return False
+    c = [q[i] for i in p]
+    if c == list(range(len(c))):
+        graph.nodes[graph.nodes.index(t)] = Node("Identity", [src.inputs[0]], list(t.outputs),
+                                                 {}, t.name)
+    else:
+        t.inputs = [src.inputs[0]]
+        t.attrs = dict(t.attrs, perm=c)
+    return True
+
+
+def _permuted_const(graph: Graph, value: np.ndarray, p: list[int], prefix: str) -> str:
+    r = len(p)
+    v = value.reshape((1,) * (r - value.ndim) + value.shape) if value.ndim < r else value
+    return graph.add_const(prefix, np.ascontiguousarray(v.transpose(_inverse(p))))
+
+
+def _sink(graph: Graph, view: View, t: Node) -> bool:
+    """Move Transpose t below its only consumer when that consumer allows it."""
+    p = _perm(t)
+    y = t.outputs[0]
+    op = view.only_use(y)
+    if p is None or op is None or op.bodies():
+        return False
+    x = t.inputs[0]
+    k = op.inputs.index(y)
+    new_inputs = None
+    attrs = dict(op.attrs)
+    if op.op in UNARY and k == 0 and all(_scalar_const(view, i) for i in op.inputs[1:]):
+        new_inputs = [x] + op.inputs[1:]
+    elif op.op in BINARY and len(op.inputs) == 2 and op.inputs.count(y) == 1:
+        other = op.inputs[1 - k]
+        ot = view.prod(other, "Transpose")
+        if view.is_const(other):
+            c = view.const(other)
+            if c.ndim > len(p):
+                return False
+            other = other if c.size == 1 else _permuted_const(graph, c, p, f"{other}_perm")
+        elif ot is not None and _perm(ot) == p and view.only_use(other) is op:
+            other = ot.inputs[0]
+        else:
+            return False
+        new_inputs = [x, other] if k == 0 else [other, x]
+    elif op.op == "Pad" and k == 0 and view.is_const(op.inputs[1]) and \
+            (len(op.inputs) < 4 or not op.inputs[3]):
+        pads = view.const(op.inputs[1]).reshape(-1)
+        r = len(p)
+        if pads.size != 2 * r:
+            return False
+        new = np.zeros(2 * r, np.int64)
+        for i in range(r):
+            new[p[i]], new[r + p[i]] = pads[i], pads[r + i]
+        new_inputs = [x, graph.add_const(f"{op.name}_pads", new)] + op.inputs[2:]
+    elif op.op == "Concat":
+        srcs = [view.prod(i, "Transpose") for i in op.inputs]
+        if any(s is None or _perm(s) != p or view.only_use(s.outputs[0]) is not op
+               for s in srcs) or len(set(op.inputs)) != len(op.inputs):
+            return False
+        axis = int(op.attrs.get("axis", 0))
+        axis = axis + len(p) if axis < 0 else axis
+        attrs["axis"] = p[axis]
+        new_inputs = [s.inputs[0] for s in srcs]
+    elif op.op in REDUCE and k == 0 and int(op.attrs.get("keepdims", 1)) and \
+            len(op.inputs) > 1 and view.is_const(op.inputs[1]):
+        axes = view.const(op.inputs[1]).reshape(-1)
+        r = len(p)
+        new_axes = np.array(sorted(p[int(a) % r] for a in axes), np.int64)
+        new_inputs = [x, graph.add_const(f"{op.name}_axes", new_axes)]
+    if new_inputs is None:
+        return False
+    mid = graph.unique_name(f"{op.outputs[0]}_pre_transpose")
+    moved = Node(op.op, new_inputs, [mid], attrs, op.name)
+    after = Node("Transpose", [mid], list(op.outputs), {"perm": list(p)},
+                 graph.unique_name(f"{t.name}_sunk"))
+    i = graph.nodes.index(op)
+    graph.nodes[i:i + 1] = [moved, after]
+    return True
+
+
+def push_transposes(graph: Graph) -> bool:
+    """The rewrites of the module docstring until none applies; True if any did."""
+    if "Transpose" not in graph.op_counts():
+        return False
+    changed = False
+    for _ in range(10 * len(graph.nodes) + 10):        # each step removes or lowers one
+        view = View(graph)
+        did = False
+        for t in list(graph.nodes):
+            if t.op != "Transpose" or id(t) not in view.alive:
+                continue
+            if _fold_pair(graph, view, t) or _sink(graph, view, t):
+                did = True
+                break
+        if not did:
+            break
+        changed = True
+        graph.toposort()
+    if changed:
+        from .fold import eliminate_dead_code
+        eliminate_dead_code(graph)
+    return changed
