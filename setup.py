@@ -60,14 +60,14 @@ extensions = [
     # the recurrence of LSTM / GRU / RNN, and its SIMDe-emulated twin for the tests
     Extension("edgenn.kernels.fast._recurrent", ["edgenn/kernels/fast/_recurrent.pyx"],
               include_dirs=["edgenn/kernels/fast", SIMDE], extra_compile_args=["-O3"],
-              depends=["edgenn/kernels/fast/_recurrent.h", "edgenn/kernels/fast/_recurrent_cell.h",
+              depends=["edgenn/kernels/fast/_recurrent.h", "edgenn/kernels/fast/_recurrent_vec.h",
                        "edgenn/kernels/fast/_simd_math.h",
                        "edgenn/kernels/fast/_cpu.h"]),
     Extension("edgenn.kernels.fast._recurrent_emu", ["edgenn/kernels/fast/_recurrent_emu.pyx"],
               include_dirs=["edgenn/kernels/fast", SIMDE], define_macros=[("EDGENN_SIMDE", "1")],
               extra_compile_args=["-O1"],
               depends=["edgenn/kernels/fast/_recurrent.pyx", "edgenn/kernels/fast/_recurrent.h",
-                       "edgenn/kernels/fast/_recurrent_cell.h"]),
+                       "edgenn/kernels/fast/_recurrent_vec.h"]),
     # int8 QConv / QGemm: bit-exact float epilogue, so no FMA contraction
     Extension("edgenn.kernels.fast._qgemm", ["edgenn/kernels/fast/_qgemm.pyx"],
               include_dirs=[np.get_include(), "edgenn/kernels/fast", SIMDE],

@@ -43,7 +43,7 @@ def __getattr__(name):  # keep `import edgenn` light: numba/onnx load on first u
         from . import pipeline
         return getattr(pipeline, name)
     if name == "from_torch":
-        from .converters.pytorch import from_torch
+        from .torchexport import from_torch
         return from_torch
     if name in ("convert", "load", "save", "quantize", "load_family", "scalable"):
         from . import api

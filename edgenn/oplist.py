@@ -32,6 +32,7 @@ def load_all() -> None:
     if "converters" not in _loaded:
         for family in FAMILIES:
             importlib.import_module(f"edgenn.converters.onnx.{family}")
+        importlib.import_module("edgenn.converters.onnx.contrib")   # com.microsoft ops
         _loaded.add("converters")
 
 

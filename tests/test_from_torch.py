@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import edgenn
-from edgenn.converters.pytorch import ExportMismatchError
+from edgenn.torchexport import ExportMismatchError
 
 
 class Tagger(torch.nn.Module):

@@ -12,7 +12,7 @@ import torch
 
 import edgenn
 import speech
-from edgenn.converters.pytorch import export_onnx
+from edgenn.torchexport import export_onnx
 from test_silero_vad import _require_espeak
 
 T_OUT, CLASSES = 69, 30

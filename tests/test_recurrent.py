@@ -245,3 +245,43 @@ def test_bad_attributes_are_named_errors():
         with pytest.raises(edgenn.UnsupportedOpError, match=f"rnn0(.|\\n)*|{why}") as e:
             edgenn.InferenceSession(m.SerializeToString())
         assert "rnn0" in str(e.value) and why in str(e.value)
+
+
+def test_dynamic_quantized_lstm_from_onnxruntime(tmp_path):
+    """quantize_dynamic writes com.microsoft.DynamicQuantizeLSTM (int8 W, R); edgenn
+    dequantizes the weights at import and runs its float LSTM. onnxruntime quantizes the
+    activations too, so the measure is the float model: edgenn must be at least as close
+    to it as onnxruntime's quantized run is (both carry the int8 weight error)."""
+    import onnxruntime as ort
+    import torch
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    class Tagger(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = torch.nn.LSTM(32, 48, bidirectional=True)
+            self.head = torch.nn.Linear(96, 10)
+
+        def forward(self, x):
+            return self.head(self.rnn(x)[0])
+    torch.manual_seed(0)
+    fp32, q = tmp_path / "tagger.onnx", tmp_path / "tagger.q.onnx"
+    torch.onnx.export(Tagger().eval(), (torch.randn(20, 1, 32),), str(fp32), dynamo=False,
+                      opset_version=14, input_names=["x"])
+    quantize_dynamic(str(fp32), str(q), weight_type=QuantType.QInt8)
+    import onnx
+    assert "DynamicQuantizeLSTM" in {n.op_type for n in onnx.load(str(q)).graph.node}
+    x = np.random.default_rng(0).standard_normal((20, 1, 32)).astype(np.float32)
+    o = ort.SessionOptions()
+    o.intra_op_num_threads = 1
+    want = ort.InferenceSession(str(fp32), o, providers=["CPUExecutionProvider"]).run(
+        None, {"x": x})[0]
+    theirs = ort.InferenceSession(str(q), o, providers=["CPUExecutionProvider"]).run(
+        None, {"x": x})[0]
+    sess = edgenn.InferenceSession(str(q))
+    assert any(s.node.op == "LSTM" and s.choice.kernel.startswith("lstm_sgemm_gemv")
+               for s in sess.plan.steps)
+    ours = sess.run(None, {"x": x})[0]
+    scale = np.abs(want).max()
+    err_ours, err_theirs = np.abs(ours - want).max() / scale, np.abs(theirs - want).max() / scale
+    assert err_ours <= err_theirs and err_ours < 0.05, (err_ours, err_theirs)

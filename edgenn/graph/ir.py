@@ -22,6 +22,16 @@ Dim = int | str  # an int, or a symbolic name bound at load
 BODY_ATTRS = {"If": ("then_branch", "else_branch"), "Loop": ("body",), "Scan": ("body",)}
 
 
+def fresh_name(taken: set, prefix: str, sep: str = "_") -> str:
+    """`prefix`, or prefix + sep + k for the first k making it new; recorded in `taken`."""
+    name, k = prefix, 0
+    while name in taken:
+        k += 1
+        name = f"{prefix}{sep}{k}"
+    taken.add(name)
+    return name
+
+
 @dataclass
 class ValueInfo:
     name: str

@@ -18,7 +18,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from ...graph.dtypes import to_onnx
-from ...graph.ir import Graph, Node, ValueInfo
+from ...graph.ir import Graph, Node, ValueInfo, fresh_name
 
 OPSET = 21
 DOMAIN = "ai.edgenn"
@@ -32,12 +32,7 @@ class _Writer:
         self.uses_domain = False
 
     def name(self, prefix: str) -> str:
-        k, n = 0, prefix
-        while n in self.taken:
-            k += 1
-            n = f"{prefix}_{k}"
-        self.taken.add(n)
-        return n
+        return fresh_name(self.taken, prefix)
 
     def const(self, prefix: str, value) -> str:
         n = self.name(prefix)

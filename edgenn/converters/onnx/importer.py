@@ -164,7 +164,16 @@ def convert_nodes(onodes, ctx: ConvertContext, missing: dict, opset: int) -> Non
         if not onode.name:
             onode.name = f"{onode.op_type}_{i}"
         if onode.domain not in ("", "ai.onnx"):
-            missing.setdefault(f"{onode.domain}.{onode.op_type}", []).append(onode.name)
+            qualified = f"{onode.domain}.{onode.op_type}"
+            contrib = CONVERTERS.get(qualified)      # e.g. com.microsoft ops (contrib.py)
+            if contrib is None:
+                missing.setdefault(qualified, []).append(onode.name)
+                continue
+            try:
+                contrib(onode, ctx)
+            except UnsupportedOpError as exc:
+                for op, names in exc.unsupported.items():
+                    missing.setdefault(op, []).extend(names)
             continue
         newer = _unknown_version(onode, opset)
         if newer:

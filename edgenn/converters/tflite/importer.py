@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import ModelFormatError, UnsupportedOpError
-from ...graph.ir import Graph, Node, ValueInfo
+from ...graph.ir import Graph, Node, ValueInfo, fresh_name
 from .reader import TOp, TTensor, read
 
 TO_NCHW, TO_NHWC = [0, 3, 1, 2], [0, 2, 3, 1]
@@ -48,12 +48,7 @@ class _Builder:
                 self.consts[self.names[i]] = t.data
 
     def fresh(self, prefix: str) -> str:
-        k, n = 0, prefix
-        while n in self.taken:
-            k += 1
-            n = f"{prefix}~{k}"
-        self.taken.add(n)
-        return n
+        return fresh_name(self.taken, prefix, "~")
 
     def const(self, prefix: str, value) -> str:
         n = self.fresh(prefix)
@@ -104,36 +99,22 @@ def _nchw_op(b: _Builder, op: TOp, onnx_op: str, ins: list[str], attrs: dict,
     b.activation(pre, b.names[op.outputs[0]], act, base)
 
 
-def _conv(b: _Builder, op: TOp) -> None:
+def _conv(b: _Builder, op: TOp, depthwise: bool = False) -> None:
+    """CONV_2D (weights OHWI -> OIHW) or DEPTHWISE_CONV_2D ((1, H, W, C*m) -> (C*m, 1, H,
+    W), group = C)."""
     o = op.options
+    base = b.names[op.outputs[0]]
     w = b.value(op.inputs[1])
     if w is None:
-        raise UnsupportedOpError({"CONV_2D with run-time weights": [b.names[op.outputs[0]]]})
-    base = b.names[op.outputs[0]]
-    wn = b.const(f"{base}/w", np.ascontiguousarray(w.transpose(0, 3, 1, 2)))   # OHWI -> OIHW
-    ins = ["", wn] + ([b.names[op.inputs[2]]] if len(op.inputs) > 2 and op.inputs[2] >= 0
-                      else [])
-    ins[0] = b.names[op.inputs[0]]
-    attrs = dict(_pads_same(op), strides=[o.StrideH(), o.StrideW()],
-                 dilations=[o.DilationHFactor(), o.DilationWFactor()],
-                 kernel_shape=[int(w.shape[1]), int(w.shape[2])], group=1)
-    _nchw_op(b, op, "Conv", ins, attrs, o.FusedActivationFunction())
-
-
-def _depthwise(b: _Builder, op: TOp) -> None:
-    o = op.options
-    w = b.value(op.inputs[1])
-    if w is None:
-        raise UnsupportedOpError({"DEPTHWISE_CONV_2D with run-time weights":
-                                  [b.names[op.outputs[0]]]})
-    base = b.names[op.outputs[0]]
-    cin = b.t[op.inputs[0]].shape[3]
-    wn = b.const(f"{base}/w", np.ascontiguousarray(w.transpose(3, 0, 1, 2)))  # (C*m,1,H,W)
+        raise UnsupportedOpError({f"{op.op} with run-time weights": [base]})
+    perm, group = ((3, 0, 1, 2), int(b.t[op.inputs[0]].shape[3])) if depthwise else \
+        ((0, 3, 1, 2), 1)
+    wn = b.const(f"{base}/w", np.ascontiguousarray(w.transpose(*perm)))
     ins = [b.names[op.inputs[0]], wn] + ([b.names[op.inputs[2]]] if len(op.inputs) > 2 and
                                          op.inputs[2] >= 0 else [])
     attrs = dict(_pads_same(op), strides=[o.StrideH(), o.StrideW()],
                  dilations=[o.DilationHFactor(), o.DilationWFactor()],
-                 kernel_shape=[int(w.shape[1]), int(w.shape[2])], group=int(cin))
+                 kernel_shape=[int(w.shape[1]), int(w.shape[2])], group=group)
     _nchw_op(b, op, "Conv", ins, attrs, o.FusedActivationFunction())
 
 
@@ -202,10 +183,8 @@ def _convert(b: _Builder, op: TOp) -> None:
     n = op.op
     out = b.names[op.outputs[0]] if op.outputs else ""
     ins = [b.names[i] if i >= 0 else "" for i in op.inputs]
-    if n == "CONV_2D":
-        _conv(b, op)
-    elif n == "DEPTHWISE_CONV_2D":
-        _depthwise(b, op)
+    if n in ("CONV_2D", "DEPTHWISE_CONV_2D"):
+        _conv(b, op, depthwise=n == "DEPTHWISE_CONV_2D")
     elif n in ("MAX_POOL_2D", "AVERAGE_POOL_2D"):
         _pool(b, op, "MaxPool" if n == "MAX_POOL_2D" else "AveragePool")
     elif n in ("ADD", "MUL", "SUB", "DIV"):

@@ -15,7 +15,7 @@
  * rows are zeros otherwise and its state is left as it is.
  *
  * Activations f, g, h: RA_SIGMOID, RA_TANH, RA_RELU. Tiers: 0 portable C, 1 AVX2+FMA,
- * 2 AVX-512F; the vector cell is one body for both (_recurrent_cell.h). The sums of a GEMV run k = 0..H-1
+ * 2 AVX-512F; the vector GEMV and cell are one body for both (_recurrent_vec.h). The sums of a GEMV run k = 0..H-1
  * in one FMA chain per output, on every tier.
  */
 #ifndef EDGENN_RECURRENT_H
@@ -28,11 +28,9 @@
 #include "_simd_math.h"
 
 #if (defined(__x86_64__) || defined(__i386__)) && !defined(EDGENN_SIMDE)
-#define RC_AVX512 __attribute__((target("avx2,fma,avx512f")))
 #define RC_X86 1
 #define RC_EMULATED 0
 #elif defined(EDGENN_SIMDE)      /* tests: the AVX2 / AVX-512 bodies on SIMDe, any CPU */
-#define RC_AVX512
 #define RC_X86 1
 #define RC_EMULATED 1
 #else
@@ -61,31 +59,16 @@ typedef struct {
     float *ws;
 } rc_args;
 
-/* -- scalar math: the portable tier and the tails of the vector ones ----------------- */
-
-static inline float rc_exp1(float v)
-{
-    v = v < -87.0f ? -87.0f : (v > 88.0f ? 88.0f : v);
-    float fn = floorf(v * 1.44269504088896341f + 0.5f);
-    float r = v - fn * 0.693359375f - fn * -2.12194440e-4f;
-    float q = 1.9875691500e-4f;
-    q = q * r + 1.3981999507e-3f;
-    q = q * r + 8.3334519073e-3f;
-    q = q * r + 4.1665795894e-2f;
-    q = q * r + 1.6666665459e-1f;
-    q = q * r + 5.0000001201e-1f;
-    q = q * r * r + r + 1.0f;
-    return ldexpf(q, (int)fn);
-}
+/* -- scalar math (exp: _simd_math.h): the portable tier and the vector tails --------- */
 
 static inline float rc_act1(int fn, float x)
 {
     if (fn == RA_RELU)
         return x > 0.0f ? x : 0.0f;
     if (fn == RA_SIGMOID)
-        return 1.0f / (1.0f + rc_exp1(-x));
+        return 1.0f / (1.0f + simd_exp1(-x));
     /* tanh(x) = sign(x) (1 - e) / (1 + e), e = exp(-2|x|): no overflow, |error| ~2e-7 */
-    float e = rc_exp1(-2.0f * fabsf(x));
+    float e = simd_exp1(-2.0f * fabsf(x));
     float t = (1.0f - e) / (1.0f + e);
     return x < 0.0f ? -t : t;
 }
@@ -155,7 +138,7 @@ static void rc_cell_generic(const rc_args *a, float *g, float *h, float *c, floa
 }
 
 #if RC_X86
-/* -- the vector cell, one body for both widths (_recurrent_cell.h) ------------------- */
+/* -- the vector GEMV and cell, one body for both widths (_recurrent_vec.h) ---------- */
 /* AVX2: 8 floats */
 #define RC_V __m256
 #define RC_L 8
@@ -176,7 +159,9 @@ static void rc_cell_generic(const rc_args *a, float *g, float *h, float *c, floa
 #define RC_ACT rc_act8
 #define RC_CLIP rc_clip8
 #define RC_CELL rc_cell_avx2
-#include "_recurrent_cell.h"
+#define RC_PANEL rc_panel_avx2
+#define RC_GEMV rc_gemv_avx2
+#include "_recurrent_vec.h"
 #undef RC_V
 #undef RC_L
 #undef RC_ATTR
@@ -196,33 +181,14 @@ static void rc_cell_generic(const rc_args *a, float *g, float *h, float *c, floa
 #undef RC_ACT
 #undef RC_CLIP
 #undef RC_CELL
-
-/* exp(x) on 16 floats: simd_exp8's Cephes steps (_simd_math.h), AVX-512F */
-RC_AVX512 __attribute__((always_inline))
-static inline __m512 rc_exp16(__m512 x)
-{
-    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.3f)), _mm512_set1_ps(88.3f));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.f)));
-    __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n),
-                                                   _mm512_set1_epi32(127)), 23);
-    return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
-}
+#undef RC_PANEL
+#undef RC_GEMV
 
 #define RC_SIGN_I _mm512_set1_epi32((int)0x80000000u)
 /* AVX-512F: 16 floats */
 #define RC_V __m512
 #define RC_L 16
-#define RC_ATTR RC_AVX512
+#define RC_ATTR EDGENN_AVX512
 #define RC_LOAD _mm512_loadu_ps
 #define RC_STORE _mm512_storeu_ps
 #define RC_SET1 _mm512_set1_ps
@@ -233,81 +199,17 @@ static inline __m512 rc_exp16(__m512 x)
 #define RC_FMA _mm512_fmadd_ps
 #define RC_MIN _mm512_min_ps
 #define RC_MAX _mm512_max_ps
-#define RC_EXP rc_exp16
+#define RC_EXP simd_exp16
 #define RC_ABS(x) _mm512_abs_ps(x)
 #define RC_COPYSIGN(t, x) _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(t), \
     _mm512_and_si512(_mm512_castps_si512(x), RC_SIGN_I)))
 #define RC_ACT rc_act16
 #define RC_CLIP rc_clip16
 #define RC_CELL rc_cell_avx512
-#include "_recurrent_cell.h"
+#define RC_PANEL rc_panel_avx512
+#define RC_GEMV rc_gemv_avx512
+#include "_recurrent_vec.h"
 
-/* One panel of NV vectors (NV accumulators over the K rows), added into acc. */
-EDGENN_AVX2 __attribute__((always_inline))
-static inline void rc_panel_avx2(int nv, const float *v, const float *p, long K, float *acc)
-{
-    __m256 s[8];
-    for (int u = 0; u < nv; u++)
-        s[u] = _mm256_loadu_ps(acc + 8 * u);
-    for (long k = 0; k < K; k++, p += 8 * nv) {
-        const __m256 b = _mm256_broadcast_ss(v + k);
-        for (int u = 0; u < nv; u++)
-            s[u] = _mm256_fmadd_ps(b, _mm256_loadu_ps(p + 8 * u), s[u]);
-    }
-    for (int u = 0; u < nv; u++)
-        _mm256_storeu_ps(acc + 8 * u, s[u]);
-}
-
-EDGENN_AVX2
-static void rc_gemv_avx2(const float *v, const float *pk, long K, float *acc, long N)
-{
-    long n = 0;
-    for (; N - n >= 64; n += 64, pk += K * 64)
-        rc_panel_avx2(8, v, pk, K, acc + n);
-    if (N - n >= 32) { rc_panel_avx2(4, v, pk, K, acc + n); n += 32; pk += K * 32; }
-    if (N - n >= 16) { rc_panel_avx2(2, v, pk, K, acc + n); n += 16; pk += K * 16; }
-    if (N - n >= 8) { rc_panel_avx2(1, v, pk, K, acc + n); n += 8; pk += K * 8; }
-    if (n < N) {                     /* the last N % 8 columns, padded to 8 in the panel */
-        float t[8] = {0};
-        rc_panel_avx2(1, v, pk, K, t);
-        for (long j = 0; j < N - n; j++)
-            acc[n + j] += t[j];
-    }
-}
-
-/* -- AVX-512F: the GEMV on 16-float vectors (panels of 128, 64, 32, 16 columns) ------- */
-RC_AVX512 __attribute__((always_inline))
-static inline void rc_panel_avx512(int nv, const float *v, const float *p, long K,
-                                   float *acc)
-{
-    __m512 s[8];
-    for (int u = 0; u < nv; u++)
-        s[u] = _mm512_loadu_ps(acc + 16 * u);
-    for (long k = 0; k < K; k++, p += 16 * nv) {
-        const __m512 b = _mm512_set1_ps(v[k]);
-        for (int u = 0; u < nv; u++)
-            s[u] = _mm512_fmadd_ps(b, _mm512_loadu_ps(p + 16 * u), s[u]);
-    }
-    for (int u = 0; u < nv; u++)
-        _mm512_storeu_ps(acc + 16 * u, s[u]);
-}
-
-RC_AVX512
-static void rc_gemv_avx512(const float *v, const float *pk, long K, float *acc, long N)
-{
-    long n = 0;
-    for (; N - n >= 128; n += 128, pk += K * 128)
-        rc_panel_avx512(8, v, pk, K, acc + n);
-    if (N - n >= 64) { rc_panel_avx512(4, v, pk, K, acc + n); n += 64; pk += K * 64; }
-    if (N - n >= 32) { rc_panel_avx512(2, v, pk, K, acc + n); n += 32; pk += K * 32; }
-    if (N - n >= 16) { rc_panel_avx512(1, v, pk, K, acc + n); n += 16; pk += K * 16; }
-    if (n < N) {
-        float t[16] = {0};
-        rc_panel_avx512(1, v, pk, K, t);
-        for (long j = 0; j < N - n; j++)
-            acc[n + j] += t[j];
-    }
-}
 #endif
 
 /* dst[0:n] = x[0:n] + (bias ? bias[0:n] : 0) */

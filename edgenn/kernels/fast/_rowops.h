@@ -23,21 +23,7 @@ enum { ROW_MASK_NONE, ROW_MASK_ADD, ROW_MASK_BOOL };
 
 /* -- scalar math (the generic build, and the row tails of the AVX2 build) ------------ */
 
-static inline float row_exp1(float v)
-{
-    v = v < -87.0f ? -87.0f : v;
-    v = v > 88.0f ? 88.0f : v;
-    float fn = floorf(v * 1.44269504088896341f + 0.5f);
-    float r = v - fn * 0.693359375f - fn * -2.12194440e-4f;
-    float q = 1.9875691500e-4f;
-    q = q * r + 1.3981999507e-3f;
-    q = q * r + 8.3334519073e-3f;
-    q = q * r + 4.1665795894e-2f;
-    q = q * r + 1.6666665459e-1f;
-    q = q * r + 5.0000001201e-1f;
-    q = q * r * r + r + 1.0f;
-    return ldexpf(q, (int)fn);
-}
+#define row_exp1 simd_exp1   /* _simd_math.h */
 
 static inline float row_erf1(float x)
 {
@@ -119,7 +105,9 @@ EDGENN_AVX2 __attribute__((always_inline)) static inline __m256 row_exp08(__m256
     return _mm256_and_ps(row_exp8(d), _mm256_cmp_ps(d, _mm256_set1_ps(-87.0f), _CMP_GE_OQ));
 }
 
-static void row_softmax_generic(float *y, long C)
+/* The row maximum, or 1 (the row is set to NaN) when a NaN or no finite maximum makes
+ * every (log-)softmax value NaN, as the reference's arithmetic gives. */
+static inline int row_max_generic(float *y, long C, float *out)
 {
     float m = -INFINITY;
     int nan = 0;
@@ -130,20 +118,14 @@ static void row_softmax_generic(float *y, long C)
     if (nan || !isfinite(m)) {
         for (long j = 0; j < C; j++)
             y[j] = NAN;
-        return;
+        return 1;
     }
-    double s = 0.0;
-    for (long j = 0; j < C; j++) {
-        y[j] = row_exp0(y[j] - m);
-        s += y[j];
-    }
-    float inv = (float)(1.0 / s);
-    for (long j = 0; j < C; j++)
-        y[j] = row_flush1(y[j] * inv);
+    *out = m;
+    return 0;
 }
 
 EDGENN_AVX2
-static void row_softmax_avx2(float *y, long C)
+static inline int row_max_avx2(float *y, long C, float *out)
 {
     const long C8 = C & ~7L;
     __m256 mv = _mm256_set1_ps(-INFINITY), bad = _mm256_setzero_ps();
@@ -161,8 +143,34 @@ static void row_softmax_avx2(float *y, long C)
     if (nan || !isfinite(m)) {
         for (long j = 0; j < C; j++)
             y[j] = NAN;
-        return;
+        return 1;
     }
+    *out = m;
+    return 0;
+}
+
+static void row_softmax_generic(float *y, long C)
+{
+    float m;
+    if (row_max_generic(y, C, &m))
+        return;
+    double s = 0.0;
+    for (long j = 0; j < C; j++) {
+        y[j] = row_exp0(y[j] - m);
+        s += y[j];
+    }
+    float inv = (float)(1.0 / s);
+    for (long j = 0; j < C; j++)
+        y[j] = row_flush1(y[j] * inv);
+}
+
+EDGENN_AVX2
+static void row_softmax_avx2(float *y, long C)
+{
+    const long C8 = C & ~7L;
+    float m;
+    if (row_max_avx2(y, C, &m))
+        return;
     const __m256 mb = _mm256_set1_ps(m);
     __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
     long j = 0;
@@ -197,17 +205,9 @@ static void row_softmax_avx2(float *y, long C)
  * or no finite maximum becomes NaN (as the reference's arithmetic gives). */
 static void row_logsoftmax_generic(float *y, long C)
 {
-    float m = -INFINITY;
-    int nan = 0;
-    for (long j = 0; j < C; j++) {
-        nan |= y[j] != y[j];
-        m = y[j] > m ? y[j] : m;
-    }
-    if (nan || !isfinite(m)) {
-        for (long j = 0; j < C; j++)
-            y[j] = NAN;
+    float m;
+    if (row_max_generic(y, C, &m))
         return;
-    }
     double s = 0.0;
     for (long j = 0; j < C; j++)
         s += row_exp0(y[j] - m);
@@ -220,23 +220,9 @@ EDGENN_AVX2
 static void row_logsoftmax_avx2(float *y, long C)
 {
     const long C8 = C & ~7L;
-    __m256 mv = _mm256_set1_ps(-INFINITY), bad = _mm256_setzero_ps();
-    for (long j = 0; j < C8; j += 8) {
-        __m256 v = _mm256_loadu_ps(y + j);
-        bad = _mm256_or_ps(bad, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-        mv = _mm256_max_ps(mv, v);
-    }
-    float m = row_hmax8(mv);
-    int nan = _mm256_movemask_ps(bad) != 0;
-    for (long j = C8; j < C; j++) {
-        nan |= y[j] != y[j];
-        m = y[j] > m ? y[j] : m;
-    }
-    if (nan || !isfinite(m)) {
-        for (long j = 0; j < C; j++)
-            y[j] = NAN;
+    float m;
+    if (row_max_avx2(y, C, &m))
         return;
-    }
     const __m256 mb = _mm256_set1_ps(m);
     __m256 sv = _mm256_setzero_ps();
     for (long j = 0; j < C8; j += 8)

@@ -14,14 +14,18 @@
 #if (defined(__x86_64__) || defined(__i386__)) && !defined(EDGENN_SIMDE)
 #include <immintrin.h>
 #define EDGENN_AVX2 __attribute__((target("avx2,fma")))
+#define EDGENN_AVX512 __attribute__((target("avx2,fma,avx512f")))
+#define EDGENN_HAS_AVX512_INTRINSICS 1
 #else
 #define SIMDE_ENABLE_NATIVE_ALIASES
 #include <simde/x86/avx2.h>
 #include <simde/x86/fma.h>
 #ifdef EDGENN_SIMDE   /* the tests' emulated builds: AVX-512 too, on any CPU */
 #include <simde/x86/avx512.h>
+#define EDGENN_HAS_AVX512_INTRINSICS 1
 #endif
 #define EDGENN_AVX2
+#define EDGENN_AVX512
 /* the rounding-mode constants, which SIMDe's native aliases leave out */
 #define _MM_FROUND_TO_NEAREST_INT SIMDE_MM_FROUND_TO_NEAREST_INT
 #define _MM_FROUND_TO_NEG_INF SIMDE_MM_FROUND_TO_NEG_INF

@@ -2,7 +2,27 @@
  * Each user compiles these only inside its own AVX2-gated code (runtime CPU check). */
 #ifndef EDGENN_SIMD_MATH_H
 #define EDGENN_SIMD_MATH_H
+#include <math.h>
 #include "_simd.h"
+
+/* exp(v), scalar, the same Cephes steps as simd_exp8 (inputs clamped to [-87, 88]): the
+ * portable builds and the row tails of the vector ones. */
+static inline float simd_exp1(float v)
+{
+    v = v < -87.0f ? -87.0f : v;
+    v = v > 88.0f ? 88.0f : v;
+    float fn = floorf(v * 1.44269504088896341f + 0.5f);
+    float r = v - fn * 0.693359375f - fn * -2.12194440e-4f;
+    float q = 1.9875691500e-4f;
+    q = q * r + 1.3981999507e-3f;
+    q = q * r + 8.3334519073e-3f;
+    q = q * r + 4.1665795894e-2f;
+    q = q * r + 1.6666665459e-1f;
+    q = q * r + 5.0000001201e-1f;
+    q = q * r * r + r + 1.0f;
+    return ldexpf(q, (int)fn);
+}
+
 #if 1   /* every architecture: SIMDe supplies the intrinsics off x86 (_simd.h) */
 
 /* exp(x) for x in about [-87, 88] (clamped), Cephes-style: 2^n * p(r), rel err ~2e-7. */
@@ -46,5 +66,27 @@ static inline __m256 simd_erf8(__m256 x)
     return _mm256_div_ps(_mm256_mul_ps(v, p), q);
 }
 
+#ifdef EDGENN_HAS_AVX512_INTRINSICS
+/* exp(x) on 16 floats: simd_exp8's steps, AVX-512F (x86 and the SIMDe builds) */
+EDGENN_AVX512 __attribute__((always_inline))
+static inline __m512 simd_exp16(__m512 x)
+{
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.3f)), _mm512_set1_ps(88.3f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.f)));
+    __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n),
+                                                   _mm512_set1_epi32(127)), 23);
+    return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+}
+#endif
 #endif
 #endif

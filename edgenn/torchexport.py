@@ -12,7 +12,7 @@ import warnings
 
 import numpy as np
 
-from ..errors import EdgennError, InputError, MissingDependencyError
+from .errors import EdgennError, InputError, MissingDependencyError
 
 
 class ExportMismatchError(EdgennError):
@@ -101,8 +101,8 @@ def from_torch(module, example_inputs, *, input_names=None, output_names=None,
     ExportMismatchError naming each output's error) and return the InferenceSession.
     save: also write the model there (.onnx: the export; .enn: edgenn's optimized form).
     The session's `from_torch` attribute says which exporter ran and the errors found."""
-    from ..api import InferenceSession
-    from ..tools import rel_err
+    from .api import InferenceSession
+    from .tools import rel_err
     torch = _torch()
     args = _as_tuple(example_inputs)
     data, kind = export_onnx(module, args, input_names, output_names, dynamic_axes, opset,
@@ -124,9 +124,9 @@ def from_torch(module, example_inputs, *, input_names=None, output_names=None,
     sess.from_torch = {"exporter": kind, "rel_err": errs}
     if save:
         if save.endswith(".enn"):
-            from ..api import convert
+            from .api import convert
             convert(data, save)
         else:
-            from ..graph.format import write_atomic
+            from .graph.format import write_atomic
             write_atomic(save, data)
     return sess

@@ -1,6 +1,45 @@
-/* The state update of one batch row after its GEMV (see _recurrent.h), on RC_L-float
- * vectors; included once per width with the RC_* operation macros defined (AVX2: 8,
- * AVX-512F: 16). Columns past the last whole vector go to rc_cell_generic. */
+/* The vector bodies of _recurrent.h, on RC_L-float vectors: the panel GEMV (RC_GEMV,
+ * panels of 8, 4, 2, 1 vectors as rc_panel packs them; the last N % L columns through a
+ * zero-padded vector) and the state update of one batch row after it (RC_CELL; columns
+ * past the last whole vector go to rc_cell_generic). Included once per width with the
+ * RC_* operation macros defined (AVX2: 8 floats, AVX-512F: 16). */
+
+/* One panel of NV vectors (NV accumulators over the K rows), added into acc. */
+RC_ATTR __attribute__((always_inline))
+static inline void RC_PANEL(int nv, const float *v, const float *p, long K, float *acc)
+{
+    RC_V s[8];
+    for (int u = 0; u < nv; u++)
+        s[u] = RC_LOAD(acc + RC_L * u);
+    for (long k = 0; k < K; k++, p += RC_L * nv) {
+        const RC_V b = RC_SET1(v[k]);
+        for (int u = 0; u < nv; u++)
+            s[u] = RC_FMA(b, RC_LOAD(p + RC_L * u), s[u]);
+    }
+    for (int u = 0; u < nv; u++)
+        RC_STORE(acc + RC_L * u, s[u]);
+}
+
+/* acc[0:N] += sum_k v[k] R^T[k, 0:N] over the packed panels, one batch row */
+RC_ATTR
+static void RC_GEMV(const float *v, const float *pk, long K, float *acc, long N)
+{
+    long n = 0;
+    for (; N - n >= 8 * RC_L; n += 8 * RC_L, pk += K * 8 * RC_L)
+        RC_PANEL(8, v, pk, K, acc + n);
+    for (int nv = 4; nv >= 1; nv /= 2)
+        if (N - n >= nv * RC_L) {
+            RC_PANEL(nv, v, pk, K, acc + n);
+            n += nv * RC_L;
+            pk += K * nv * RC_L;
+        }
+    if (n < N) {                     /* the last N % L columns, padded to L in the panel */
+        float t[RC_L] = {0};
+        RC_PANEL(1, v, pk, K, t);
+        for (long j = 0; j < N - n; j++)
+            acc[n + j] += t[j];
+    }
+}
 
 RC_ATTR __attribute__((always_inline))
 static inline RC_V RC_ACT(int fn, RC_V x)
