@@ -3,14 +3,10 @@ defaults filled in, the attributes checked once here (a clear error naming the n
 from __future__ import annotations
 
 from ...errors import GraphError, UnsupportedOpError
+from ...graph.ir import Node
 from ...graph.shapes.recurrent import activations, directions
 from ...registry import converter
 from .importer import attribute_values, schema_defaults
-
-
-class _Node:
-    def __init__(self, onode, attrs):
-        self.op, self.name, self.attrs = onode.op_type, onode.name, attrs
 
 
 @converter("LSTM", "GRU", "RNN")
@@ -18,8 +14,9 @@ def recurrent(onode, ctx):
     attrs = schema_defaults(onode.op_type, ctx.opset)
     attrs.update(attribute_values(onode))
     try:
-        directions(_Node(onode, attrs))
-        activations(_Node(onode, attrs))
+        node = Node(onode.op_type, [], [], attrs, onode.name)
+        directions(node)
+        activations(node)
     except GraphError as exc:
         why = str(exc).split(': ', 1)[-1]
         raise UnsupportedOpError({f"{onode.op_type} ({why})": [onode.name]}, str(exc)) from exc

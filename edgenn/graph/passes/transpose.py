@@ -25,7 +25,7 @@ BINARY = {"Add", "Sub", "Mul", "Div", "Max", "Min", "PRelu", "Pow"}
 REDUCE = {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin"}
 
 
-def _perm(node: Node, rank: int | None = None) -> list[int] | None:
+def _perm(node: Node) -> list[int] | None:
     p = node.attrs.get("perm")
     return [int(v) for v in p] if p else None
 

@@ -17,6 +17,8 @@ Scan(*state, *scan_inputs, *captured) (opset >= 9) -> (*final_state, *scan_outpu
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ...errors import DataDependentShapeError, GraphError
 from ...registry import TensorInfo, shape_rule
 
@@ -141,7 +143,6 @@ def _branch(body, bound):
 
 
 def _scalar(dtype: str, value=None) -> TensorInfo:
-    import numpy as np
     return TensorInfo(dtype, (), None if value is None else np.array(value, dtype))
 
 

@@ -5,19 +5,11 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import GraphError
+from ...graph.ir import Node
 from ...graph.shapes.control import split_inputs
 from ...registry import reference
 
 MAX_ITERATIONS = 1 << 20   # an unbounded Loop stops here (a hostile model never hangs)
-
-
-class _Node:
-    def __init__(self, op, attrs):
-        self.op, self.attrs, self.name = op, attrs, ""
-
-    @property
-    def captures(self):
-        return list(self.attrs.get("captures") or [])
 
 
 def run_body(body, bound: dict) -> list[np.ndarray]:
@@ -28,7 +20,7 @@ def run_body(body, bound: dict) -> list[np.ndarray]:
 
 @reference("If")
 def if_(attrs, inputs):
-    node = _Node("If", attrs)
+    node = Node("If", [], [], attrs)
     formal, caps = split_inputs(node, inputs)
     cond = np.asarray(formal[0])
     if cond.size != 1:
@@ -39,7 +31,7 @@ def if_(attrs, inputs):
 
 @reference("Loop")
 def loop(attrs, inputs):
-    node = _Node("Loop", attrs)
+    node = Node("Loop", [], [], attrs)
     formal, caps = split_inputs(node, inputs)
     m, cond, carried = formal[0], formal[1], list(formal[2:])
     body = attrs["body"]
@@ -74,7 +66,7 @@ def loop(attrs, inputs):
 
 @reference("Scan")
 def scan(attrs, inputs):
-    node = _Node("Scan", attrs)
+    node = Node("Scan", [], [], attrs)
     formal, caps = split_inputs(node, inputs)
     n_in = int(attrs.get("num_scan_inputs", 0))
     n_state = len(formal) - n_in

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...graph.ir import Node
 from ...graph.shapes.recurrent import GATES, activations, directions
 from ...registry import reference
 
@@ -92,17 +93,10 @@ class _Unit:
         return f(self._c(go)) * hf(c), c
 
 
-class _Node:
-    """What the attribute helpers read of a node (the reference sees only attrs)."""
-
-    def __init__(self, op: str, attrs: dict):
-        self.op, self.attrs, self.name = op, attrs, ""
-
-
 def _register(op: str) -> None:
     @reference(op)
     def ref(attrs, inputs):
-        return run(_Node(op, attrs), inputs)
+        return run(Node(op, [], [], attrs), inputs)   # the attribute helpers read a Node
 
 
 for _op in GATES:
