@@ -1,4 +1,4 @@
-"""QuantizeLinear / DequantizeLinear cases (per tensor, uint8): sizes around the 32-wide
+"""QuantizeLinear / DequantizeLinear cases (per tensor, uint8 and int8): sizes around the 32-wide
 vector tail, ties that round half to even, saturation at both ends, NaN-free extremes."""
 import numpy as np
 
@@ -6,6 +6,7 @@ from edgenn.graph.ir import Node
 
 SHAPES = [(1,), (7,), (32,), (33,), (2, 3, 5, 7), (1, 16, 9, 9), (0, 4)]
 PARAMS = [(0.02, 128), (1.0, 0), (0.5, 255), (3.0, 7)]
+PARAMS_S8 = [(0.02, 0), (1.0, -128), (0.5, 127), (3.0, -7)]
 
 
 def _x(rng, shape, scale):
@@ -21,6 +22,9 @@ def quantize_cases():
         for scale, zp in PARAMS:
             node = Node("QuantizeLinear", ["x", "s", "z"], ["y"], {"axis": 1}, "q")
             yield node, [_x(rng, shape, scale), np.float32(scale), np.uint8(zp)], {1, 2}
+        for scale, zp in PARAMS_S8:
+            node = Node("QuantizeLinear", ["x", "s", "z"], ["y"], {"axis": 1}, "q")
+            yield node, [_x(rng, shape, scale), np.float32(scale), np.int8(zp)], {1, 2}
 
 
 def dequantize_cases():
@@ -30,6 +34,10 @@ def dequantize_cases():
             node = Node("DequantizeLinear", ["x", "s", "z"], ["y"], {"axis": 1}, "dq")
             x = rng.integers(0, 256, shape, dtype=np.uint8)
             yield node, [x, np.float32(scale), np.uint8(zp)], {1, 2}
+        for scale, zp in PARAMS_S8:
+            node = Node("DequantizeLinear", ["x", "s", "z"], ["y"], {"axis": 1}, "dq")
+            x = rng.integers(-128, 128, shape, dtype=np.int8)
+            yield node, [x, np.float32(scale), np.int8(zp)], {1, 2}
 
 
 def qadd_cases():

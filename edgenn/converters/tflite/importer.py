@@ -1,6 +1,7 @@
 """TFLite -> edgenn IR: .tflite files load and run directly (`edgenn.InferenceSession(
-"model.tflite")`), float32 and float16-weight models (int8 weights with their scales are
-dequantized to float constants; fully integer models are refused for now).
+"model.tflite")`): float32 models, float16 weights, int8 weights of float models
+(dequantized at import), and fully integer int8 / uint8 models (quantized.py: onto
+edgenn's QDQ form and its integer kernels).
 
 Layout. TFLite activations are NHWC; edgenn's convolutions, pools, Resize and
 DepthToSpace are NCHW. Each of those ops is written as Transpose(NHWC->NCHW) -> op ->
@@ -21,6 +22,7 @@ import numpy as np
 
 from ...errors import ModelFormatError, UnsupportedOpError
 from ...graph.ir import Graph, Node, ValueInfo, fresh_name
+from . import quantized
 from .reader import TOp, TTensor, read
 
 TO_NCHW, TO_NHWC = [0, 3, 1, 2], [0, 2, 3, 1]
@@ -43,6 +45,9 @@ class _Builder:
                 self.names[i] = f"{n}#{i}"
             seen[n] = i
         self.taken = set(self.names)
+        self.qcache: dict = {}                  # quantized.py: shared DQ / parameters
+        self.u8_alias: dict[int, str] = {}      # int8 graph inputs / outputs -> uint8
+        self.integer_weights = False            # the op being imported is integer
         for i, t in enumerate(tensors):
             if t.data is not None:
                 self.consts[self.names[i]] = t.data
@@ -104,12 +109,12 @@ def _conv(b: _Builder, op: TOp, depthwise: bool = False) -> None:
     W), group = C)."""
     o = op.options
     base = b.names[op.outputs[0]]
-    w = b.value(op.inputs[1])
-    if w is None:
+    w = b.t[op.inputs[1]]
+    if b.value(op.inputs[1]) is None:
         raise UnsupportedOpError({f"{op.op} with run-time weights": [base]})
     perm, group = ((3, 0, 1, 2), int(b.t[op.inputs[0]].shape[3])) if depthwise else \
         ((0, 3, 1, 2), 1)
-    wn = b.const(f"{base}/w", np.ascontiguousarray(w.transpose(*perm)))
+    wn = quantized.weight(b, op.inputs[1], perm, f"{base}/w", b.integer_weights)
     ins = [b.names[op.inputs[0]], wn] + ([b.names[op.inputs[2]]] if len(op.inputs) > 2 and
                                          op.inputs[2] >= 0 else [])
     attrs = dict(_pads_same(op), strides=[o.StrideH(), o.StrideW()],
@@ -255,8 +260,8 @@ def _dequantize(b: _Builder, op: TOp) -> None:
 def _fully_connected(b: _Builder, op: TOp) -> None:
     o = op.options
     out = b.names[op.outputs[0]]
-    w = b.value(op.inputs[1])
-    if w is None:
+    w = b.t[op.inputs[1]]
+    if b.value(op.inputs[1]) is None:
         raise UnsupportedOpError({"FULLY_CONNECTED with run-time weights": [out]})
     x = b.t[op.inputs[0]]
     k = int(w.shape[1])
@@ -266,7 +271,8 @@ def _fully_connected(b: _Builder, op: TOp) -> None:
         b.emit("Reshape", [a, b.const(f"{out}/fshape", np.array([-1, k], np.int64))], [flat],
                {"allowzero": 0}, f"{out}/flatten")
         a = flat
-    ins = [a, b.names[op.inputs[1]]] + ([b.names[op.inputs[2]]] if len(op.inputs) > 2 and
+    ins = [a, quantized.weight(b, op.inputs[1], None, f"{out}/w", b.integer_weights)] + \
+        ([b.names[op.inputs[2]]] if len(op.inputs) > 2 and
                                         op.inputs[2] >= 0 else [])
     y_shape = b.t[op.outputs[0]].shape
     pre = b.fresh(f"{out}/gemm")
@@ -285,9 +291,13 @@ def import_tflite(data: bytes, source: str = "<tflite>") -> Graph:
     tensors, ops, g_in, g_out = read(data, source)
     b = _Builder(tensors)
     missing: dict[str, list[str]] = {}
+    quantized.boundary(b, g_in, g_out)
     for op in ops:
         try:
-            _convert(b, op)
+            if quantized.involved(b, op):
+                quantized.convert(b, op, _convert)
+            else:
+                _convert(b, op)
         except UnsupportedOpError as exc:
             for k, v in exc.unsupported.items():
                 missing.setdefault(k, []).extend(v)
@@ -296,6 +306,7 @@ def import_tflite(data: bytes, source: str = "<tflite>") -> Graph:
                                    f"{exc}") from None
     if missing:
         raise UnsupportedOpError(missing, "nothing was run; these TFLite ops need support")
+    quantized.finish(b, g_out)
     inputs = [ValueInfo(b.names[i], tensors[i].dtype, tensors[i].shape) for i in g_in
               if tensors[i].data is None]
     outputs = [ValueInfo(b.names[i], tensors[i].dtype, tensors[i].shape) for i in g_out]

@@ -7,7 +7,18 @@ Rewrites, each exact:
   one-element constants (Relu, Sigmoid, Clip, HardSwish, ...), for binary elementwise ops
   whose other input is a constant (broadcast to the rank, then permuted by p's inverse) or
   the same Transpose of another tensor, for Pad (pads permuted), Concat of tensors all
-  transposed alike (axis p[axis]) and reductions that keep their dims (axes p[a]).
+  transposed alike (axis p[axis]) and reductions that keep their dims (axes p[a]);
+  QuantizeLinear with per-tensor parameters is elementwise too, so transposes sink
+  through it onto the 8-bit data;
+- Transpose(DequantizeLinear(x)) -> DequantizeLinear(Transpose(x)) for per-tensor
+  DequantizeLinear: the one rewrite that moves a transpose up, so a quantized op reads
+  DQ(x_q) directly (the form the integer fusion needs) and the transpose moves bytes.
+  DequantizeLinear is not one the sink moves through, so the two never undo each other;
+- op(DQ(Transpose(x, p))) -> Transpose(op(DQ(x)), p) when op is one the first rules sink
+  through (an elementwise float op or a Pad between the DQ and its Q);
+- op(DQ(Transpose(a, p)), DQ(Transpose(b, p)), ...) -> Transpose(op(DQ(a), DQ(b), ...), p)
+  for a binary elementwise op or a Concat whose every operand is (DQ of) the same
+  Transpose (a residual Add or a Concat of a quantized graph), each read once.
 A Transpose is moved only when the op is its only consumer (so nothing is duplicated);
 the op moves above it and takes its name, so graph outputs keep theirs.
 """
@@ -20,7 +31,8 @@ from .util import View
 
 UNARY = {"Relu", "Sigmoid", "Tanh", "HardSwish", "HardSigmoid", "LeakyRelu", "Elu", "Selu",
          "Neg", "Abs", "Exp", "Log", "Sqrt", "Identity", "Clip", "Softplus", "Softsign",
-         "Erf", "Gelu", "Mish", "Celu", "Cast", "Reciprocal", "Floor", "Ceil", "Round"}
+         "Erf", "Gelu", "Mish", "Celu", "Cast", "Reciprocal", "Floor", "Ceil", "Round",
+         "QuantizeLinear"}
 BINARY = {"Add", "Sub", "Mul", "Div", "Max", "Min", "PRelu", "Pow"}
 REDUCE = {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin"}
 
@@ -127,6 +139,87 @@ def _sink(graph: Graph, view: View, t: Node) -> bool:
     return True
 
 
+def _hoist_over_dequantize(graph: Graph, view: View, t: Node) -> bool:
+    dq = view.prod(t.inputs[0], "DequantizeLinear")
+    if dq is None or view.only_use(dq.outputs[0]) is not t or \
+            not all(_scalar_const(view, i) for i in dq.inputs[1:]):
+        return False
+    mid = graph.unique_name(f"{dq.inputs[0]}_transposed")
+    i = graph.nodes.index(dq)
+    graph.nodes[i:i + 1] = [Node("Transpose", [dq.inputs[0]], [mid], dict(t.attrs), t.name),
+                            Node("DequantizeLinear", [mid] + dq.inputs[1:], list(t.outputs),
+                                 dict(dq.attrs), dq.name)]
+    graph.nodes.remove(t)
+    return True
+
+
+def _sink_through_dequantize(graph: Graph, view: View, t: Node) -> bool:
+    dq = view.only_use(t.outputs[0])
+    if dq is None or dq.op != "DequantizeLinear" or dq.inputs[0] != t.outputs[0] or \
+            not all(_scalar_const(view, i) for i in dq.inputs[1:]):
+        return False
+    op = view.only_use(dq.outputs[0])
+    if op is None or (op.op not in UNARY and op.op != "Pad"):
+        return False
+    saved = list(graph.nodes)
+    mid = graph.unique_name(f"{t.inputs[0]}_dq")
+    moved = Node("Transpose", [mid], list(dq.outputs), dict(t.attrs), t.name)
+    i = graph.nodes.index(dq)
+    graph.nodes[i:i + 1] = [Node("DequantizeLinear", [t.inputs[0]] + dq.inputs[1:], [mid],
+                                 dict(dq.attrs), dq.name), moved]
+    graph.nodes.remove(t)
+    if _sink(graph, View(graph), moved):
+        return True
+    graph.nodes[:] = saved                      # op would not take it: as it was
+    return False
+
+
+def _transposed_operand(view: View, name: str, p: list[int], reader: Node) -> Node | None:
+    """`name` = T_p(x) or per-tensor DQ(T_p(x)), each node read by `reader` only -> the
+    node whose input 0 is T_p(x)'s output (T itself or the DQ)."""
+    node = view.prod(name)
+    if node is None or view.only_use(name) is not reader:
+        return None
+    if node.op == "DequantizeLinear":
+        if not all(_scalar_const(view, i) for i in node.inputs[1:]):
+            return None
+        t = view.prod(node.inputs[0], "Transpose")
+        ok = t is not None and _perm(t) == p and view.only_use(t.outputs[0]) is node
+        return node if ok else None
+    return node if node.op == "Transpose" and _perm(node) == p else None
+
+
+def _sink_below_dequantized_operands(graph: Graph, view: View, t: Node) -> bool:
+    p = _perm(t)
+    dq = view.only_use(t.outputs[0])
+    op = None if dq is None or dq.op != "DequantizeLinear" else view.only_use(dq.outputs[0])
+    if p is None or op is None or not (op.op == "Concat" or
+                                       (op.op in BINARY and len(op.inputs) == 2)):
+        return False
+    if len(set(op.inputs)) != len(op.inputs):
+        return False
+    found = [_transposed_operand(view, i, p, op) for i in op.inputs]
+    if any(f is None for f in found):
+        return False
+    new_inputs = []
+    for name, node in zip(op.inputs, found):
+        if node.op == "Transpose":
+            new_inputs.append(node.inputs[0])
+        else:                         # the DQ now reads the untransposed data
+            node.inputs = [view.prod(node.inputs[0]).inputs[0]] + node.inputs[1:]
+            new_inputs.append(name)
+    attrs = dict(op.attrs)
+    if op.op == "Concat":
+        axis = int(attrs.get("axis", 0))
+        attrs["axis"] = p[axis + len(p) if axis < 0 else axis]
+    mid = graph.unique_name(f"{op.outputs[0]}_pre_transpose")
+    i = graph.nodes.index(op)
+    graph.nodes[i:i + 1] = [Node(op.op, new_inputs, [mid], attrs, op.name),
+                            Node("Transpose", [mid], list(op.outputs), {"perm": list(p)},
+                                 graph.unique_name(f"{t.name}_sunk"))]
+    return True
+
+
 def push_transposes(graph: Graph) -> bool:
     """The rewrites of the module docstring until none applies; True if any did."""
     if "Transpose" not in graph.op_counts():
@@ -138,7 +231,10 @@ def push_transposes(graph: Graph) -> bool:
         for t in list(graph.nodes):
             if t.op != "Transpose" or id(t) not in view.alive:
                 continue
-            if _fold_pair(graph, view, t) or _sink(graph, view, t):
+            if _fold_pair(graph, view, t) or _sink(graph, view, t) or \
+                    _sink_through_dequantize(graph, view, t) or \
+                    _hoist_over_dequantize(graph, view, t) or \
+                    _sink_below_dequantized_operands(graph, view, t):
                 did = True
                 break
         if not did:

@@ -1,7 +1,12 @@
 """QuantizeLinear / DequantizeLinear, per tensor, uint8 <-> float32, DynamicQuantizeLinear and
 QAdd: one C pass each (_rowops quantize_u8 / dequantize_u8, AVX2 with a portable fallback;
 DynamicQuantizeLinear adds a min / max pass), bit-exact with the ONNX reference
-(x / scale in float32, round half to even, saturate)."""
+(x / scale in float32, round half to even, saturate).
+
+int8 <-> float32 (a TFLite model's int8 inputs and outputs) reuse the uint8 passes:
+q_s8 and q_s8 + 128 (its bytes with the top bit flipped) are the same numbers with the
+zero point moved by 128, so DQ(x_s8, z) = DQ_u8(x ^ 0x80, z + 128) and
+Q_s8(x, z) = Q_u8(x, z + 128) ^ 0x80, exactly (saturation included)."""
 from __future__ import annotations
 
 import numpy as np
@@ -18,40 +23,52 @@ def scalar(info):
     return np.asarray(info.value).reshape(-1)[0]
 
 
+BYTES = ("uint8", "int8")
+
+
 def _quantize_supports(node, ins, outs) -> bool:
-    """float32 x, constant scalar float32 scale, constant uint8 zero point."""
+    """float32 x, constant scalar float32 scale, constant uint8 / int8 zero point."""
     zp = ins[2] if len(ins) > 2 else None
-    return (ins[0].dtype == "float32" and outs[0].dtype == "uint8"
+    return (ins[0].dtype == "float32" and outs[0].dtype in BYTES
             and ins[1].dtype == "float32" and scalar(ins[1]) is not None
-            and zp is not None and zp.dtype == "uint8" and scalar(zp) is not None)
+            and zp is not None and zp.dtype == outs[0].dtype and scalar(zp) is not None)
 
 
 def _dequantize_supports(node, ins, outs) -> bool:
-    """uint8 x, constant scalar float32 scale, constant (or omitted) zero point."""
+    """uint8 / int8 x, constant scalar float32 scale, constant (or omitted) zero point."""
     zp = ins[2] if len(ins) > 2 else None
-    return (ins[0].dtype == "uint8" and outs[0].dtype == "float32"
+    return (ins[0].dtype in BYTES and outs[0].dtype == "float32"
             and ins[1].dtype == "float32" and scalar(ins[1]) is not None
             and (zp is None or scalar(zp) is not None))
 
 
 @kernel("QuantizeLinear", "quantize_u8_c", supports=_quantize_supports, cost=c_cost)
 def prepare_quantize(node, ins, outs):
-    scale, zp = np.float32(scalar(ins[1])), int(scalar(ins[2]))
+    signed = outs[0].dtype == "int8"
+    scale, zp = np.float32(scalar(ins[1])), int(scalar(ins[2])) + (128 if signed else 0)
     quantize = _rowops.quantize_u8
 
     def run(inputs, outputs):
-        quantize(inputs[0].reshape(-1), outputs[0].reshape(-1), scale, zp, True)
+        y = outputs[0].reshape(-1).view(np.uint8)
+        quantize(inputs[0].reshape(-1), y, scale, zp, True)
+        if signed:
+            np.bitwise_xor(y, 0x80, out=y)
     return run
 
 
 @kernel("DequantizeLinear", "dequantize_u8_c", supports=_dequantize_supports, cost=c_cost)
 def prepare_dequantize(node, ins, outs):
+    signed = ins[0].dtype == "int8"
     scale = np.float32(scalar(ins[1]))
-    zp = int(scalar(ins[2])) if len(ins) > 2 and ins[2] is not None else 0
+    zp = (int(scalar(ins[2])) if len(ins) > 2 and ins[2] is not None else 0) + \
+        (128 if signed else 0)
     dequantize = _rowops.dequantize_u8
 
     def run(inputs, outputs):
-        dequantize(inputs[0].reshape(-1), outputs[0].reshape(-1), scale, zp)
+        x = inputs[0].reshape(-1)
+        if signed:
+            x = np.bitwise_xor(x.view(np.uint8), 0x80)
+        dequantize(x, outputs[0].reshape(-1), scale, zp)
     return run
 
 
