@@ -27,7 +27,8 @@ extensions = [
     Extension("edgenn.kernels.fast._dwc8", ["edgenn/kernels/fast/_dwc8.pyx"],
               include_dirs=["edgenn/kernels/fast", SIMDE], extra_compile_args=["-O3", "-fopenmp"],
               extra_link_args=["-fopenmp"],
-              depends=["edgenn/kernels/fast/_dwc8.h", "edgenn/kernels/fast/_cpu.h"]),
+              depends=["edgenn/kernels/fast/_dwc8.h", "edgenn/kernels/fast/_cpu.h",
+                       "edgenn/kernels/fast/_pool_tiles.h"]),
     Extension("edgenn.kernels.fast._rowops", ["edgenn/kernels/fast/_rowops.pyx"],
               include_dirs=["edgenn/kernels/fast", SIMDE],
               # no mul+add contraction: the quantize / QAdd passes must round as NumPy does
@@ -47,6 +48,14 @@ extensions = [
     Extension("edgenn.kernels.fast._qgemm_emu", ["edgenn/kernels/fast/_qgemm_emu.pyx"],
               include_dirs=[np.get_include(), "edgenn/kernels/fast", SIMDE],
               extra_compile_args=["-O1"], depends=["edgenn/kernels/fast/_qgemm_vnni.h"]),
+    # direct convolution for few input channels, and its SIMDe-emulated twin for the tests
+    Extension("edgenn.kernels.fast._convdirect", ["edgenn/kernels/fast/_convdirect.pyx"],
+              include_dirs=["edgenn/kernels/fast", SIMDE], extra_compile_args=["-O3"],
+              depends=["edgenn/kernels/fast/_convdirect.h", "edgenn/kernels/fast/_cpu.h"]),
+    Extension("edgenn.kernels.fast._convdirect_emu", ["edgenn/kernels/fast/_convdirect_emu.pyx"],
+              include_dirs=["edgenn/kernels/fast", SIMDE], define_macros=[("EDGENN_SIMDE", "1")],
+              extra_compile_args=["-O1"],
+              depends=["edgenn/kernels/fast/_convdirect.pyx", "edgenn/kernels/fast/_convdirect.h"]),
     # sparse 1x1 convolution (weights in CSR), and its SIMDe-emulated twin for the tests
     Extension("edgenn.kernels.fast._spmm", ["edgenn/kernels/fast/_spmm.pyx"],
               include_dirs=["edgenn/kernels/fast", SIMDE], extra_compile_args=["-O3"],

@@ -54,6 +54,7 @@ def conv_cases():
         yield Node("Conv", ["x", "w", "b"], ["y"], attrs, "conv"), \
             [x, wt, rng.standard_normal(m).astype(np.float32)]
     yield from sparse_conv_cases(rng)
+    yield from first_layer_cases(rng)
     for act, params in ACTS[4:]:  # the remaining activations on one geometry
         x = rng.standard_normal((1, 4, 6, 6)).astype(np.float32)
         wt = rng.standard_normal((4, 4, 3, 3)).astype(np.float32)
@@ -67,6 +68,39 @@ def conv_cases():
 SPARSE_GEOMS = [(1, 16, 8, 8, 32, 1, 0, 1), (2, 24, 7, 7, 40, 1, 0, 1), (1, 9, 5, 13, 6, 1, 0, 1),
                 (1, 8, 9, 9, 12, 3, 1, 1), (2, 5, 11, 7, 6, 3, 2, 2), (1, 4, 6, 6, 8, 5, 2, 1),
                 (1, 6, 10, 10, 16, 3, 0, 1)]
+
+
+# few input channels (conv_direct): CRNN / MobileNet / ResNet stems, gray, ragged output
+# channels (13, 20: no tile divides), widths past one 48-pixel tile, stride 2 with odd
+# sizes, 1x1, rectangular kernels, asymmetric pads and SAME_UPPER / SAME_LOWER / VALID
+# n, c, h, w, m, (kh, kw), (sh, sw), pads (t, l, b, r) or auto_pad
+FIRST_LAYER_GEOMS = [
+    (1, 3, 32, 256, 32, (3, 3), (1, 1), (1, 1, 1, 1)), (1, 3, 33, 35, 32, (3, 3), (2, 2), (1, 1, 1, 1)),
+    (2, 3, 23, 29, 64, (7, 7), (2, 2), (3, 3, 3, 3)), (1, 1, 16, 50, 13, (3, 3), (1, 1), (1, 1, 1, 1)),
+    (1, 8, 12, 100, 20, (5, 5), (2, 2), (2, 2, 2, 2)), (1, 2, 9, 9, 7, (1, 1), (1, 1), (0, 0, 0, 0)),
+    (1, 3, 5, 6, 9, (3, 3), (2, 2), (0, 0, 0, 0)), (1, 4, 10, 61, 24, (1, 7), (1, 2), (0, 3, 0, 3)),
+    (1, 3, 17, 19, 16, (3, 3), (2, 1), (0, 1, 2, 0)), (1, 3, 20, 20, 8, (3, 3), (2, 2), "SAME_UPPER"),
+    (1, 3, 21, 22, 12, (4, 4), (2, 2), "SAME_LOWER"), (1, 3, 15, 49, 40, (3, 3), (1, 1), "VALID"),
+]
+
+
+def first_layer_cases(rng):
+    for (n, c, h, w, m, k, s, pads), (act, params) in itertools.product(
+            FIRST_LAYER_GEOMS, [ACTS[0], ACTS[1], ACTS[2], EXTREME_ACTS[2]]):
+        attrs = dict(kernel_shape=list(k), strides=list(s), dilations=[1, 1], group=1,
+                     activation=act, activation_params=params)
+        if isinstance(pads, str):
+            attrs["auto_pad"] = pads
+        else:
+            attrs.update(auto_pad="NOTSET", pads=list(pads))
+        x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+        wt = rng.standard_normal((m, c, *k)).astype(np.float32)
+        yield Node("Conv", ["x", "w", "b"], ["y"], attrs, "conv"), \
+            [x, wt, rng.standard_normal(m).astype(np.float32)]
+    x = rng.standard_normal((1, 3, 12, 40)).astype(np.float32)       # no bias
+    yield Node("Conv", ["x", "w"], ["y"], dict(kernel_shape=[3, 3], strides=[1, 1],
+                                               pads=[1, 1, 1, 1]), "conv"), \
+        [x, rng.standard_normal((10, 3, 3, 3)).astype(np.float32)]
 
 
 def pruned(rng, shape, zeros=0.8):

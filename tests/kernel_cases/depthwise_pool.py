@@ -52,6 +52,23 @@ def _window_cases(op):
                    "pool"), [x], set()
 
 
+# non-overlapping windows (kernel == stride, no pads: maxpool_tiles_c): 2x2, 2x1, 4x1,
+# 3x3, 1x1; planes that the windows divide and ones with leftover rows / columns (floor),
+# widths around the 8-output vector (2 x 8 inputs), one-pixel outputs, batch > 1
+TILE_GEOMS = [(3, 32, 32, 256, (2, 2)), (2, 5, 9, 35, (2, 2)), (1, 3, 8, 17, (2, 1)),
+              (1, 4, 16, 15, (4, 1)), (1, 2, 7, 10, (3, 3)), (1, 3, 5, 5, (1, 1)),
+              (1, 6, 2, 2, (2, 2)), (2, 3, 4, 31, (2, 2)), (1, 1, 6, 16, (2, 2))]
+
+
+def _tile_cases():
+    rng = np.random.default_rng(5)
+    for n, c, h, w, k in TILE_GEOMS:
+        x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+        x.reshape(-1)[::7] = np.float32(-3e38 if n == 1 else 3e38)   # extremes
+        yield Node("MaxPool", ["x"], ["y"], dict(kernel_shape=list(k), strides=list(k)),
+                   "pool"), [x], set()
+
+
 def _global_cases(op):
     rng = np.random.default_rng(4)
     for shape in [(1, 1280, 7, 7), (2, 3, 1, 1), (1, 5, 13, 17), (1, 1, 56, 56), (3, 4, 2, 9)]:
@@ -60,7 +77,8 @@ def _global_cases(op):
 
 
 CASES = {
-    "MaxPool": lambda: itertools.chain(_window_cases("MaxPool"), maxpool_int_cases()),
+    "MaxPool": lambda: itertools.chain(_window_cases("MaxPool"), _tile_cases(),
+                                       maxpool_int_cases()),
     "AveragePool": lambda: _window_cases("AveragePool"),
     "GlobalAveragePool": lambda: _global_cases("GlobalAveragePool"),
     "GlobalMaxPool": lambda: _global_cases("GlobalMaxPool"),

@@ -5,7 +5,8 @@ _dwc8.h.
 
 dwc8(x, w8, b8, off, z, y, Q, obuf, ...) computes y = act(depthwise(x) + b + z) for the
 whole layer (depthwise.py, prepare_c8, packs the operands); pool8(...) MaxPool or
-AveragePool (pool.py)."""
+AveragePool (pool.py); maxpool_tiles_nchw(...) MaxPool with kernel == stride, no padding,
+on NCHW planes directly (_pool_tiles.h)."""
 
 from cython.parallel cimport prange
 
@@ -13,6 +14,10 @@ from cython.parallel cimport prange
 cdef extern from "_cpu.h" nogil:
     int edgenn_isa_x86(int t)
     int EDGENN_ISA_AVX2
+
+cdef extern from "_pool_tiles.h" nogil:
+    void maxpool_tiles(int avx2, const float *x, float *y, long P, long H, long W, int kh,
+                       int kw, float *row)
 
 cdef extern from "_dwc8.h" nogil:
     ctypedef struct dwc8_geom:
@@ -51,6 +56,21 @@ def pool8(const float[:, :, :, ::1] x, const long[::1] off, const float[:, ::1] 
     with nogil:
         dwc8_run(use_avx2, &x[0, 0, 0, 0], NULL, NULL, &off[0], NULL, &y[0, 0, 0, 0], &Q[0],
                  &obuf[0], &g)
+
+
+def maxpool_tiles_nchw(const float[:, :, ::1] x, float[:, :, ::1] y, int kh, int kw,
+                       float[::1] row, bint avx2):
+    """MaxPool with kernel == stride, no padding (_pool_tiles.h): x (P, H, W) -> y (P,
+    H // kh, W // kw); row: scratch of W floats."""
+    if y.shape[0] != x.shape[0] or y.shape[1] != x.shape[1] // kh or \
+            y.shape[2] != x.shape[2] // kw or row.shape[0] < x.shape[2] or kh < 1 or kw < 1:
+        raise ValueError("maxpool_tiles_nchw: shapes do not match")
+    cdef int use_avx2 = avx2 and _avx2
+    if x.shape[0] == 0 or y.shape[1] == 0 or y.shape[2] == 0:
+        return
+    with nogil:
+        maxpool_tiles(use_avx2, &x[0, 0, 0], &y[0, 0, 0], x.shape[0], x.shape[1],
+                      x.shape[2], kh, kw, &row[0])
 
 
 def global_pool(const float[:, ::1] x, float[::1] y, bint is_max):

@@ -57,6 +57,39 @@ def _prepare_c8(node, ins, outs, is_max: bool):
     return run
 
 
+def _tiles_supports(node, ins, outs) -> bool:
+    """Non-overlapping windows: kernel == strides, no padding, dilation 1 (floor mode, or
+    ceil mode where the windows divide the plane)."""
+    if not _window_supports(node, ins, outs):
+        return False
+    a = node.attrs
+    k = [int(v) for v in a["kernel_shape"]]
+    s = [int(v) for v in a.get("strides") or [1, 1]]
+    d = [int(v) for v in a.get("dilations") or [1, 1]]
+    pads = [int(v) for v in a.get("pads") or [0, 0, 0, 0]]
+    if k != s or d != [1, 1] or any(pads) or a.get("auto_pad", "NOTSET") not in \
+            ("NOTSET", "VALID"):
+        return False
+    h, w = ins[0].shape[2:]
+    return list(outs[0].shape[2:]) == [h // k[0], w // k[1]]
+
+
+@kernel("MaxPool", "maxpool_tiles_c", supports=_tiles_supports, cost=c_cost)
+def prepare_maxpool_tiles(node, ins, outs):
+    """kernel == stride MaxPool on the NCHW planes (_pool_tiles.h): rows reduced, then
+    column pairs deinterleaved; AVX2 where the CPU has it."""
+    from ._dwc8 import maxpool_tiles_nchw
+    n, c, h, w = ins[0].shape
+    kh, kw = (int(v) for v in node.attrs["kernel_shape"])
+    oh, ow = outs[0].shape[2:]
+    row = scratch.array(max(w, 1), np.float32)
+
+    def run(inputs, outputs):
+        maxpool_tiles_nchw(inputs[0].reshape(n * c, h, w), outputs[0].reshape(n * c, oh, ow),
+                           kh, kw, row.get(), depthwise.C8_AVX2)
+    return run
+
+
 def _prepare_numba(node, ins, outs, is_max: bool):
     import numba
     jit = _jit()

@@ -401,7 +401,8 @@ static void sg_pack_b_conv(const sg_conv *g, long k0, long kc, long j0, long nc,
                 const float *row = plane + (long)iy * g->W;
                 int ix = run_ox[r] * g->sw - g->pw + tj * g->dw;
                 if (g->sw == 1 && ix >= 0 && ix + len <= g->W) {
-                    memcpy(d, row + ix, len * 4);
+                    if (len == SG_NR) memcpy(d, row + ix, SG_NR * 4);   /* inlined: 64 B */
+                    else memcpy(d, row + ix, len * 4);
                 } else {
                     for (int t = 0; t < len; t++, ix += g->sw)
                         d[t] = (ix >= 0 && ix < g->W) ? row[ix] : 0.f;

@@ -1,0 +1,86 @@
+# cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+# cython: language_level=3
+"""Python face of _convdirect.h: direct convolution for few input channels.
+
+    wp = pack_weights(w, tier)           # w (M, C, KH, KW) -> [block][tap][MB]
+    run(xp, wp, bias, y, KH, KW, SH, SW, act, lo, hi, tier)   # y (M, OH, OW)
+
+xp (C, Hp, SW * Wq): the padded image with each row split into its SW column phases
+(phase p holds padded columns p, p + SW, ...; see _convdirect.h).
+"""
+import numpy as np
+
+cdef extern from "_cpu.h" nogil:
+    int edgenn_isa_x86(int t)
+    int EDGENN_ISA_AVX2, EDGENN_ISA_AVX512
+
+cdef extern from "_convdirect.h" nogil:
+    int CD_EMULATED
+    ctypedef struct cd_args:
+        const float *xp
+        const float *wp
+        const float *bias
+        float *y
+        long C, Hp, Wq, KH, KW, SH, SW, M, OH, OW
+        int act
+        float lo, hi
+    long cd_mb(int tier)
+    long cd_px(int tier)
+    void cd_run(const cd_args *a, int tier)
+
+EMULATED = bool(CD_EMULATED)
+TIER = {"scalar": 0, "avx2": 1, "avx512": 2, "avx512_8x48": 3}
+HAVE = {"scalar": True,
+        "avx2": EMULATED or bool(edgenn_isa_x86(EDGENN_ISA_AVX2)),
+        "avx512": EMULATED or bool(edgenn_isa_x86(EDGENN_ISA_AVX512))}
+HAVE["avx512_8x48"] = HAVE["avx512"]
+ACT = {"": 0, "Relu": 1, "Clip": 2}
+
+
+def tile(str isa):
+    """(channels, pixels) of a tier's register tile."""
+    return int(cd_mb(TIER[isa])), int(cd_px(TIER[isa]))
+
+
+def pack_weights(w, str isa):
+    """w (M, C, KH, KW) float32 -> (blocks, C*KH*KW, MB), zero rows past M."""
+    mb = tile(isa)[0]
+    m = w.shape[0]
+    blocks = -(-m // mb)
+    t = int(np.prod(w.shape[1:]))
+    out = np.zeros((blocks * mb, t), np.float32)
+    out[:m] = np.asarray(w, np.float32).reshape(m, t)
+    return np.ascontiguousarray(out.reshape(blocks, mb, t).transpose(0, 2, 1))
+
+
+def run(const float[:, :, ::1] xp, const float[:, :, ::1] wp, bias, float[:, :, ::1] y,
+        long kh, long kw, long sh, long sw, str act, float lo, float hi, str isa):
+    """y (M, OH, OW) = act(conv(xp, w) + bias); xp (C, Hp, SW * Wq) padded and split into
+    column phases as _convdirect.h says (checked)."""
+    if isa not in TIER or not HAVE[isa]:
+        raise ValueError(f"isa {isa!r}: not one of {tuple(TIER)} or not on this CPU")
+    cdef int tier = TIER[isa]
+    cdef long px = cd_px(tier), mb = cd_mb(tier)
+    cdef long m = y.shape[0], oh = y.shape[1], ow = y.shape[2], c = xp.shape[0]
+    if wp.shape[0] * mb < m or wp.shape[1] != c * kh * kw or wp.shape[2] != mb:
+        raise ValueError("conv_direct: packed weights do not match")
+    if sw < 1 or sh < 1 or xp.shape[2] % sw or \
+            xp.shape[2] // sw < -(-ow // px) * px + (kw - 1) // sw or \
+            xp.shape[1] < (oh - 1) * sh + kh:
+        raise ValueError("conv_direct: the padded input is too small")
+    cdef const float[::1] b
+    cdef cd_args a
+    a.xp, a.wp, a.y = &xp[0, 0, 0], &wp[0, 0, 0], &y[0, 0, 0]
+    a.bias = NULL
+    if bias is not None:
+        b = bias
+        if b.shape[0] < m:
+            raise ValueError("conv_direct: bias too short")
+        a.bias = &b[0]
+    a.C, a.Hp, a.Wq, a.KH, a.KW, a.SH, a.SW = c, xp.shape[1], xp.shape[2] // sw, kh, kw, sh, sw
+    a.M, a.OH, a.OW = m, oh, ow
+    a.act, a.lo, a.hi = ACT[act], lo, hi
+    if m == 0 or oh == 0 or ow == 0:
+        return
+    with nogil:
+        cd_run(&a, tier)

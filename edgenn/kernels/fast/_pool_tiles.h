@@ -1,0 +1,92 @@
+/* MaxPool over non-overlapping windows (kernel == stride, no padding, no dilation: the
+ * 2x2 / 2x1 / 4x1 pools of CRNN-style recognizers and VGG-style backbones), straight on
+ * NCHW planes: no interleaving into c8 planes as _dwc8.h's general loops need.
+ *
+ * x (P, H, W) -> y (P, OH, OW), OH = H / kh, OW = W / kw (floor; trailing rows / columns
+ * that fill no window are not read). Per output row: the kh input rows are reduced
+ * elementwise (vertical max), then each kw adjacent columns (kw = 2: even / odd lanes
+ * deinterleaved by one shuffle and one lane permute per 8 outputs). Max of finite values
+ * is exact, so any order of the taps gives the reference's result.
+ *
+ * Two builds: maxpool_tiles_avx2 (8 lanes, chosen at run time) and _generic (plain C).
+ */
+#ifndef EDGENN_POOL_TILES_H
+#define EDGENN_POOL_TILES_H
+#include "_simd.h"
+
+static inline float tile_max1(float a, float b) { return a > b ? a : b; }
+
+static void maxpool_tiles_generic(const float *x, float *y, long P, long H, long W,
+                                  int kh, int kw, float *row)
+{
+    long OH = H / kh, OW = W / kw, span = OW * kw;
+    for (long p = 0; p < P; p++)
+        for (long oh = 0; oh < OH; oh++) {
+            const float *r = x + (p * H + oh * kh) * W;
+            for (long j = 0; j < span; j++) row[j] = r[j];
+            for (int i = 1; i < kh; i++)
+                for (long j = 0; j < span; j++) row[j] = tile_max1(row[j], r[i * W + j]);
+            float *o = y + (p * OH + oh) * OW;
+            for (long j = 0; j < OW; j++) {
+                float m = row[j * kw];
+                for (int t = 1; t < kw; t++) m = tile_max1(m, row[j * kw + t]);
+                o[j] = m;
+            }
+        }
+}
+
+#if defined(__x86_64__) && !defined(EDGENN_SIMDE)
+EDGENN_AVX2 static void maxpool_tiles_avx2(const float *x, float *y, long P, long H, long W,
+                                           int kh, int kw, float *row)
+{
+    if (kw > 2) {
+        maxpool_tiles_generic(x, y, P, H, W, kh, kw, row);
+        return;
+    }
+    long OH = H / kh, OW = W / kw, span = OW * kw;
+    for (long p = 0; p < P; p++)
+        for (long oh = 0; oh < OH; oh++) {
+            const float *r = x + (p * H + oh * kh) * W;
+            float *o = y + (p * OH + oh) * OW;
+            long j = 0;
+            if (kw == 1) {
+                for (; j + 8 <= OW; j += 8) {
+                    __m256 m = _mm256_loadu_ps(r + j);
+                    for (int i = 1; i < kh; i++) m = _mm256_max_ps(m, _mm256_loadu_ps(r + i * W + j));
+                    _mm256_storeu_ps(o + j, m);
+                }
+            } else {
+                for (; j + 8 <= OW; j += 8) {           /* 16 inputs -> 8 outputs */
+                    __m256 a = _mm256_loadu_ps(r + 2 * j), b = _mm256_loadu_ps(r + 2 * j + 8);
+                    for (int i = 1; i < kh; i++) {
+                        a = _mm256_max_ps(a, _mm256_loadu_ps(r + i * W + 2 * j));
+                        b = _mm256_max_ps(b, _mm256_loadu_ps(r + i * W + 2 * j + 8));
+                    }
+                    __m256 even = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
+                    __m256 odd = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+                    __m256 m = _mm256_max_ps(even, odd);  /* a0 a2 b0 b2 | a4 a6 b4 b6 */
+                    m = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(m), 0xD8));
+                    _mm256_storeu_ps(o + j, m);
+                }
+            }
+            for (; j < OW; j++) {                      /* the tail, scalar */
+                float m = r[j * kw];
+                for (int i = 0; i < kh; i++)
+                    for (int t = 0; t < kw; t++) m = tile_max1(m, r[i * W + j * kw + t]);
+                o[j] = m;
+            }
+        }
+    (void)span;
+}
+#endif
+
+static void maxpool_tiles(int avx2, const float *x, float *y, long P, long H, long W, int kh,
+                          int kw, float *row)
+{
+#if defined(__x86_64__) && !defined(EDGENN_SIMDE)
+    if (avx2) { maxpool_tiles_avx2(x, y, P, H, W, kh, kw, row); return; }
+#endif
+    (void)avx2;
+    maxpool_tiles_generic(x, y, P, H, W, kh, kw, row);
+}
+#endif

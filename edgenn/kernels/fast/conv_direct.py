@@ -1,0 +1,81 @@
+"""conv_direct: 2-D convolution for few input channels (C <= 8: a network's RGB / gray
+first layer) straight from the zero-padded image (_convdirect.pyx / _convdirect.h):
+output pixels in the vector lanes, a register tile of output channels x pixels, one
+broadcast weight per tap and channel; nothing is packed per call.
+
+x (N, C, H, W), W (M, C, KH, KW) constant, stride 1 or 2, dilation 1, group 1, any pads;
+bias and the Relu / Clip epilogue fused. A Conv candidate per tier; the tuner keeps it
+only where it beats the GEMM and Winograd forms."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...registry import kernel
+from .. import scratch
+from .conv import geometry
+
+MAX_CHANNELS = 8
+ACTIVATIONS = ("", "Relu", "Clip")
+
+
+def _supports(node, ins, outs) -> bool:
+    x, w = ins[0], ins[1]
+    if len(x.shape) != 4 or x.dtype != "float32" or w.value is None or len(w.shape) != 4:
+        return False
+    a = node.attrs
+    strides = [int(s) for s in a.get("strides") or [1, 1]]
+    return (int(a.get("group", 1)) == 1 and 0 < x.shape[1] <= MAX_CHANNELS
+            and [int(d) for d in a.get("dilations") or [1, 1]] == [1, 1]
+            and strides[0] in (1, 2) and strides[1] in (1, 2)
+            and a.get("activation", "") in ACTIVATIONS
+            and (len(ins) < 4 or ins[3] is None)
+            and (len(ins) < 3 or ins[2] is None or ins[2].value is not None))
+
+
+def prepare(node, ins, outs, isa: str, lib=None):
+    """lib: the extension module (tests pass the SIMDe-emulated _convdirect_emu)."""
+    if lib is None:
+        from . import _convdirect as lib
+    n, c, h, wd = ins[0].shape
+    w = np.asarray(ins[1].value, np.float32)
+    m, _, kh, kw = w.shape
+    oh, ow = outs[0].shape[2:]
+    (sh, sw), (pt, pl), _ = geometry(node, ins[0].shape, w.shape, outs[0].shape)
+    px = lib.tile(isa)[1]
+    # the padded image, each row split into its sw column phases (padded column
+    # q * sw + p in phase p at q): every tap of every output of whole pixel tiles stays
+    # inside a phase row, and tap j reads phase j % sw from o + j // sw
+    hp = max((oh - 1) * sh + kh, pt + h)
+    wq = max(-(-ow // px) * px + (kw - 1) // sw, -(-(pl + wd) // sw))
+    wpk = lib.pack_weights(w, isa)
+    bias = None if len(ins) < 3 or ins[2] is None else \
+        np.ascontiguousarray(np.asarray(ins[2].value, np.float32).reshape(m))
+    act = node.attrs.get("activation", "")
+    lo, hi = (list(node.attrs.get("activation_params") or []) + [0.0, 0.0])[:2]
+    xp_h = scratch.array((c, hp, sw * wq), np.float32, persistent=True, fill=0.0)
+    # per phase p: (first q, last q + 1) it receives, and the image columns that land there
+    phases = []
+    for p in range(sw):
+        q0, q1 = -(-(pl - p) // sw), -(-(pl + wd - p) // sw)
+        if q1 > q0:
+            phases.append((p * wq + q0, p * wq + q1, q0 * sw + p - pl))
+    rows = slice(pt, pt + h)
+    run_c = lib.run
+
+    def run(inputs, outputs):
+        x, y, xp = inputs[0], outputs[0], xp_h.get()
+        for b in range(n):
+            for lo_q, hi_q, col in phases:           # the zero borders stay as filled
+                np.copyto(xp[:, rows, lo_q:hi_q], x[b][:, :, col::sw])
+            run_c(xp, wpk, bias, y[b], kh, kw, sh, sw, act, lo, hi, isa)
+    return run
+
+
+# (spec name, tier the spec needs, tier the C code runs)
+TIERS = (("conv_direct_12x32__avx512f", "avx512", "avx512"),
+         ("conv_direct_8x48__avx512f", "avx512", "avx512_8x48"),
+         ("conv_direct_6x16__avx2", "avx2", "avx2"),
+         ("conv_direct_8x8__scalar", "", "scalar"))
+for _name, _tier, _isa in TIERS:
+    kernel("Conv", _name, supports=_supports, isa=_tier)(
+        lambda node, ins, outs, t=_isa: prepare(node, ins, outs, t))

@@ -1,0 +1,98 @@
+"""Direct convolution for few input channels (kernels/fast/conv_direct.py, _convdirect.h)
+on every tier: the native ones this CPU runs and the AVX2 / AVX-512F bodies built on SIMDe
+(_convdirect_emu, any CPU), over the first-layer geometries of kernel_cases (strides 1 / 2
+in each direction, rectangular kernels, asymmetric and auto pads, output channels and
+widths no tile divides, no bias) and the fused Relu / Clip epilogues, against float64.
+Bound from the arithmetic: a float32 sum of n = C KH KW products plus the bias is within
+gamma_(n+1) = (n+1) eps / (1 - (n+1) eps) of the exact one, relative to sum |w| |x| + |b|
+(Higham 2002 (3.5)); clamping never widens it. Then the planner: a network's RGB stem
+offers the kernel and the tuner's choice matches the reference."""
+import numpy as np
+import pytest
+from kernel_cases.conv_gemm import first_layer_cases
+
+from edgenn.graph.infer import infer_node
+from edgenn.kernels.fast import _convdirect, _convdirect_emu, conv_direct
+from edgenn.registry import REFERENCE, TensorInfo
+
+EPS = np.finfo(np.float32).eps
+PATHS = ["scalar"] + [t for t in ("avx2", "avx512", "avx512_8x48") if _convdirect.HAVE[t]] + \
+    ["avx2-emulated", "avx512-emulated", "avx512_8x48-emulated"]
+
+
+def _lib(path):
+    if path.endswith("-emulated"):
+        return _convdirect_emu, path[:-len("-emulated")]
+    return _convdirect, path
+
+
+def _float64(node, inputs, absolute=False):
+    attrs = {k: v for k, v in node.attrs.items() if k not in ("activation", "activation_params")}
+    vals = [np.abs(v).astype(np.float64) if absolute else v.astype(np.float64) for v in inputs]
+    return REFERENCE["Conv"](attrs, vals)[0]
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_direct_conv_matches_float64_within_the_sum_bound(path):
+    lib, isa = _lib(path)
+    covered = 0
+    for node, inputs in first_layer_cases(np.random.default_rng(1)):
+        ins = [TensorInfo("float32", inputs[0].shape)] + [TensorInfo.of(v) for v in inputs[1:]]
+        outs = infer_node(node, ins, fold=False)
+        assert conv_direct._supports(node, ins, outs), node.attrs
+        covered += 1
+        y = np.full(outs[0].shape, np.nan, np.float32)
+        conv_direct.prepare(node, ins, outs, isa, lib=lib)(inputs, [y])
+        exact, mag = _float64(node, inputs), _float64(node, inputs, absolute=True)
+        n = int(np.prod(inputs[1].shape[1:])) + 1
+        bound = n * EPS / (1 - n * EPS) * mag + 1e-30
+        act, params = node.attrs.get("activation", ""), node.attrs.get("activation_params")
+        if act == "Relu":
+            exact = np.maximum(exact, 0)
+        elif act == "Clip":
+            exact = np.clip(exact, *params)
+        assert np.all(np.isfinite(y)), (path, node.attrs)
+        assert np.all(np.abs(y - exact) <= bound), (path, node.attrs,
+                                                    float(np.max(np.abs(y - exact) - bound)))
+    assert covered >= 40
+
+
+def test_direct_conv_refuses_what_it_does_not_compute():
+    from edgenn.graph.ir import Node
+    x = TensorInfo("float32", (1, 3, 16, 16))
+    w = TensorInfo.of(np.ones((8, 3, 3, 3), np.float32))
+    base = dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    for attrs, xi, extra in [(dict(base, dilations=[2, 2]), x, []),
+                             (dict(base, strides=[3, 3]), x, []),
+                             (dict(base, activation="Sigmoid"), x, []),
+                             (base, TensorInfo("float32", (1, 9, 16, 16)), []),
+                             (base, x, [TensorInfo.of(np.ones(8, np.float32)),
+                                        TensorInfo("float32", (1, 8, 16, 16))])]:
+        wi = w if xi.shape[1] == 3 else TensorInfo.of(np.ones((8, 9, 3, 3), np.float32))
+        node = Node("Conv", ["x", "w", "b", "z"][:2 + len(extra)], ["y"], attrs, "c")
+        ins = [xi, wi] + extra
+        outs = infer_node(node, ins, fold=False)
+        assert not conv_direct._supports(node, ins, outs), attrs
+
+
+def test_an_rgb_stem_offers_the_direct_kernel_and_runs_right():
+    from helpers import helper, make_model
+
+    import edgenn
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((32, 3, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(32).astype(np.float32)
+    model = make_model([helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1],
+                                         strides=[2, 2]),
+                        helper.make_node("Relu", ["c"], ["y"])],
+                       [("x", np.float32, (1, 3, 64, 64))], [("y", np.float32, (1, 32, 32, 32))],
+                       {"w": w, "b": b})
+    sess = edgenn.InferenceSession(model.SerializeToString())
+    step = next(s for s in sess.plan.steps if s.node.op == "Conv")
+    assert any(k.startswith("conv_direct") for k in step.choice.candidates), \
+        step.choice.candidates
+    x = rng.standard_normal((1, 3, 64, 64)).astype(np.float32)
+    exact = np.maximum(_float64(step.node, [x, w, b]), 0)
+    mag = _float64(step.node, [x, w, b], absolute=True)
+    got = sess.run(None, {"x": x})[0]
+    assert np.all(np.abs(got - exact) <= 28 * EPS / (1 - 28 * EPS) * mag + 1e-30)
