@@ -11,7 +11,7 @@ import importlib
 FAMILIES = ("elementwise", "reduce", "nn", "tensor", "fused", "quant", "recurrent",
             "control")
 # ops that exist only inside edgenn (produced by passes), so they need no ONNX converter
-INTERNAL_OPS = ("FusedAttention", "QConv", "QGemm", "QAdd", "QGather")
+INTERNAL_OPS = ("FusedAttention", "QConv", "QGemm", "QAdd", "QGather", "AttentionMaskBias")
 _loaded: set[str] = set()
 
 
@@ -33,6 +33,7 @@ def load_all() -> None:
         for family in FAMILIES:
             importlib.import_module(f"edgenn.converters.onnx.{family}")
         importlib.import_module("edgenn.converters.onnx.contrib")   # com.microsoft ops
+        importlib.import_module("edgenn.converters.onnx.contrib_transformer")
         _loaded.add("converters")
 
 

@@ -374,6 +374,21 @@ def test_matmul_add_to_gemm_rank3(bias_first):
     assert len(gemm.inputs) == 3 and gemm.outputs == ["y"]
 
 
+def test_bias_after_a_residual_keeps_the_residual():
+    """MatMul + skip + bias, the order onnxruntime's optimizer writes (SkipLayerNorm's
+    input): the residual fuses first, then the bias Add joins the Gemm as C and the
+    residual must stay (it was dropped once: BERT outputs off by the whole skip path)."""
+    m = model([helper.make_node("MatMul", ["x", "W"], ["m"]),
+               helper.make_node("Add", ["m", "skip"], ["s"]),
+               helper.make_node("Add", ["s", "bias"], ["y"])],
+              [("x", [2, 5, 8]), ("skip", [2, 5, 3])], [("y", [2, 5, 3])],
+              {"W": rand(8, 3), "bias": rand(3)})
+    g, _ = check(m, {"x": rand(2, 5, 8), "skip": rand(2, 5, 3)})
+    assert ops(g) == {"Gemm": 1}
+    gemm = only(g, "Gemm")
+    assert len(gemm.inputs) == 4 and gemm.inputs[3] == "skip" and gemm.inputs[2]
+
+
 def test_matmul_to_gemm_not_for_dynamic_weights_or_growing_bias():
     m = model([helper.make_node("MatMul", ["x", "w"], ["a"]),
                helper.make_node("MatMul", ["x", "W"], ["m"]),

@@ -24,7 +24,8 @@ def _bias_vector(view: View, name: str, n: int, dtype) -> np.ndarray | None:
 def matmul_add_to_gemm(graph: Graph) -> bool:
     """MatMul(A, W const 2-D) [+ Add(bias const (N,))] => Gemm(A, W[, bias]).
 
-    Also absorbs a bias Add that follows a Gemm with no C and no activation.
+    Also absorbs a bias Add that follows a Gemm with no C and no activation (keeping its
+    residual input Z, if it has one).
     """
     ops = graph.op_counts()
     if "MatMul" not in ops and "Gemm" not in ops:
@@ -76,8 +77,9 @@ def _absorb_bias(graph: Graph, view: View, gemm: Node) -> bool:
         if r is None or r < view.const(other).ndim:
             return False
     attrs = dict(gemm.attrs, beta=1.0)
+    # a residual Z (input 3, fuse_residual_add) stays: y = A W + C + Z
     fused = new_node(graph, "Gemm",
-                     [gemm.inputs[0], gemm.inputs[1], graph.add_const(gemm.name + "_C", bias)],
-                     [add.outputs[0]], attrs, gemm.name)
+                     [gemm.inputs[0], gemm.inputs[1], graph.add_const(gemm.name + "_C", bias)]
+                     + list(gemm.inputs[3:]), [add.outputs[0]], attrs, gemm.name)
     replace_chain(graph, [gemm, add], fused)
     return True

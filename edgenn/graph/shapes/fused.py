@@ -5,6 +5,14 @@ FusedAttention(q, k_t, v[, mask]) -> y, attrs scale (default 1/sqrt(D)), mask_ki
     q (..., S, D), k_t (..., D, T) (K already transposed), v (..., T, Dv),
     mask broadcastable to (..., S, T);  y = softmax(q @ k_t * scale + mask) @ v, (..., S, Dv).
 The leading dims (B, H for the usual (B, H, S, D)) broadcast like MatMul's batch dims.
+
+AttentionMaskBias(mask, keys) -> bias float32, attr filter_value (onnxruntime's
+com.microsoft Attention masks, converters/onnx/contrib_transformer.py): keys (B, T, ...)
+gives the key length T; mask is int32
+    (B,) valid key lengths (keys j >= len are masked), (2B,) end and start positions,
+    (B, T) 1 keep / 0 mask, or (B, S, T) the same per query;
+bias = 0 where kept, filter_value where masked, shaped (B, 1, 1, T) or (B, 1, S, T) to add
+to the (B, heads, S, T) scores.
 """
 from __future__ import annotations
 
@@ -13,7 +21,7 @@ import numpy as np
 from ...errors import GraphError
 from ...registry import TensorInfo, shape_rule
 
-OPS = ("FusedAttention",)
+OPS = ("FusedAttention", "AttentionMaskBias")
 
 
 @shape_rule("FusedAttention")
@@ -46,5 +54,21 @@ def fused_attention(node, ins):
                          f"{'' if mask is None else f', mask {mask.shape}'} do not broadcast: "
                          f"{exc}") from None
     return [TensorInfo(q.dtype, (*lead, s, v.shape[-1]))]
+
+@shape_rule("AttentionMaskBias")
+def attention_mask_bias(node, ins):
+    mask, keys = ins[0], ins[1]
+    where = f"{node.op} node {node.name!r}"
+    if len(keys.shape) < 2:
+        raise GraphError(f"{where}: keys {keys.shape} need (batch, key length, ...)")
+    b, t = keys.shape[0], keys.shape[1]
+    r = len(mask.shape)
+    ok = (r == 1 and mask.shape[0] in (b, 2 * b)) or (r == 2 and mask.shape == (b, t)) or \
+        (r == 3 and mask.shape[0] == b and mask.shape[2] == t)
+    if not ok:
+        raise GraphError(f"{where}: mask {mask.shape} is none of (B,), (2B,), (B, T), "
+                         f"(B, S, T) for B = {b}, T = {t}")
+    return [TensorInfo("float32", (b, 1, mask.shape[1] if r == 3 else 1, t))]
+
 
 CONST_INPUTS: dict = {}

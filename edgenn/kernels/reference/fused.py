@@ -27,3 +27,21 @@ def fused_attention(attrs, inputs):
     scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
     probs = scores / scores.sum(axis=-1, keepdims=True)
     return [np.matmul(probs, v).astype(q.dtype, copy=False)]
+
+
+@reference("AttentionMaskBias")
+def attention_mask_bias(attrs, inputs):
+    """See graph/shapes/fused.py: 0 where a key is kept, filter_value where masked."""
+    mask, keys = inputs[0], inputs[1]
+    b, t = keys.shape[0], keys.shape[1]
+    j = np.arange(t)
+    if mask.ndim == 1:
+        end = mask[:b].astype(np.int64)[:, None]
+        start = mask[b:].astype(np.int64)[:, None] if mask.shape[0] == 2 * b else 0
+        keep = ((j >= start) & (j < end))[:, None, None, :]
+    elif mask.ndim == 2:
+        keep = (mask != 0)[:, None, None, :]
+    else:
+        keep = (mask != 0)[:, None, :, :]
+    fill = np.float32(attrs.get("filter_value", -10000.0))
+    return [np.where(keep, np.float32(0), fill).astype(np.float32)]
