@@ -51,11 +51,13 @@ extensions = [
     # direct convolution for few input channels, and its SIMDe-emulated twin for the tests
     Extension("edgenn.kernels.fast._convdirect", ["edgenn/kernels/fast/_convdirect.pyx"],
               include_dirs=["edgenn/kernels/fast", SIMDE], extra_compile_args=["-O3"],
-              depends=["edgenn/kernels/fast/_convdirect.h", "edgenn/kernels/fast/_cpu.h"]),
+              depends=["edgenn/kernels/fast/_convdirect.h", "edgenn/kernels/fast/_convdirect_vec.h",
+                       "edgenn/kernels/fast/_cpu.h"]),
     Extension("edgenn.kernels.fast._convdirect_emu", ["edgenn/kernels/fast/_convdirect_emu.pyx"],
               include_dirs=["edgenn/kernels/fast", SIMDE], define_macros=[("EDGENN_SIMDE", "1")],
               extra_compile_args=["-O1"],
-              depends=["edgenn/kernels/fast/_convdirect.pyx", "edgenn/kernels/fast/_convdirect.h"]),
+              depends=["edgenn/kernels/fast/_convdirect.pyx", "edgenn/kernels/fast/_convdirect.h",
+                       "edgenn/kernels/fast/_convdirect_vec.h"]),
     # sparse 1x1 convolution (weights in CSR), and its SIMDe-emulated twin for the tests
     Extension("edgenn.kernels.fast._spmm", ["edgenn/kernels/fast/_spmm.pyx"],
               include_dirs=["edgenn/kernels/fast", SIMDE], extra_compile_args=["-O3"],

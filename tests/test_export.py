@@ -36,6 +36,23 @@ def test_export_runs_in_onnxruntime(name, tmp_path):
         assert g.shape == w.shape and rel_err(g, w) <= 1e-4, (name, rel_err(g, w))
 
 
+def test_fused_per_channel_prelu_exports(tmp_path):
+    """Pointwise Convs with their per-channel PRelu fused (a TFLite face model's blocks)
+    come out as Conv -> PRelu with (M, 1, 1) slopes and run in onnxruntime to edgenn's
+    outputs."""
+    from mediapipe_models import image_input, path as mediapipe_path
+    src = mediapipe_path("face_landmark")
+    graph = edgenn.load(str(src))
+    assert any(n.attrs.get("activation") == "PRelu" for n in graph.nodes)
+    model = export(graph, str(tmp_path / "face.onnx"))
+    onnx.checker.check_model(model, full_check=True)
+    sess = edgenn.InferenceSession(str(src))
+    feeds = {a.name: image_input(tuple(a.shape)) for a in sess.get_inputs()}
+    got = ort_run(tmp_path / "face.onnx", feeds)
+    for g, w in zip(got, sess.run(None, feeds)):
+        assert rel_err(g, w) <= 1e-4
+
+
 def test_int8_ops_keep_the_edgenn_domain(tmp_path):
     import quant_data
     calib, x, _ = quant_data.digits()

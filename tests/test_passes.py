@@ -316,6 +316,28 @@ def test_fuse_activation_gemm_and_matmul():
     assert sorted(n.attrs["activation"] for n in g.nodes) == ["LeakyRelu", "Relu"]
 
 
+@pytest.mark.parametrize("case", ["pointwise", "stem", "scalar_slope", "wide_3x3",
+                                  "last_axis_slope"])
+def test_prelu_fuses_where_the_kernels_carry_it(case):
+    """Per-channel PRelu joins a group-1 Conv that is pointwise or reads <= 8 channels
+    (sgemm / conv_direct epilogues); one slope is LeakyRelu anywhere; a 3x3 Conv on many
+    channels keeps Winograd (PRelu stays); a (W,)-shaped slope broadcasts over the last
+    axis, not the channels, and stays."""
+    c, k, m = {"pointwise": (16, 1, 12), "stem": (3, 3, 8), "scalar_slope": (16, 3, 8),
+               "wide_3x3": (16, 3, 8), "last_axis_slope": (16, 1, 7)}[case]
+    slope = {"scalar_slope": np.float32([[[0.2]]]), "last_axis_slope": rand(7)}.get(
+        case, rand(m, 1, 1))
+    mdl = model([helper.make_node("Conv", ["x", "W", "B"], ["c"], pads=[k // 2] * 4),
+                 helper.make_node("PRelu", ["c", "s"], ["y"])],
+                [("x", [1, c, 7, 7])], [("y", [1, m, 7, 7])],
+                {"W": rand(m, c, k, k), "B": rand(m), "s": slope})
+    g, _ = check(mdl, {"x": rand(1, c, 7, 7)})
+    conv = only(g, "Conv")
+    fused = {"pointwise": "PRelu", "stem": "PRelu", "scalar_slope": "LeakyRelu"}.get(case, "")
+    assert conv.attrs.get("activation", "") == fused, conv.attrs
+    assert ("PRelu" in ops(g)) == (fused == "")
+
+
 def test_fuse_activation_not_when_conv_output_shared():
     nodes = [helper.make_node("Conv", ["x", "W"], ["c"]),
              helper.make_node("Relu", ["c"], ["y"]),

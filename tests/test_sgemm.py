@@ -118,6 +118,25 @@ def test_every_epilogue(act, params, portable):
         assert _rel(got, want) <= 1e-5, (act, mode, m, n, k)
 
 
+@pytest.mark.parametrize("portable", PATHS)
+def test_prelu_epilogue_has_one_slope_per_row(portable):
+    """The per-channel PRelu of a conv (rows = output channels): y < 0 ? y * slope[m] : y,
+    slopes negative, 0, 1 and > 1, every tier and layout, K past one block."""
+    rng = np.random.default_rng(4)
+    for (m, n, k), mode in itertools.product([(6, 16, 8), (13, 37, 20), (20, 50, 700)],
+                                             ["A", "B", "direct"]):
+        a = (rng.standard_normal((m, k)) / np.sqrt(k) * 3).astype(np.float32)
+        b = rng.standard_normal((k, n)).astype(np.float32)
+        br = rng.standard_normal(m).astype(np.float32)
+        z = rng.standard_normal((m, n)).astype(np.float32)
+        slopes = rng.standard_normal(m).astype(np.float32)
+        slopes[:4] = [-0.7, 0.0, 1.0, 2.5]
+        y = a.astype(np.float64) @ b + br[:, None] + z
+        want = np.where(y >= 0, y, y * slopes[:, None])
+        got = _run(mode, a, b, portable, bias_row=br, z=z, act="PRelu", params=list(slopes))
+        assert _rel(got, want) <= 1e-5, (mode, m, n, k)
+
+
 def test_activation_extremes():
     # exp/erf approximations at large |x| (saturation, no inf/nan)
     x = np.array([-1e4, -100, -88, -87.5, -20, -3, -1e-3, 0, 1e-3, 3, 20, 88, 100, 1e4],

@@ -55,6 +55,18 @@ def conv_cases():
             [x, wt, rng.standard_normal(m).astype(np.float32)]
     yield from sparse_conv_cases(rng)
     yield from first_layer_cases(rng)
+    for gi in (0, 2, 3, 21):   # per-channel PRelu (sgemm epilogue): 3x3, 1x1 in place, stride 2
+        n, c, h, w, m, k, s, p, d, g = geoms[gi]
+        attrs = dict(kernel_shape=[k, k], strides=[s, s], pads=[p] * 4, dilations=[d, d],
+                     group=g, auto_pad="NOTSET", activation="PRelu",
+                     activation_params=prelu_slopes(rng, m))
+        inputs = [rng.standard_normal((n, c, h, w)).astype(np.float32),
+                  rng.standard_normal((m, c // g, k, k)).astype(np.float32),
+                  rng.standard_normal(m).astype(np.float32)]
+        oh = (h + 2 * p - d * (k - 1) - 1) // s + 1
+        ow = (w + 2 * p - d * (k - 1) - 1) // s + 1
+        inputs.append(rng.standard_normal((n, m, oh, ow)).astype(np.float32))
+        yield Node("Conv", ["x", "w", "b", "z"], ["y"], attrs, "conv"), inputs
     for act, params in ACTS[4:]:  # the remaining activations on one geometry
         x = rng.standard_normal((1, 4, 6, 6)).astype(np.float32)
         wt = rng.standard_normal((4, 4, 3, 3)).astype(np.float32)
@@ -84,9 +96,18 @@ FIRST_LAYER_GEOMS = [
 ]
 
 
+def prelu_slopes(rng, m):
+    """Per-channel PRelu slopes: negative, zero, one, above one, ordinary."""
+    s = rng.standard_normal(m) * 0.5
+    s[: min(m, 4)] = [-0.7, 0.0, 1.0, 2.5][: min(m, 4)]
+    return [float(v) for v in s]
+
+
 def first_layer_cases(rng):
     for (n, c, h, w, m, k, s, pads), (act, params) in itertools.product(
-            FIRST_LAYER_GEOMS, [ACTS[0], ACTS[1], ACTS[2], EXTREME_ACTS[2]]):
+            FIRST_LAYER_GEOMS, [ACTS[0], ACTS[1], ACTS[2], EXTREME_ACTS[2], ("PRelu", None)]):
+        if act == "PRelu":
+            params = prelu_slopes(rng, m)
         attrs = dict(kernel_shape=list(k), strides=list(s), dilations=[1, 1], group=1,
                      activation=act, activation_params=params)
         if isinstance(pads, str):

@@ -116,24 +116,27 @@ def _skip_sum(e: _Emit, bias_index: int, sum_output: str) -> str:
     return s
 
 
-@converter("com.microsoft.SkipLayerNormalization")
-def skip_layer_norm(onode, ctx):
+def _skip_norm(onode, ctx, bias_index: int, rms: bool) -> None:
+    """Skip(Simplified)LayerNormalization: outputs (y, mean, inv_std, input + skip + bias)."""
     e = _Emit(ctx, onode)
     outs = _outputs(onode)
     if outs[1] or outs[2]:
         e.refuse("mean / inverse std outputs")
-    s = _skip_sum(e, 4, outs[3])
-    _layer_norm(e, s, e.inputs[2], e.inputs[3], outs[0])
+    s = _skip_sum(e, bias_index, outs[3])
+    if rms:
+        _rms_norm(e, s, e.inputs[2], outs[0])
+    else:
+        _layer_norm(e, s, e.inputs[2], e.inputs[3], outs[0])
+
+
+@converter("com.microsoft.SkipLayerNormalization")
+def skip_layer_norm(onode, ctx):       # input, skip, gamma, beta, bias
+    _skip_norm(onode, ctx, 4, rms=False)
 
 
 @converter("com.microsoft.SkipSimplifiedLayerNormalization")
-def skip_simplified_layer_norm(onode, ctx):
-    e = _Emit(ctx, onode)
-    outs = _outputs(onode)
-    if outs[1] or outs[2]:
-        e.refuse("mean / inverse std outputs")
-    s = _skip_sum(e, 3, outs[3])
-    _rms_norm(e, s, e.inputs[2], outs[0])
+def skip_simplified_layer_norm(onode, ctx):     # input, skip, gamma, bias
+    _skip_norm(onode, ctx, 3, rms=True)
 
 
 @converter("com.microsoft.LayerNormalization")

@@ -59,7 +59,8 @@ def _value(v):
     return v
 
 
-def _activation(w: _Writer, x: str, y: str, act: str, params, base: str) -> list:
+def _activation(w: _Writer, x: str, y: str, act: str, params, base: str,
+                spatial: int = 2) -> list:
     p = [float(v) for v in (params or [])]
     if act == "Relu":
         return [helper.make_node("Relu", [x], [y], f"{base}/relu")]
@@ -75,6 +76,10 @@ def _activation(w: _Writer, x: str, y: str, act: str, params, base: str) -> list
                                  alpha=p[0] if p else 0.01)]
     if act in ("Sigmoid", "HardSwish", "Gelu"):
         return [helper.make_node(act, [x], [y], f"{base}/{act.lower()}")]
+    if act == "PRelu":      # a Conv's per-channel slopes, (M, 1, ...) over its spatial axes
+        slope = w.const(f"{base}/slope", np.array(p, np.float32).reshape(
+            (-1,) + (1,) * max(spatial, 0)))
+        return [helper.make_node("PRelu", [x, slope], [y], f"{base}/prelu")]
     if act == "SiLU":
         s = w.name(f"{base}/sigmoid")
         return [helper.make_node("Sigmoid", [x], [s], f"{base}/sig"),
@@ -138,7 +143,8 @@ def _epilogue_node(w: _Writer, n: Node) -> list:
         out.append(helper.make_node("Add", [core, z], [summed], f"{n.name}/residual"))
         core = summed
     if act:
-        out += _activation(w, core, y, act, n.attrs.get("activation_params"), n.name)
+        spatial = len(n.attrs.get("kernel_shape") or [0, 0])
+        out += _activation(w, core, y, act, n.attrs.get("activation_params"), n.name, spatial)
     return out
 
 

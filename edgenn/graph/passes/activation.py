@@ -53,7 +53,30 @@ def activation_of(view: View, node: Node) -> tuple[str, list[float]] | None:
     return None
 
 
-ACTIVATION_OPS = ("Relu", "Sigmoid", "HardSwish", "Gelu", "LeakyRelu", "HardSigmoid", "Clip")
+ACTIVATION_OPS = ("Relu", "Sigmoid", "HardSwish", "Gelu", "LeakyRelu", "HardSigmoid", "Clip",
+                  "PRelu")
+
+
+def prelu_of(view: View, node: Node, producer: Node) -> tuple[str, list[float]] | None:
+    """PRelu(y, slope const) after `producer`: one slope is LeakyRelu (any producer); one
+    slope per output channel of a Conv is the fused per-channel PRelu, taken only by a
+    group-1 Conv that is pointwise or reads <= 8 channels, whose best kernels (the packed
+    sgemm reading the image in place, conv_direct) carry that epilogue: a 3x3 Conv keeps
+    Winograd by leaving its PRelu a separate pass."""
+    slope = view.const(node.inputs[1]) if len(node.inputs) > 1 else None
+    if slope is None or slope.dtype.kind != "f" or slope.size == 0:
+        return None
+    if slope.size == 1:
+        return "LeakyRelu", [float(slope.reshape(-1)[0])]
+    w = view.const(producer.inputs[1]) if producer.op == "Conv" else None
+    if w is None or int(producer.attrs.get("group", 1)) != 1 or slope.ndim > w.ndim:
+        return None
+    shape = (1,) * (w.ndim - slope.ndim) + slope.shape
+    if shape[1] != w.shape[0] or any(d != 1 for i, d in enumerate(shape) if i != 1):
+        return None
+    if any(k != 1 for k in w.shape[2:]) and w.shape[1] > 8:
+        return None
+    return "PRelu", [float(v) for v in slope.reshape(-1)]
 
 
 def _supported() -> set[str]:
@@ -73,7 +96,10 @@ def _free(node: Node) -> bool:
 
 
 def _takes(node: Node, activation: str) -> bool:
-    """QConv's epilogue has no Gelu (graph/shapes/quant.py QCONV_ACTIVATIONS)."""
+    """QConv's epilogue has no Gelu (graph/shapes/quant.py QCONV_ACTIVATIONS); the
+    per-channel PRelu is a float Conv's only."""
+    if activation == "PRelu":
+        return node.op == "Conv"
     return node.op != "QConv" or activation != "Gelu"
 
 
@@ -96,10 +122,12 @@ def fuse_activation(graph: Graph) -> bool:
         p = view.prod(x)
         if p is None or not _free(p) or view.only_use(x) is not act:
             return False
-        found = activation_of(view, act)
+        found = prelu_of(view, act, p) if act.op == "PRelu" else activation_of(view, act)
         if found is None or found[0] not in supported or not _takes(p, found[0]):
             return False
         p.attrs["activation"], p.attrs["activation_params"] = found[0], list(found[1])
+        if found[0] == "PRelu":     # the slopes' layout (M, 1, ...) follows the kernel's rank
+            p.attrs.setdefault("kernel_shape", list(view.const(p.inputs[1]).shape[2:]))
         p.outputs = [act.outputs[0]]
         replace_chain(graph, [p, act], p)
         return True

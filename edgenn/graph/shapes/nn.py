@@ -22,10 +22,11 @@ OPS = ("Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool",
        "BatchNormalization", "InstanceNormalization", "LayerNormalization",
        "GroupNormalization", "LRN", "Gemm", "MatMul", "Resize", "Upsample")
 
-# fused activation name -> number of activation_params it accepts (None: any of 0..2)
+# fused activation name -> number of activation_params it accepts; PRelu: one slope per
+# output channel (Conv only: axis 1 of y, as ONNX PRelu's (M, 1, ...) slope broadcasts)
 ACTIVATIONS = {"": (0,), "Relu": (0,), "Clip": (2,), "HardSwish": (0,),
                "HardSigmoid": (0, 2), "Sigmoid": (0,), "SiLU": (0,),
-               "LeakyRelu": (0, 1), "Gelu": (0,)}
+               "LeakyRelu": (0, 1), "Gelu": (0,), "PRelu": ()}
 FLOAT_DTYPES = ("float16", "float32", "float64", "bfloat16")
 
 
@@ -39,6 +40,10 @@ def check_activation(node) -> None:
     if act not in ACTIVATIONS:
         raise GraphError(f"{_where(node)}: unknown fused activation {act!r} "
                          f"(known: {sorted(a for a in ACTIVATIONS if a)})")
+    if act == "PRelu":
+        if node.op != "Conv" or not params:
+            raise GraphError(f"{_where(node)}: a fused PRelu needs a Conv and its slopes")
+        return
     if len(params) not in ACTIVATIONS[act]:
         raise GraphError(f"{_where(node)}: fused activation {act!r} takes "
                          f"{' or '.join(map(str, ACTIVATIONS[act]))} params, got {params}")
@@ -149,6 +154,10 @@ def conv(node, ins):
         raise GraphError(f"{_where(node)}: bias of shape {ins[2].shape} must be ({m},)")
     if len(ins) > 3 and ins[3] is not None:
         _broadcastable_to(node, "fused addend Z", ins[3].shape, y)
+    slopes = node.attrs.get("activation_params") or []
+    if node.attrs.get("activation") == "PRelu" and len(slopes) != m:
+        raise GraphError(f"{_where(node)}: fused PRelu has {len(slopes)} slopes for {m} "
+                         f"output channels")
     return [TensorInfo(x.dtype, y)]
 
 

@@ -14,7 +14,8 @@
  * Wq >= ceil(OW / tile) * tile + (KW - 1) / SW, so full vector loads past the last
  * output stay inside the phase row; wp: the weights packed per
  * block of MB channels, [block][tap = (c, i, j)][MB] (zero rows past M); y (M, OH, OW).
- * Epilogue in registers: + bias, then none / Relu / Clip(lo, hi); a ragged last tile is
+ * Epilogue in registers: + bias, then none / Relu / Clip(lo, hi) / PRelu (a slope per
+ * channel, y < 0 ? y * slope : y, NaN kept); a ragged last tile is
  * stored through a spill, a ragged channel block stores its first M - m0 rows.
  * Per output the sum runs over the taps in (c, i, j) order, one FMA each, on every tier.
  */
@@ -29,10 +30,11 @@
 #define CD_EMULATED 0
 #endif
 
-enum { CD_ACT_NONE = 0, CD_ACT_RELU = 1, CD_ACT_CLIP = 2 };
+enum { CD_ACT_NONE = 0, CD_ACT_RELU = 1, CD_ACT_CLIP = 2, CD_ACT_PRELU = 3 };
 
 typedef struct {
     const float *xp, *wp, *bias;
+    const float *slope;             /* PRelu: (M,) slope per output channel */
     float *y;
     long C, Hp, Wq, KH, KW, SH, SW, M, OH, OW;   /* Wq: floats per column phase of a row */
     int act;
@@ -44,8 +46,9 @@ typedef struct {
 static inline long cd_mb(int tier) { return tier == 2 ? 12 : tier == 1 ? 6 : 8; }
 static inline long cd_px(int tier) { return tier == 3 ? 48 : tier == 2 ? 32 : tier == 1 ? 16 : 8; }
 
-static inline float cd_act1(float v, const cd_args *a)
+static inline float cd_act1(float v, const cd_args *a, long m)
 {
+    if (a->act == CD_ACT_PRELU) return v >= 0.f ? v : v * a->slope[m];
     if (a->act == CD_ACT_RELU) return v > 0.f ? v : 0.f;
     if (a->act == CD_ACT_CLIP) return v < a->lo ? a->lo : (v > a->hi ? a->hi : v);
     return v;
@@ -80,135 +83,70 @@ static void cd_run_scalar(const cd_args *a)
                 for (long r = 0; r < mr; r++) {
                     float *out = a->y + ((m0 + r) * a->OH + oh) * a->OW + ow0;
                     float b = a->bias ? a->bias[m0 + r] : 0.f;
-                    for (long p = 0; p < np; p++) out[p] = cd_act1(acc[r][p] + b, a);
+                    for (long p = 0; p < np; p++) out[p] = cd_act1(acc[r][p] + b, a, m0 + r);
                 }
             }
     }
 }
 
 #if (defined(__x86_64__) || defined(EDGENN_SIMDE))
-/* AVX2: 6 channels x 16 pixels (12 ymm accumulators) */
-EDGENN_AVX2 static inline __m256 cd_epi8(__m256 v, float b, const cd_args *a)
-{
-    v = _mm256_add_ps(v, _mm256_set1_ps(b));
-    if (a->act != CD_ACT_NONE) {
-        v = _mm256_max_ps(v, _mm256_set1_ps(a->act == CD_ACT_CLIP ? a->lo : 0.f));
-        if (a->act == CD_ACT_CLIP) v = _mm256_min_ps(v, _mm256_set1_ps(a->hi));
-    }
-    return v;
-}
-
-/* a ragged tail through a spill: a masked store would do, but SIMDe's emulation of one
- * writes the whole vector back (past the end of y) */
-EDGENN_AVX2 static void cd_store8(float *out, __m256 v, long n)
-{
-    if (n >= 8) { _mm256_storeu_ps(out, v); return; }
-    if (n <= 0) return;
-    float t[8];
-    _mm256_storeu_ps(t, v);
-    memcpy(out, t, (size_t)n * 4);
-}
-
-EDGENN_AVX2 static void cd_run_avx2(const cd_args *a)
-{
-    enum { MB = 6 };
-    const long T = a->C * a->KH * a->KW, sw = a->SW;
-    for (long m0 = 0; m0 < a->M; m0 += MB) {
-        const float *wb = a->wp + (m0 / MB) * T * MB;
-        long mr = a->M - m0 < MB ? a->M - m0 : MB;
-        for (long oh = 0; oh < a->OH; oh++)
-            for (long ow0 = 0; ow0 < a->OW; ow0 += 16) {
-                __m256 acc[MB][2];
-                for (int r = 0; r < MB; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-                const float *w = wb;
-                for (long c = 0; c < a->C; c++)
-                    for (long i = 0; i < a->KH; i++) {
-                        const float *row = a->xp + (c * a->Hp + oh * a->SH + i) * sw * a->Wq
-                                           + ow0;
-                        for (long j = 0; j < a->KW; j++, w += MB) {
-                            const float *src = row + (j % sw) * a->Wq + j / sw;
-                            __m256 v0 = _mm256_loadu_ps(src), v1 = _mm256_loadu_ps(src + 8);
-                            for (int r = 0; r < MB; r++) {
-                                __m256 wr = _mm256_broadcast_ss(w + r);
-                                acc[r][0] = _mm256_fmadd_ps(wr, v0, acc[r][0]);
-                                acc[r][1] = _mm256_fmadd_ps(wr, v1, acc[r][1]);
-                            }
-                        }
-                    }
-                long np = a->OW - ow0;
-                for (long r = 0; r < mr; r++) {
-                    float *out = a->y + ((m0 + r) * a->OH + oh) * a->OW + ow0;
-                    float b = a->bias ? a->bias[m0 + r] : 0.f;
-                    cd_store8(out, cd_epi8(acc[r][0], b, a), np);
-                    cd_store8(out + 8, cd_epi8(acc[r][1], b, a), np - 8);
-                }
-            }
-    }
-}
-
-/* AVX-512F: 12 channels x 32 pixels (24 zmm accumulators) */
-EDGENN_AVX512 static inline __m512 cd_epi16(__m512 v, float b, const cd_args *a)
-{
-    v = _mm512_add_ps(v, _mm512_set1_ps(b));
-    if (a->act != CD_ACT_NONE) {
-        v = _mm512_max_ps(v, _mm512_set1_ps(a->act == CD_ACT_CLIP ? a->lo : 0.f));
-        if (a->act == CD_ACT_CLIP) v = _mm512_min_ps(v, _mm512_set1_ps(a->hi));
-    }
-    return v;
-}
-
-EDGENN_AVX512 static void cd_store16(float *out, __m512 v, long n)
-{
-    if (n >= 16) { _mm512_storeu_ps(out, v); return; }
-    if (n <= 0) return;
-    float t[16];
-    _mm512_storeu_ps(t, v);
-    memcpy(out, t, (size_t)n * 4);
-}
-
-/* MB channels x NV vectors of 16 pixels: 12 x 32 (24 accumulators) or 8 x 48 (24; no
+/* -- the vector tile, one body for both widths (_convdirect_vec.h) ------------------- */
+/* AVX2: 8 floats; 6 channels x 16 pixels (12 ymm accumulators) */
+#define CD_V __m256
+#define CD_L 8
+#define CD_ATTR EDGENN_AVX2
+#define CD_LOAD _mm256_loadu_ps
+#define CD_STOREU _mm256_storeu_ps
+#define CD_SET1 _mm256_set1_ps
+#define CD_ZERO _mm256_setzero_ps
+#define CD_FMA _mm256_fmadd_ps
+#define CD_ADD _mm256_add_ps
+#define CD_MAX _mm256_max_ps
+#define CD_MIN _mm256_min_ps
+#define CD_PRELU(v, s) _mm256_blendv_ps(v, _mm256_mul_ps(v, s), \
+                                        _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_LT_OQ))
+#define CD_EPI cd_epi8
+#define CD_STORE cd_store8
+#define CD_TILE cd_tile8
+#include "_convdirect_vec.h"
+#undef CD_V
+#undef CD_L
+#undef CD_ATTR
+#undef CD_LOAD
+#undef CD_STOREU
+#undef CD_SET1
+#undef CD_ZERO
+#undef CD_FMA
+#undef CD_ADD
+#undef CD_MAX
+#undef CD_MIN
+#undef CD_PRELU
+#undef CD_EPI
+#undef CD_STORE
+#undef CD_TILE
+/* AVX-512F: 16 floats; 12 x 32 or 8 x 48 (24 zmm accumulators; 8 x 48 leaves no
  * ragged channel block when M is a multiple of 8, e.g. 16 / 32 / 64 channels) */
-EDGENN_AVX512 static inline __attribute__((always_inline)) void cd_avx512_t(
-        const cd_args *a, const long MB, const long NV)
-{
-    const long T = a->C * a->KH * a->KW, sw = a->SW, PX = 16 * NV;
-    for (long m0 = 0; m0 < a->M; m0 += MB) {
-        const float *wb = a->wp + (m0 / MB) * T * MB;
-        long mr = a->M - m0 < MB ? a->M - m0 : MB;
-        for (long oh = 0; oh < a->OH; oh++)
-            for (long ow0 = 0; ow0 < a->OW; ow0 += PX) {
-                __m512 acc[12][3];
-                for (int r = 0; r < MB; r++)
-                    for (int v = 0; v < NV; v++) acc[r][v] = _mm512_setzero_ps();
-                const float *w = wb;
-                for (long c = 0; c < a->C; c++)
-                    for (long i = 0; i < a->KH; i++) {
-                        const float *row = a->xp + (c * a->Hp + oh * a->SH + i) * sw * a->Wq
-                                           + ow0;
-                        for (long j = 0; j < a->KW; j++, w += MB) {
-                            const float *src = row + (j % sw) * a->Wq + j / sw;
-                            __m512 x[3];
-                            for (int v = 0; v < NV; v++) x[v] = _mm512_loadu_ps(src + 16 * v);
-                            for (int r = 0; r < MB; r++) {
-                                __m512 wr = _mm512_set1_ps(w[r]);
-                                for (int v = 0; v < NV; v++)
-                                    acc[r][v] = _mm512_fmadd_ps(wr, x[v], acc[r][v]);
-                            }
-                        }
-                    }
-                long np = a->OW - ow0;
-                for (long r = 0; r < mr; r++) {
-                    float *out = a->y + ((m0 + r) * a->OH + oh) * a->OW + ow0;
-                    float b = a->bias ? a->bias[m0 + r] : 0.f;
-                    for (int v = 0; v < NV; v++)
-                        cd_store16(out + 16 * v, cd_epi16(acc[r][v], b, a), np - 16 * v);
-                }
-            }
-    }
-}
+#define CD_V __m512
+#define CD_L 16
+#define CD_ATTR EDGENN_AVX512
+#define CD_LOAD _mm512_loadu_ps
+#define CD_STOREU _mm512_storeu_ps
+#define CD_SET1 _mm512_set1_ps
+#define CD_ZERO _mm512_setzero_ps
+#define CD_FMA _mm512_fmadd_ps
+#define CD_ADD _mm512_add_ps
+#define CD_MAX _mm512_max_ps
+#define CD_MIN _mm512_min_ps
+#define CD_PRELU(v, s) _mm512_mask_mul_ps(v, _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), \
+                                                              _CMP_LT_OQ), v, s)
+#define CD_EPI cd_epi16
+#define CD_STORE cd_store16
+#define CD_TILE cd_tile16
+#include "_convdirect_vec.h"
 
-EDGENN_AVX512 static void cd_run_avx512(const cd_args *a) { cd_avx512_t(a, 12, 2); }
-EDGENN_AVX512 static void cd_run_avx512_8x48(const cd_args *a) { cd_avx512_t(a, 8, 3); }
+EDGENN_AVX2 static void cd_run_avx2(const cd_args *a) { cd_tile8(a, 6, 2); }
+EDGENN_AVX512 static void cd_run_avx512(const cd_args *a) { cd_tile16(a, 12, 2); }
+EDGENN_AVX512 static void cd_run_avx512_8x48(const cd_args *a) { cd_tile16(a, 8, 3); }
 #endif
 
 /* tier: 0 portable, 1 AVX2+FMA, 2 / 3 AVX-512F (the caller checks the CPU has it) */

@@ -20,6 +20,7 @@ cdef extern from "_convdirect.h" nogil:
         const float *xp
         const float *wp
         const float *bias
+        const float *slope
         float *y
         long C, Hp, Wq, KH, KW, SH, SW, M, OH, OW
         int act
@@ -34,7 +35,7 @@ HAVE = {"scalar": True,
         "avx2": EMULATED or bool(edgenn_isa_x86(EDGENN_ISA_AVX2)),
         "avx512": EMULATED or bool(edgenn_isa_x86(EDGENN_ISA_AVX512))}
 HAVE["avx512_8x48"] = HAVE["avx512"]
-ACT = {"": 0, "Relu": 1, "Clip": 2}
+ACT = {"": 0, "Relu": 1, "Clip": 2, "PRelu": 3}
 
 
 def tile(str isa):
@@ -54,9 +55,10 @@ def pack_weights(w, str isa):
 
 
 def run(const float[:, :, ::1] xp, const float[:, :, ::1] wp, bias, float[:, :, ::1] y,
-        long kh, long kw, long sh, long sw, str act, float lo, float hi, str isa):
+        long kh, long kw, long sh, long sw, str act, float lo, float hi, str isa,
+        slope=None):
     """y (M, OH, OW) = act(conv(xp, w) + bias); xp (C, Hp, SW * Wq) padded and split into
-    column phases as _convdirect.h says (checked)."""
+    column phases as _convdirect.h says (checked); slope (M,) float32 for act "PRelu"."""
     if isa not in TIER or not HAVE[isa]:
         raise ValueError(f"isa {isa!r}: not one of {tuple(TIER)} or not on this CPU")
     cdef int tier = TIER[isa]
@@ -80,6 +82,15 @@ def run(const float[:, :, ::1] xp, const float[:, :, ::1] wp, bias, float[:, :, 
     a.C, a.Hp, a.Wq, a.KH, a.KW, a.SH, a.SW = c, xp.shape[1], xp.shape[2] // sw, kh, kw, sh, sw
     a.M, a.OH, a.OW = m, oh, ow
     a.act, a.lo, a.hi = ACT[act], lo, hi
+    cdef const float[::1] sl
+    a.slope = NULL
+    if act == "PRelu":
+        if slope is None:
+            raise ValueError("conv_direct: PRelu needs its slopes")
+        sl = slope
+        if sl.shape[0] < m:
+            raise ValueError("conv_direct: one PRelu slope per output channel")
+        a.slope = &sl[0]
     if m == 0 or oh == 0 or ow == 0:
         return
     with nogil:

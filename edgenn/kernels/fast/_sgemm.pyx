@@ -29,6 +29,7 @@ cdef extern from "sgemm.h" nogil:
         long ldz
         int act
         float p0, p1
+        const float *slope_row
     ctypedef struct sg_operand:
         const float *packed
         const float *src
@@ -53,7 +54,7 @@ cdef extern from "sgemm.h" nogil:
                       int tier, int direct_b, long j0, long j1)
 
 ACTIVATIONS = {"": 0, "Relu": 1, "Clip": 2, "HardSwish": 3, "HardSigmoid": 4, "Sigmoid": 5,
-               "SiLU": 6, "LeakyRelu": 7, "Gelu": 8}
+               "SiLU": 6, "LeakyRelu": 7, "Gelu": 8, "PRelu": 9}
 MR, NR = SG_MR, SG_NR
 # the one probe, EDGENN_MAX_ISA applied; the emulated build (_sgemm_emu) runs every tier
 EMULATED = bool(SG_EMULATED)
@@ -95,7 +96,8 @@ cdef class SGemm:
     run() gets the other one. conv = (C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow) makes
     run() take B as one image x (C, H, W) and pack its im2col columns on the fly;
     direct_b=True reads a unit-stride B in place (no packing; 1x1 convs). Activation
-    params as in the fused Conv/Gemm attrs; force_portable skips the AVX2 path.
+    params as in the fused Conv/Gemm attrs (PRelu: one slope per row of A); force_portable
+    skips the AVX2 path.
     threads > 1: run_images splits the columns (output pixels) into that many contiguous
     NR-aligned ranges, one OpenMP thread each with its own workspace.
     ws: a caller's workspace of workspace_bytes (None: the object's own, see _workspace.pxi)."""
@@ -141,6 +143,14 @@ cdef class SGemm:
             p = [0.2, 0.5]
         if act == "LeakyRelu" and not p:
             p = [0.01]
+        self.epi.slope_row = NULL
+        if act == "PRelu":          # params: one slope per row (a conv's output channel)
+            slopes = np.require(p, np.float32, requirements="C")
+            assert slopes.size == M, "PRelu needs one slope per row"
+            self.keep = self.keep + (slopes,)
+            v = slopes
+            self.epi.slope_row = &v[0]
+            p = [0.0, 0.0]
         p += [0.0] * (2 - len(p))
         self.epi.p0, self.epi.p1 = p[0], p[1]
         self.is_conv = conv is not None

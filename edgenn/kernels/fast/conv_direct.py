@@ -4,7 +4,7 @@ output pixels in the vector lanes, a register tile of output channels x pixels, 
 broadcast weight per tap and channel; nothing is packed per call.
 
 x (N, C, H, W), W (M, C, KH, KW) constant, stride 1 or 2, dilation 1, group 1, any pads;
-bias and the Relu / Clip epilogue fused. A Conv candidate per tier; the tuner keeps it
+bias and the Relu / Clip / per-channel PRelu epilogue fused. A Conv candidate per tier; the tuner keeps it
 only where it beats the GEMM and Winograd forms."""
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from .. import scratch
 from .conv import geometry
 
 MAX_CHANNELS = 8
-ACTIVATIONS = ("", "Relu", "Clip")
+ACTIVATIONS = ("", "Relu", "Clip", "PRelu")
 
 
 def _supports(node, ins, outs) -> bool:
@@ -51,7 +51,9 @@ def prepare(node, ins, outs, isa: str, lib=None):
     bias = None if len(ins) < 3 or ins[2] is None else \
         np.ascontiguousarray(np.asarray(ins[2].value, np.float32).reshape(m))
     act = node.attrs.get("activation", "")
-    lo, hi = (list(node.attrs.get("activation_params") or []) + [0.0, 0.0])[:2]
+    params = [float(v) for v in node.attrs.get("activation_params") or []]
+    slope = np.array(params, np.float32) if act == "PRelu" else None
+    lo, hi = (params + [0.0, 0.0])[:2] if act == "Clip" else (0.0, 0.0)
     xp_h = scratch.array((c, hp, sw * wq), np.float32, persistent=True, fill=0.0)
     # per phase p: (first q, last q + 1) it receives, and the image columns that land there
     phases = []
@@ -67,7 +69,7 @@ def prepare(node, ins, outs, isa: str, lib=None):
         for b in range(n):
             for lo_q, hi_q, col in phases:           # the zero borders stay as filled
                 np.copyto(xp[:, rows, lo_q:hi_q], x[b][:, :, col::sw])
-            run_c(xp, wpk, bias, y[b], kh, kw, sh, sw, act, lo, hi, isa)
+            run_c(xp, wpk, bias, y[b], kh, kw, sh, sw, act, lo, hi, isa, slope)
     return run
 
 

@@ -44,7 +44,7 @@
 #endif
 
 enum { SG_NONE = 0, SG_RELU, SG_CLIP, SG_HARDSWISH, SG_HARDSIGMOID, SG_SIGMOID, SG_SILU,
-       SG_LEAKYRELU, SG_GELU };
+       SG_LEAKYRELU, SG_GELU, SG_PRELU };
 
 typedef struct {
     const float *bias_row;   /* (M,) added to row m, or NULL */
@@ -53,7 +53,18 @@ typedef struct {
     long ldz;
     int act;
     float p0, p1;            /* Clip min/max, HardSigmoid alpha/beta, LeakyRelu alpha */
+    const float *slope_row;  /* PRelu: (M,) slope of row m (a conv's output channel) */
 } sg_epi;
+
+/* The activation of row m: a per-row PRelu is LeakyRelu with that row's slope. */
+static inline int sg_row_act(const sg_epi *e, long m, float *p0) {
+    if (e->act == SG_PRELU) {
+        *p0 = e->slope_row[m];
+        return SG_LEAKYRELU;
+    }
+    *p0 = e->p0;
+    return e->act;
+}
 
 /* One operand of the product: a prepacked buffer, or a strided matrix packed per block. */
 typedef struct {
@@ -105,7 +116,9 @@ static void sg_store_scalar(const float *acc, float *c, long ldc, int mr, int nr
                 if (e->bias_row) v += e->bias_row[m0 + r];
                 if (e->bias_col) v += e->bias_col[n0 + j];
                 if (e->z) v += e->z[(m0 + r) * e->ldz + n0 + j];
-                v = sg_act1(v, e->act, e->p0, e->p1);
+                float p0;
+                int act = sg_row_act(e, m0 + r, &p0);
+                v = sg_act1(v, act, p0, e->p1);
             }
             cr[j] = v;
         }
@@ -172,7 +185,9 @@ SG_AVX2 static inline void sg_row_out8(__m256 v, float *cr, int accum, int last,
         if (e->bias_row) v = _mm256_add_ps(v, _mm256_broadcast_ss(e->bias_row + m));
         if (e->bias_col) v = _mm256_add_ps(v, _mm256_loadu_ps(e->bias_col + n0));
         if (e->z) v = _mm256_add_ps(v, _mm256_loadu_ps(e->z + m * e->ldz + n0));
-        if (e->act) v = sg_act8(v, e->act, e->p0, e->p1);
+        float p0;
+        int act = sg_row_act(e, m, &p0);
+        if (act) v = sg_act8(v, act, p0, e->p1);
     }
     _mm256_storeu_ps(cr, v);
 }
@@ -199,9 +214,11 @@ SG_AVX2 static inline void sg_row_out(__m256 lo, __m256 hi, float *cr, int accum
             lo = _mm256_add_ps(lo, _mm256_loadu_ps(zr));
             hi = _mm256_add_ps(hi, _mm256_loadu_ps(zr + 8));
         }
-        if (e->act) {
-            lo = sg_act8(lo, e->act, e->p0, e->p1);
-            hi = sg_act8(hi, e->act, e->p0, e->p1);
+        float p0;
+        int act = sg_row_act(e, m, &p0);
+        if (act) {
+            lo = sg_act8(lo, act, p0, e->p1);
+            hi = sg_act8(hi, act, p0, e->p1);
         }
     }
     _mm256_storeu_ps(cr, lo);

@@ -57,6 +57,9 @@ def apply_activation(y: np.ndarray, act: str, params) -> np.ndarray:
         out = np.where(y >= 0, y, y * t(alpha))
     elif act == "Gelu":
         out = t(0.5) * y * (t(1) + erf(y * t(1 / math.sqrt(2))))
+    elif act == "PRelu":      # one slope per channel, axis 1 (Conv's (N, M, ...) output)
+        slope = np.asarray(p, y.dtype).reshape((1, -1) + (1,) * (y.ndim - 2))
+        out = np.where(y >= 0, y, y * slope)
     else:
         raise ValueError(f"unknown fused activation {act!r}")
     return out.astype(y.dtype, copy=False)
