@@ -106,7 +106,8 @@ def _check_fast(path, node, ins):
 
 
 SHAPES = [(1, 1, 1, 1), (5, 1, 3, 8), (7, 3, 5, 17), (4, 2, 33, 64), (3, 5, 16, 130),
-          (2, 4, 8, 9)]   # (T, B, I, H): H around the 8 / 16 / 64 / 128-float blocks
+          (2, 4, 8, 9), (3, 9, 6, 20)]   # (T, B, I, H): H around the 8 / 16 / 64 /
+# 128-float blocks; B around the 4 batch rows that share one pass over R^T
 
 
 @pytest.mark.parametrize("path", PATHS)

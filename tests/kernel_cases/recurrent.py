@@ -39,6 +39,7 @@ def recurrent_cases(op):
                 ((1, 1, 1, 1), "forward", 0)]:
             yield _node(rng, op, T, B, I, H, direction, layout)
         yield _node(rng, op, 6, 4, 5, 12, "bidirectional", 0, lens=True)
+        yield _node(rng, op, 5, 9, 4, 24, "forward", 0, lens=True)   # rows stop mid-group
         yield _node(rng, op, 5, 2, 4, 9, "forward", 0, {"clip": 0.4})
         yield _node(rng, op, 5, 2, 4, 9, "reverse", 0,
                     {"activations": ["Relu", "Sigmoid", "Tanh"][:NACT[op]]})

@@ -137,6 +137,8 @@ static void rc_cell_generic(const rc_args *a, float *g, float *h, float *c, floa
     }
 }
 
+#define RC_ROWS 4                  /* batch rows per pass over R^T */
+
 #if RC_X86
 /* -- the vector GEMV and cell, one body for both widths (_recurrent_vec.h) ---------- */
 /* AVX2: 8 floats */
@@ -160,7 +162,11 @@ static void rc_cell_generic(const rc_args *a, float *g, float *h, float *c, floa
 #define RC_CLIP rc_clip8
 #define RC_CELL rc_cell_avx2
 #define RC_PANEL rc_panel_avx2
-#define RC_GEMV rc_gemv_avx2
+#define RC_MAXACC 12               /* 16 ymm: 12 accumulators, R broadcasts, one load */
+#define RC_PANEL_ROWS rc_panel_rows_avx2
+#define RC_PANEL_R rc_panel_r_avx2
+#define RC_GEMM_T rc_gemm_t_avx2
+#define RC_GEMM rc_gemm_avx2
 #include "_recurrent_vec.h"
 #undef RC_V
 #undef RC_L
@@ -182,7 +188,11 @@ static void rc_cell_generic(const rc_args *a, float *g, float *h, float *c, floa
 #undef RC_CLIP
 #undef RC_CELL
 #undef RC_PANEL
-#undef RC_GEMV
+#undef RC_MAXACC
+#undef RC_PANEL_ROWS
+#undef RC_PANEL_R
+#undef RC_GEMM_T
+#undef RC_GEMM
 
 #define RC_SIGN_I _mm512_set1_epi32((int)0x80000000u)
 /* AVX-512F: 16 floats */
@@ -207,7 +217,11 @@ static void rc_cell_generic(const rc_args *a, float *g, float *h, float *c, floa
 #define RC_CLIP rc_clip16
 #define RC_CELL rc_cell_avx512
 #define RC_PANEL rc_panel_avx512
-#define RC_GEMV rc_gemv_avx512
+#define RC_MAXACC 24               /* 32 zmm */
+#define RC_PANEL_ROWS rc_panel_rows_avx512
+#define RC_PANEL_R rc_panel_r_avx512
+#define RC_GEMM_T rc_gemm_t_avx512
+#define RC_GEMM rc_gemm_avx512
 #include "_recurrent_vec.h"
 
 #endif
@@ -223,7 +237,15 @@ static inline void rc_add_row(float *dst, const float *x, const float *bias, lon
         dst[j] = x[j] + bias[j];
 }
 
-typedef void (*rc_gemv_fn)(const float *, const float *, long, float *, long);
+typedef void (*rc_gemm_fn)(int, const float *const *, const float *, long, float *const *,
+                           long);
+
+static void rc_gemm_generic(int R, const float *const *v, const float *pk, long K,
+                            float *const *acc, long N)
+{
+    for (int r = 0; r < R; r++)
+        rc_gemv_generic(v[r], pk, K, acc[r], N);
+}
 
 static void rc_cell(int tier, const rc_args *a, float *g, float *h, float *c, float *yrow)
 {
@@ -241,6 +263,55 @@ static void rc_cell(int tier, const rc_args *a, float *g, float *h, float *c, fl
     rc_cell_generic(a, g, h, c, yrow, 0);
 }
 
+/* One step for batch rows rows[0..n) (n <= RC_ROWS): the gates' inputs, then each GEMV
+ * for all n rows in one pass over the packed R^T. */
+static void rc_rows_step(const rc_args *a, rc_gemm_fn gemm, const long *rows, int n, long t,
+                         long W, long GH)
+{
+    const long H = a->H;
+    const float *hv[RC_ROWS];
+    float *gv[RC_ROWS], *g2[RC_ROWS];
+    for (int i = 0; i < n; i++) {
+        const long b = rows[i];
+        float *g = a->ws + b * W;
+        const float *x = a->xp + t * a->xp_ts + b * a->xp_bs;
+        const float *bs = a->bias;
+        hv[i] = a->hs + b * H;
+        gv[i] = g;
+        g2[i] = g + 2 * H;
+        if (a->cell != RC_GRU) {
+            rc_add_row(g, x, bs, GH);
+        } else if (a->lbr) {
+            /* g = [xp_z, xp_r, Rbh] + h R^T (all 3H); g[3H:4H) = xp_h; r in place */
+            rc_add_row(g, x, bs, 2 * H);
+            memcpy(g + 2 * H, a->rbh, H * sizeof(float));
+            rc_add_row(g + 3 * H, x + 2 * H, bs ? bs + 2 * H : 0, H);
+        } else {
+            rc_add_row(g, x, bs, GH);
+        }
+    }
+    if (a->cell != RC_GRU || a->lbr) {
+        gemm(n, hv, a->rt, H, gv, GH);
+        if (a->cell == RC_GRU)
+            for (int i = 0; i < n; i++)
+                for (long j = 0; j < 2 * H; j++)
+                    gv[i][j] = rc_act1(a->f, rc_clip1(gv[i][j], a->clip));
+        return;
+    }
+    /* GRU: z, r from h [Rz Rr]^T; then the h gate from (r * h) Rh^T */
+    gemm(n, hv, a->rt, H, gv, 2 * H);
+    const float *rhv[RC_ROWS];
+    for (int i = 0; i < n; i++) {
+        float *g = gv[i], *rh = g + GH;
+        for (long j = 0; j < 2 * H; j++)
+            g[j] = rc_act1(a->f, rc_clip1(g[j], a->clip));
+        for (long j = 0; j < H; j++)
+            rh[j] = g[H + j] * hv[i][j];
+        rhv[i] = rh;
+    }
+    gemm(n, rhv, a->rt_h, H, g2, H);
+}
+
 /* Every step of one direction (see the top of the file). */
 static void rc_run(const rc_args *a, int tier)
 {
@@ -249,45 +320,28 @@ static void rc_run(const rc_args *a, int tier)
     const long GH = G * H;
     const long W = GH + H;                 /* per batch row: the gates, then GRU's r*h or
                                               (lbr) the xp_h it keeps aside */
-    rc_gemv_fn gemv = rc_gemv_generic;
+    rc_gemm_fn gemm = rc_gemm_generic;
 #if RC_X86
-    gemv = tier == 2 ? rc_gemv_avx512 : tier == 1 ? rc_gemv_avx2 : rc_gemv_generic;
+    gemm = tier == 2 ? rc_gemm_avx512 : tier == 1 ? rc_gemm_avx2 : rc_gemm_generic;
 #endif
     for (long s = 0; s < T; s++) {
         const long t = a->reverse ? T - 1 - s : s;
-        for (long b = 0; b < B; b++) {
-            float *g = a->ws + b * W, *h = a->hs + b * H;
-            float *yrow = a->y ? a->y + t * a->y_ts + b * a->y_bs : 0;
+        long rows[RC_ROWS];
+        int n = 0;
+        for (long b = 0; b < B; b++) {       /* the rows still running, RC_ROWS at a time */
             if (a->lens && t >= a->lens[b]) {
-                if (yrow)
-                    memset(yrow, 0, H * sizeof(float));
+                if (a->y)
+                    memset(a->y + t * a->y_ts + b * a->y_bs, 0, H * sizeof(float));
                 continue;
             }
-            const float *x = a->xp + t * a->xp_ts + b * a->xp_bs;
-            const float *bs = a->bias;
-            if (a->cell != RC_GRU) {
-                rc_add_row(g, x, bs, GH);
-                gemv(h, a->rt, H, g, GH);
-            } else if (a->lbr) {
-                /* g = [xp_z, xp_r, Rbh] + h R^T (all 3H); g[3H:4H) = xp_h; r in place */
-                rc_add_row(g, x, bs, 2 * H);
-                memcpy(g + 2 * H, a->rbh, H * sizeof(float));
-                rc_add_row(g + 3 * H, x + 2 * H, bs ? bs + 2 * H : 0, H);
-                gemv(h, a->rt, H, g, GH);
-                for (long j = 0; j < 2 * H; j++)
-                    g[j] = rc_act1(a->f, rc_clip1(g[j], a->clip));
-            } else {
-                /* z, r from h [Rz Rr]^T; then the h gate from (r * h) Rh^T */
-                float *rh = g + GH;
-                rc_add_row(g, x, bs, GH);
-                gemv(h, a->rt, H, g, 2 * H);
-                for (long j = 0; j < 2 * H; j++)
-                    g[j] = rc_act1(a->f, rc_clip1(g[j], a->clip));
-                for (long j = 0; j < H; j++)
-                    rh[j] = g[H + j] * h[j];
-                gemv(rh, a->rt_h, H, g + 2 * H, H);
+            rows[n++] = b;
+            if (n == RC_ROWS) {
+                rc_rows_step(a, gemm, rows, n, t, W, GH);
+                n = 0;
             }
         }
+        if (n)
+            rc_rows_step(a, gemm, rows, n, t, W, GH);
         /* every GEMV of the step has read h: now the state may change */
         for (long b = 0; b < B; b++) {
             if (a->lens && t >= a->lens[b])

@@ -1,6 +1,7 @@
-/* The vector bodies of _recurrent.h, on RC_L-float vectors: the panel GEMV (RC_GEMV,
- * panels of 8, 4, 2, 1 vectors as rc_panel packs them; the last N % L columns through a
- * zero-padded vector) and the state update of one batch row after it (RC_CELL; columns
+/* The vector bodies of _recurrent.h, on RC_L-float vectors: the panel GEMV of up to
+ * RC_ROWS batch rows at once (RC_GEMM: panels of 8, 4, 2, 1 vectors as rc_panel packs
+ * them, each read once per step for all those rows; the last N % L columns through a
+ * zero-padded vector, RC_PANEL) and the state update of one batch row after it (RC_CELL; columns
  * past the last whole vector go to rc_cell_generic). Included once per width with the
  * RC_* operation macros defined (AVX2: 8 floats, AVX-512F: 16). */
 
@@ -20,24 +21,84 @@ static inline void RC_PANEL(int nv, const float *v, const float *p, long K, floa
         RC_STORE(acc + RC_L * u, s[u]);
 }
 
-/* acc[0:N] += sum_k v[k] R^T[k, 0:N] over the packed panels, one batch row */
-RC_ATTR
-static void RC_GEMV(const float *v, const float *pk, long K, float *acc, long N)
+/* R batch rows at once (R <= RC_ROWS): vectors [v0, v0 + NVC) of one panel of NVP
+ * vectors, so each panel row is loaded once for all R rows; R broadcasts, one load and
+ * R * NVC accumulators stay in registers. Per output the sum is the GEMV's: k = 0..K-1,
+ * one FMA each, so batched and single rows give the same bits. */
+RC_ATTR __attribute__((always_inline))
+static inline void RC_PANEL_ROWS(const int NVP, const int v0, const int NVC, const int R,
+                                 const float *const *v, const float *p, long K,
+                                 float *const *acc, long n)
+{
+    RC_V s[RC_ROWS][8];
+    for (int r = 0; r < R; r++)
+        for (int u = 0; u < NVC; u++)
+            s[r][u] = RC_LOAD(acc[r] + n + RC_L * (v0 + u));
+    p += RC_L * v0;
+    for (long k = 0; k < K; k++, p += RC_L * NVP) {
+        RC_V b[RC_ROWS];
+        for (int r = 0; r < R; r++)
+            b[r] = RC_SET1(v[r][k]);
+        for (int u = 0; u < NVC; u++) {
+            const RC_V w = RC_LOAD(p + RC_L * u);
+            for (int r = 0; r < R; r++)
+                s[r][u] = RC_FMA(b[r], w, s[r][u]);
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int u = 0; u < NVC; u++)
+            RC_STORE(acc[r] + n + RC_L * (v0 + u), s[r][u]);
+}
+
+/* one panel of NVP vectors for R rows, in chunks of at most RC_MAXACC / R vectors */
+RC_ATTR __attribute__((always_inline))
+static inline void RC_PANEL_R(const int NVP, const int R, const float *const *v,
+                              const float *p, long K, float *const *acc, long n)
+{
+    const int c = NVP * R <= RC_MAXACC ? NVP : NVP / 2 * R <= RC_MAXACC ? NVP / 2 :
+                  NVP / 4 * R <= RC_MAXACC ? NVP / 4 : 1;
+    for (int v0 = 0; v0 < NVP; v0 += c) {
+        if (c == 8) RC_PANEL_ROWS(NVP, v0, 8, R, v, p, K, acc, n);
+        else if (c == 4) RC_PANEL_ROWS(NVP, v0, 4, R, v, p, K, acc, n);
+        else if (c == 2) RC_PANEL_ROWS(NVP, v0, 2, R, v, p, K, acc, n);
+        else RC_PANEL_ROWS(NVP, v0, 1, R, v, p, K, acc, n);
+    }
+}
+
+RC_ATTR __attribute__((always_inline))
+static inline void RC_GEMM_T(const int R, const float *const *v, const float *pk, long K,
+                             float *const *acc, long N)
 {
     long n = 0;
     for (; N - n >= 8 * RC_L; n += 8 * RC_L, pk += K * 8 * RC_L)
-        RC_PANEL(8, v, pk, K, acc + n);
+        RC_PANEL_R(8, R, v, pk, K, acc, n);
     for (int nv = 4; nv >= 1; nv /= 2)
         if (N - n >= nv * RC_L) {
-            RC_PANEL(nv, v, pk, K, acc + n);
+            if (nv == 4) RC_PANEL_R(4, R, v, pk, K, acc, n);
+            else if (nv == 2) RC_PANEL_R(2, R, v, pk, K, acc, n);
+            else RC_PANEL_R(1, R, v, pk, K, acc, n);
             n += nv * RC_L;
             pk += K * nv * RC_L;
         }
-    if (n < N) {                     /* the last N % L columns, padded to L in the panel */
-        float t[RC_L] = {0};
-        RC_PANEL(1, v, pk, K, t);
-        for (long j = 0; j < N - n; j++)
-            acc[n + j] += t[j];
+    if (n < N)                      /* the last N % L columns: one row at a time */
+        for (int r = 0; r < R; r++) {
+            float t[RC_L] = {0};
+            RC_PANEL(1, v[r], pk, K, t);
+            for (long j = 0; j < N - n; j++)
+                acc[r][n + j] += t[j];
+        }
+}
+
+/* acc[r][0:N] += v[r] R^T for R rows (1 <= R <= RC_ROWS) */
+RC_ATTR
+static void RC_GEMM(int R, const float *const *v, const float *pk, long K, float *const *acc,
+                    long N)
+{
+    switch (R) {
+    case 1: RC_GEMM_T(1, v, pk, K, acc, N); break;
+    case 2: RC_GEMM_T(2, v, pk, K, acc, N); break;
+    case 3: RC_GEMM_T(3, v, pk, K, acc, N); break;
+    default: RC_GEMM_T(4, v, pk, K, acc, N); break;
     }
 }
 
