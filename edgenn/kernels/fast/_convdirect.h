@@ -31,6 +31,7 @@
 #endif
 
 enum { CD_ACT_NONE = 0, CD_ACT_RELU = 1, CD_ACT_CLIP = 2, CD_ACT_PRELU = 3 };
+#define CD_MAX_KW 64                /* widest kernel (the caller checks) */
 
 typedef struct {
     const float *xp, *wp, *bias;
@@ -59,6 +60,9 @@ static void cd_run_scalar(const cd_args *a)
 {
     enum { MB = 8, PX = 8 };
     const long T = a->C * a->KH * a->KW;
+    long joff[CD_MAX_KW];
+    for (long j = 0; j < a->KW; j++)
+        joff[j] = (j % a->SW) * a->Wq + j / a->SW;
     for (long m0 = 0; m0 < a->M; m0 += MB) {
         const float *wb = a->wp + (m0 / MB) * T * MB;
         long mr = a->M - m0 < MB ? a->M - m0 : MB;
@@ -72,7 +76,7 @@ static void cd_run_scalar(const cd_args *a)
                         const float *row = a->xp + (c * a->Hp + oh * a->SH + i) * a->SW * a->Wq
                                            + ow0;
                         for (long j = 0; j < a->KW; j++, w += MB) {
-                            const float *src = row + (j % a->SW) * a->Wq + j / a->SW;
+                            const float *src = row + joff[j];
                             float v[PX];
                             for (int p = 0; p < PX; p++) v[p] = src[p];
                             for (int r = 0; r < MB; r++)

@@ -66,7 +66,7 @@ def run(const float[:, :, ::1] xp, const float[:, :, ::1] wp, bias, float[:, :, 
     cdef long m = y.shape[0], oh = y.shape[1], ow = y.shape[2], c = xp.shape[0]
     if wp.shape[0] * mb < m or wp.shape[1] != c * kh * kw or wp.shape[2] != mb:
         raise ValueError("conv_direct: packed weights do not match")
-    if sw < 1 or sh < 1 or xp.shape[2] % sw or \
+    if kw > 64 or sw < 1 or sh < 1 or xp.shape[2] % sw or \
             xp.shape[2] // sw < -(-ow // px) * px + (kw - 1) // sw or \
             xp.shape[1] < (oh - 1) * sh + kh:
         raise ValueError("conv_direct: the padded input is too small")

@@ -31,6 +31,9 @@ CD_ATTR __attribute__((always_inline))
 static inline void CD_TILE(const cd_args *a, const long MB, const long NV)
 {
     const long T = a->C * a->KH * a->KW, sw = a->SW, PX = CD_L * NV;
+    long joff[CD_MAX_KW];       /* tap j's offset in the phase rows: no division per tap */
+    for (long j = 0; j < a->KW; j++)
+        joff[j] = (j % sw) * a->Wq + j / sw;
     for (long m0 = 0; m0 < a->M; m0 += MB) {
         const float *wb = a->wp + (m0 / MB) * T * MB;
         long mr = a->M - m0 < MB ? a->M - m0 : MB;
@@ -45,7 +48,7 @@ static inline void CD_TILE(const cd_args *a, const long MB, const long NV)
                         const float *row = a->xp + (c * a->Hp + oh * a->SH + i) * sw * a->Wq
                                            + ow0;
                         for (long j = 0; j < a->KW; j++, w += MB) {
-                            const float *src = row + (j % sw) * a->Wq + j / sw;
+                            const float *src = row + joff[j];
                             CD_V x[3];
                             for (int v = 0; v < NV; v++) x[v] = CD_LOAD(src + CD_L * v);
                             for (int r = 0; r < MB; r++) {

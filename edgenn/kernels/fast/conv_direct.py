@@ -26,7 +26,7 @@ def _supports(node, ins, outs) -> bool:
     strides = [int(s) for s in a.get("strides") or [1, 1]]
     return (int(a.get("group", 1)) == 1 and 0 < x.shape[1] <= MAX_CHANNELS
             and [int(d) for d in a.get("dilations") or [1, 1]] == [1, 1]
-            and strides[0] in (1, 2) and strides[1] in (1, 2)
+            and strides[0] in (1, 2) and strides[1] in (1, 2) and w.shape[3] <= 64
             and a.get("activation", "") in ACTIVATIONS
             and (len(ins) < 4 or ins[3] is None)
             and (len(ins) < 3 or ins[2] is None or ins[2].value is not None))
