@@ -25,7 +25,7 @@ def _lib(tier):
     return sg, tier
 ACTS = [("", []), ("Relu", []), ("Clip", [-0.5, 0.7]), ("HardSwish", []),
         ("HardSigmoid", [0.2, 0.5]), ("Sigmoid", []), ("SiLU", []), ("LeakyRelu", [0.1]),
-        ("Gelu", [])]
+        ("Gelu", []), ("PRelu", None)]   # PRelu: one slope per row (a conv's channel)
 TAILS = [1, 2, 5, 6, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65]
 
 
@@ -112,29 +112,15 @@ def test_every_epilogue(act, params, portable):
         bc = rng.standard_normal(n).astype(np.float32)
         z = rng.standard_normal((m, n)).astype(np.float32)
         y = a.astype(np.float64) @ b + br[:, None] + bc[None, :] + z
-        want = apply_activation(y, act, params)
+        if act == "PRelu":            # slopes negative, 0, 1, > 1, then ordinary
+            slopes = rng.standard_normal(m).astype(np.float32)
+            slopes[:4] = [-0.7, 0.0, 1.0, 2.5]
+            params, want = list(slopes), np.where(y >= 0, y, y * slopes[:, None])
+        else:
+            want = apply_activation(y, act, params)
         got = _run(mode, a, b, portable, bias_row=br, bias_col=bc, z=z, act=act,
                    params=params)
         assert _rel(got, want) <= 1e-5, (act, mode, m, n, k)
-
-
-@pytest.mark.parametrize("portable", PATHS)
-def test_prelu_epilogue_has_one_slope_per_row(portable):
-    """The per-channel PRelu of a conv (rows = output channels): y < 0 ? y * slope[m] : y,
-    slopes negative, 0, 1 and > 1, every tier and layout, K past one block."""
-    rng = np.random.default_rng(4)
-    for (m, n, k), mode in itertools.product([(6, 16, 8), (13, 37, 20), (20, 50, 700)],
-                                             ["A", "B", "direct"]):
-        a = (rng.standard_normal((m, k)) / np.sqrt(k) * 3).astype(np.float32)
-        b = rng.standard_normal((k, n)).astype(np.float32)
-        br = rng.standard_normal(m).astype(np.float32)
-        z = rng.standard_normal((m, n)).astype(np.float32)
-        slopes = rng.standard_normal(m).astype(np.float32)
-        slopes[:4] = [-0.7, 0.0, 1.0, 2.5]
-        y = a.astype(np.float64) @ b + br[:, None] + z
-        want = np.where(y >= 0, y, y * slopes[:, None])
-        got = _run(mode, a, b, portable, bias_row=br, z=z, act="PRelu", params=list(slopes))
-        assert _rel(got, want) <= 1e-5, (mode, m, n, k)
 
 
 def test_activation_extremes():
