@@ -136,3 +136,22 @@ def test_dynamic_range_weights_are_dequantized(tmp_path, name):
             scale = float(np.max(np.abs(w)))
             assert float(np.max(np.abs(g - w))) <= 1e-4 * scale
             assert float(np.max(np.abs(g - h))) <= 0.1 * scale
+
+
+@pytest.mark.parametrize("scale", [float("nan"), -1.0, 0.0])
+def test_hostile_quantization_scales_are_named_errors(tmp_path, scale):
+    """A file whose activation scale is NaN, negative or zero: refused by name at load
+    (it would divide by zero or run on garbage), never run."""
+    import tflite
+    data = bytearray(model("block"))
+    g = tflite.Model.GetRootAsModel(bytes(data), 0).Subgraphs(0)
+    t = next(g.Tensors(i) for i in range(g.TensorsLength())
+             if g.Tensors(i).Quantization() is not None and g.Tensors(i).Buffer() == 0
+             and g.Tensors(i).Quantization().ScaleLength())
+    q = t.Quantization()
+    start = q._tab.Vector(q._tab.Offset(8))          # QuantizationParameters.scale
+    data[start:start + 4] = np.float32(scale).tobytes()
+    p = tmp_path / "hostile.tflite"
+    p.write_bytes(bytes(data))
+    with pytest.raises(edgenn.ModelFormatError, match=t.Name().decode()):
+        edgenn.InferenceSession(str(p))

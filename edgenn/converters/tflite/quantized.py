@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import UnsupportedOpError
+from ...errors import ModelFormatError, UnsupportedOpError
 
 WEIGHTED = {"CONV_2D": 1, "DEPTHWISE_CONV_2D": 1, "FULLY_CONNECTED": 1}  # weight input
 QUANT_DTYPES = ("int8", "uint8")
@@ -56,6 +56,9 @@ def u8_params(b, i: int) -> tuple[str, str]:
         t = b.t[i]
         if t.scale.size != 1:
             raise UnsupportedOpError({"per-channel quantized activations": [b.names[i]]})
+        if not t.scale.reshape(-1)[0] > 0:
+            raise ModelFormatError(f"tensor {b.names[i]!r}: a run-time quantized tensor "
+                                   f"needs a scale > 0, not {float(t.scale.reshape(-1)[0])}")
         zp = int(t.zero_point.reshape(-1)[0]) + (128 if t.dtype == "int8" else 0)
         if not 0 <= zp <= 255:
             raise UnsupportedOpError({f"zero point {zp - 128} of an int8 tensor": [b.names[i]]})

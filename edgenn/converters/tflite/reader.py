@@ -113,6 +113,9 @@ def read(data: bytes, source: str = "<tflite>") -> tuple[list[TTensor], list[TOp
             q = t.Quantization()
             if q is not None and q.ScaleLength():
                 tt.scale = q.ScaleAsNumpy().astype(np.float32)
+                if not np.all(np.isfinite(tt.scale)) or np.any(tt.scale < 0):
+                    raise ModelFormatError(f"{source}: tensor {tt.name!r} has quantization "
+                                           f"scales that are not finite and >= 0")
                 tt.zero_point = q.ZeroPointAsNumpy().astype(np.int64) if q.ZeroPointLength() \
                     else np.zeros_like(tt.scale, np.int64)
                 tt.axis = int(q.QuantizedDimension())
