@@ -26,8 +26,9 @@ INTERNAL = {"QConv", "QGemm", "QAdd", "QGather"}
 
 
 class _Writer:
-    def __init__(self, taken: set[str]):
+    def __init__(self, taken: set[str], consts: dict | None = None):
         self.taken = set(taken)
+        self.consts = consts or {}     # the graph's constants (weights' ranks)
         self.inits: list = []
         self.uses_domain = False
 
@@ -143,7 +144,8 @@ def _epilogue_node(w: _Writer, n: Node) -> list:
         out.append(helper.make_node("Add", [core, z], [summed], f"{n.name}/residual"))
         core = summed
     if act:
-        spatial = len(n.attrs.get("kernel_shape") or [0, 0])
+        weight = w.consts.get(n.inputs[1]) if n.op == "Conv" else None
+        spatial = weight.ndim - 2 if weight is not None else 2
         out += _activation(w, core, y, act, n.attrs.get("activation_params"), n.name, spatial)
     return out
 
@@ -237,7 +239,7 @@ def to_model(graph: Graph) -> onnx.ModelProto:
     """The ONNX ModelProto of an edgenn graph (see the module docstring)."""
     taken = set(graph.consts) | {v.name for v in graph.inputs} | \
         {o for n in graph.nodes for o in n.outputs}
-    w = _Writer(taken)
+    w = _Writer(taken, graph.consts)
     nodes = _nodes(w, graph.nodes)
     inits = [numpy_helper.from_array(np.require(a, requirements="C"), k)   # 0-d stays 0-d
              for k, a in graph.consts.items()] + w.inits

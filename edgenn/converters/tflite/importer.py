@@ -45,7 +45,7 @@ class _Builder:
                 self.names[i] = f"{n}#{i}"
             seen[n] = i
         self.taken = set(self.names)
-        self.qcache: dict = {}                  # quantized.py: shared DQ / parameters
+        self.u8_consts: dict[int, tuple[str, str]] = {}   # quantized.py: (scale, zp) names
         self.u8_alias: dict[int, str] = {}      # int8 graph inputs / outputs -> uint8
         self.integer_weights = False            # the op being imported is integer
         for i, t in enumerate(tensors):
@@ -247,13 +247,9 @@ def _dequantize(b: _Builder, op: TOp) -> None:
     src, dst = b.t[op.inputs[0]], op.outputs[0]
     if src.data is None:
         raise UnsupportedOpError({"DEQUANTIZE of run-time data": [b.names[dst]]},
-                                 "fully integer TFLite models are not supported yet")
-    v = src.data.astype(np.float32)
-    if src.dtype in ("int8", "uint8", "int16", "int32") and src.scale is not None:
-        shape = [1] * v.ndim
-        if src.scale.size > 1:
-            shape[src.axis] = -1
-        v = (v - src.zero_point.reshape(shape)) * src.scale.reshape(shape)
+                                 "only int8 / uint8 run-time tensors are dequantized")
+    v = quantized.dequantized(src) if quantized.is_quantized_const(b, op.inputs[0]) else \
+        src.data.astype(np.float32)
     b.consts[b.names[dst]] = np.require(v.astype(np.float32), requirements="C")
 
 

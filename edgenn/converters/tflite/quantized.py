@@ -37,7 +37,7 @@ def is_quantized_activation(b, i: int) -> bool:
         t.dtype in QUANT_DTYPES
 
 
-def _is_quantized_const(b, i: int) -> bool:
+def is_quantized_const(b, i: int) -> bool:
     t = b.t[i] if i >= 0 else None
     return t is not None and t.data is not None and t.scale is not None and \
         t.dtype in ("int8", "uint8", "int16", "int32")
@@ -51,8 +51,7 @@ def involved(b, op) -> bool:
 
 def u8_params(b, i: int) -> tuple[str, str]:
     """(scale, uint8 zero point) constants of run-time quantized tensor i, made once."""
-    key = ("u8", i)
-    if key not in b.qcache:
+    if i not in b.u8_consts:
         t = b.t[i]
         if t.scale.size != 1:
             raise UnsupportedOpError({"per-channel quantized activations": [b.names[i]]})
@@ -62,9 +61,9 @@ def u8_params(b, i: int) -> tuple[str, str]:
         zp = int(t.zero_point.reshape(-1)[0]) + (128 if t.dtype == "int8" else 0)
         if not 0 <= zp <= 255:
             raise UnsupportedOpError({f"zero point {zp - 128} of an int8 tensor": [b.names[i]]})
-        b.qcache[key] = (b.const(f"{b.names[i]}/scale", np.float32(t.scale.reshape(-1)[0])),
+        b.u8_consts[i] = (b.const(f"{b.names[i]}/scale", np.float32(t.scale.reshape(-1)[0])),
                          b.const(f"{b.names[i]}/zp", np.uint8(zp)))
-    return b.qcache[key]
+    return b.u8_consts[i]
 
 
 def u8_name(b, i: int) -> str:
@@ -99,7 +98,7 @@ def weight(b, i: int, perm, prefix: str, integer: bool) -> str:
     if value is None:
         raise UnsupportedOpError({"run-time weights": [prefix]})
     perm = list(perm) if perm is not None else list(range(value.ndim))
-    if not _is_quantized_const(b, i):
+    if not is_quantized_const(b, i):
         return b.const(prefix, np.ascontiguousarray(value.transpose(perm)))
     if integer and t.dtype == "int8" and not np.any(t.zero_point):
         w = b.const(prefix, np.ascontiguousarray(t.data.transpose(perm)))
@@ -180,9 +179,9 @@ def convert(b, op, convert_float) -> None:
             continue
         if is_quantized_activation(b, i):
             saved[i], b.names[i] = b.names[i], float_view(b, i)
-        elif _is_quantized_const(b, i) and op.op in WEIGHTED and k == 2 and quantized_in:
+        elif is_quantized_const(b, i) and op.op in WEIGHTED and k == 2 and quantized_in:
             saved[i], b.names[i] = b.names[i], _bias(b, i, f"{b.names[i]}/bias")
-        elif _is_quantized_const(b, i) and not (op.op in WEIGHTED and k == WEIGHTED[op.op]):
+        elif is_quantized_const(b, i) and not (op.op in WEIGHTED and k == WEIGHTED[op.op]):
             saved[i], b.names[i] = b.names[i], b.const(f"{b.names[i]}/float",
                                                        dequantized(b.t[i]))
     outs = [o for o in op.outputs if is_quantized_activation(b, o)]

@@ -126,8 +126,6 @@ def fuse_activation(graph: Graph) -> bool:
         if found is None or found[0] not in supported or not _takes(p, found[0]):
             return False
         p.attrs["activation"], p.attrs["activation_params"] = found[0], list(found[1])
-        if found[0] == "PRelu":     # the slopes' layout (M, 1, ...) follows the kernel's rank
-            p.attrs.setdefault("kernel_shape", list(view.const(p.inputs[1]).shape[2:]))
         p.outputs = [act.outputs[0]]
         replace_chain(graph, [p, act], p)
         return True

@@ -77,6 +77,23 @@ def _permuted_const(graph: Graph, value: np.ndarray, p: list[int], prefix: str) 
     return graph.add_const(prefix, np.ascontiguousarray(v.transpose(_inverse(p))))
 
 
+def _below(graph: Graph, op: Node, new_inputs: list[str], attrs: dict, p: list[int],
+           t: Node) -> None:
+    """op (now reading untransposed inputs) -> Transpose(p) after it, writing op's
+    outputs, so graph outputs keep their names."""
+    mid = graph.unique_name(f"{op.outputs[0]}_pre_transpose")
+    i = graph.nodes.index(op)
+    graph.nodes[i:i + 1] = [Node(op.op, new_inputs, [mid], attrs, op.name),
+                            Node("Transpose", [mid], list(op.outputs), {"perm": list(p)},
+                                 graph.unique_name(f"{t.name}_sunk"))]
+
+
+def _per_tensor_dq(view: View, node: Node | None) -> bool:
+    """A DequantizeLinear with one-element scale and zero point (elementwise)."""
+    return node is not None and node.op == "DequantizeLinear" and \
+        all(_scalar_const(view, i) for i in node.inputs[1:])
+
+
 def _sink(graph: Graph, view: View, t: Node) -> bool:
     """Move Transpose t below its only consumer when that consumer allows it."""
     p = _perm(t)
@@ -130,19 +147,13 @@ def _sink(graph: Graph, view: View, t: Node) -> bool:
         new_inputs = [x, graph.add_const(f"{op.name}_axes", new_axes)]
     if new_inputs is None:
         return False
-    mid = graph.unique_name(f"{op.outputs[0]}_pre_transpose")
-    moved = Node(op.op, new_inputs, [mid], attrs, op.name)
-    after = Node("Transpose", [mid], list(op.outputs), {"perm": list(p)},
-                 graph.unique_name(f"{t.name}_sunk"))
-    i = graph.nodes.index(op)
-    graph.nodes[i:i + 1] = [moved, after]
+    _below(graph, op, new_inputs, attrs, p, t)
     return True
 
 
 def _hoist_over_dequantize(graph: Graph, view: View, t: Node) -> bool:
-    dq = view.prod(t.inputs[0], "DequantizeLinear")
-    if dq is None or view.only_use(dq.outputs[0]) is not t or \
-            not all(_scalar_const(view, i) for i in dq.inputs[1:]):
+    dq = view.prod(t.inputs[0])
+    if not _per_tensor_dq(view, dq) or view.only_use(dq.outputs[0]) is not t:
         return False
     mid = graph.unique_name(f"{dq.inputs[0]}_transposed")
     i = graph.nodes.index(dq)
@@ -155,8 +166,7 @@ def _hoist_over_dequantize(graph: Graph, view: View, t: Node) -> bool:
 
 def _sink_through_dequantize(graph: Graph, view: View, t: Node) -> bool:
     dq = view.only_use(t.outputs[0])
-    if dq is None or dq.op != "DequantizeLinear" or dq.inputs[0] != t.outputs[0] or \
-            not all(_scalar_const(view, i) for i in dq.inputs[1:]):
+    if not _per_tensor_dq(view, dq) or dq.inputs[0] != t.outputs[0]:
         return False
     op = view.only_use(dq.outputs[0])
     if op is None or (op.op not in UNARY and op.op != "Pad"):
@@ -181,7 +191,7 @@ def _transposed_operand(view: View, name: str, p: list[int], reader: Node) -> No
     if node is None or view.only_use(name) is not reader:
         return None
     if node.op == "DequantizeLinear":
-        if not all(_scalar_const(view, i) for i in node.inputs[1:]):
+        if not _per_tensor_dq(view, node):
             return None
         t = view.prod(node.inputs[0], "Transpose")
         ok = t is not None and _perm(t) == p and view.only_use(t.outputs[0]) is node
@@ -192,7 +202,8 @@ def _transposed_operand(view: View, name: str, p: list[int], reader: Node) -> No
 def _sink_below_dequantized_operands(graph: Graph, view: View, t: Node) -> bool:
     p = _perm(t)
     dq = view.only_use(t.outputs[0])
-    op = None if dq is None or dq.op != "DequantizeLinear" else view.only_use(dq.outputs[0])
+    op = view.only_use(dq.outputs[0]) if dq is not None and dq.op == "DequantizeLinear" \
+        else None
     if p is None or op is None or not (op.op == "Concat" or
                                        (op.op in BINARY and len(op.inputs) == 2)):
         return False
@@ -212,11 +223,7 @@ def _sink_below_dequantized_operands(graph: Graph, view: View, t: Node) -> bool:
     if op.op == "Concat":
         axis = int(attrs.get("axis", 0))
         attrs["axis"] = p[axis + len(p) if axis < 0 else axis]
-    mid = graph.unique_name(f"{op.outputs[0]}_pre_transpose")
-    i = graph.nodes.index(op)
-    graph.nodes[i:i + 1] = [Node(op.op, new_inputs, [mid], attrs, op.name),
-                            Node("Transpose", [mid], list(op.outputs), {"perm": list(p)},
-                                 graph.unique_name(f"{t.name}_sunk"))]
+    _below(graph, op, new_inputs, attrs, p, t)
     return True
 
 

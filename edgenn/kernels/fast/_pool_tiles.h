@@ -43,7 +43,7 @@ EDGENN_AVX2 static void maxpool_tiles_avx2(const float *x, float *y, long P, lon
         maxpool_tiles_generic(x, y, P, H, W, kh, kw, row);
         return;
     }
-    long OH = H / kh, OW = W / kw, span = OW * kw;
+    long OH = H / kh, OW = W / kw;
     for (long p = 0; p < P; p++)
         for (long oh = 0; oh < OH; oh++) {
             const float *r = x + (p * H + oh * kh) * W;
@@ -76,7 +76,6 @@ EDGENN_AVX2 static void maxpool_tiles_avx2(const float *x, float *y, long P, lon
                 o[j] = m;
             }
         }
-    (void)span;
 }
 #endif
 

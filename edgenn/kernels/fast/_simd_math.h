@@ -5,20 +5,33 @@
 #include <math.h>
 #include "_simd.h"
 
+/* Cephes' exp: n = round(x log2 e), r = x - n ln 2 (ln 2 split in two), exp(x) = 2^n p(r)
+ * with p(r) = 1 + r + r^2 (P0 r^5 + P1 r^4 + ... + P5); one set of constants for every
+ * width below. */
+#define SIMD_LOG2E 1.44269504088896341f
+#define SIMD_LN2_HI 0.693359375f
+#define SIMD_LN2_LO (-2.12194440e-4f)
+#define SIMD_EXP_P0 1.9875691500e-4f
+#define SIMD_EXP_P1 1.3981999507e-3f
+#define SIMD_EXP_P2 8.3334519073e-3f
+#define SIMD_EXP_P3 4.1665795894e-2f
+#define SIMD_EXP_P4 1.6666665459e-1f
+#define SIMD_EXP_P5 5.0000001201e-1f
+
 /* exp(v), scalar, the same Cephes steps as simd_exp8 (inputs clamped to [-87, 88]): the
  * portable builds and the row tails of the vector ones. */
 static inline float simd_exp1(float v)
 {
     v = v < -87.0f ? -87.0f : v;
     v = v > 88.0f ? 88.0f : v;
-    float fn = floorf(v * 1.44269504088896341f + 0.5f);
-    float r = v - fn * 0.693359375f - fn * -2.12194440e-4f;
-    float q = 1.9875691500e-4f;
-    q = q * r + 1.3981999507e-3f;
-    q = q * r + 8.3334519073e-3f;
-    q = q * r + 4.1665795894e-2f;
-    q = q * r + 1.6666665459e-1f;
-    q = q * r + 5.0000001201e-1f;
+    float fn = floorf(v * SIMD_LOG2E + 0.5f);
+    float r = v - fn * SIMD_LN2_HI - fn * SIMD_LN2_LO;
+    float q = SIMD_EXP_P0;
+    q = q * r + SIMD_EXP_P1;
+    q = q * r + SIMD_EXP_P2;
+    q = q * r + SIMD_EXP_P3;
+    q = q * r + SIMD_EXP_P4;
+    q = q * r + SIMD_EXP_P5;
     q = q * r * r + r + 1.0f;
     return ldexpf(q, (int)fn);
 }
@@ -28,16 +41,16 @@ static inline float simd_exp1(float v)
 /* exp(x) for x in about [-87, 88] (clamped), Cephes-style: 2^n * p(r), rel err ~2e-7. */
 EDGENN_AVX2 static inline __m256 simd_exp8(__m256 x) {
     x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.3f));
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(SIMD_LOG2E)),
                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(SIMD_LN2_HI), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(SIMD_LN2_LO), r);
+    __m256 p = _mm256_set1_ps(SIMD_EXP_P0);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(SIMD_EXP_P1));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(SIMD_EXP_P2));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(SIMD_EXP_P3));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(SIMD_EXP_P4));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(SIMD_EXP_P5));
     p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.f)));
     __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n),
                                                    _mm256_set1_epi32(127)), 23);
@@ -72,16 +85,16 @@ EDGENN_AVX512 __attribute__((always_inline))
 static inline __m512 simd_exp16(__m512 x)
 {
     x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.3f)), _mm512_set1_ps(88.3f));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(SIMD_LOG2E)),
                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(SIMD_LN2_HI), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(SIMD_LN2_LO), r);
+    __m512 p = _mm512_set1_ps(SIMD_EXP_P0);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(SIMD_EXP_P1));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(SIMD_EXP_P2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(SIMD_EXP_P3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(SIMD_EXP_P4));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(SIMD_EXP_P5));
     p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.f)));
     __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n),
                                                    _mm512_set1_epi32(127)), 23);

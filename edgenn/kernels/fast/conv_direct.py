@@ -12,6 +12,7 @@ import numpy as np
 
 from ...registry import kernel
 from .. import scratch
+from . import epilogue
 from .conv import geometry
 
 MAX_CHANNELS = 8
@@ -48,12 +49,7 @@ def prepare(node, ins, outs, isa: str, lib=None):
     hp = max((oh - 1) * sh + kh, pt + h)
     wq = max(-(-ow // px) * px + (kw - 1) // sw, -(-(pl + wd) // sw))
     wpk = lib.pack_weights(w, isa)
-    bias = None if len(ins) < 3 or ins[2] is None else \
-        np.ascontiguousarray(np.asarray(ins[2].value, np.float32).reshape(m))
-    act = node.attrs.get("activation", "")
-    params = [float(v) for v in node.attrs.get("activation_params") or []]
-    slope = np.array(params, np.float32) if act == "PRelu" else None
-    lo, hi = (params + [0.0, 0.0])[:2] if act == "Clip" else (0.0, 0.0)
+    bias, act, lo, hi, slope = epilogue.constant_parts(node, ins, m)
     xp_h = scratch.array((c, hp, sw * wq), np.float32, persistent=True, fill=0.0)
     # per phase p: (first q, last q + 1) it receives, and the image columns that land there
     phases = []

@@ -56,5 +56,17 @@ def activate(y: np.ndarray, kind: str, params, tmp: np.ndarray) -> None:
         raise AssertionError(kind)
 
 
+def constant_parts(node, ins, m: int):
+    """A fused Conv's constant epilogue as the C kernels take it: (bias float32 (m,) or
+    None, activation, Clip's lo and hi (else 0), PRelu's slopes float32 (m,) or None)."""
+    bias = None if len(ins) < 3 or ins[2] is None else \
+        np.ascontiguousarray(np.asarray(ins[2].value, np.float32).reshape(m))
+    act = node.attrs.get("activation", "")
+    params = [float(v) for v in node.attrs.get("activation_params") or []]
+    slope = np.array(params, np.float32) if act == "PRelu" else None
+    lo, hi = (params + [0.0, 0.0])[:2] if act == "Clip" else (0.0, 0.0)
+    return bias, act, lo, hi, slope
+
+
 def supported(node) -> bool:
     return node.attrs.get("activation", "") in IN_PLACE

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...registry import kernel
+from .. import scratch
 from . import _rowops
 from .threading_cost import c_cost
 
@@ -63,11 +64,12 @@ def prepare_dequantize(node, ins, outs):
     zp = (int(scalar(ins[2])) if len(ins) > 2 and ins[2] is not None else 0) + \
         (128 if signed else 0)
     dequantize = _rowops.dequantize_u8
+    flipped = scratch.array((int(np.prod(ins[0].shape)),), np.uint8) if signed else None
 
     def run(inputs, outputs):
         x = inputs[0].reshape(-1)
-        if signed:
-            x = np.bitwise_xor(x.view(np.uint8), 0x80)
+        if signed:                  # the uint8 bytes of x + 128, into planned scratch
+            x = np.bitwise_xor(x.view(np.uint8), 0x80, out=flipped.get())
         dequantize(x, outputs[0].reshape(-1), scale, zp)
     return run
 

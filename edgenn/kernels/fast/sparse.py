@@ -21,6 +21,7 @@ import numpy as np
 
 from ...registry import kernel
 from .. import scratch
+from . import epilogue
 
 MIN_ZEROS = 0.5       # below this the dense kernels always win (bench/test_bench_sparse.py)
 ACTS = ("", "Relu", "Clip")
@@ -61,12 +62,6 @@ def _supports(node, ins, outs) -> bool:
             and tuple(outs[0].shape[2:]) == tuple(ins[0].shape[2:]))
 
 
-def _epilogue(node, ins, m):
-    bias = ins[2].value.reshape(m) if len(ins) > 2 and ins[2] is not None else None
-    lo, hi = (list(node.attrs.get("activation_params") or []) + [0.0, 0.0])[:2]
-    return bias, node.attrs.get("activation", ""), lo, hi
-
-
 def _prepare(node, ins, outs, isa: str, lib=None):
     if lib is None:
         from . import _spmm as lib
@@ -74,7 +69,7 @@ def _prepare(node, ins, outs, isa: str, lib=None):
     n, k, h, wd = ins[0].shape
     m = ins[1].shape[0]
     w2d = np.asarray(ins[1].value, np.float32).reshape(m, k)
-    bias, act, lo, hi = _epilogue(node, ins, m)
+    bias, act, lo, hi = epilogue.constant_parts(node, ins, m)[:4]
     s = h * wd
     spmm = SparseConv1x1(*csr(w2d), k, s, bias, act, lo, hi, isa=isa)
     has_z = len(ins) > 3 and ins[3] is not None
@@ -117,7 +112,7 @@ def _prepare_shifted(node, ins, outs, isa: str, lib=None):
     row_ptr, col, val = csr(w.reshape(m, -1))
     cc, ii, jj = np.unravel_index(col, (c, kh, kw))
     off = cc.astype(np.int64) * plane + ii * dh * wp + jj * dw
-    bias, act, lo, hi = _epilogue(node, ins, m)
+    bias, act, lo, hi = epilogue.constant_parts(node, ins, m)[:4]
     k = ShiftedSpMM(row_ptr, off, val, p, bias, act, lo, hi, isa=isa)
     xp_h = scratch.array((max(k.reach, c * plane),), np.float32, persistent=True, fill=0.0)
     yp_h = scratch.array((m, p), np.float32)
