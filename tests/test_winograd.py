@@ -17,6 +17,7 @@ import pytest
 
 from edgenn.graph.infer import infer_node
 from edgenn.graph.ir import Node
+from edgenn.kernels.fast import _sgemm as sg
 from edgenn.kernels.fast import _winograd as cw
 from edgenn.kernels.fast import winograd as wg
 from edgenn.oplist import load_all
@@ -25,6 +26,11 @@ from edgenn.registry import KERNELS, REFERENCE, TensorInfo
 load_all()
 U32 = 2.0 ** -24   # float32 unit roundoff
 ISAS = [0] + ([1] if cw.uses_avx2() else [])   # 0 forces the portable scalar code
+
+
+# where the alpha^2 GEMMs run: OpenBLAS ("") or edgenn's packed sgemm of each native tier
+# (its SIMDe twins are checked product by product in tests/test_sgemm.py: gemm_batch)
+GEMMS = ["", "scalar"] + ["avx2"] * sg.HAVE_AVX2 + ["avx512"] * sg.HAVE_AVX512
 
 
 @pytest.fixture(params=ISAS, ids=lambda i: ["scalar", "avx2"][i])
@@ -170,19 +176,21 @@ def _err(m, node, inputs, ins, outs, **kw):
     (1, 2, 2, 3, 3, [2, 2, 2, 2]), (2, 16, 23, 31, 9, [1, 1, 1, 1]),
     (1, 7, 1, 1, 3, [1, 1, 1, 1]), (1, 4, 8, 8, 4, [0, 1, 2, 0]),   # asymmetric pads
     (1, 96, 6, 6, 40, [1, 1, 1, 1]), (3, 8, 5, 27, 16, [1, 1, 1, 1])])
-def test_conv_matches_reference(isa, m, geom):
+@pytest.mark.parametrize("gemm", GEMMS, ids=lambda g: g or "blas")
+def test_conv_matches_reference(isa, m, geom, gemm):
     n, c, h, w, k, pads = geom
     for (act, params), residual in zip(ACTS, itertools.cycle((False, True))):
         args = _conv(n, c, h, w, k, pads, act, params, residual, bias=act != "Gelu")
-        assert _err(m, *args) <= _tol(m, *args), (act, residual)
+        assert _err(m, *args, gemm_isa=gemm) <= _tol(m, *args), (act, residual)
 
 
 @pytest.mark.parametrize("m", [2, 4])
-def test_blocks_span_images(isa, m):
+@pytest.mark.parametrize("gemm", GEMMS, ids=lambda g: g or "blas")
+def test_blocks_span_images(isa, m, gemm):
     """Tiny blocks: one tile row each, and blocks that cross from one image to the next."""
     args = _conv(3, 5, 13, 9, 6, [1, 1, 1, 1], "Relu", residual=True)
     for block in (1, 3000, 7000):
-        assert _err(m, *args, block_bytes=block) <= _tol(m, *args)
+        assert _err(m, *args, block_bytes=block, gemm_isa=gemm) <= _tol(m, *args)
 
 
 def test_auto_pad_same():
@@ -202,7 +210,8 @@ def test_error_grows_with_tile_size():
 
 def test_registered_and_supports():
     names = [s.name for s in KERNELS["Conv"]]
-    assert {"winograd_f23", "winograd_f43"} <= set(names)
+    assert {"winograd_f23", "winograd_f43", "winograd_f43_6x16__avx2",
+            "winograd_f23_12x32__avx512f"} <= set(names)
     spec = next(s for s in KERNELS["Conv"] if s.name == "winograd_f43")
     node, inputs, ins, outs = _conv(1, 4, 8, 8, 4, [1, 1, 1, 1])
     assert spec.supports(node, ins, outs)

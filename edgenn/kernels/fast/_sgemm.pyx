@@ -89,6 +89,102 @@ def pack_b(const float[:, :] b):
     return out
 
 
+def pack_a_batch(const float[:, :, :] a):
+    """A (count, M, K), any strides -> the count packed A operands back to back (1-D),
+    each sg_packed_a_size(M, K) floats, for gemm_batch."""
+    cdef long count = a.shape[0], m = a.shape[1], k = a.shape[2], i
+    cdef long size = sg_packed_a_size(m, k)
+    out = np.zeros(max(count * size, 1), np.float32)
+    cdef float[::1] o = out
+    if m and k:
+        for i in range(count):
+            sg_pack_a(&a[i, 0, 0], a.strides[1] // 4, a.strides[2] // 4, 0, m, 0, k,
+                      &o[i * size])
+    return out
+
+
+def tier_of(str isa, bint force_portable=False):
+    """The C driver's tier of an ISA name: 0 portable, 1 AVX2 (6 x 16), 2 AVX-512F
+    (12 x 32); ValueError for an unknown name or a tier this CPU (or EDGENN_MAX_ISA)
+    does not allow."""
+    if isa not in ISAS:
+        raise ValueError(f"isa must be one of {ISAS}, got {isa!r}")
+    if isa == "avx512" and not HAVE_AVX512:
+        raise ValueError("isa 'avx512': this CPU (or EDGENN_MAX_ISA) does not allow it")
+    return 2 if isa == "avx512" else int(HAVE_AVX2 and not force_portable and isa != "scalar")
+
+
+def batch_workspace_bytes(long M, long N, long K, int threads=1):
+    """Workspace bytes of gemm_batch (one slice per thread)."""
+    return sg_workspace_size(M, N, K, 0, 1) * 4 * max(threads, 1)
+
+
+def gemm_batch(const float[::1] packed, long M, long K, const float[:, :, :] b,
+               float[:, :, :] out, ws, int tier, int threads=1):
+    """count independent products out[i] (M, N) = A_i (M, K) @ b[i] (K, N), no epilogue:
+    the A_i constant and prepacked (pack_a_batch), each b[i] read in place (direct path:
+    only a ragged last column panel is packed). The Winograd alpha^2 GEMMs U[xi] @ V[xi].
+    threads > 1: the products are shared out over OpenMP threads (each its own slice of
+    ws, batch_workspace_bytes). b, out: rows contiguous, other strides free. Same sums, in
+    the same order, as SGemm.run(direct_b=True) on one product."""
+    cdef long count = b.shape[0], N = b.shape[2], i
+    cdef long size = sg_packed_a_size(M, K), wsize = sg_workspace_size(M, N, K, 0, 1)
+    if b.shape[1] != K or out.shape[0] != count or out.shape[1] != M or out.shape[2] != N:
+        raise ValueError("gemm_batch: b (count, K, N) and out (count, M, N) required")
+    if (b.strides[2] != 4 and N > 1) or (out.strides[2] != 4 and N > 1):
+        raise ValueError("gemm_batch: rows of b and out must be contiguous")
+    if packed.shape[0] < count * size:
+        raise ValueError("gemm_batch: packed operands too small")
+    if not 0 <= tier <= 2 or (tier == 2 and not HAVE_AVX512) or (tier == 1 and not HAVE_AVX2):
+        raise ValueError(f"gemm_batch: tier {tier} not available here")
+    threads = max(1, min(threads, count))
+    cdef float *wsp = <float *>_ws_data(ws, wsize * 4 * threads, "gemm_batch")
+    if count == 0 or M == 0 or N == 0:
+        return
+    if K == 0:
+        out[:, :, :] = 0
+        return
+    cdef sg_epi e
+    e.bias_row = NULL
+    e.bias_col = NULL
+    e.z = NULL
+    e.ldz = 0
+    e.act = 0
+    e.p0 = e.p1 = 0
+    e.slope_row = NULL
+    cdef const float *bp = &b[0, 0, 0]
+    cdef const float *ap = &packed[0]
+    cdef float *cp = &out[0, 0, 0]
+    cdef long bstride = b.strides[0] // 4, ldb = b.strides[1] // 4
+    cdef long cstride = out.strides[0] // 4, ldc = out.strides[1] // 4
+    cdef int t
+    with nogil:
+        if threads == 1:
+            _batch_range(ap, size, bp, bstride, ldb, cp, cstride, ldc, M, N, K, &e, wsp,
+                         tier, 0, count)
+        else:
+            for t in prange(threads, num_threads=threads, schedule="static"):
+                _batch_range(ap, size, bp, bstride, ldb, cp, cstride, ldc, M, N, K, &e,
+                             wsp + t * wsize, tier, t * count // threads,
+                             (t + 1) * count // threads)
+
+
+cdef void _batch_range(const float *ap, long size, const float *bp, long bstride, long ldb,
+                       float *cp, long cstride, long ldc, long M, long N, long K,
+                       const sg_epi *e, float *ws, int tier, long i0, long i1) noexcept nogil:
+    cdef sg_operand aop, bop
+    cdef long i
+    aop.src = NULL
+    aop.rs = aop.cs = 0
+    bop.packed = NULL
+    bop.cs = 1
+    bop.rs = ldb
+    for i in range(i0, i1):
+        aop.packed = ap + i * size
+        bop.src = bp + i * bstride
+        sg_gemm(M, N, K, &aop, &bop, NULL, cp + i * cstride, ldc, e, ws, tier, 1)
+
+
 cdef class SGemm:
     """One planned product out (M, N) = act(A (M, K) @ B (K, N) + bias + Z).
 
@@ -167,13 +263,7 @@ cdef class SGemm:
         self.threads = max(1, min(threads, panels // 2)) if self.a_is_const else 1
         self.chunk = (panels + self.threads - 1) // self.threads * SG_NR
         self.own_ws = None
-        if isa not in ISAS:
-            raise ValueError(f"isa must be one of {ISAS}, got {isa!r}")
-        if isa == "avx512" and not HAVE_AVX512:
-            raise ValueError("isa 'avx512': this CPU (or EDGENN_MAX_ISA) does not allow it")
-        # the tier the C driver runs: 0 portable, 1 AVX2 (6 x 16), 2 AVX-512F (12 x 32)
-        self.tier = 2 if isa == "avx512" else \
-            int(HAVE_AVX2 and not force_portable and isa != "scalar")
+        self.tier = tier_of(isa, force_portable)
         self.direct_b = direct_b
 
     @property

@@ -8,14 +8,17 @@ activation fused into the output transform.
   all scratch is allocated here.
 - run, per block of tile rows (tiles of every image in one sequence, so batch > 1 adds tiles):
   input transform x -> V (alpha^2, C, Tb) in C (_winograd.h), then alpha^2 independent GEMMs
-  M[xi] = U[xi] (K x C) @ V[xi] (C x Tb) by one stacked np.matmul into a preallocated buffer
-  (OpenBLAS, no copies: V[xi] is C-contiguous), then the output transform + epilogue in C.
+  M[xi] = U[xi] (K x C) @ V[xi] (C x Tb) into a preallocated buffer, by one stacked
+  np.matmul (OpenBLAS) or by edgenn's sgemm (_sgemm.gemm_batch, U prepacked), no copies:
+  V[xi] is C-contiguous; then the output transform + epilogue in C.
   Blocks keep V and M near L2 size.
 
 Error grows with m (the interpolation points 2, 1/2 ... widen the transforms' dynamic range):
 max |y - ref| / max |ref| on ResNet-18's real activations is <= 8e-7 for F(2,3), <= 6e-6 for
 F(4,3), <= 1.3e-5 for F(6,3) (tests/test_winograd.py checks the growth on realistic data).
-Registered: winograd_f23, winograd_f43; each carries a cost estimate (`winograd_seconds`).
+Registered: winograd_f23, winograd_f43 (GEMMs on OpenBLAS), winograd_f{2,4}3_<tile>__<isa>
+(GEMMs on edgenn's packed sgemm of that tier, and *_mt); each carries a cost estimate
+(`winograd_seconds`).
 """
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ from ...registry import kernel
 from .. import scratch
 from . import epilogue
 from .conv import geometry
+from .threading_cost import plan_threads
 
 # ---- transform matrices (float64; the C code in _winograd.h has their closed forms) --------
 
@@ -158,7 +162,11 @@ def _supports(node, ins, outs) -> bool:
             and (len(ins) < 3 or ins[2] is None or ins[2].value is not None))
 
 
-def _prepare(node, ins, outs, m: int, block_bytes: int = _BLOCK_BYTES):
+def _prepare(node, ins, outs, m: int, block_bytes: int = _BLOCK_BYTES, gemm_isa: str = "",
+             threads: int = 1):
+    """gemm_isa "": the alpha^2 GEMMs on OpenBLAS (np.matmul); "avx2" / "avx512" /
+    "scalar": on edgenn's packed sgemm of that tier (U prepacked, V read in place), the
+    products shared out over `threads` OpenMP threads."""
     from . import _winograd as cw
     x, w, y = ins[0], ins[1].value, outs[0]
     n, c, h, wd = x.shape
@@ -168,6 +176,10 @@ def _prepare(node, ins, outs, m: int, block_bytes: int = _BLOCK_BYTES):
     alpha = m + 2
     a2 = alpha * alpha
     u = weight_transform(w, m)
+    if gemm_isa:
+        from . import _sgemm
+        tier = _sgemm.tier_of(gemm_isa)
+        u_packed = _sgemm.pack_a_batch(u)
     bias = (np.require(ins[2].value, dtype=np.float32, requirements="C")
             if len(ins) > 2 and ins[2] is not None else None)
     has_z = len(ins) > 3 and ins[3] is not None
@@ -199,7 +211,16 @@ def _prepare(node, ins, outs, m: int, block_bytes: int = _BLOCK_BYTES):
     qbuf_h = scratch.array(m * alpha * twp, np.float32)
     rowbuf_h = scratch.array(twp * m, np.float32)
     tmp_h = scratch.array(y.shape, np.float32) if post else None
-    cin, cout, matmul = cw.input_transform, cw.output_transform, np.matmul
+    cin, cout = cw.input_transform, cw.output_transform
+    if gemm_isa:
+        gemm_ws_h = scratch.bytes_(_sgemm.batch_workspace_bytes(k, nrows * tw, c, threads))
+        batch = _sgemm.gemm_batch
+
+        def gemms(vs, ms):           # U (a2, K, C) @ V (a2, C, tb) -> M (a2, K, tb)
+            batch(u_packed, k, c, vs, ms, gemm_ws_h.get(), tier, threads)
+    else:
+        def gemms(vs, ms):
+            np.matmul(u, vs, out=ms)
 
     def run(inputs, outputs):
         xs, out = inputs[0], outputs[0]
@@ -210,7 +231,7 @@ def _prepare(node, ins, outs, m: int, block_bytes: int = _BLOCK_BYTES):
             tb = nr * tw
             vflat, mflat = vbuf[:a2 * c * tb], mbuf[:a2 * k * tb]
             cin(m, xs, ph, pw, th, tw, twp, r0, nr, vflat, pbuf, xp, zeros)
-            matmul(u, vflat.reshape(a2, c, tb), out=mflat.reshape(a2, k, tb))
+            gemms(vflat.reshape(a2, c, tb), mflat.reshape(a2, k, tb))
             cout(m, mflat, out, th, tw, twp, r0, nr, bias, z, cact, p0, p1, qbuf, rowbuf)
         if post:
             epilogue.activate(out, post, params, tmp_h.get())
@@ -225,6 +246,25 @@ def prepare_f23(node, ins, outs):
 @kernel("Conv", "winograd_f43", supports=_supports, cost=_cost(4), pool="blas")
 def prepare_f43(node, ins, outs):
     return _prepare(node, ins, outs, 4)
+
+
+# the alpha^2 GEMMs on edgenn's own packed sgemm, per tier: no BLAS call overhead and
+# full-width register tiles where OpenBLAS is weak, the skinny products of few tiles
+# (ResNet-18's 14x14 and 7x7 layers: 16 tiles per product; Zen 4, 1 thread, 16 products
+# 512 x 512 x 16: 2.0 ms against OpenBLAS's 3.3). *_mt: the products over the session's
+# OpenMP threads (the transforms stay on one).
+def _mt_supports(node, ins, outs) -> bool:
+    return plan_threads() > 1 and _supports(node, ins, outs)
+
+
+for _m in (2, 4):
+    for _isa, _tile in (("avx2", "6x16__avx2"), ("avx512", "12x32__avx512f")):
+        _name = f"winograd_f{_m}3_{_tile}"
+        kernel("Conv", _name, supports=_supports, cost=_cost(_m), isa=_isa)(
+            lambda node, ins, outs, m=_m, isa=_isa: _prepare(node, ins, outs, m, gemm_isa=isa))
+        kernel("Conv", _name + "_mt", supports=_mt_supports, cost=_cost(_m), isa=_isa)(
+            lambda node, ins, outs, m=_m, isa=_isa: _prepare(
+                node, ins, outs, m, gemm_isa=isa, threads=plan_threads()))
 
 
 # F(6,3) works (tests/test_winograd.py) but is not registered: on ResNet-18 it is never faster
