@@ -22,8 +22,11 @@ extensions = [
               depends=["edgenn/kernels/fast/sgemm.h", "edgenn/kernels/fast/_simd_math.h",
                        "edgenn/kernels/fast/_cpu.h", "edgenn/kernels/fast/_workspace.pxi"]),
     Extension("edgenn.kernels.fast._winograd", ["edgenn/kernels/fast/_winograd.pyx"],
-              include_dirs=["edgenn/kernels/fast", SIMDE], extra_compile_args=["-O3"],
-              depends=[f"edgenn/kernels/fast/_winograd{s}.h" for s in ("", "_tmpl", "_loops", "_cpu")]),
+              include_dirs=[np.get_include(), "edgenn/kernels/fast", SIMDE],
+              extra_compile_args=["-O3", "-fopenmp"], extra_link_args=["-fopenmp"],
+              depends=[f"edgenn/kernels/fast/_winograd{s}.h"
+                       for s in ("", "_tmpl", "_loops", "_run")]
+              + ["edgenn/kernels/fast/sgemm.h", "edgenn/kernels/fast/sgemm_avx512.h"]),
     Extension("edgenn.kernels.fast._dwc8", ["edgenn/kernels/fast/_dwc8.pyx"],
               include_dirs=["edgenn/kernels/fast", SIMDE], extra_compile_args=["-O3", "-fopenmp"],
               extra_link_args=["-fopenmp"],

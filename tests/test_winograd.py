@@ -228,3 +228,42 @@ def test_cost_model():
     # few tiles: the skinny GEMMs make F(6,3) hopeless on 7x7; tiny convs are not worth it
     assert wg.winograd_cost_ratio(512, 512, 7, 7, 6) < 1
     assert wg.winograd_cost_ratio(3, 3, 8, 8, 4) < 1
+
+
+@pytest.mark.parametrize("m", [2, 4])
+@pytest.mark.parametrize("block,hw", [(1, 15), (3000, 15), (1 << 30, 15), (1 << 30, 5)])
+def test_threads_give_the_same_bits(m, block, hw):
+    """The one-call conv (WinogradConv) on 2 and 3 OpenMP threads: blocks in parallel (one
+    tile row each .. halves), or, with one block of few tiles (5x5), each block's products
+    shared out; the same bits as one thread either way, within the reference's bound."""
+    gemm = GEMMS[-1]
+    args = _conv(2 if hw > 5 else 1, 6, hw, hw - 4, 7, [1, 1, 1, 1], "Relu", residual=True)
+    node, inputs, ins, outs = args
+    got = {}
+    for threads in (1, 2, 3):
+        y = np.full(outs[0].shape, np.nan, np.float32)
+        wg._prepare(node, ins, outs, m, block_bytes=block, gemm_isa=gemm,
+                    threads=threads)(inputs, [y])
+        got[threads] = y
+    assert np.array_equal(got[1], got[2]) and np.array_equal(got[1], got[3])
+    assert _err(m, *args, block_bytes=block, gemm_isa=gemm, threads=2) <= _tol(m, *args)
+
+
+def test_one_call_conv_refuses_bad_buffers():
+    from edgenn.kernels.fast import _sgemm
+    u = wg.weight_transform(np.ones((4, 3, 3, 3), np.float32), 2)
+    conv = cw.WinogradConv(2, (1, 3, 8, 8), (1, 4, 8, 8), 1, 1, 4, _sgemm.pack_a_batch(u),
+                           _sgemm.packed_a_size(4, 3), None, 0, 0.0, 0.0, 0, 4096, 1)
+    scratch = {k: np.zeros(v, np.float32) for k, v in conv.sizes.items()}
+    x, y = np.ones((1, 3, 8, 8), np.float32), np.empty((1, 4, 8, 8), np.float32)
+    conv.run(x, y, None, scratch)
+    assert np.allclose(y[0, :, 1:-1, 1:-1], 27)      # all-ones 3x3x3 windows inside
+    with pytest.raises(ValueError, match="C-contiguous"):
+        conv.run(x[:, :, :, :7], y, None, scratch)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        conv.run(x, y.astype(np.float64), None, scratch)
+    with pytest.raises(ValueError, match="too small"):
+        conv.run(x, y, None, dict(scratch, V=scratch["V"][:-1]))
+    with pytest.raises(ValueError, match="threads"):
+        cw.WinogradConv(2, (1, 3, 8, 8), (1, 4, 8, 8), 1, 1, 4, _sgemm.pack_a_batch(u),
+                        _sgemm.packed_a_size(4, 3), None, 0, 0.0, 0.0, 0, 4096, 0)

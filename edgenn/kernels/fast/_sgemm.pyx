@@ -103,6 +103,11 @@ def pack_a_batch(const float[:, :, :] a):
     return out
 
 
+def packed_a_size(long m, long k):
+    """Floats of one packed A (M, K) operand (pack_a / pack_a_batch)."""
+    return sg_packed_a_size(m, k)
+
+
 def tier_of(str isa, bint force_portable=False):
     """The C driver's tier of an ISA name: 0 portable, 1 AVX2 (6 x 16), 2 AVX-512F
     (12 x 32); ValueError for an unknown name or a tier this CPU (or EDGENN_MAX_ISA)

@@ -17,6 +17,8 @@
  * over 8 tiles (AVX2+FMA, chosen at run time) or 1 (portable scalar build of the same
  * template). The 1-D transforms are the closed forms of B^T and A^T below.
  */
+#ifndef EDGENN_WINOGRAD_H
+#define EDGENN_WINOGRAD_H
 #include "_cpu.h"
 #include <stddef.h>
 #include <string.h>
@@ -281,3 +283,5 @@ static void wino_output(int m, const float *M, float *y, int K, int OH, int OW,
                                                             : WINO_PICK(win_out, 6);
     f(M, y, K, OH, OW, th, tw, twp, row0, nrows, bias, z, act, p0, p1, Q, rowbuf);
 }
+
+#endif

@@ -436,8 +436,8 @@ static void sg_pack_b_conv(const sg_conv *g, long k0, long kc, long j0, long nc,
 
 /* Pack a whole constant operand once (full K): A -> MR panels, B -> NR panels. Sizes:
  * sg_packed_a_size(M, K) = ceil(M/MR)*MR*K floats, sg_packed_b_size(K, N) = ceil(N/NR)*NR*K. */
-static long sg_packed_a_size(long M, long K) { return (M + SG_MR - 1) / SG_MR * SG_MR * K; }
-static long sg_packed_b_size(long K, long N) { return (N + SG_NR - 1) / SG_NR * SG_NR * K; }
+static inline long sg_packed_a_size(long M, long K) { return (M + SG_MR - 1) / SG_MR * SG_MR * K; }
+static inline long sg_packed_b_size(long K, long N) { return (N + SG_NR - 1) / SG_NR * SG_NR * K; }
 
 /* ---------------------------------------------------------------- blocking + driver */
 
@@ -459,7 +459,7 @@ static sg_blocks sg_choose_blocks(long M, long N, long K) {
 }
 
 /* Workspace floats a call needs for the operands it packs itself. */
-static long sg_workspace_size(long M, long N, long K, int pack_a, int pack_b) {
+static inline long sg_workspace_size(long M, long N, long K, int pack_a, int pack_b) {
     sg_blocks b = sg_choose_blocks(M, N, K);
     return (pack_a ? b.mc * b.kc : 0) + (pack_b ? b.nc * b.kc : 0) + b.kc * SG_NR + 64;
 }

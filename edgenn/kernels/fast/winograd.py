@@ -149,6 +149,7 @@ def _cost(m: int):
 _C_ACT = {"": 0, "Relu": 1, "Clip": 2, "LeakyRelu": 3, "HardSigmoid": 4, "HardSwish": 5}
 _BLOCK_BYTES = 2 << 20     # V + M of one block of tile rows: about L2 + some L3 (measured)
 _MIN_BLOCK_TILES = 64      # fewer tiles make the per-xi GEMMs too skinny for OpenBLAS
+_MIN_OWN_TILES = 32        # edgenn's sgemm: one 12 x 32 register tile wide
 
 
 def _supports(node, ins, outs) -> bool:
@@ -162,27 +163,34 @@ def _supports(node, ins, outs) -> bool:
             and (len(ins) < 3 or ins[2] is None or ins[2].value is not None))
 
 
+def _blocks(rows_total: int, per_row: int, tw: int, block_bytes: int, min_tiles: int,
+            threads: int) -> int:
+    """Tile rows per block: V + M of a block near block_bytes, at least min_tiles tiles,
+    balanced; threads > 1: at least `threads` blocks where each still has min_tiles / 2
+    (else WinogradConv shares out each block's products instead)."""
+    nrows = max(1, block_bytes // per_row, -(-min_tiles // tw))
+    split = -(-rows_total // threads)
+    if threads > 1 and split * tw >= min_tiles // 2:   # (28x28 F(4,3): 28 + 21 tiles)
+        nrows = min(nrows, split)
+    return -(-rows_total // -(-rows_total // nrows))  # balance the blocks
+
+
 def _prepare(node, ins, outs, m: int, block_bytes: int = _BLOCK_BYTES, gemm_isa: str = "",
              threads: int = 1):
-    """gemm_isa "": the alpha^2 GEMMs on OpenBLAS (np.matmul); "avx2" / "avx512" /
-    "scalar": on edgenn's packed sgemm of that tier (U prepacked, V read in place), the
-    products shared out over `threads` OpenMP threads."""
-    from . import _winograd as cw
+    """gemm_isa "": the alpha^2 GEMMs on OpenBLAS (np.matmul), the transforms called per
+    block from here; "avx2" / "avx512" / "scalar": the whole conv in one C call
+    (_winograd.WinogradConv) with the GEMMs on edgenn's packed sgemm of that tier (U
+    prepacked, V read in place), blocks (or, with fewer blocks than threads, each block's
+    products) shared out over `threads` OpenMP threads."""
     x, w, y = ins[0], ins[1].value, outs[0]
     n, c, h, wd = x.shape
     k = w.shape[0]
     _, _, oh, ow = y.shape
     _, (ph, pw), _ = geometry(node, x.shape, w.shape, y.shape)
-    alpha = m + 2
-    a2 = alpha * alpha
+    a2 = (m + 2) ** 2
     u = weight_transform(w, m)
-    if gemm_isa:
-        from . import _sgemm
-        tier = _sgemm.tier_of(gemm_isa)
-        u_packed = _sgemm.pack_a_batch(u)
     bias = (np.require(ins[2].value, dtype=np.float32, requirements="C")
             if len(ins) > 2 and ins[2] is not None else None)
-    has_z = len(ins) > 3 and ins[3] is not None
     act, params = node.attrs.get("activation", ""), list(node.attrs.get("activation_params", []))
     cact = _C_ACT.get(act, 0)
     post = act if act not in _C_ACT else ""
@@ -191,15 +199,51 @@ def _prepare(node, ins, outs, m: int, block_bytes: int = _BLOCK_BYTES, gemm_isa:
     if act == "Clip":
         p0 = p0 if params else -np.inf
         p1 = p1 if len(params) > 1 else np.inf
-
-    # tiles: th x tw per image, all images' tile rows in one sequence, blocked by rows
     th, tw = -(-oh // m), -(-ow // m)
+    per_row = a2 * (c + k) * tw * 4  # bytes of V and M per tile row
+    if gemm_isa:
+        nrows = _blocks(n * th, per_row, tw, block_bytes, _MIN_OWN_TILES, threads)
+        conv = _own_gemm_conv(m, x.shape, y.shape, ph, pw, nrows, u, bias, cact, p0, p1,
+                              gemm_isa, threads)
+        keep = ("M", "xp")         # their zeros are read (M's read-ahead tail, xp's pads)
+        handles = {name: scratch.array(size * threads, np.float32, persistent=name in keep,
+                                       fill=0.0 if name in keep else None)
+                   for name, size in conv.sizes.items()}
+        has_z = len(ins) > 3 and ins[3] is not None
+        tmp_h = scratch.array(y.shape, np.float32) if post else None
+
+        def run(inputs, outputs):
+            out = outputs[0]
+            conv.run(inputs[0], out, inputs[3] if has_z else None,
+                     {name: hd.get() for name, hd in handles.items()})
+            if post:
+                epilogue.activate(out, post, params, tmp_h.get())
+        return run
+    nrows = _blocks(n * th, per_row, tw, block_bytes, _MIN_BLOCK_TILES, 1)
+    return _blas_run(m, ins, y, u, ph, pw, th, tw, nrows, bias, cact, p0, p1, post, params)
+
+
+def _own_gemm_conv(m, shape_x, shape_y, ph, pw, nrows, u, bias, cact, p0, p1, isa, threads):
+    from . import _sgemm
+    from . import _winograd as cw
+    k, c = u.shape[1:]
+    tw = -(-shape_y[3] // m)
+    gws = _sgemm.batch_workspace_bytes(k, nrows * tw, c) // 4
+    return cw.WinogradConv(m, shape_x, shape_y, ph, pw, nrows, _sgemm.pack_a_batch(u),
+                           _sgemm.packed_a_size(k, c), bias, cact, p0, p1,
+                           _sgemm.tier_of(isa), gws, threads)
+
+
+def _blas_run(m, ins, y, u, ph, pw, th, tw, nrows, bias, cact, p0, p1, post, params):
+    from . import _winograd as cw
+    n, c = ins[0].shape[:2]
+    k = u.shape[1]
+    alpha = m + 2
+    a2 = alpha * alpha
     twp = -(-tw // 8) * 8
     rows_total = n * th
-    per_row = a2 * (c + k) * tw * 4  # bytes of V and M per tile row
-    nrows = max(1, block_bytes // per_row, -(-_MIN_BLOCK_TILES // tw))
-    nrows = -(-rows_total // -(-rows_total // nrows))  # balance the blocks
     blocks = [(r, min(nrows, rows_total - r)) for r in range(0, rows_total, nrows)]
+    has_z = len(ins) > 3 and ins[3] is not None
 
     # scratch of the execution context; mbuf and xp keep their zeros (+8: the output pass
     # reads ahead; xp's padding), the others are rewritten by every call
@@ -212,15 +256,6 @@ def _prepare(node, ins, outs, m: int, block_bytes: int = _BLOCK_BYTES, gemm_isa:
     rowbuf_h = scratch.array(twp * m, np.float32)
     tmp_h = scratch.array(y.shape, np.float32) if post else None
     cin, cout = cw.input_transform, cw.output_transform
-    if gemm_isa:
-        gemm_ws_h = scratch.bytes_(_sgemm.batch_workspace_bytes(k, nrows * tw, c, threads))
-        batch = _sgemm.gemm_batch
-
-        def gemms(vs, ms):           # U (a2, K, C) @ V (a2, C, tb) -> M (a2, K, tb)
-            batch(u_packed, k, c, vs, ms, gemm_ws_h.get(), tier, threads)
-    else:
-        def gemms(vs, ms):
-            np.matmul(u, vs, out=ms)
 
     def run(inputs, outputs):
         xs, out = inputs[0], outputs[0]
@@ -231,7 +266,7 @@ def _prepare(node, ins, outs, m: int, block_bytes: int = _BLOCK_BYTES, gemm_isa:
             tb = nr * tw
             vflat, mflat = vbuf[:a2 * c * tb], mbuf[:a2 * k * tb]
             cin(m, xs, ph, pw, th, tw, twp, r0, nr, vflat, pbuf, xp, zeros)
-            gemms(vflat.reshape(a2, c, tb), mflat.reshape(a2, k, tb))
+            np.matmul(u, vflat.reshape(a2, c, tb), out=mflat.reshape(a2, k, tb))
             cout(m, mflat, out, th, tw, twp, r0, nr, bias, z, cact, p0, p1, qbuf, rowbuf)
         if post:
             epilogue.activate(out, post, params, tmp_h.get())
