@@ -85,4 +85,12 @@ def maxpool_int_cases():
                                                   "pads": [p, p, p, p], "dilations": [d, d],
                                                   "ceil_mode": ceil}, "mp")
             yield node, [x], set()
+        for kernel, strides, pads, dil, shape in [   # asymmetric, non-square, huge windows
+                ([2, 3], [1, 2], [0, 1, 2, 0], [1, 1], (1, 2, 6, 7)),
+                ([7, 7], [1, 1], [3, 3, 3, 3], [1, 1], (1, 3, 4, 5)),
+                ([3, 1], [2, 1], [1, 0, 1, 0], [2, 1], (2, 1, 9, 1)),
+                ([1, 4], [3, 3], [0, 2, 0, 2], [1, 2], (1, 4, 1, 17))]:
+            x = rng.integers(info.min, info.max, shape, dtype=dtype, endpoint=True)
+            yield Node("MaxPool", ["x"], ["y"], {"kernel_shape": kernel, "strides": strides,
+                                                 "pads": pads, "dilations": dil}, "mp"), [x], set()
 

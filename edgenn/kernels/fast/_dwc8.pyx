@@ -6,7 +6,8 @@ _dwc8.h.
 dwc8(x, w8, b8, off, z, y, Q, obuf, ...) computes y = act(depthwise(x) + b + z) for the
 whole layer (depthwise.py, prepare_c8, packs the operands); pool8(...) MaxPool or
 AveragePool (pool.py); maxpool_tiles_nchw(...) MaxPool with kernel == stride, no padding,
-on NCHW planes directly (_pool_tiles.h)."""
+on NCHW planes directly (_pool_tiles.h); maxpool_bytes(...) MaxPool of uint8 / int8
+planes (_pool_bytes.h)."""
 
 from cython.parallel cimport prange
 
@@ -18,6 +19,15 @@ cdef extern from "_cpu.h" nogil:
 cdef extern from "_pool_tiles.h" nogil:
     void maxpool_tiles(int avx2, const float *x, float *y, long P, long H, long W, int kh,
                        int kw, float *row)
+
+cdef extern from "_pool_bytes.h" nogil:
+    ctypedef unsigned char uint8_t
+    ctypedef signed char int8_t
+    void maxpool_u8(const uint8_t *x, uint8_t *y, long P, long H, long W, long OH, long OW,
+                    int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw, uint8_t *row)
+    void maxpool_s8(const int8_t *x, int8_t *y, long P, long H, long W, long OH, long OW,
+                    int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw, int8_t *row)
+    long maxpool_bytes_row(long W, long OW, int kw, int sw, int pw, int dw)
 
 cdef extern from "_dwc8.h" nogil:
     ctypedef struct dwc8_geom:
@@ -71,6 +81,35 @@ def maxpool_tiles_nchw(const float[:, :, ::1] x, float[:, :, ::1] y, int kh, int
     with nogil:
         maxpool_tiles(use_avx2, &x[0, 0, 0], &y[0, 0, 0], x.shape[0], x.shape[1],
                       x.shape[2], kh, kw, &row[0])
+
+
+def maxpool_bytes_scratch(long W, long OW, int kw, int sw, int pw, int dw):
+    """Bytes of row scratch maxpool_bytes needs."""
+    return maxpool_bytes_row(W, OW, kw, sw, pw, dw)
+
+
+def maxpool_bytes(const unsigned char[:, :, ::1] x, unsigned char[:, :, ::1] y, bint signed,
+                  int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw,
+                  unsigned char[::1] row):
+    """MaxPool of quantized planes (_pool_bytes.h): x (P, H, W) -> y (P, OH, OW), bytes read
+    as int8 when `signed` else uint8 (pass int8 arrays as .view(np.uint8)); any window
+    (kernel, strides, pads begin, dilations; the output size decides the end pads)."""
+    cdef long P = x.shape[0], H = x.shape[1], W = x.shape[2], OH = y.shape[1], OW = y.shape[2]
+    if y.shape[0] != P or min(kh, kw, sh, sw, dh, dw) < 1 or ph < 0 or pw < 0:
+        raise ValueError("maxpool_bytes: bad geometry")
+    if P == 0 or OH == 0 or OW == 0:
+        return
+    if H == 0 or W == 0:
+        raise ValueError("maxpool_bytes: empty input planes")
+    if row.shape[0] < maxpool_bytes_row(W, OW, kw, sw, pw, dw):
+        raise ValueError("maxpool_bytes: row scratch too small")
+    with nogil:
+        if signed:
+            maxpool_s8(<const int8_t *>&x[0, 0, 0], <int8_t *>&y[0, 0, 0], P, H, W, OH, OW,
+                       kh, kw, sh, sw, ph, pw, dh, dw, <int8_t *>&row[0])
+        else:
+            maxpool_u8(&x[0, 0, 0], &y[0, 0, 0], P, H, W, OH, OW, kh, kw, sh, sw, ph, pw,
+                       dh, dw, &row[0])
 
 
 def global_pool(const float[:, ::1] x, float[::1] y, bint is_max):

@@ -193,3 +193,22 @@ def prepare_maxpool_int(node, ins, outs):
         for tap in taps[2:]:
             np.maximum(out, tap, out=out)
     return run
+
+
+@kernel("MaxPool", "maxpool_bytes_c", supports=_int_window_supports, cost=c_cost)
+def prepare_maxpool_bytes(node, ins, outs):
+    """The same max in C straight on the NCHW byte planes (_pool_bytes.h): per output row
+    the in-image rows reduced elementwise, then each window's columns; no padded copy."""
+    from ._dwc8 import maxpool_bytes, maxpool_bytes_scratch
+    x, y = ins[0], outs[0]
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw), _ = _geometry(node, x.shape, y.shape)
+    n, c, h, w = x.shape
+    oh, ow = y.shape[2:]
+    signed = x.dtype == "int8"
+    row_h = scratch.array(maxpool_bytes_scratch(w, ow, kw, sw, pw, dw), np.uint8)
+
+    def run(inputs, outputs):
+        xs = np.ascontiguousarray(inputs[0]).reshape(n * c, h, w).view(np.uint8)
+        maxpool_bytes(xs, outputs[0].reshape(n * c, oh, ow).view(np.uint8), signed,
+                      kh, kw, sh, sw, ph, pw, dh, dw, row_h.get())
+    return run

@@ -1,0 +1,59 @@
+/* MaxPool on quantized planes (uint8 / int8), any window: x (P, H, W) -> y (P, OH, OW).
+ *
+ * Output row oy reads input rows iy = oy*sh - ph + i*dh (i < kh) and columns ix = ox*sw -
+ * pw + j*dw (j < kw); cells outside the image are ignored (ONNX pads MaxPool with -inf).
+ * Per output row: the in-image rows among its kh are reduced elementwise into row[pw ..
+ * pw + W) (contiguous: the compiler vectorizes it, 16 / 32 bytes per instruction), the row's
+ * left and right margins hold the type's minimum, below every value; then each output is
+ * the max of its kw cells of that padded row. A window with no in-image cell gives the
+ * minimum. Max is exact and order-free, so this is the reference's result.
+ * row: scratch of maxpool_bytes_row(...) elements: pw + W + the right margin the last
+ * window reaches.
+ */
+#ifndef EDGENN_POOL_BYTES_H
+#define EDGENN_POOL_BYTES_H
+#include <stdint.h>
+#include <string.h>
+
+#define PB_KERNEL(NAME, T, LOW)                                                              \
+static void NAME(const T *x, T *y, long P, long H, long W, long OH, long OW, int kh, int kw, \
+                 int sh, int sw, int ph, int pw, int dh, int dw, T *row)                     \
+{                                                                                            \
+    long right = (OW - 1) * sw + (long)(kw - 1) * dw + 1 - pw - W;                           \
+    if (right < 0) right = 0;                                                                \
+    for (long q = 0; q < pw; q++) row[q] = LOW;                                              \
+    for (long q = 0; q < right; q++) row[pw + W + q] = LOW;                                  \
+    T *mid = row + pw;                                                                       \
+    for (long p = 0; p < P; p++) {                                                           \
+        const T *plane = x + p * H * W;                                                      \
+        for (long oy = 0; oy < OH; oy++) {                                                   \
+            int first = 1;                                                                   \
+            for (int i = 0; i < kh; i++) {                                                   \
+                long iy = oy * sh - ph + (long)i * dh;                                       \
+                if (iy < 0 || iy >= H) continue;                                             \
+                const T *r = plane + iy * W;                                                 \
+                if (first) { memcpy(mid, r, (size_t)W * sizeof(T)); first = 0; continue; }   \
+                for (long q = 0; q < W; q++) mid[q] = r[q] > mid[q] ? r[q] : mid[q];        \
+            }                                                                                \
+            T *o = y + (p * OH + oy) * OW;                                                   \
+            if (first) { for (long q = 0; q < OW; q++) o[q] = LOW; continue; }               \
+            for (long ox = 0; ox < OW; ox++) {                                               \
+                const T *c = row + ox * sw;                                                  \
+                T m = c[0];                                                                  \
+                for (int j = 1; j < kw; j++) m = c[(long)j * dw] > m ? c[(long)j * dw] : m;  \
+                o[ox] = m;                                                                   \
+            }                                                                                \
+        }                                                                                    \
+    }                                                                                        \
+}
+
+PB_KERNEL(maxpool_u8, uint8_t, 0)
+PB_KERNEL(maxpool_s8, int8_t, -128)
+
+/* Bytes of row scratch the kernels need. */
+static long maxpool_bytes_row(long W, long OW, int kw, int sw, int pw, int dw) {
+    long right = (OW - 1) * sw + (long)(kw - 1) * dw + 1 - pw - W;
+    return pw + W + (right > 0 ? right : 0);
+}
+
+#endif
