@@ -51,7 +51,9 @@ extensions = [
     # target (no -m flags), so a CPU without VNNI runs their bodies (emulated, exact)
     Extension("edgenn.kernels.fast._qgemm_emu", ["edgenn/kernels/fast/_qgemm_emu.pyx"],
               include_dirs=[np.get_include(), "edgenn/kernels/fast", SIMDE],
-              extra_compile_args=["-O1"], depends=["edgenn/kernels/fast/_qgemm_vnni.h"]),
+              extra_compile_args=["-O1"],
+              depends=[f"edgenn/kernels/fast/{h}" for h in
+                       ("_qgemm_vnni.h", "_qdw.h", "_qdw_sums.h", "_qepi.h")]),
     # direct convolution for few input channels, and its SIMDe-emulated twin for the tests
     Extension("edgenn.kernels.fast._convdirect", ["edgenn/kernels/fast/_convdirect.pyx"],
               include_dirs=["edgenn/kernels/fast", SIMDE], extra_compile_args=["-O3"],
@@ -89,8 +91,8 @@ extensions = [
               extra_compile_args=["-O3", "-ffp-contract=off", "-fopenmp"],
               extra_link_args=["-fopenmp"],
               depends=[f"edgenn/kernels/fast/{h}" for h in
-                       ("_qgemm.h", "_qgemm_vnni.h", "_cpu.h", "_qdw.h", "_qepi.h",
-                       "_simd_math.h", "_workspace.pxi")]),
+                       ("_qgemm.h", "_qgemm_vnni.h", "_cpu.h", "_qdw.h", "_qdw_sums.h",
+                        "_qepi.h", "_simd_math.h", "_workspace.pxi")]),
 ]
 
 # no debug info unless asked (EDGENN_DEBUG_BUILD=1, e.g. for valgrind): it is 3/4 of each .so

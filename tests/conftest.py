@@ -14,8 +14,8 @@ def _tier_lines() -> list[str]:
     lacking = "" if isa.usable("avx512vnni") else " (this CPU lacks it: emulated only)"
     return [f"edgenn CPU: {isa.describe()}",
             f"edgenn tiers native: {', '.join(isa.tiers())}; emulated through SIMDe: "
-            f"avx512vnni int8 micro-kernels{lacking}, avx2 + avx512 sgemm, spmm, recurrent and direct-conv kernels; arm64: "
-            f"cross-built, under qemu "
+            f"avx512vnni int8 micro-kernels and depthwise sums{lacking}, avx2 + avx512 "
+            f"sgemm, spmm, recurrent and direct-conv kernels; arm64: cross-built, under qemu "
             f"(tests/test_aarch64.py)"]
 
 

@@ -120,3 +120,50 @@ def test_extremes_hit_the_s16_limit_that_vnni_avoids():
     a, b = _panels(None, 3, "min")
     got = _call("emulated", "conv", a, b, 3, 4)
     assert (got == 3 * 4 * 255 * -128).all()
+
+
+# -- the VNNI sums of the int8 depthwise kernel (vpdpwssd), emulated -----------------------------
+
+def _dw_reference(x, w, geom, x_zp):
+    sh, sw, ph, pw, dh, dw, oh, ow = geom
+    kh, kw = w.shape
+    h, wd = x.shape
+    pad = np.zeros((max(h + ph, (oh - 1) * sh + (kh - 1) * dh + 1),
+                    max(wd + pw, (ow - 1) * sw + (kw - 1) * dw + 1)), np.int64)
+    pad[ph:ph + h, pw:pw + wd] = x.astype(np.int64) - x_zp
+    out = np.zeros((oh, ow), np.int64)
+    for i in range(kh):
+        for j in range(kw):
+            out += int(w[i, j]) * pad[i * dh:i * dh + (oh - 1) * sh + 1:sh,
+                                      j * dw:j * dw + (ow - 1) * sw + 1:sw]
+    return out
+
+
+DW_GEOMS = [  # (H, W, kh, kw, sh, sw, ph, pw, dh, dw)
+    (7, 7, 3, 3, 1, 1, 1, 1, 1, 1), (14, 14, 3, 3, 2, 2, 1, 1, 1, 1),
+    (9, 23, 3, 3, 1, 1, 1, 1, 1, 1), (11, 40, 3, 3, 2, 2, 0, 1, 1, 1),
+    (10, 12, 5, 5, 1, 1, 4, 4, 2, 2), (6, 5, 1, 1, 1, 1, 0, 0, 1, 1),
+    (8, 9, 3, 2, 2, 1, 1, 0, 1, 1), (5, 33, 7, 7, 1, 1, 3, 3, 1, 1)]
+
+
+@pytest.mark.parametrize("g", DW_GEOMS)
+def test_vnni_depthwise_sums_are_exact_emulated(g):
+    """The vpdpwssd body of qconv_dw_u8s8__avx512vnni on SIMDe (any CPU): the exact int32
+    sums of (x - x_zp) * w, random and at the extremes (255 - 0 against -128 on every tap),
+    on narrow and wide rows, strides, pads, dilation; the broken twin must differ."""
+    from edgenn.kernels.fast import _qgemm_emu
+    h, wd, kh, kw, sh, sw, ph, pw, dh, dw = g
+    oh = (h + 2 * ph - (kh - 1) * dh - 1) // sh + 1
+    ow = (wd + 2 * pw - (kw - 1) * dw - 1) // sw + 1
+    geom = (sh, sw, ph, pw, dh, dw, oh, ow)
+    rng = np.random.default_rng(h * wd)
+    for x, w, zp in [(rng.integers(0, 256, (h, wd), dtype=np.uint8),
+                      rng.integers(-128, 128, (kh, kw), dtype=np.int8), 131),
+                     (np.full((h, wd), 255, np.uint8), np.full((kh, kw), -128, np.int8), 0),
+                     (np.zeros((h, wd), np.uint8), np.full((kh, kw), -128, np.int8), 255)]:
+        want = _dw_reference(x, w, geom, zp)
+        for which in (0, 2):      # the kernel (3x3 unrolled where T == 9), the tap loop
+            got = _qgemm_emu.dw_sums(which, x, w, geom, zp)
+            assert np.array_equal(got, want), (g, which, zp)
+    broken = _qgemm_emu.dw_sums(1, x, w, geom, zp)
+    assert not np.array_equal(broken, want)

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "_qepi.h"
+#include "_qgemm_vnni.h"
 
 #define QDW_MAXT 1024        /* taps per window handled (kh * kw) */
 
@@ -34,6 +35,7 @@ typedef struct {
     int T, npair;            /* taps, tap pairs (an odd last tap pairs with weight 0) */
     uint8_t xzp;
     int use_avx2;
+    int use_vnni;            /* the sums by vpdpwssd (_qdw_sums.h), needs use_avx2 */
     long plane_elems;        /* per phase: Hp * Wl + 32 (slack for narrow-row stores) */
     long tap_off[QDW_MAXT];  /* int16 offset of tap t from an output's base */
 } qdw_plan;
@@ -174,76 +176,6 @@ QE_AVX2 static void qdw_pack_plane_avx2(const qdw_plan *p, const uint8_t *x, con
     }
 }
 
-/* 16 outputs from the int16 plane at b: tap pairs (x0, x1) . (w0, w1) by vpmaddwd (exact:
- * |x - zp| <= 255, |w| <= 128). alo = outputs 0-3 | 8-11, ahi = 4-7 | 12-15 (lane order). */
-QE_AVX2 static inline void qdw_taps16(const qdw_plan *p, const int16_t *b, const int32_t *wp,
-                                      __m256i *lo, __m256i *hi) {
-    __m256i alo = _mm256_setzero_si256(), ahi = alo;
-    for (int q = 0; q < p->npair; q++) {
-        __m256i v0 = _mm256_loadu_si256((const __m256i *)(b + qdw_off(p, 2 * q)));
-        __m256i v1 = _mm256_loadu_si256((const __m256i *)(b + qdw_off(p, 2 * q + 1)));
-        __m256i wv = _mm256_set1_epi32(wp[q]);
-        alo = _mm256_add_epi32(alo, _mm256_madd_epi16(_mm256_unpacklo_epi16(v0, v1), wv));
-        ahi = _mm256_add_epi32(ahi, _mm256_madd_epi16(_mm256_unpackhi_epi16(v0, v1), wv));
-    }
-    *lo = alo;
-    *hi = ahi;
-}
-
-/* Sums of `rows` rows of n outputs, 16 per step (n rounded up: acc has room, P has
- * slack): row r's outputs read P from r * pstride, go to acc + r * opitch. */
-QE_AVX2 static void qdw_sums_avx2(const qdw_plan *p, const int16_t *P, long rows, long pstride,
-                                  long n, long opitch, const int32_t *wp, int32_t *acc) {
-    for (long r = 0; r < rows; r++, P += pstride, acc += opitch)
-    for (long o = 0; o < n; o += 16) {
-        const int16_t *b = P + o;
-        __m256i alo, ahi;
-        qdw_taps16(p, b, wp, &alo, &ahi);
-        /* alo = outputs 0-3 | 8-11, ahi = 4-7 | 12-15 */
-        _mm256_storeu_si256((__m256i *)(acc + o), _mm256_permute2x128_si256(alo, ahi, 0x20));
-        _mm256_storeu_si256((__m256i *)(acc + o + 8), _mm256_permute2x128_si256(alo, ahi, 0x31));
-    }
-}
-
-/* 3x3: the sums of the 16 outputs whose taps start at b, as (outputs 0-3 | 8-11,
- * 4-7 | 12-15); o: the nine tap offsets, w: the five weight pairs (the last one is tap 8
- * with 0). */
-#define QDW_SUMS3X3(b, alo, ahi)                                                                   \
-    {                                                                                              \
-        __m256i v0_, v1_;                                                                          \
-        v0_ = _mm256_loadu_si256((const __m256i *)((b) + o8));                                     \
-        alo = _mm256_madd_epi16(_mm256_unpacklo_epi16(v0_, zero), w8);                             \
-        ahi = _mm256_madd_epi16(_mm256_unpackhi_epi16(v0_, zero), w8);                             \
-        QDW_PAIR(b, o0, o1, w01, alo, ahi) QDW_PAIR(b, o2, o3, w23, alo, ahi)                      \
-        QDW_PAIR(b, o4, o5, w45, alo, ahi) QDW_PAIR(b, o6, o7, w67, alo, ahi)                      \
-    }
-#define QDW_PAIR(b, OA, OB, WV, alo, ahi)                                                          \
-        v0_ = _mm256_loadu_si256((const __m256i *)((b) + OA));                                     \
-        v1_ = _mm256_loadu_si256((const __m256i *)((b) + OB));                                     \
-        alo = _mm256_add_epi32(alo, _mm256_madd_epi16(_mm256_unpacklo_epi16(v0_, v1_), WV));       \
-        ahi = _mm256_add_epi32(ahi, _mm256_madd_epi16(_mm256_unpackhi_epi16(v0_, v1_), WV));
-#define QDW_3X3_CONSTS                                                                             \
-    const long o0 = p->tap_off[0], o1 = p->tap_off[1], o2 = p->tap_off[2], o3 = p->tap_off[3],     \
-               o4 = p->tap_off[4], o5 = p->tap_off[5], o6 = p->tap_off[6], o7 = p->tap_off[7],     \
-               o8 = p->tap_off[8];                                                                 \
-    const __m256i w01 = _mm256_set1_epi32(wp[0]), w23 = _mm256_set1_epi32(wp[1]),                  \
-                  w45 = _mm256_set1_epi32(wp[2]), w67 = _mm256_set1_epi32(wp[3]),                  \
-                  w8 = _mm256_set1_epi32(wp[4]), zero = _mm256_setzero_si256();
-
-/* 3x3 specialisation of qdw_sums_avx2 (the tap loop unrolled, offsets in registers). */
-QE_AVX2 static void qdw_sums3x3_avx2(const qdw_plan *p, const int16_t *P, long rows,
-                                     long pstride, long n, long opitch, const int32_t *wp,
-                                     int32_t *acc) {
-    QDW_3X3_CONSTS
-    for (long r = 0; r < rows; r++, P += pstride, acc += opitch)
-        for (long o = 0; o < n; o += 16) {
-            __m256i alo, ahi;
-            QDW_SUMS3X3(P + o, alo, ahi)
-            _mm256_storeu_si256((__m256i *)(acc + o), _mm256_permute2x128_si256(alo, ahi, 0x20));
-            _mm256_storeu_si256((__m256i *)(acc + o + 8), _mm256_permute2x128_si256(alo, ahi, 0x31));
-        }
-}
-
 /* The epilogue of 16 outputs of channel c given as (0-3 | 8-11, 4-7 | 12-15), stored at
  * y (residual z). Integer path inline: the two packs put the outputs back in order. */
 QE_AVX2 static inline void qdw_out16(__m256i alo, __m256i ahi, const qe_epi *e, long c,
@@ -266,48 +198,22 @@ QE_AVX2 static inline void qdw_out16(__m256i alo, __m256i ahi, const qe_epi *e, 
     qe_vec8(_mm256_permute2x128_si256(alo, ahi, 0x31), e, c, 0, y + 8 * es, z ? z + 8 : NULL);
 }
 
-/* One channel, rows of at least 16 outputs: sums and epilogue fused, 16 outputs per step
- * stored straight into y (the last step of a row ends at OW, overlapping the previous). */
-QE_AVX2 static void qdw_channel_direct_avx2(const qdw_plan *p, const int16_t *P,
-                                            const int32_t *wp, const qe_epi *ep, long c,
-                                            char *y, const uint8_t *z) {
-    const qe_epi e = *ep;
-    const long es = e.out_f32 ? 4 : 1, pstride = (long)p->sh * p->Wl;
-    const int ow = p->ow;
-    const __m256i bias = _mm256_set1_epi32(e.bias[c]), zp16 = _mm256_set1_epi16((short)e.yzp);
-    const __m256 mult = _mm256_set1_ps(e.mult[c]);
-    const __m128i lo8 = _mm_set1_epi8((char)qe_u8(e.lo)), hi8 = _mm_set1_epi8((char)qe_u8(e.hi));
-    if (p->T == 9) {
-        QDW_3X3_CONSTS
-        for (int oy = 0; oy < p->oh; oy++, P += pstride) {
-            char *yr = y + (long)oy * ow * es;
-            const uint8_t *zr = z ? z + (long)oy * ow : NULL;
-            for (int ox = 0; ox < ow; ox += 16) {
-                if (ox > ow - 16) ox = ow - 16;
-                __m256i alo, ahi;
-                QDW_SUMS3X3(P + ox, alo, ahi)
-                qdw_out16(alo, ahi, &e, c, bias, mult, zp16, lo8, hi8, yr + ox * es,
-                          zr ? zr + ox : NULL);
-            }
-        }
-        return;
-    }
-    for (int oy = 0; oy < p->oh; oy++, P += pstride) {
-        char *yr = y + (long)oy * ow * es;
-        const uint8_t *zr = z ? z + (long)oy * ow : NULL;
-        for (int ox = 0; ox < ow; ox += 16) {
-            if (ox > ow - 16) ox = ow - 16;
-            const int16_t *b = P + ox;
-            __m256i alo, ahi;
-            qdw_taps16(p, b, wp, &alo, &ahi);
-            qdw_out16(alo, ahi, &e, c, bias, mult, zp16, lo8, hi8, yr + ox * es,
-                      zr ? zr + ox : NULL);
-        }
-    }
-}
-#undef QDW_3X3_CONSTS
-#undef QDW_PAIR
-#undef QDW_SUMS3X3
+#define QDW_FN(name) name##_avx2
+#define QDW_ATTR QE_AVX2
+#define QDW_DOT(acc, pairs, w) _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, w))
+#include "_qdw_sums.h"
+#undef QDW_FN
+#undef QDW_ATTR
+#undef QDW_DOT
+#if QV_HAVE   /* _qgemm_vnni.h: AVX-512 VNNI natively, or through SIMDe in the test build */
+#define QDW_FN(name) name##_vnni
+#define QDW_ATTR QV_TARGET
+#define QDW_DOT(acc, pairs, w) _mm256_dpwssd_epi32(acc, pairs, w)
+#include "_qdw_sums.h"
+#undef QDW_FN
+#undef QDW_ATTR
+#undef QDW_DOT
+#endif
 #endif
 
 /* One image: x (C, H, W) u8 -> y (C, OH, OW) (u8 or float32), z residual like y or NULL.
@@ -326,12 +232,22 @@ static void qdw_run_channels(const qdw_plan *p, const uint8_t *x, const int8_t *
             qdw_pack_plane_avx2(p, xc, x + (long)p->C * p->H * p->W, P);
             const int32_t *wc = wp + (long)c * p->npair;
             if (p->ow >= 16) {   /* wide rows: sums and epilogue fused, straight into y */
+#if QV_HAVE
+                if (p->use_vnni) qdw_channel_direct_vnni(p, P, wc, e, c, yc, zc);
+                else
+#endif
                 qdw_channel_direct_avx2(p, P, wc, e, c, yc, zc);
                 continue;
             }
             /* narrow rows, stride 1: all rows in one flattened sweep of pitch Wl */
             long rows = p->flat ? 1 : p->oh, n = p->flat ? (long)(p->oh - 1) * p->Wl + p->ow : p->ow;
             long pstride = (long)p->sh * p->Wl, opitch = p->flat ? p->Wl : qdw_roundup(p->ow, 16);
+#if QV_HAVE
+            if (p->use_vnni) {
+                if (p->T == 9) qdw_sums3x3_vnni(p, P, rows, pstride, n, opitch, wc, obuf);
+                else qdw_sums_vnni(p, P, rows, pstride, n, opitch, wc, obuf);
+            } else
+#endif
             if (p->T == 9) qdw_sums3x3_avx2(p, P, rows, pstride, n, opitch, wc, obuf);
             else qdw_sums_avx2(p, P, rows, pstride, n, opitch, wc, obuf);
             if (p->ow < 8 && p->oh > 1) {   /* narrow rows: compact, then one span */
@@ -362,7 +278,7 @@ static void qdw_run_channels(const qdw_plan *p, const uint8_t *x, const int8_t *
 
 /* The whole layer on the calling thread (threads: disjoint channel ranges [c0, c1), each
  * with its own P and obuf). */
-static void qdw_run(const qdw_plan *p, const uint8_t *x, const int8_t *w, const int32_t *wp,
+static inline void qdw_run(const qdw_plan *p, const uint8_t *x, const int8_t *w, const int32_t *wp,
                     const qe_epi *e, void *y, const uint8_t *z, int16_t *P, int32_t *obuf) {
     qdw_run_channels(p, x, w, wp, e, y, z, P, obuf, 0, p->C);
 }

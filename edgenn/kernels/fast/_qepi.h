@@ -32,7 +32,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#if defined(__x86_64__) || defined(__i386__)
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(EDGENN_SIMDE)
 #include <immintrin.h>
 #include "_simd_math.h"
 #define QE_X86 1

@@ -407,9 +407,15 @@ static void qg_conv_fill_padded(const qg_conv *g) {
     }
 }
 
-/* n bytes src -> dst (n small: inline, 16 bytes per step, the last step overlapping). */
-static inline void qg_copy_run(uint8_t *dst, const uint8_t *src, int n) {
+/* n bytes src -> dst (n small: inline, 16 bytes per step, the last step overlapping).
+ * slack: dst and src may be read / written up to 16 bytes past n (a short run is then
+ * one 16-byte copy; the caller overwrites or ignores the excess). */
+static inline void qg_copy_run(uint8_t *dst, const uint8_t *src, int n, int slack) {
 #if QE_X86
+    if (n < 16 && slack) {
+        _mm_storeu_si128((__m128i *)dst, _mm_loadu_si128((const __m128i *)src));
+        return;
+    }
     if (n >= 16) {
         int t = 0;
         for (; t + 16 <= n; t += 16)
@@ -439,7 +445,7 @@ static void qg_im2col_row(const qg_conv *g, long k, long j0, long n, uint8_t *ds
         uint8_t *d = dst + done;
         const uint8_t *src = base + (long)oy * g->sh * g->Wp + (long)ox * sw;
         if (sw == 1) {
-            qg_copy_run(d, src, len);
+            qg_copy_run(d, src, len, 1);   /* dst: rowbuf's 16 bytes of slack; src: xp's 64 */
         } else {
             int t = 0;
 #if QE_X86
@@ -728,15 +734,18 @@ QE_AVX2 static void qv_tile_out(const int32_t *acc, int mr, long nvalid, const q
 }
 #endif
 
-/* Pixels per block: the packed block (nc x K bytes) in about 192 KiB of L2. */
+/* Pixels per block: the packed block (nc x K bytes) in about 192 KiB of L2, a multiple
+ * of 32 (the VNNI kernel's 4-panel tile: a block of 9 panels would run 4 + 4 + 1, the
+ * last tile a quarter used; ResNet-18's 14x14 layers lost ~25% to it). */
 static long qg_conv_block(long N, long G) {
+    const long step = 4 * QG_NR;
     long bytes_per_px = G * 4;
-    long nc = 192 * 1024 / bytes_per_px / QG_NR * QG_NR;
-    if (nc < 4 * QG_NR) nc = 4 * QG_NR;
+    long nc = 192 * 1024 / bytes_per_px / step * step;
+    if (nc < step) nc = step;
     long n8 = (N + QG_NR - 1) / QG_NR * QG_NR;
     if (nc >= n8) return n8;
     long nb = (n8 + nc - 1) / nc;                       /* balanced blocks */
-    return ((n8 + nb - 1) / nb + QG_NR - 1) / QG_NR * QG_NR;
+    return ((n8 + nb - 1) / nb + step - 1) / step * step;
 }
 
 /* Workspace bytes: packed B block + kg row buffers + a zero row. */

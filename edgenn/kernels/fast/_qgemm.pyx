@@ -86,7 +86,7 @@ cdef extern from "_qdw.h" nogil:
         int C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow
         int Hp, Wl, flat, T, npair
         uint8_t xzp
-        int use_avx2
+        int use_avx2, use_vnni
     void qdw_setup(qdw_plan *p, long *plane_size, long *obuf_size)
     void qdw_pack_weights(const qdw_plan *p, const int8_t *w, int32_t *wp)
     void qdw_run_channels(const qdw_plan *p, const uint8_t *x, const int8_t *w,
@@ -411,14 +411,16 @@ cdef class QDepthwiseKernel:
     cdef int out_f32, threads
 
     def __init__(self, cnp.ndarray w, geom, dict epi, uint8_t x_zp, bint force_portable=False,
-                 int threads=1):
+                 int threads=1, str isa="avx2"):
         (self.plan.C, self.plan.H, self.plan.W, self.plan.kh, self.plan.kw, self.plan.sh,
          self.plan.sw, self.plan.ph, self.plan.pw, self.plan.dh, self.plan.dw, self.plan.oh,
          self.plan.ow) = geom
         if self.plan.kh * self.plan.kw > QDW_MAXT:
             raise ValueError(f"depthwise window {self.plan.kh}x{self.plan.kw} too large")
         self.plan.xzp = x_zp
-        self.plan.use_avx2 = HAVE_AVX2 and not force_portable
+        self.plan.use_avx2 = HAVE_AVX2 and not force_portable and isa != "scalar"
+        # isa "avx512vnni": the sums by vpdpwssd (256-bit, AVX-512 VL)
+        self.plan.use_vnni = _use_vnni(isa, False, None) and self.plan.use_avx2
         cdef long psize, osize
         qdw_setup(&self.plan, &psize, &osize)
         wc = np.ascontiguousarray(w, np.int8).reshape(self.plan.C, self.plan.kh * self.plan.kw)
@@ -436,7 +438,7 @@ cdef class QDepthwiseKernel:
 
     @property
     def simd(self):
-        return _simd(0, self.plan.use_avx2)
+        return _simd(self.plan.use_vnni, self.plan.use_avx2)
 
     @property
     def workspace_bytes(self):

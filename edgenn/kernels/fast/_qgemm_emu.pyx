@@ -2,8 +2,9 @@
 """Tests only: the AVX-512 VNNI micro-kernels (_qgemm_vnni.h) compiled against SIMDe for a
 plain x86-64 (or any) target, so a CPU without VNNI still runs their bodies and checks
 them against the reference; plus a deliberately broken twin (one weight operand halved)
-that proves the check can fail. Called through vnni_tiles.tile."""
-from libc.stdint cimport int32_t, uint8_t
+that proves the check can fail. Called through vnni_tiles.tile. Also the VNNI sums of the
+int8 depthwise kernel (_qdw_sums.h, vpdpwssd) and their broken twin: dw_sums."""
+from libc.stdint cimport int8_t, int16_t, int32_t, uint8_t
 
 cdef extern from *:
     """
@@ -25,3 +26,68 @@ def vnni_ukr_into(int which, const uint8_t[::1] a, const uint8_t[::1] b, long ng
                   int npan, int32_t[::1] out):
     """which 0 conv, 1 gemm, 2 the broken conv twin (vnni_tiles.tile checks the sizes)."""
     qv_emu_pick(which)(ng, &a[0], &b[0], bps, npan, &out[0])
+
+
+cdef extern from *:
+    """
+    #include "_qdw.h"
+    #define QDW_SUMS_ONLY 1
+    #define QDW_ATTR
+    #define QDW_FN(name) name##_emu
+    #define QDW_DOT(acc, pairs, w) _mm256_dpwssd_epi32(acc, pairs, w)
+    #include "_qdw_sums.h"
+    #undef QDW_FN
+    #undef QDW_DOT
+    #define QDW_FN(name) name##_broken
+    #define QDW_DOT(acc, pairs, w) _mm256_dpwssd_epi32(acc, pairs, _mm256_srai_epi16(w, 1))
+    #include "_qdw_sums.h"
+    static void qdw_emu_sums(int which, const qdw_plan *p, const int16_t *P, long rows,
+                             long pstride, long n, long opitch, const int32_t *wp,
+                             int32_t *acc) {
+        if (which == 1 && p->T == 9) qdw_sums3x3_broken(p, P, rows, pstride, n, opitch, wp, acc);
+        else if (which == 1) qdw_sums_broken(p, P, rows, pstride, n, opitch, wp, acc);
+        else if (p->T == 9 && which == 0) qdw_sums3x3_emu(p, P, rows, pstride, n, opitch, wp, acc);
+        else qdw_sums_emu(p, P, rows, pstride, n, opitch, wp, acc);
+    }
+    """
+    ctypedef struct qdw_plan:
+        int C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow
+        int Hp, Wl, flat, T, npair
+        uint8_t xzp
+        int use_avx2, use_vnni
+    void qdw_setup(qdw_plan *p, long *plane_size, long *obuf_size)
+    void qdw_pack_weights(const qdw_plan *p, const int8_t *w, int32_t *wp)
+    void qdw_pack_plane_c(const qdw_plan *p, const uint8_t *x, int16_t *P)
+    void qdw_emu_sums(int which, const qdw_plan *p, const int16_t *P, long rows, long pstride,
+                      long n, long opitch, const int32_t *wp, int32_t *acc)
+
+
+def dw_sums(int which, const uint8_t[:, ::1] x, const int8_t[:, ::1] w, geom, int x_zp):
+    """One channel of the int8 depthwise sums on the VNNI body (which 0: the kernel, 2: its
+    generic tap loop, 1: a broken twin): x (H, W) u8, w (kh, kw) s8, geom (sh, sw, ph, pw,
+    dh, dw, oh, ow) -> (oh, ow) int32 sums of (x - x_zp) * w, read from the kernel's
+    int16 plane (zero padding) as the native kernel does for rows of any width."""
+    import numpy as np
+    cdef qdw_plan p
+    cdef long psize, osize, r, o
+    p.C, p.H, p.W, p.kh, p.kw = 1, x.shape[0], x.shape[1], w.shape[0], w.shape[1]
+    p.sh, p.sw, p.ph, p.pw, p.dh, p.dw, p.oh, p.ow = geom
+    p.xzp, p.use_avx2, p.use_vnni = x_zp, 1, 1
+    qdw_setup(&p, &psize, &osize)
+    plane = np.zeros(psize, np.int16)
+    wp = np.zeros(p.npair, np.int32)
+    cdef int16_t[::1] pv = plane
+    cdef int32_t[::1] wv = wp
+    qdw_pack_weights(&p, &w[0, 0], &wv[0])
+    qdw_pack_plane_c(&p, &x[0, 0], &pv[0])
+    cdef long rows = 1 if p.flat else p.oh
+    cdef long n = (p.oh - 1) * p.Wl + p.ow if p.flat else p.ow
+    cdef long opitch = p.Wl if p.flat else (p.ow + 15) // 16 * 16
+    acc = np.zeros(osize + 64, np.int32)
+    cdef int32_t[::1] av = acc
+    qdw_emu_sums(which, &p, &pv[0], rows, <long>p.sh * p.Wl, n, opitch, &wv[0], &av[0])
+    out = np.empty((p.oh, p.ow), np.int32)
+    for r in range(p.oh):
+        for o in range(p.ow):
+            out[r, o] = acc[r * opitch + o]
+    return out

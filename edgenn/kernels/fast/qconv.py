@@ -8,7 +8,7 @@ qconv_gemm_int8: group-1 convs (and grouped ones, group by group) as the packed 
   1x1 stride-1 convs only interleave K. Layers whose weights could saturate vpmaddubsw
   (8-bit weights, a same-signed pair summing past 128) take the exact int16 path.
 qconv_dw_int8: depthwise (group == C == M), int16 pair products, any kernel / stride /
-  padding / dilation.
+  padding / dilation; qconv_dw_u8s8__avx512vnni the same sums by vpdpwssd.
 Both take a run-time x_scale / x_zp (onnxruntime's quantize_dynamic form, float output):
 the epilogue's per-channel constants are rebuilt per call (_qgemm.pyx DynamicScale).
 """
@@ -101,7 +101,7 @@ def _dw_supports(node, ins, outs) -> bool:
         ins[3].shape[2] * ins[3].shape[3] <= 1024
 
 
-def prepare_depthwise(node, ins, outs, force_portable=False, threads=1):
+def prepare_depthwise(node, ins, outs, force_portable=False, threads=1, isa="avx2"):
     qg = _qgemm()
     w = np.asarray(ins[3].value, np.int8)
     c = w.shape[0]
@@ -109,16 +109,22 @@ def prepare_depthwise(node, ins, outs, force_portable=False, threads=1):
     dynamic = dynamic_scale(ins)
     k = qg.QDepthwiseKernel(w.reshape(c, -1), _geom(node, ins, outs), epi,
                             0 if dynamic else int(scalar(ins[2])),
-                            force_portable=force_portable, threads=threads)
+                            force_portable=force_portable, threads=threads, isa=isa)
     if dynamic:
         k.set_dynamic(*dynamic_constants(ins, c)[::2])
     return kernel_runner(k, opt(ins, 9) is not None, dynamic)
 
 
-register("QConv", "qconv_dw_int8", _dw_supports,
-         lambda node, ins, outs: prepare_depthwise(node, ins, outs))
-# channels split over the session's threads (OpenMP)
-register("QConv", "qconv_dw_int8_mt",
-         lambda node, ins, outs: plan_threads() > 1 and _dw_supports(node, ins, outs),
-         lambda node, ins, outs: prepare_depthwise(node, ins, outs, threads=plan_threads()),
-         pool="omp")
+# per tier (AVX2 / portable chosen inside by the CPU; VNNI: vpdpwssd sums), and the
+# channels split over the session's threads (OpenMP) in the _mt specs
+for _tier, _name, _prio in (("", "qconv_dw_int8", 0),
+                            ("avx512vnni", "qconv_dw_u8s8__avx512vnni", 1)):
+    register("QConv", _name, _dw_supports,
+             lambda node, ins, outs, t=_tier or "avx2": prepare_depthwise(node, ins, outs,
+                                                                          isa=t),
+             isa=_tier, priority=_prio)
+    register("QConv", _name + "_mt",
+             lambda node, ins, outs: plan_threads() > 1 and _dw_supports(node, ins, outs),
+             lambda node, ins, outs, t=_tier or "avx2": prepare_depthwise(
+                 node, ins, outs, threads=plan_threads(), isa=t),
+             pool="omp", isa=_tier, priority=_prio)

@@ -1,0 +1,122 @@
+/* The sums of the int8 depthwise kernel (_qdw.h), written once for two tiers: included
+ * with QDW_FN(name) (the tier's function names), QDW_ATTR (its target attribute) and
+ * QDW_DOT(acc, pairs, w) (acc + the s16 pair products of pairs and w, s32): AVX2 as
+ * vpmaddwd + vpaddd, AVX-512 VNNI (with VL, 256-bit) as one vpdpwssd. The same integer
+ * sums either way (exact: |x - zp| <= 255, |w| <= 128, no saturation).
+ * Included inside _qdw.h's x86 section, after qdw_out16 and qdw_pack_plane_avx2; with
+ * QDW_SUMS_ONLY, the sums alone (_qgemm_emu: the VNNI body on SIMDe, any CPU). */
+
+/* 16 outputs from the int16 plane at b: tap pairs (x0, x1) . (w0, w1) by vpmaddwd (exact:
+ * |x - zp| <= 255, |w| <= 128). alo = outputs 0-3 | 8-11, ahi = 4-7 | 12-15 (lane order). */
+QDW_ATTR static inline void QDW_FN(qdw_taps16)(const qdw_plan *p, const int16_t *b, const int32_t *wp,
+                                      __m256i *lo, __m256i *hi) {
+    __m256i alo = _mm256_setzero_si256(), ahi = alo;
+    for (int q = 0; q < p->npair; q++) {
+        __m256i v0 = _mm256_loadu_si256((const __m256i *)(b + qdw_off(p, 2 * q)));
+        __m256i v1 = _mm256_loadu_si256((const __m256i *)(b + qdw_off(p, 2 * q + 1)));
+        __m256i wv = _mm256_set1_epi32(wp[q]);
+        alo = QDW_DOT(alo, _mm256_unpacklo_epi16(v0, v1), wv);
+        ahi = QDW_DOT(ahi, _mm256_unpackhi_epi16(v0, v1), wv);
+    }
+    *lo = alo;
+    *hi = ahi;
+}
+
+/* Sums of `rows` rows of n outputs, 16 per step (n rounded up: acc has room, P has
+ * slack): row r's outputs read P from r * pstride, go to acc + r * opitch. */
+QDW_ATTR static void QDW_FN(qdw_sums)(const qdw_plan *p, const int16_t *P, long rows, long pstride,
+                                  long n, long opitch, const int32_t *wp, int32_t *acc) {
+    for (long r = 0; r < rows; r++, P += pstride, acc += opitch)
+    for (long o = 0; o < n; o += 16) {
+        const int16_t *b = P + o;
+        __m256i alo, ahi;
+        QDW_FN(qdw_taps16)(p, b, wp, &alo, &ahi);
+        /* alo = outputs 0-3 | 8-11, ahi = 4-7 | 12-15 */
+        _mm256_storeu_si256((__m256i *)(acc + o), _mm256_permute2x128_si256(alo, ahi, 0x20));
+        _mm256_storeu_si256((__m256i *)(acc + o + 8), _mm256_permute2x128_si256(alo, ahi, 0x31));
+    }
+}
+
+/* 3x3: the sums of the 16 outputs whose taps start at b, as (outputs 0-3 | 8-11,
+ * 4-7 | 12-15); o: the nine tap offsets, w: the five weight pairs (the last one is tap 8
+ * with 0). */
+#define QDW_SUMS3X3(b, alo, ahi)                                                                   \
+    {                                                                                              \
+        __m256i v0_, v1_;                                                                          \
+        v0_ = _mm256_loadu_si256((const __m256i *)((b) + o8));                                     \
+        alo = _mm256_madd_epi16(_mm256_unpacklo_epi16(v0_, zero), w8);                             \
+        ahi = _mm256_madd_epi16(_mm256_unpackhi_epi16(v0_, zero), w8);                             \
+        QDW_PAIR(b, o0, o1, w01, alo, ahi) QDW_PAIR(b, o2, o3, w23, alo, ahi)                      \
+        QDW_PAIR(b, o4, o5, w45, alo, ahi) QDW_PAIR(b, o6, o7, w67, alo, ahi)                      \
+    }
+#define QDW_PAIR(b, OA, OB, WV, alo, ahi)                                                          \
+        v0_ = _mm256_loadu_si256((const __m256i *)((b) + OA));                                     \
+        v1_ = _mm256_loadu_si256((const __m256i *)((b) + OB));                                     \
+        alo = QDW_DOT(alo, _mm256_unpacklo_epi16(v0_, v1_), WV);       \
+        ahi = QDW_DOT(ahi, _mm256_unpackhi_epi16(v0_, v1_), WV);
+#define QDW_3X3_CONSTS                                                                             \
+    const long o0 = p->tap_off[0], o1 = p->tap_off[1], o2 = p->tap_off[2], o3 = p->tap_off[3],     \
+               o4 = p->tap_off[4], o5 = p->tap_off[5], o6 = p->tap_off[6], o7 = p->tap_off[7],     \
+               o8 = p->tap_off[8];                                                                 \
+    const __m256i w01 = _mm256_set1_epi32(wp[0]), w23 = _mm256_set1_epi32(wp[1]),                  \
+                  w45 = _mm256_set1_epi32(wp[2]), w67 = _mm256_set1_epi32(wp[3]),                  \
+                  w8 = _mm256_set1_epi32(wp[4]), zero = _mm256_setzero_si256();
+
+/* 3x3 specialisation of qdw_sums_avx2 (the tap loop unrolled, offsets in registers). */
+QDW_ATTR static void QDW_FN(qdw_sums3x3)(const qdw_plan *p, const int16_t *P, long rows,
+                                     long pstride, long n, long opitch, const int32_t *wp,
+                                     int32_t *acc) {
+    QDW_3X3_CONSTS
+    for (long r = 0; r < rows; r++, P += pstride, acc += opitch)
+        for (long o = 0; o < n; o += 16) {
+            __m256i alo, ahi;
+            QDW_SUMS3X3(P + o, alo, ahi)
+            _mm256_storeu_si256((__m256i *)(acc + o), _mm256_permute2x128_si256(alo, ahi, 0x20));
+            _mm256_storeu_si256((__m256i *)(acc + o + 8), _mm256_permute2x128_si256(alo, ahi, 0x31));
+        }
+}
+
+#ifndef QDW_SUMS_ONLY   /* (the emulated test build takes the sums alone) */
+/* One channel, rows of at least 16 outputs: sums and epilogue fused, 16 outputs per step
+ * stored straight into y (the last step of a row ends at OW, overlapping the previous). */
+QDW_ATTR static void QDW_FN(qdw_channel_direct)(const qdw_plan *p, const int16_t *P,
+                                            const int32_t *wp, const qe_epi *ep, long c,
+                                            char *y, const uint8_t *z) {
+    const qe_epi e = *ep;
+    const long es = e.out_f32 ? 4 : 1, pstride = (long)p->sh * p->Wl;
+    const int ow = p->ow;
+    const __m256i bias = _mm256_set1_epi32(e.bias[c]), zp16 = _mm256_set1_epi16((short)e.yzp);
+    const __m256 mult = _mm256_set1_ps(e.mult[c]);
+    const __m128i lo8 = _mm_set1_epi8((char)qe_u8(e.lo)), hi8 = _mm_set1_epi8((char)qe_u8(e.hi));
+    if (p->T == 9) {
+        QDW_3X3_CONSTS
+        for (int oy = 0; oy < p->oh; oy++, P += pstride) {
+            char *yr = y + (long)oy * ow * es;
+            const uint8_t *zr = z ? z + (long)oy * ow : NULL;
+            for (int ox = 0; ox < ow; ox += 16) {
+                if (ox > ow - 16) ox = ow - 16;
+                __m256i alo, ahi;
+                QDW_SUMS3X3(P + ox, alo, ahi)
+                qdw_out16(alo, ahi, &e, c, bias, mult, zp16, lo8, hi8, yr + ox * es,
+                          zr ? zr + ox : NULL);
+            }
+        }
+        return;
+    }
+    for (int oy = 0; oy < p->oh; oy++, P += pstride) {
+        char *yr = y + (long)oy * ow * es;
+        const uint8_t *zr = z ? z + (long)oy * ow : NULL;
+        for (int ox = 0; ox < ow; ox += 16) {
+            if (ox > ow - 16) ox = ow - 16;
+            const int16_t *b = P + ox;
+            __m256i alo, ahi;
+            QDW_FN(qdw_taps16)(p, b, wp, &alo, &ahi);
+            qdw_out16(alo, ahi, &e, c, bias, mult, zp16, lo8, hi8, yr + ox * es,
+                      zr ? zr + ox : NULL);
+        }
+    }
+}
+#endif
+#undef QDW_3X3_CONSTS
+#undef QDW_PAIR
+#undef QDW_SUMS3X3
