@@ -267,3 +267,13 @@ def test_one_call_conv_refuses_bad_buffers():
     with pytest.raises(ValueError, match="threads"):
         cw.WinogradConv(2, (1, 3, 8, 8), (1, 4, 8, 8), 1, 1, 4, _sgemm.pack_a_batch(u),
                         _sgemm.packed_a_size(4, 3), None, 0, 0.0, 0.0, 0, 4096, 0)
+
+
+def test_read_only_weights_and_bias():
+    """A memory-mapped .enn hands the kernels read-only arrays."""
+    node, inputs, ins, outs = _conv(1, 4, 9, 9, 5, [1, 1, 1, 1], "Relu")
+    for info in ins[1:]:
+        info.value = info.value.copy()
+        info.value.flags.writeable = False
+    for gemm in GEMMS:
+        assert _err(4, node, inputs, ins, outs, gemm_isa=gemm) <= _tol(4, node, inputs, ins, outs)

@@ -121,9 +121,9 @@ cdef class WinogradConv:
             raise ValueError("bias must have K values")
         zeros = np.zeros(alpha * twp, np.float32)
         self.keep = (u, b, zeros)
-        cdef float[::1] uv = u.ravel()
-        cdef float[::1] zv = zeros
-        cdef float[::1] bv
+        cdef const float[::1] uv = u.ravel()       # (read-only weights: a mapped .enn)
+        cdef const float[::1] zv = zeros
+        cdef const float[::1] bv
         self.plan.m, self.plan.C, self.plan.H, self.plan.W = m, self.c, self.h, self.w
         self.plan.K, self.plan.OH, self.plan.OW, self.plan.ph, self.plan.pw = \
             self.k, self.oh, self.ow, ph, pw
