@@ -29,7 +29,7 @@ ISAS = [0] + ([1] if cw.uses_avx2() else [])   # 0 forces the portable scalar co
 
 
 # where the alpha^2 GEMMs run: OpenBLAS ("") or edgenn's packed sgemm of each native tier
-# (its SIMDe twins are checked product by product in tests/test_sgemm.py: gemm_batch)
+# (_winograd_run.h; the sgemm tiers' SIMDe twins are checked in tests/test_sgemm.py)
 GEMMS = ["", "scalar"] + ["avx2"] * sg.HAVE_AVX2 + ["avx512"] * sg.HAVE_AVX512
 
 

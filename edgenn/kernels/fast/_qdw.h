@@ -15,7 +15,9 @@
  * On Zen1 vpmaddwd has the fp32 FMA's throughput (one pipe), so this is about as fast
  * as the fp32 depthwise kernel (dwc8), not faster: less memory, same multiplies.
  *
- * Two builds: AVX2 (runtime-checked) and portable C over the same packed plane.
+ * Builds: AVX2 (runtime-checked), AVX-512 VNNI (the same sums by vpdpwssd, 256-bit:
+ * _qdw_sums.h is written once for both; equal speed on Zen 4, the tuner picks) and
+ * portable C over the same packed plane.
  */
 #ifndef EDGENN_QDW_H
 #define EDGENN_QDW_H

@@ -775,11 +775,18 @@ static void qg_conv_cols(const qg_conv_plan *p, const uint8_t *wp, const qg_conv
 #if QE_X86 && QV_HAVE
             if (p->use_vnni) {   /* 6 x 32 tiles along the block's pixels */
                 int32_t acc[QV_PANELS * QV_MR * QG_NR];
+                const int int_out = !e->float_path && !e->per_col && !e->out_f32 && !z;
                 const uint8_t *ap = wp + (m0 / QG_MR) * G * QG_ABYTES;
                 for (long pj = 0; pj < np; pj += QV_PANELS) {
                     int npan = np - pj < QV_PANELS ? (int)(np - pj) : QV_PANELS;
                     long n0 = j0 + pj * QG_NR, nvalid = nv - pj * QG_NR;
                     if (nvalid > QV_PANELS * QG_NR) nvalid = QV_PANELS * QG_NR;
+                    if (int_out) {   /* requantized in registers, straight into y */
+                        qv_ukr_conv_6x32_u8(G, ap, bblk + pj * G * QG_BBYTES, G * QG_BBYTES,
+                                            npan, mr, nvalid, e, m0,
+                                            (uint8_t *)y + m0 * N + n0, N);
+                        continue;
+                    }
                     qv_ukr_conv_6x32(G, ap, bblk + pj * G * QG_BBYTES, G * QG_BBYTES, npan, acc);
                     qv_tile_out(acc, mr, nvalid, e, m0, n0, (char *)y + (m0 * N + n0) * es, N,
                                 z ? z + m0 * N + n0 : NULL);

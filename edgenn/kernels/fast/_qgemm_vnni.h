@@ -43,9 +43,10 @@
     _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(p0))), \
                        _mm256_loadu_si256((const __m256i *)(p1)), 1)
 
-#define QV_UKR(NAME, DP)                                                                          \
-    QV_TARGET static void NAME(long ng, const uint8_t *a, const uint8_t *b, long bps, int npan,  \
-                               int32_t *out) {                                                    \
+/* The K loop of a 6 x 32 tile: declares the 12 accumulators c00 .. c51 (row r, panel
+ * pair h: c<r><h>, lanes 0-7 panel 2h, 8-15 panel 2h + 1, i.e. columns 16h .. 16h + 15 in
+ * order) and sums the ng groups of a against b's npan panels into them. */
+#define QV_ACCUMULATE(DP)                                                                         \
         const uint8_t *b0 = b, *b1 = npan > 1 ? b + bps : b;                                      \
         const uint8_t *b2 = npan > 2 ? b + 2 * bps : b, *b3 = npan > 3 ? b + 3 * bps : b;         \
         __m512i c00 = _mm512_setzero_si512(), c01 = c00, c10 = c00, c11 = c00, c20 = c00,         \
@@ -68,7 +69,12 @@
             c50 = DP(c50, v0, s); c51 = DP(c51, v1, s);                                           \
         }                                                                                         \
         const __m512i c[QV_MR][2] = {{c00, c01}, {c10, c11}, {c20, c21},                          \
-                                     {c30, c31}, {c40, c41}, {c50, c51}};                         \
+                                     {c30, c31}, {c40, c41}, {c50, c51}};
+
+#define QV_UKR(NAME, DP)                                                                          \
+    QV_TARGET static void NAME(long ng, const uint8_t *a, const uint8_t *b, long bps, int npan,  \
+                               int32_t *out) {                                                    \
+        QV_ACCUMULATE(DP)                                                                         \
         for (int r = 0; r < QV_MR; r++)                                                           \
             for (int h = 0; h < 2; h++) {                                                         \
                 _mm256_storeu_si256((__m256i *)(out + ((2 * h) * QV_MR + r) * 8),                 \
@@ -83,8 +89,41 @@
 #define QV_DP_GEMM(c, v, s) _mm512_dpbusd_epi32(c, s, v)
 QV_UKR(qv_ukr_conv_6x32, QV_DP_CONV)
 QV_UKR(qv_ukr_gemm_6x32, QV_DP_GEMM)
+
+#ifdef EDGENN_QEPI_H
+/* The conv kernel with the integer requantization of its mr x nvalid outputs applied to
+ * the accumulators in registers (no s32 round trip through memory): the operations of
+ * qv_tile_out_int (_qgemm.h: sum + bias, to float, times mult, min with 2^24, round to
+ * nearest even, + zero point, clamp, u8), so the same bytes; y at row m0's first output
+ * (row stride ld). For the plain integer epilogue only (no float path, residual, per
+ * column constants or float output). */
+QV_TARGET static void qv_ukr_conv_6x32_u8(long ng, const uint8_t *a, const uint8_t *b,
+                                          long bps, int npan, int mr, long nvalid,
+                                          const qe_epi *e, long m0, uint8_t *y, long ld) {
+    QV_ACCUMULATE(QV_DP_CONV)
+    const __m512 big = _mm512_set1_ps(16777216.f);
+    const __m512i zp = _mm512_set1_epi32(e->yzp);
+    const __m512i lo = _mm512_set1_epi32(qe_u8(e->lo)), hi = _mm512_set1_epi32(qe_u8(e->hi));
+    for (int h = 0; h < 2; h++) {
+        if (16 * h >= nvalid) break;
+        const long n = nvalid - 16 * h < 16 ? nvalid - 16 * h : 16;
+        const __mmask16 m = (__mmask16)(n == 16 ? 0xffff : (1u << n) - 1);
+#pragma GCC unroll 6
+        for (int r = 0; r < QV_MR; r++) {
+            if (r >= mr) break;
+            __m512i q = _mm512_add_epi32(c[r][h], _mm512_set1_epi32(e->bias[m0 + r]));
+            __m512 f = _mm512_min_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(q),
+                                                   _mm512_set1_ps(e->mult[m0 + r])), big);
+            q = _mm512_add_epi32(_mm512_cvtps_epi32(f), zp);
+            q = _mm512_min_epi32(_mm512_max_epi32(q, lo), hi);
+            _mm512_mask_cvtepi32_storeu_epi8(y + r * ld + 16 * h, m, q);
+        }
+    }
+}
+#endif
 #ifndef QV_KEEP_MACROS   /* the emulated test build defines a deliberately broken twin */
 #undef QV_UKR
+#undef QV_ACCUMULATE
 #undef QV_PAIR
 #endif
 #endif

@@ -91,7 +91,7 @@ def pack_b(const float[:, :] b):
 
 def pack_a_batch(const float[:, :, :] a):
     """A (count, M, K), any strides -> the count packed A operands back to back (1-D),
-    each sg_packed_a_size(M, K) floats, for gemm_batch."""
+    each packed_a_size(M, K) floats (the Winograd U[xi], _winograd.WinogradConv)."""
     cdef long count = a.shape[0], m = a.shape[1], k = a.shape[2], i
     cdef long size = sg_packed_a_size(m, k)
     out = np.zeros(max(count * size, 1), np.float32)
@@ -119,75 +119,10 @@ def tier_of(str isa, bint force_portable=False):
     return 2 if isa == "avx512" else int(HAVE_AVX2 and not force_portable and isa != "scalar")
 
 
-def batch_workspace_bytes(long M, long N, long K, int threads=1):
-    """Workspace bytes of gemm_batch (one slice per thread)."""
+def direct_workspace_bytes(long M, long N, long K, int threads=1):
+    """Workspace bytes of the direct path (A prepacked, B read in place) for one product
+    (M, K) x (K, N), times `threads` (one slice each): _winograd_run.h's alpha^2 GEMMs."""
     return sg_workspace_size(M, N, K, 0, 1) * 4 * max(threads, 1)
-
-
-def gemm_batch(const float[::1] packed, long M, long K, const float[:, :, :] b,
-               float[:, :, :] out, ws, int tier, int threads=1):
-    """count independent products out[i] (M, N) = A_i (M, K) @ b[i] (K, N), no epilogue:
-    the A_i constant and prepacked (pack_a_batch), each b[i] read in place (direct path:
-    only a ragged last column panel is packed). The Winograd alpha^2 GEMMs U[xi] @ V[xi].
-    threads > 1: the products are shared out over OpenMP threads (each its own slice of
-    ws, batch_workspace_bytes). b, out: rows contiguous, other strides free. Same sums, in
-    the same order, as SGemm.run(direct_b=True) on one product."""
-    cdef long count = b.shape[0], N = b.shape[2], i
-    cdef long size = sg_packed_a_size(M, K), wsize = sg_workspace_size(M, N, K, 0, 1)
-    if b.shape[1] != K or out.shape[0] != count or out.shape[1] != M or out.shape[2] != N:
-        raise ValueError("gemm_batch: b (count, K, N) and out (count, M, N) required")
-    if (b.strides[2] != 4 and N > 1) or (out.strides[2] != 4 and N > 1):
-        raise ValueError("gemm_batch: rows of b and out must be contiguous")
-    if packed.shape[0] < count * size:
-        raise ValueError("gemm_batch: packed operands too small")
-    if not 0 <= tier <= 2 or (tier == 2 and not HAVE_AVX512) or (tier == 1 and not HAVE_AVX2):
-        raise ValueError(f"gemm_batch: tier {tier} not available here")
-    threads = max(1, min(threads, count))
-    cdef float *wsp = <float *>_ws_data(ws, wsize * 4 * threads, "gemm_batch")
-    if count == 0 or M == 0 or N == 0:
-        return
-    if K == 0:
-        out[:, :, :] = 0
-        return
-    cdef sg_epi e
-    e.bias_row = NULL
-    e.bias_col = NULL
-    e.z = NULL
-    e.ldz = 0
-    e.act = 0
-    e.p0 = e.p1 = 0
-    e.slope_row = NULL
-    cdef const float *bp = &b[0, 0, 0]
-    cdef const float *ap = &packed[0]
-    cdef float *cp = &out[0, 0, 0]
-    cdef long bstride = b.strides[0] // 4, ldb = b.strides[1] // 4
-    cdef long cstride = out.strides[0] // 4, ldc = out.strides[1] // 4
-    cdef int t
-    with nogil:
-        if threads == 1:
-            _batch_range(ap, size, bp, bstride, ldb, cp, cstride, ldc, M, N, K, &e, wsp,
-                         tier, 0, count)
-        else:
-            for t in prange(threads, num_threads=threads, schedule="static"):
-                _batch_range(ap, size, bp, bstride, ldb, cp, cstride, ldc, M, N, K, &e,
-                             wsp + t * wsize, tier, t * count // threads,
-                             (t + 1) * count // threads)
-
-
-cdef void _batch_range(const float *ap, long size, const float *bp, long bstride, long ldb,
-                       float *cp, long cstride, long ldc, long M, long N, long K,
-                       const sg_epi *e, float *ws, int tier, long i0, long i1) noexcept nogil:
-    cdef sg_operand aop, bop
-    cdef long i
-    aop.src = NULL
-    aop.rs = aop.cs = 0
-    bop.packed = NULL
-    bop.cs = 1
-    bop.rs = ldb
-    for i in range(i0, i1):
-        aop.packed = ap + i * size
-        bop.src = bp + i * bstride
-        sg_gemm(M, N, K, &aop, &bop, NULL, cp + i * cstride, ldc, e, ws, tier, 1)
 
 
 cdef class SGemm:

@@ -9,8 +9,9 @@ activation fused into the output transform.
 - run, per block of tile rows (tiles of every image in one sequence, so batch > 1 adds tiles):
   input transform x -> V (alpha^2, C, Tb) in C (_winograd.h), then alpha^2 independent GEMMs
   M[xi] = U[xi] (K x C) @ V[xi] (C x Tb) into a preallocated buffer, by one stacked
-  np.matmul (OpenBLAS) or by edgenn's sgemm (_sgemm.gemm_batch, U prepacked), no copies:
-  V[xi] is C-contiguous; then the output transform + epilogue in C.
+  np.matmul (OpenBLAS), no copies: V[xi] is C-contiguous; then the output transform +
+  epilogue in C. Or all three in one C call (_winograd_run.h) with the GEMMs on edgenn's
+  packed sgemm (U prepacked, V read in place).
   Blocks keep V and M near L2 size.
 
 Error grows with m (the interpolation points 2, 1/2 ... widen the transforms' dynamic range):
@@ -228,7 +229,7 @@ def _own_gemm_conv(m, shape_x, shape_y, ph, pw, nrows, u, bias, cact, p0, p1, is
     from . import _winograd as cw
     k, c = u.shape[1:]
     tw = -(-shape_y[3] // m)
-    gws = _sgemm.batch_workspace_bytes(k, nrows * tw, c) // 4
+    gws = _sgemm.direct_workspace_bytes(k, nrows * tw, c) // 4
     return cw.WinogradConv(m, shape_x, shape_y, ph, pw, nrows, _sgemm.pack_a_batch(u),
                            _sgemm.packed_a_size(k, c), bias, cact, p0, p1,
                            _sgemm.tier_of(isa), gws, threads)
