@@ -146,9 +146,10 @@ def test_two_thread_session_times_both_pools_once(pooled_relu_kernels, monkeypat
     g = Graph([Node("Relu", ["x"], ["h"], {}, "r1"), Node("Relu", ["h"], ["y"], {}, "r2")],
               [ValueInfo("x", "float32", (4, 64))], [ValueInfo("y", "float32", (4, 64))], {})
     timed = []
-    real = session_mod._time_plan
-    monkeypatch.setattr(session_mod, "_time_plan",
-                        lambda plan, threads: timed.append(plan.pool) or real(plan, threads))
+    real = session_mod._time_plans
+    monkeypatch.setattr(session_mod, "_time_plans",
+                        lambda plans, threads: timed.extend(p.pool for p in plans.values())
+                        or real(plans, threads))
     sess = session_mod.InferenceSession(g, threads=2)
     assert sorted(timed) == ["blas", "omp"]
     plan = sess.plan
@@ -161,6 +162,23 @@ def test_two_thread_session_times_both_pools_once(pooled_relu_kernels, monkeypat
     monkeypatch.setattr(tunecache, "_loaded", {})              # a new process
     again = session_mod.InferenceSession(g, threads=2)
     assert timed == [] and again.plan.pool == plan.pool        # the decision was cached
+
+
+def test_pool_timing_interleaves_the_plans(monkeypatch):
+    """The two pools' plans are timed round by round, alternately (a burst of load hits
+    both), each after its own warm-up."""
+    from edgenn.runtime import session as session_mod
+    order = []
+    monkeypatch.setattr(session_mod, "_run", lambda plan, threads, feeds, names:
+                        order.append(plan.pool))
+
+    class FakePlan:
+        def __init__(self, pool):
+            self.pool, self.input_specs, self.output_refs = pool, [("float32", (2,))], {}
+    times = session_mod._time_plans({"blas": FakePlan("blas"), "omp": FakePlan("omp")}, 2,
+                                    rounds=3)
+    assert order == ["blas", "omp"] + ["blas", "omp"] * 3
+    assert set(times) == {"blas", "omp"} and all(t >= 0 for t in times.values())
 
 
 WRITER = r"""
