@@ -53,7 +53,8 @@ extensions = [
               include_dirs=[np.get_include(), "edgenn/kernels/fast", SIMDE],
               extra_compile_args=["-O1"],
               depends=[f"edgenn/kernels/fast/{h}" for h in
-                       ("_qgemm_vnni.h", "_qdw.h", "_qdw_sums.h", "_qepi.h")]),
+                       ("_qgemm_vnni.h", "_qdw.h", "_qdw_sums.h", "_qepi.h",
+                        "_qdw_decl.pxi")]),
     # direct convolution for few input channels, and its SIMDe-emulated twin for the tests
     Extension("edgenn.kernels.fast._convdirect", ["edgenn/kernels/fast/_convdirect.pyx"],
               include_dirs=["edgenn/kernels/fast", SIMDE], extra_compile_args=["-O3"],
@@ -92,7 +93,7 @@ extensions = [
               extra_link_args=["-fopenmp"],
               depends=[f"edgenn/kernels/fast/{h}" for h in
                        ("_qgemm.h", "_qgemm_vnni.h", "_cpu.h", "_qdw.h", "_qdw_sums.h",
-                        "_qepi.h", "_simd_math.h", "_workspace.pxi")]),
+                        "_qepi.h", "_simd_math.h", "_workspace.pxi", "_qdw_decl.pxi")]),
 ]
 
 # no debug info unless asked (EDGENN_DEBUG_BUILD=1, e.g. for valgrind): it is 3/4 of each .so

@@ -80,15 +80,9 @@ cdef extern from "_qgemm.h" nogil:
     void qg_gemm_run(const qg_gemm_plan *p, const uint8_t *bp, const uint8_t *a, long lda,
                      const qe_epi *e, void *y, const uint8_t *z, uint8_t *ws)
 
+include "_qdw_decl.pxi"
+
 cdef extern from "_qdw.h" nogil:
-    int QDW_MAXT
-    ctypedef struct qdw_plan:
-        int C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow
-        int Hp, Wl, flat, T, npair
-        uint8_t xzp
-        int use_avx2, use_vnni
-    void qdw_setup(qdw_plan *p, long *plane_size, long *obuf_size)
-    void qdw_pack_weights(const qdw_plan *p, const int8_t *w, int32_t *wp)
     void qdw_run_channels(const qdw_plan *p, const uint8_t *x, const int8_t *w,
                           const int32_t *wp, const qe_epi *e, void *y, const uint8_t *z,
                           int16_t *P, int32_t *obuf, int c0, int c1)

@@ -50,16 +50,11 @@ cdef extern from *:
         else qdw_sums_emu(p, P, rows, pstride, n, opitch, wp, acc);
     }
     """
-    ctypedef struct qdw_plan:
-        int C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow
-        int Hp, Wl, flat, T, npair
-        uint8_t xzp
-        int use_avx2, use_vnni
-    void qdw_setup(qdw_plan *p, long *plane_size, long *obuf_size)
-    void qdw_pack_weights(const qdw_plan *p, const int8_t *w, int32_t *wp)
-    void qdw_pack_plane_c(const qdw_plan *p, const uint8_t *x, int16_t *P)
     void qdw_emu_sums(int which, const qdw_plan *p, const int16_t *P, long rows, long pstride,
                       long n, long opitch, const int32_t *wp, int32_t *acc)
+
+
+include "_qdw_decl.pxi"
 
 
 def dw_sums(int which, const uint8_t[:, ::1] x, const int8_t[:, ::1] w, geom, int x_zp):
