@@ -278,7 +278,11 @@ def test_pattern_pruned_model_runs_on_the_shifted_kernel_and_matches():
     want = edgenn.InferenceSession(g, reference=True).run(None, x)[0]
     step = next(s for s in sess.plan.steps if s.node.name == "c2")
     assert any(name.startswith("spconv") for name in step.choice.times), step.choice.times
-    assert np.allclose(got, want, rtol=1e-5, atol=1e-4)
+    # the bound every candidate is checked to before it is timed (select.CHECK_RTOL, of the
+    # output's largest magnitude): the tuner may keep a dense kernel, Winograd F(4,3)
+    # included, whose error on these ~190-sized outputs is ~1e-3 absolute
+    from edgenn.runtime.select import CHECK_RTOL
+    assert np.abs(got - want).max() <= CHECK_RTOL * np.abs(want).max(), step.choice.kernel
 
 
 def test_tuning_cache_key_tells_sparsities_apart():
