@@ -57,7 +57,8 @@ extensions = [
                         "_qdw_decl.pxi")]),
     # direct convolution for few input channels, and its SIMDe-emulated twin for the tests
     Extension("edgenn.kernels.fast._convdirect", ["edgenn/kernels/fast/_convdirect.pyx"],
-              include_dirs=["edgenn/kernels/fast", SIMDE], extra_compile_args=["-O3"],
+              include_dirs=["edgenn/kernels/fast", SIMDE], extra_compile_args=["-O3", "-fopenmp"],
+              extra_link_args=["-fopenmp"],
               depends=["edgenn/kernels/fast/_convdirect.h", "edgenn/kernels/fast/_convdirect_vec.h",
                        "edgenn/kernels/fast/_cpu.h"]),
     Extension("edgenn.kernels.fast._convdirect_emu", ["edgenn/kernels/fast/_convdirect_emu.pyx"],

@@ -61,6 +61,23 @@ def test_direct_conv_matches_float64_within_the_sum_bound(path):
     assert covered >= 50
 
 
+@pytest.mark.parametrize("path", [p for p in PATHS if p != "scalar"])
+def test_row_ranges_over_threads_give_the_same_bits(path):
+    """The *_mt kernels: output rows split over 2 and 3 OpenMP threads (3 > the rows of a
+    2-row output) give exactly the one-thread result."""
+    lib, isa = _lib(path)
+    for node, inputs in list(first_layer_cases(np.random.default_rng(2)))[::7]:
+        ins = [TensorInfo("float32", inputs[0].shape)] + [TensorInfo.of(v) for v in inputs[1:]]
+        outs = infer_node(node, ins, fold=False)
+        got = []
+        for threads in (1, 2, 3):
+            y = np.full(outs[0].shape, np.nan, np.float32)
+            conv_direct.prepare(node, ins, outs, isa, lib=lib, threads=threads)(inputs, [y])
+            got.append(y)
+        assert np.array_equal(got[0], got[1]) and np.array_equal(got[0], got[2]), node.attrs
+        assert np.all(np.isfinite(got[0]))
+
+
 def test_direct_conv_refuses_what_it_does_not_compute():
     from edgenn.graph.ir import Node
     x = TensorInfo("float32", (1, 3, 16, 16))

@@ -38,6 +38,7 @@ typedef struct {
     const float *slope;             /* PRelu: (M,) slope per output channel */
     float *y;
     long C, Hp, Wq, KH, KW, SH, SW, M, OH, OW;   /* Wq: floats per column phase of a row */
+    long oh0, oh1;                  /* the output rows this call computes (threads split OH) */
     int act;
     float lo, hi;
 } cd_args;
@@ -66,7 +67,7 @@ static void cd_run_scalar(const cd_args *a)
     for (long m0 = 0; m0 < a->M; m0 += MB) {
         const float *wb = a->wp + (m0 / MB) * T * MB;
         long mr = a->M - m0 < MB ? a->M - m0 : MB;
-        for (long oh = 0; oh < a->OH; oh++)
+        for (long oh = a->oh0; oh < a->oh1; oh++)
             for (long ow0 = 0; ow0 < a->OW; ow0 += PX) {
                 float acc[MB][PX];
                 memset(acc, 0, sizeof(acc));

@@ -9,6 +9,7 @@ xp (C, Hp, SW * Wq): the padded image with each row split into its SW column pha
 (phase p holds padded columns p, p + SW, ...; see _convdirect.h).
 """
 import numpy as np
+from cython.parallel cimport prange
 
 cdef extern from "_cpu.h" nogil:
     int edgenn_isa_x86(int t)
@@ -23,6 +24,7 @@ cdef extern from "_convdirect.h" nogil:
         const float *slope
         float *y
         long C, Hp, Wq, KH, KW, SH, SW, M, OH, OW
+        long oh0, oh1
         int act
         float lo, hi
     long cd_mb(int tier)
@@ -56,9 +58,10 @@ def pack_weights(w, str isa):
 
 def run(const float[:, :, ::1] xp, const float[:, :, ::1] wp, bias, float[:, :, ::1] y,
         long kh, long kw, long sh, long sw, str act, float lo, float hi, str isa,
-        slope=None):
+        slope=None, int threads=1):
     """y (M, OH, OW) = act(conv(xp, w) + bias); xp (C, Hp, SW * Wq) padded and split into
-    column phases as _convdirect.h says (checked); slope (M,) float32 for act "PRelu"."""
+    column phases as _convdirect.h says (checked); slope (M,) float32 for act "PRelu";
+    threads > 1: the output rows split into that many ranges (OpenMP), the same sums."""
     if isa not in TIER or not HAVE[isa]:
         raise ValueError(f"isa {isa!r}: not one of {tuple(TIER)} or not on this CPU")
     cdef int tier = TIER[isa]
@@ -93,5 +96,15 @@ def run(const float[:, :, ::1] xp, const float[:, :, ::1] wp, bias, float[:, :, 
         a.slope = &sl[0]
     if m == 0 or oh == 0 or ow == 0:
         return
+    a.oh0, a.oh1 = 0, oh
+    cdef int t, nt = max(1, min(threads, oh))
+    cdef cd_args part
     with nogil:
-        cd_run(&a, tier)
+        if nt == 1:
+            cd_run(&a, tier)
+        else:
+            for t in prange(nt, num_threads=nt, schedule="static"):
+                part = a
+                part.oh0 = t * oh // nt
+                part.oh1 = (t + 1) * oh // nt
+                cd_run(&part, tier)

@@ -37,7 +37,7 @@ static inline void CD_TILE(const cd_args *a, const long MB, const long NV)
     for (long m0 = 0; m0 < a->M; m0 += MB) {
         const float *wb = a->wp + (m0 / MB) * T * MB;
         long mr = a->M - m0 < MB ? a->M - m0 : MB;
-        for (long oh = 0; oh < a->OH; oh++)
+        for (long oh = a->oh0; oh < a->oh1; oh++)
             for (long ow0 = 0; ow0 < a->OW; ow0 += PX) {
                 CD_V acc[12][3];
                 for (int r = 0; r < MB; r++)

@@ -14,6 +14,7 @@ from ...registry import kernel
 from .. import scratch
 from . import epilogue
 from .conv import geometry
+from .threading_cost import plan_threads
 
 MAX_CHANNELS = 8
 ACTIVATIONS = ("", "Relu", "Clip", "PRelu")
@@ -33,8 +34,9 @@ def _supports(node, ins, outs) -> bool:
             and (len(ins) < 3 or ins[2] is None or ins[2].value is not None))
 
 
-def prepare(node, ins, outs, isa: str, lib=None):
-    """lib: the extension module (tests pass the SIMDe-emulated _convdirect_emu)."""
+def prepare(node, ins, outs, isa: str, lib=None, threads: int = 1):
+    """lib: the extension module (tests pass the SIMDe-emulated _convdirect_emu);
+    threads > 1: the output rows split over OpenMP threads (the *_mt specs)."""
     if lib is None:
         from . import _convdirect as lib
     n, c, h, wd = ins[0].shape
@@ -65,7 +67,7 @@ def prepare(node, ins, outs, isa: str, lib=None):
         for b in range(n):
             for lo_q, hi_q, col in phases:           # the zero borders stay as filled
                 np.copyto(xp[:, rows, lo_q:hi_q], x[b][:, :, col::sw])
-            run_c(xp, wpk, bias, y[b], kh, kw, sh, sw, act, lo, hi, isa, slope)
+            run_c(xp, wpk, bias, y[b], kh, kw, sh, sw, act, lo, hi, isa, slope, threads)
     return run
 
 
@@ -74,6 +76,14 @@ TIERS = (("conv_direct_12x32__avx512f", "avx512", "avx512"),
          ("conv_direct_8x48__avx512f", "avx512", "avx512_8x48"),
          ("conv_direct_6x16__avx2", "avx2", "avx2"),
          ("conv_direct_8x8__scalar", "", "scalar"))
+def _mt_supports(node, ins, outs) -> bool:
+    return plan_threads() > 1 and outs[0].shape[2] > 1 and _supports(node, ins, outs)
+
+
 for _name, _tier, _isa in TIERS:
     kernel("Conv", _name, supports=_supports, isa=_tier)(
         lambda node, ins, outs, t=_isa: prepare(node, ins, outs, t))
+    if _tier:   # row ranges over the session's threads (OpenMP)
+        kernel("Conv", _name + "_mt", supports=_mt_supports, isa=_tier)(
+            lambda node, ins, outs, t=_isa: prepare(node, ins, outs, t,
+                                                    threads=plan_threads()))
