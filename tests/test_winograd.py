@@ -254,16 +254,16 @@ def test_one_call_conv_refuses_bad_buffers():
     u = wg.weight_transform(np.ones((4, 3, 3, 3), np.float32), 2)
     conv = cw.WinogradConv(2, (1, 3, 8, 8), (1, 4, 8, 8), 1, 1, 4, _sgemm.pack_a_batch(u),
                            _sgemm.packed_a_size(4, 3), None, 0, 0.0, 0.0, 0, 4096, 1)
-    scratch = {k: np.zeros(v, np.float32) for k, v in conv.sizes.items()}
+    kept, work = np.zeros(conv.kept_floats, np.float32), np.zeros(conv.work_floats, np.float32)
     x, y = np.ones((1, 3, 8, 8), np.float32), np.empty((1, 4, 8, 8), np.float32)
-    conv.run(x, y, None, scratch)
+    conv.run(x, y, None, kept, work)
     assert np.allclose(y[0, :, 1:-1, 1:-1], 27)      # all-ones 3x3x3 windows inside
     with pytest.raises(ValueError, match="C-contiguous"):
-        conv.run(x[:, :, :, :7], y, None, scratch)
+        conv.run(x[:, :, :, :7], y, None, kept, work)
     with pytest.raises(ValueError, match="C-contiguous"):
-        conv.run(x, y.astype(np.float64), None, scratch)
+        conv.run(x, y.astype(np.float64), None, kept, work)
     with pytest.raises(ValueError, match="too small"):
-        conv.run(x, y, None, dict(scratch, V=scratch["V"][:-1]))
+        conv.run(x, y, None, kept, work[:-1])
     with pytest.raises(ValueError, match="threads"):
         cw.WinogradConv(2, (1, 3, 8, 8), (1, 4, 8, 8), 1, 1, 4, _sgemm.pack_a_batch(u),
                         _sgemm.packed_a_size(4, 3), None, 0, 0.0, 0.0, 0, 4096, 0)

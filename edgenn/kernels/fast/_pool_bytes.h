@@ -15,12 +15,18 @@
 #include <stdint.h>
 #include <string.h>
 
+/* Elements of row scratch the kernels need: pw + W + the right margin the last window
+ * reaches. */
+static long maxpool_bytes_row(long W, long OW, int kw, int sw, int pw, int dw) {
+    long right = (OW - 1) * sw + (long)(kw - 1) * dw + 1 - pw - W;
+    return pw + W + (right > 0 ? right : 0);
+}
+
 #define PB_KERNEL(NAME, T, LOW)                                                              \
 static void NAME(const T *x, T *y, long P, long H, long W, long OH, long OW, int kh, int kw, \
                  int sh, int sw, int ph, int pw, int dh, int dw, T *row)                     \
 {                                                                                            \
-    long right = (OW - 1) * sw + (long)(kw - 1) * dw + 1 - pw - W;                           \
-    if (right < 0) right = 0;                                                                \
+    const long right = maxpool_bytes_row(W, OW, kw, sw, pw, dw) - pw - W;                   \
     for (long q = 0; q < pw; q++) row[q] = LOW;                                              \
     for (long q = 0; q < right; q++) row[pw + W + q] = LOW;                                  \
     T *mid = row + pw;                                                                       \
@@ -50,10 +56,5 @@ static void NAME(const T *x, T *y, long P, long H, long W, long OH, long OW, int
 PB_KERNEL(maxpool_u8, uint8_t, 0)
 PB_KERNEL(maxpool_s8, int8_t, -128)
 
-/* Bytes of row scratch the kernels need. */
-static long maxpool_bytes_row(long W, long OW, int kw, int sw, int pw, int dw) {
-    long right = (OW - 1) * sw + (long)(kw - 1) * dw + 1 - pw - W;
-    return pw + W + (right > 0 ? right : 0);
-}
 
 #endif

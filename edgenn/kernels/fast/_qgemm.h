@@ -714,9 +714,15 @@ static void qv_tile_out_int(const int32_t *acc, int mr, long nvalid, const qe_ep
 /* Epilogue of the 4 blocks of 6 x 8 sums that qv_ukr_*_6x32 leaves in acc: block q is
  * columns n0 + 8q.., nvalid columns in all (from n0), mr rows from m0; y at the first
  * output (row stride ld elements), z the residual in the same layout or NULL. */
+/* The plain integer epilogue (requantize to u8, no float path, residual, per-column
+ * constants or float output): the one qv_tile_out_int / qv_ukr_conv_6x32_u8 compute. */
+static inline int qv_int_out(const qe_epi *e, const uint8_t *z) {
+    return !e->float_path && !e->per_col && !e->out_f32 && !z;
+}
+
 QE_AVX2 static void qv_tile_out(const int32_t *acc, int mr, long nvalid, const qe_epi *e,
                                 long m0, long n0, char *y, long ld, const uint8_t *z) {
-    if (!e->float_path && !e->per_col && !e->out_f32 && !z) {
+    if (qv_int_out(e, z)) {
         qv_tile_out_int(acc, mr, nvalid, e, m0, (uint8_t *)y, ld);
         return;
     }
@@ -775,7 +781,7 @@ static void qg_conv_cols(const qg_conv_plan *p, const uint8_t *wp, const qg_conv
 #if QE_X86 && QV_HAVE
             if (p->use_vnni) {   /* 6 x 32 tiles along the block's pixels */
                 int32_t acc[QV_PANELS * QV_MR * QG_NR];
-                const int int_out = !e->float_path && !e->per_col && !e->out_f32 && !z;
+                const int int_out = qv_int_out(e, z);
                 const uint8_t *ap = wp + (m0 / QG_MR) * G * QG_ABYTES;
                 for (long pj = 0; pj < np; pj += QV_PANELS) {
                     int npan = np - pj < QV_PANELS ? (int)(np - pj) : QV_PANELS;

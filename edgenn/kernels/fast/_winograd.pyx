@@ -73,20 +73,11 @@ cdef extern from "_winograd_run.h" nogil:
         float p0, p1
         int tier
         const float *zeros
-    ctypedef struct wino_scratch:
-        float *V
-        float *M
-        float *P
-        float *xp
-        float *Q
-        float *rowbuf
-        float *gws
+    ctypedef struct wino_layout:
+        long M, xp, kept, V, P, Q, rowbuf, gws, work
     int WINO_MAX_THREADS
-    void wino_run(const wino_plan *p, const float *x, const float *z, float *y,
-                  const wino_scratch *s, int threads)
-
-
-SCRATCH = ("V", "M", "P", "xp", "Q", "rowbuf", "gws")
+    void wino_run(const wino_plan *p, const wino_layout *l, const float *x, const float *z,
+                  float *y, float *kept, float *work, int threads)
 
 
 cdef class WinogradConv:
@@ -94,13 +85,14 @@ cdef class WinogradConv:
     input transform, the alpha^2 GEMMs on edgenn's packed sgemm of `tier` (U prepacked by
     _sgemm.pack_a_batch), the output transform + epilogue; `threads` OpenMP threads.
 
-    run(x, y, z, scratch): x (N, C, H, W), y / z (N, K, OH, OW) float32 C-contiguous (z
-    may be None); scratch: a dict of SCRATCH name -> float32 array of threads x the
-    per-thread size given in `sizes` (M and xp zero-filled once and kept)."""
+    run(x, y, z, kept, work): x (N, C, H, W), y / z (N, K, OH, OW) float32 C-contiguous (z
+    may be None); kept: float32 of >= kept_floats, zero-filled once and kept between calls;
+    work: float32 of >= work_floats (every thread's share of each)."""
     cdef wino_plan plan
+    cdef wino_layout lay
     cdef int threads
     cdef object keep
-    cdef readonly dict sizes
+    cdef readonly long kept_floats, work_floats
     cdef long n, c, h, w, k, oh, ow
 
     def __init__(self, int m, shape_x, shape_y, int ph, int pw, int nrows, packed_u,
@@ -138,19 +130,20 @@ cdef class WinogradConv:
         self.plan.zeros = &zv[0]
         self.threads = threads
         a2 = alpha * alpha
-        # per thread, floats (M: +8, the output pass reads ahead)
-        self.sizes = dict(V=a2 * self.c * nrows * tw, M=a2 * self.k * nrows * tw + 8,
-                          P=(nrows * m + 2) * alpha * twp, xp=twp * m + alpha,
-                          Q=m * alpha * twp, rowbuf=twp * m, gws=gws_floats)
+        # one thread's slices, floats (M: +8, the output pass reads ahead)
+        self.lay.M, self.lay.xp = 0, a2 * self.k * nrows * tw + 8
+        self.lay.kept = self.lay.xp + twp * m + alpha
+        self.lay.V, self.lay.P = 0, a2 * self.c * nrows * tw
+        self.lay.Q = self.lay.P + (nrows * m + 2) * alpha * twp
+        self.lay.rowbuf = self.lay.Q + m * alpha * twp
+        self.lay.gws = self.lay.rowbuf + twp * m
+        self.lay.work = self.lay.gws + gws_floats
+        self.kept_floats, self.work_floats = threads * self.lay.kept, threads * self.lay.work
 
-    def run(self, cnp.ndarray x, cnp.ndarray y, cnp.ndarray z, dict scratch):
+    def run(self, cnp.ndarray x, cnp.ndarray y, cnp.ndarray z, cnp.ndarray kept,
+            cnp.ndarray work):
         cdef int flags = cnp.NPY_ARRAY_C_CONTIGUOUS
-        cdef wino_scratch s[64]
-        cdef float *ptr[7]
-        cdef int i, t
         cdef cnp.ndarray buf
-        cdef const float *xp
-        cdef float *yp
         cdef const float *zp = NULL
         for arr, shape in ((x, (self.n, self.c, self.h, self.w)),
                            (y, (self.n, self.k, self.oh, self.ow)),
@@ -163,27 +156,19 @@ cdef class WinogradConv:
                 raise ValueError(f"WinogradConv: float32 C-contiguous {shape} required")
         if not cnp.PyArray_CHKFLAGS(y, cnp.NPY_ARRAY_WRITEABLE):
             raise ValueError("WinogradConv: y must be writeable")
-        for i, name in enumerate(SCRATCH):
-            buf = scratch[name]
+        for buf, need, name in ((kept, self.kept_floats, "kept"), (work, self.work_floats, "work")):
             if not (cnp.PyArray_TYPE(buf) == cnp.NPY_FLOAT32
                     and cnp.PyArray_CHKFLAGS(buf, flags)
                     and cnp.PyArray_CHKFLAGS(buf, cnp.NPY_ARRAY_WRITEABLE)
-                    and cnp.PyArray_SIZE(buf) >= self.sizes[name] * self.threads):
+                    and cnp.PyArray_SIZE(buf) >= need):
                 raise ValueError(f"WinogradConv: scratch {name!r} too small")
-            ptr[i] = <float *>cnp.PyArray_DATA(buf)
-        for t in range(self.threads):
-            s[t].V = ptr[0] + t * <long>self.sizes["V"]
-            s[t].M = ptr[1] + t * <long>self.sizes["M"]
-            s[t].P = ptr[2] + t * <long>self.sizes["P"]
-            s[t].xp = ptr[3] + t * <long>self.sizes["xp"]
-            s[t].Q = ptr[4] + t * <long>self.sizes["Q"]
-            s[t].rowbuf = ptr[5] + t * <long>self.sizes["rowbuf"]
-            s[t].gws = ptr[6] + t * <long>self.sizes["gws"]
         if self.n == 0 or self.k == 0 or self.oh == 0 or self.ow == 0:
             return
-        xp = <const float *>cnp.PyArray_DATA(x)
-        yp = <float *>cnp.PyArray_DATA(y)
         if z is not None:
             zp = <const float *>cnp.PyArray_DATA(z)
+        cdef const float *xp = <const float *>cnp.PyArray_DATA(x)
+        cdef float *yp = <float *>cnp.PyArray_DATA(y)
+        cdef float *kp = <float *>cnp.PyArray_DATA(kept)
+        cdef float *wp = <float *>cnp.PyArray_DATA(work)
         with nogil:
-            wino_run(&self.plan, xp, zp, yp, s, self.threads)
+            wino_run(&self.plan, &self.lay, xp, zp, yp, kp, wp, self.threads)

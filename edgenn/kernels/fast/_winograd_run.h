@@ -31,8 +31,26 @@ typedef struct {
 
 #define WINO_MAX_THREADS 64
 
-/* One thread's scratch (sizes: winograd.py, _prepare). */
+/* One thread's scratch. */
 typedef struct { float *V, *M, *P, *xp, *Q, *rowbuf, *gws; } wino_scratch;
+
+/* Where each thread's scratch lies in the two buffers of a call: `kept` holds M and xp,
+ * whose zeros are read (M's read-ahead tail, xp's pads) and so are filled once by the
+ * caller; `work` holds V, P, Q, rowbuf and the GEMM workspace, rewritten every call.
+ * Offsets in floats within one thread's slice; slices `kept` / `work` floats apart. */
+typedef struct { long M, xp, kept, V, P, Q, rowbuf, gws, work; } wino_layout;
+
+static void wino_scratch_of(const wino_layout *l, float *kept, float *work, int t,
+                            wino_scratch *s) {
+    float *k = kept + t * l->kept, *w = work + t * l->work;
+    s->M = k + l->M;
+    s->xp = k + l->xp;
+    s->V = w + l->V;
+    s->P = w + l->P;
+    s->Q = w + l->Q;
+    s->rowbuf = w + l->rowbuf;
+    s->gws = w + l->gws;
+}
 
 static void wino_gemms(const wino_plan *p, const wino_scratch *s, long tb, int x0, int x1) {
     sg_epi e;
@@ -73,11 +91,14 @@ static void wino_block(const wino_plan *p, const float *x, const float *z, float
                 p->act, p->p0, p->p1, s->Q, s->rowbuf);
 }
 
-/* The whole conv: x (N, C, H, W), z like y or NULL, y (N, K, OH, OW); s[threads]. */
-static void wino_run(const wino_plan *p, const float *x, const float *z, float *y,
-                     const wino_scratch *s, int threads) {
+/* The whole conv: x (N, C, H, W), z like y or NULL, y (N, K, OH, OW); kept / work: the
+ * threads' scratch as l lays it out. */
+static void wino_run(const wino_plan *p, const wino_layout *l, const float *x, const float *z,
+                     float *y, float *kept, float *work, int threads) {
     const int nblocks = (p->rows_total + p->nrows - 1) / p->nrows;
     if (threads > WINO_MAX_THREADS) threads = WINO_MAX_THREADS;
+    wino_scratch s[WINO_MAX_THREADS];
+    for (int t = 0; t < threads; t++) wino_scratch_of(l, kept, work, t, &s[t]);
     if (threads > 1 && nblocks >= threads) {
 #pragma omp parallel for num_threads(threads) schedule(static)
         for (int b = 0; b < nblocks; b++) {

@@ -71,15 +71,15 @@ def prepare(node, ins, outs, isa: str, lib=None, threads: int = 1):
     return run
 
 
+def _mt_supports(node, ins, outs) -> bool:
+    return plan_threads() > 1 and outs[0].shape[2] > 1 and _supports(node, ins, outs)
+
+
 # (spec name, tier the spec needs, tier the C code runs)
 TIERS = (("conv_direct_12x32__avx512f", "avx512", "avx512"),
          ("conv_direct_8x48__avx512f", "avx512", "avx512_8x48"),
          ("conv_direct_6x16__avx2", "avx2", "avx2"),
          ("conv_direct_8x8__scalar", "", "scalar"))
-def _mt_supports(node, ins, outs) -> bool:
-    return plan_threads() > 1 and outs[0].shape[2] > 1 and _supports(node, ins, outs)
-
-
 for _name, _tier, _isa in TIERS:
     kernel("Conv", _name, supports=_supports, isa=_tier)(
         lambda node, ins, outs, t=_isa: prepare(node, ins, outs, t))

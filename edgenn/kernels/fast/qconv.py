@@ -18,9 +18,8 @@ import numpy as np
 
 from .conv import geometry
 from .qgemm import (EXCESS_LIMIT, MR, choose_path, consts_ok, dynamic_constants, dynamic_scale,
-                    epilogue_args, kernel_runner, opt, pack_a, register, register_tiers)
+                    epilogue_args, kernel_runner, opt, pack_a, register_tiers)
 from .quantize import scalar
-from .threading_cost import plan_threads
 
 ACTIVATIONS = ("", "Relu", "Clip", "HardSwish", "HardSigmoid", "Sigmoid", "SiLU", "LeakyRelu")
 
@@ -117,14 +116,5 @@ def prepare_depthwise(node, ins, outs, force_portable=False, threads=1, isa="avx
 
 # per tier (AVX2 / portable chosen inside by the CPU; VNNI: vpdpwssd sums), and the
 # channels split over the session's threads (OpenMP) in the _mt specs
-for _tier, _name, _prio in (("", "qconv_dw_int8", 0),
-                            ("avx512vnni", "qconv_dw_u8s8__avx512vnni", 1)):
-    register("QConv", _name, _dw_supports,
-             lambda node, ins, outs, t=_tier or "avx2": prepare_depthwise(node, ins, outs,
-                                                                          isa=t),
-             isa=_tier, priority=_prio)
-    register("QConv", _name + "_mt",
-             lambda node, ins, outs: plan_threads() > 1 and _dw_supports(node, ins, outs),
-             lambda node, ins, outs, t=_tier or "avx2": prepare_depthwise(
-                 node, ins, outs, threads=plan_threads(), isa=t),
-             pool="omp", isa=_tier, priority=_prio)
+register_tiers("QConv", "qconv_dw_int8", "", _dw_supports, prepare_depthwise,
+               vnni_name="qconv_dw_u8s8__avx512vnni")

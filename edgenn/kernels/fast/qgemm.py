@@ -182,12 +182,14 @@ def register(op: str, name: str, supports, prepare, pool: str = "own", isa: str 
            priority=priority)(prepare)
 
 
-def register_tiers(op: str, base: str, tiles: str, supports, prepare) -> None:
+def register_tiers(op: str, base: str, tiles: str, supports, prepare,
+                   vnni_name: str | None = None) -> None:
     """The int8 GEMM family's specs for one op: `base` (+ _mt) on the AVX2 / portable
-    kernels (chosen inside by the CPU), and <op>_u8s8_<tiles>__avx512vnni (+ _mt), preferred
-    when untimed. prepare(node, ins, outs, threads=, isa=)."""
+    kernels (chosen inside by the CPU), and `vnni_name` (default <op>_u8s8_<tiles>__avx512vnni,
+    + _mt), preferred when untimed. prepare(node, ins, outs, threads=, isa=)."""
     mt_ok = lambda node, ins, outs: plan_threads() > 1 and supports(node, ins, outs)
-    for tier, name, prio in (("", base, 0), ("avx512vnni", f"{op.lower()}_u8s8_{tiles}__avx512vnni", 1)):
+    vnni_name = vnni_name or f"{op.lower()}_u8s8_{tiles}__avx512vnni"
+    for tier, name, prio in (("", base, 0), ("avx512vnni", vnni_name, 1)):
         chosen = tier or "avx2"
         register(op, name, supports,
                  lambda node, ins, outs, t=chosen: prepare(node, ins, outs, isa=t),

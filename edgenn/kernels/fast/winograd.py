@@ -206,17 +206,14 @@ def _prepare(node, ins, outs, m: int, block_bytes: int = _BLOCK_BYTES, gemm_isa:
         nrows = _blocks(n * th, per_row, tw, block_bytes, _MIN_OWN_TILES, threads)
         conv = _own_gemm_conv(m, x.shape, y.shape, ph, pw, nrows, u, bias, cact, p0, p1,
                               gemm_isa, threads)
-        keep = ("M", "xp")         # their zeros are read (M's read-ahead tail, xp's pads)
-        handles = {name: scratch.array(size * threads, np.float32, persistent=name in keep,
-                                       fill=0.0 if name in keep else None)
-                   for name, size in conv.sizes.items()}
+        kept_h = scratch.array(conv.kept_floats, np.float32, persistent=True, fill=0.0)
+        work_h = scratch.array(conv.work_floats, np.float32)
         has_z = len(ins) > 3 and ins[3] is not None
         tmp_h = scratch.array(y.shape, np.float32) if post else None
 
         def run(inputs, outputs):
             out = outputs[0]
-            conv.run(inputs[0], out, inputs[3] if has_z else None,
-                     {name: hd.get() for name, hd in handles.items()})
+            conv.run(inputs[0], out, inputs[3] if has_z else None, kept_h.get(), work_h.get())
             if post:
                 epilogue.activate(out, post, params, tmp_h.get())
         return run
