@@ -40,10 +40,15 @@ def cmd_convert(args) -> int:
     t0 = time.perf_counter()
     graph = convert(args.model)
     coded = ""
+    if (args.calib or args.block) and args.weights == "fp32":
+        from .errors import InputError
+        raise InputError("--calib / --block choose weight codes: give --weights int8|int4")
     if args.weights != "fp32":
         from .compress.weights import compress_weights
-        rep = compress_weights(graph, 8 if args.weights == "int8" else 4)
-        coded = (f", {rep['tensors']} weights as {args.weights} "
+        rep = compress_weights(graph, 8 if args.weights == "int8" else 4, block=args.block,
+                               calib=args.calib, threads=args.threads)
+        how = f", {rep['gptq']} by GPTQ on the calibration data" if args.calib else ""
+        coded = (f", {rep['tensors']} weights as {args.weights}{how} "
                  f"({rep['bytes_before'] / 1e6:.2f} -> {rep['bytes_after'] / 1e6:.2f} MB)")
     save(graph, args.output, encrypt=args.encrypt, entropy=args.entropy or None)
     if args.entropy:   # from the file written: its frames, not a second coding
@@ -378,6 +383,7 @@ def cmd_compress(args) -> int:
                                    sparse=args.sparse, pattern=args.pattern,
                                    patterns=args.patterns, connectivity=args.connectivity,
                                    embeddings=args.embeddings, int8=not args.no_int8,
+                                   weight_only=args.weight_only, block=args.block,
                                    entropy=not args.no_entropy, data=args.data,
                                    batch_size=args.batch_size, image_spec=_image_spec(args),
                                    threads=args.threads)
@@ -392,7 +398,9 @@ def cmd_compress(args) -> int:
                           channel_layers=cfg.get("layers"), sparse=args.sparse,
                           pattern=args.pattern,
                           patterns=args.patterns, connectivity=args.connectivity,
-                          embeddings=args.embeddings, int8=not args.no_int8, entropy=not args.no_entropy, data=args.data,
+                          embeddings=args.embeddings, int8=not args.no_int8,
+                          weight_only=args.weight_only, block=args.block,
+                          entropy=not args.no_entropy, data=args.data,
                           batch_size=args.batch_size, image_spec=_image_spec(args),
                           threads=args.threads, progress=progress)
     save(graph, args.output)
@@ -454,6 +462,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .version import __version__
     p.add_argument("--version", action="version", version=f"edgenn {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
+    data_help = ".npy/.npz file, folder of .npy/.npz files, or folder of images"
 
     e = sub.add_parser("export", help=".enn (or .onnx) -> its optimized graph as ONNX")
     e.add_argument("model")
@@ -465,6 +474,13 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--weights", choices=("fp32", "int8", "int4"), default="fp32",
                    help="weight-only coding for size: int8 per channel or int4 in blocks of "
                         "32, decoded to fp32 at load (compute stays fp32)")
+    c.add_argument("--calib", metavar="DATA",
+                   help="with --weights: choose the codes of MatMul / Gemm / Conv weights by "
+                        "GPTQ on this calibration data (" + data_help + ")")
+    c.add_argument("--block", type=int, metavar="N",
+                   help="with --weights: values per scale along a channel (default 32 for "
+                        "int4, the whole channel for int8)")
+    c.add_argument("--threads", type=int, default=1, help="threads for the calibration runs")
     c.add_argument("--entropy", action="store_true",
                    help="store int8 / int4 weights zstd-coded (decoded once at load)")
     c.add_argument("--encrypt", action="store_true",
@@ -520,7 +536,6 @@ def build_parser() -> argparse.ArgumentParser:
                        help="pad: keep the aspect ratio, pad right with zeros (OCR lines)")
         s.add_argument("--threads", type=int, default=1)
 
-    data_help = ".npy/.npz file, folder of .npy/.npz files, or folder of images"
     qz = sub.add_parser("quantize", help="int8 post-training quantization -> .enn")
     qz.add_argument("model", help="fp32 .onnx or .enn")
     qz.add_argument("--calib", required=True, metavar="DATA", help="calibration data: " + data_help)
@@ -584,6 +599,11 @@ def build_parser() -> argparse.ArgumentParser:
     cz.add_argument("--target-size", type=float, metavar="X",
                     help="with --fidelity: also at least X times smaller than fp32")
     cz.add_argument("--no-int8", action="store_true", help="skip quantization")
+    cz.add_argument("--weight-only", type=int, choices=(8, 4), metavar="BITS",
+                    help="instead of int8 quantization: weight-only int8 / int4 codes chosen "
+                         "by GPTQ on the calibration data (compute stays fp32)")
+    cz.add_argument("--block", type=int, metavar="N",
+                    help="with --weight-only: values per scale (default 32 for int4)")
     cz.add_argument("--no-entropy", action="store_true", help="skip entropy coding")
     _pruning_options(cz, "--prune-channels")
     data_options(cz)

@@ -83,3 +83,24 @@ def test_search_keeps_the_most_pruned_chain_that_meets_the_fidelity():
     with pytest.raises(ValueError, match="no candidate meets"):
         search(DEMO_MODEL, calib, fidelity=0.999, target_size=5, ratios=(0.5, 0.0),
                data=data, rounds=2)
+
+
+def test_chain_weight_only_int4_by_gptq(tmp_path, capsys):
+    calib, held, labels = digits()
+    data = {"image": held, "labels": labels}
+    graph, rep = compress(DEMO_MODEL, calib, weight_only=4, data=data, rounds=3)
+    assert [s.name for s in rep.steps] == ["fp32", "int4w", "coded"]
+    fp32, w4, coded = rep.steps
+    assert "by GPTQ" in w4.detail and w4.bytes < fp32.bytes / 2
+    assert fp32.accuracy - w4.accuracy < 0.03 and w4.cosine > 0.99
+    path = tmp_path / "w4.enn"
+    edgenn.save(graph, str(path))
+    assert path.stat().st_size == coded.bytes
+    np.savez(tmp_path / "calib.npz", image=calib)
+    code, text, _ = run_cli(capsys, "convert", DEMO_MODEL, "-o",
+                            str(tmp_path / "c.enn"), "--weights", "int4", "--calib",
+                            str(tmp_path / "calib.npz"), "--block", "16")
+    assert code == EXIT_OK and "by GPTQ" in text
+    code, _, err = run_cli(capsys, "convert", DEMO_MODEL, "-o",
+                           str(tmp_path / "d.enn"), "--block", "16")
+    assert code != EXIT_OK and "--weights" in err

@@ -8,7 +8,8 @@ Steps, each optional except the first:
               (magnitude) and/or 3x3 convs pattern-pruned (`pattern` taps of 9,
               `connectivity` of the kernels removed): prune.py
     embedded  embedding tables as int8 / int4 QGather (`embeddings` bits): embeddings.py
-    int8      post-training quantization on `calib` (quant/quantize.py, its defaults)
+    int8      post-training quantization on `calib` (quant/quantize.py, its defaults), or
+    int4w     weight-only int4 / int8 (`weight_only`) codes by GPTQ on `calib` (gptq.py)
     coded     int8 / int4 blobs zstd-coded in the .enn (graph/entropy.py)
 Size is the .enn file's; fidelity is the output cosine and top-1 agreement against the
 fp32 model on `data` (held-out; the calibration data when none is given), and accuracy
@@ -85,11 +86,13 @@ def compress(model, calib, *, channels: float | None = None, importance: str = "
              channel_layers: dict | None = None,
              sparse: float | None = None, pattern: int | None = None,
              patterns: int = 8, connectivity: float = 0.5, embeddings: int | None = None,
-             int8: bool = True,
+             int8: bool = True, weight_only: int | None = None, block: int | None = None,
              entropy: bool = True, data=None, batch_size: int | None = None,
              image_spec=None, threads: int = 1, rounds: int = 10,
              progress=None) -> tuple[Graph, ChainReport]:
-    """-> (the compressed graph, the chain report). `model`: .onnx / .enn / Graph."""
+    """-> (the compressed graph, the chain report). `model`: .onnx / .enn / Graph.
+    weight_only 8 / 4: instead of the int8 step, weight-only int8 / int4 codes chosen by
+    GPTQ on `calib` (compute stays fp32: for models whose activations must stay float)"""
     from ..converters.source import load
     from ..quant.data import load_batches
     fp32 = model if isinstance(model, Graph) else load(model)
@@ -135,7 +138,16 @@ def compress(model, calib, *, channels: float | None = None, importance: str = "
         measure("embedded", current, detail=f"{len(r.tables)} tables int{embeddings}: "
                                             f"{r.bytes_before / 1e6:.2f} -> "
                                             f"{r.bytes_after / 1e6:.2f} MB")
-    if int8:
+    if weight_only:
+        from .weights import compress_weights
+        if current is fp32:
+            current = copy_graph(fp32)
+        say("GPTQ")
+        r = compress_weights(current, weight_only, block=block, calib=calib, threads=threads)
+        measure(f"int{weight_only}w", current,
+                detail=f"{r['tensors']} weights int{weight_only} weight-only "
+                       f"({r['gptq']} by GPTQ)")
+    elif int8:
         from ..quant.quantize import quantize
         say("quantizing")
         current = quantize(current, calib, batch_size=batch_size, image_spec=image_spec,

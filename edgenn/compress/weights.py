@@ -17,6 +17,7 @@ import numpy as np
 
 from ..graph import codecs as qblock
 from ..graph.codecs import INT4_BLOCK, QMAX, decode, encode  # noqa: F401 - re-exported
+from ..errors import InputError
 from ..graph.ir import Graph
 from ..quant.calibration import admm_scales
 
@@ -44,25 +45,47 @@ def output_axis(graph: Graph, name: str) -> int | None:
 
 
 def compress_weights(graph: Graph, bits: int = 8, min_elements: int = MIN_ELEMENTS,
-                     names=None, fit: str = "admm") -> dict:
+                     names=None, fit: str = "admm", block: int | None = None, calib=None,
+                     threads: int = 1) -> dict:
     """Mark every float32 weight of >= min_elements values (of `names` only, if given) for
     weight-only coding and replace it in memory by its decoded value, so the graph runs now
-    exactly as it will after save + load.
-    -> {"tensors": n, "bytes_before": b0, "bytes_after": b1}."""
+    exactly as it will after save + load. block: values per scale (default 32 for int4,
+    a whole channel for int8). With `calib` (calibration data, as quantize takes), the
+    codes of MatMul / Gemm / Conv weights are chosen by GPTQ against their inputs on it
+    (gptq.py; the others as without).
+    -> {"tensors": n, "bytes_before": b0, "bytes_after": b1, "gptq": n_gptq}."""
+    if block is not None and (block < 1 or bits == 4 and block % 2):
+        raise InputError(f"block must be a positive (for int4: even) count, got {block}")
     codecs = graph.meta.setdefault("weight_codecs", {})
-    before = after = 0
+    chosen = {}
     for name, w in list(graph.consts.items()):
         if names is not None and name not in names:
             continue
         if w.dtype != np.float32 or w.size < min_elements or w.ndim < 2:
             continue
         axis = output_axis(graph, name)
-        if axis is None:
-            continue
-        coded = encode(w, axis, bits, fit)
+        if axis is not None:
+            chosen[name] = axis
+    from . import gptq
+    hs = {}
+    if calib is not None and chosen:
+        hs = gptq.hessians(graph, chosen, calib, threads)
+    before = after = 0
+    by_gptq = len(hs)
+    for name, axis in chosen.items():
+        w = graph.consts[name]
+        if name in hs:
+            coded = gptq.coded(w, axis, hs.pop(name), bits,
+                               block or (qblock.INT4_BLOCK if bits == 4 else
+                                         int(np.prod(w.shape)) // w.shape[axis]))
+        else:
+            coded = encode(w, axis, bits, fit, block=block)
         graph.consts[name] = decoded = decode(coded["q"], coded["scale"], coded["meta"])
         qblock.remember(decoded, coded)
         codecs[name] = {"bits": bits, "axis": coded["meta"]["axis"]}
+        if block:
+            codecs[name]["block"] = coded["meta"]["block"]
         before += w.nbytes
         after += coded["q"].nbytes + coded["scale"].nbytes
-    return {"tensors": len(codecs), "bytes_before": before, "bytes_after": after}
+    return {"tensors": len(chosen), "bytes_before": before, "bytes_after": after,
+            "gptq": by_gptq}

@@ -43,25 +43,36 @@ def _rows(w: np.ndarray, axis: int, block: int | None):
     return wc.reshape(-1, block), block
 
 
-def encode(w: np.ndarray, axis: int, bits: int, fit: str = "admm") -> dict:
+def encode(w: np.ndarray, axis: int, bits: int, fit: str = "admm",
+           block: int | None = None) -> dict:
     """-> {"q": codes, "scale": (channels, blocks) f32, "meta": {...}} for one weight.
     fit: "admm" (FIT_SCALES, when registered: scales fitted, never worse than max-abs;
-    ~2 s for a 2.4M-value weight) or "maxabs" (instant)."""
+    ~2 s for a 2.4M-value weight) or "maxabs" (instant). block: values per scale along a
+    channel (default: INT4_BLOCK for int4, the whole channel for int8)."""
     if bits not in QMAX:
         raise ValueError(f"weight-only bits must be 8 or 4, got {bits}")
     axis %= w.ndim
-    rows, block = _rows(w, axis, INT4_BLOCK if bits == 4 else None)
+    rows, block = _rows(w, axis, block or (INT4_BLOCK if bits == 4 else None))
     qmax = QMAX[bits]
     scales = FIT_SCALES(rows, qmax) if fit == "admm" and FIT_SCALES is not None else \
         np.max(np.abs(rows), axis=1) / qmax
     scales = np.where(scales > 0, scales, 1.0).astype(np.float32)
     q = np.clip(np.rint(rows / scales[:, None]), -qmax, qmax).astype(np.int8)
-    if bits == 4:   # two codes per byte, low nibble first
-        nib = (q.reshape(-1) & 0x0F).astype(np.uint8)
-        q = (nib[0::2] | (nib[1::2] << 4)).astype(np.uint8)
     channels = w.shape[axis]
-    return {"q": q.reshape(-1), "scale": scales.reshape(channels, -1),
-            "meta": {"bits": bits, "axis": axis, "block": block, "shape": list(w.shape)}}
+    return pack(q.reshape(channels, -1), scales.reshape(channels, -1), axis, bits, block,
+                w.shape)
+
+
+def pack(q: np.ndarray, scales: np.ndarray, axis: int, bits: int, block: int, shape) -> dict:
+    """Codes (channels, blocks * block) int8 with |q| <= QMAX[bits] and their scales
+    (channels, blocks) -> the coded form encode() returns (int4: two codes per byte, low
+    nibble first)."""
+    q = np.asarray(q, np.int8).reshape(-1)
+    if bits == 4:
+        nib = (q & 0x0F).astype(np.uint8)
+        q = (nib[0::2] | (nib[1::2] << 4)).astype(np.uint8)
+    return {"q": q, "scale": np.asarray(scales, np.float32),
+            "meta": {"bits": bits, "axis": axis, "block": block, "shape": list(shape)}}
 
 
 def decode(q: np.ndarray, scale: np.ndarray, meta: dict) -> np.ndarray:
@@ -93,13 +104,13 @@ def decode(q: np.ndarray, scale: np.ndarray, meta: dict) -> np.ndarray:
     return np.ascontiguousarray(np.moveaxis(w.reshape(moved), 0, axis), dtype=np.float32)
 
 
-def coded_form(w: np.ndarray, bits: int, axis: int) -> dict:
+def coded_form(w: np.ndarray, bits: int, axis: int, block: int | None = None) -> dict:
     """The codes of a weight marked by compress_weights (the very codes it was decoded from
     when `w` is that decoded array, else a fresh encoding)."""
     hit = _CODED.get(id(w))
     if hit is not None and hit[0]() is w and hit[1]["meta"]["bits"] == bits:
         return hit[1]
-    return encode(w, axis, bits)
+    return encode(w, axis, bits, block=block)
 
 
 def load_coded(q: np.ndarray, scale: np.ndarray, meta: dict) -> np.ndarray:

@@ -153,7 +153,7 @@ def encode_raw(name: str, array: np.ndarray) -> tuple[dict, dict]:
 def encode_qblock(name: str, array: np.ndarray, codec: dict) -> tuple[dict, dict]:
     """Weight-only int8/int4 (compress/weights.py): codes + per-block scales."""
     from .codecs import coded_form
-    coded = coded_form(array, int(codec["bits"]), int(codec["axis"]))
+    coded = coded_form(array, int(codec["bits"]), int(codec["axis"]), codec.get("block"))
     keys = {"q": f"q:{name}", "scale": f"s:{name}"}
     arrays = {keys["q"]: coded["q"], keys["scale"]: coded["scale"]}
     return ({"codec": "qblock", "blobs": keys, "params": coded["meta"],

@@ -1,0 +1,132 @@
+"""GPTQ: weight-only int4 / int8 codes chosen with the layer's calibration inputs (Frantar
+et al., ICLR 2023), so the rounding error of each weight is compensated by the weights not
+yet rounded, in the direction the inputs actually excite.
+
+For a layer y = W x with W (N, K) (N output channels, K the reduction axis in the order the
+"qblock" codec runs its blocks) and calibration inputs X (K, P), the error to minimise is
+||W X - Q X||^2 = tr((W - Q) H (W - Q)^T) with H = X X^T (K, K). The columns k = 0..K-1
+are rounded in order; the error e_k / [H^-1]_kk of column k, spread over the columns after
+it along row k of the upper Cholesky factor of H^-1, is the least-squares update of the
+rest (the Optimal Brain Surgeon step). A block's scale is fitted (ADMM, never worse than
+max-abs) from the weights as they stand when the rounding reaches that block, so the
+grid follows the compensated weights. Work is done in lazy batches of 128 columns (the
+rank-1 updates inside a batch, one GEMM for the columns after it).
+
+Calibration cost: one pass of the fp32 model over `calib`, H accumulated in float64
+(K^2 values per layer; layers with K > MAX_K keep the data-free ADMM codes). Layers
+covered: MatMul / Gemm with a constant weight, and group-1 Conv (H of the im2col patches).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..graph import codecs
+from ..graph.ir import Graph, Node
+
+MAX_K = 8192          # H is K x K float64: 512 MB at this size
+MAX_ROWS = 40_000     # calibration rows (tokens / pixels) per layer: enough for a K x K H
+DAMP = 0.01           # H += DAMP * mean(diag H) * I: keeps the Cholesky stable
+BATCH = 128
+
+
+def _consumer(graph: Graph, name: str) -> Node | None:
+    """The one node that reads weight `name` as its input 1, if it is a GPTQ-able layer."""
+    users = [n for n in graph.nodes if name in n.inputs]
+    if len(users) != 1 or users[0].inputs[1] != name or users[0].inputs.count(name) != 1:
+        return None
+    node = users[0]
+    if node.op == "MatMul" or (node.op == "Gemm" and not node.attrs.get("transA", 0)):
+        return node
+    if node.op == "Conv" and node.attrs.get("group", 1) == 1 and graph.consts[name].ndim == 4:
+        return node
+    return None
+
+
+def _rows_of(node: Node, x: np.ndarray, w_shape) -> np.ndarray:
+    """The layer's input as (P, K) rows in the codec's K order."""
+    if node.op == "Conv":
+        from .channels import _patches
+        return _patches(x, node, w_shape).T
+    return np.asarray(x, np.float64).reshape(-1, x.shape[-1])
+
+
+def hessians(graph: Graph, names, calib, threads: int = 1) -> dict[str, np.ndarray]:
+    """{weight name: H = X^T X (K, K) float64} over the calibration data, for the weights
+    of `names` that a GPTQ-able layer reads (others are left out)."""
+    from ..quant.data import load_batches
+    from ..quant.observe import Runner
+    layers = {}
+    for name in names:
+        node = _consumer(graph, name)
+        if node is not None:
+            k = int(np.prod(graph.consts[name].shape[1:])) if node.op == "Conv" else \
+                graph.consts[name].shape[0]
+            if k <= MAX_K:
+                layers[name] = node
+    if not layers:
+        return {}
+    runner = Runner(graph, observe=[n.inputs[0] for n in layers.values()], threads=threads)
+    feeds = load_batches(calib, graph.inputs).feeds
+    budget = max(1, MAX_ROWS // max(len(feeds), 1))
+    out: dict[str, np.ndarray] = {}
+    for b, feed in enumerate(feeds):
+        got = runner.run(feed)
+        for name, node in layers.items():
+            rows = _rows_of(node, got[node.inputs[0]], graph.consts[name].shape)
+            if len(rows) > budget:
+                pick = np.random.default_rng([b, len(rows)]).choice(len(rows), budget, False)
+                rows = rows[np.sort(pick)]
+            h = rows.T @ rows
+            out[name] = h if name not in out else out[name] + h
+    return out
+
+
+def _fit_block(cols: np.ndarray, qmax: int) -> np.ndarray:
+    """Per-row scales of one block (N, block) float64 -> (N,)."""
+    fit = codecs.FIT_SCALES
+    s = fit(cols, qmax) if fit is not None else np.max(np.abs(cols), axis=1) / qmax
+    return np.where(s > 0, s, 1.0)
+
+
+def quantize(w2d: np.ndarray, h: np.ndarray, bits: int, block: int,
+             damp: float = DAMP) -> tuple[np.ndarray, np.ndarray]:
+    """GPTQ codes of W (N, K) float64 against H (K, K) -> (codes int8 (N, Kp), scales
+    float32 (N, Kp // block)), K padded to whole blocks with zero columns (code 0)."""
+    n, k = w2d.shape
+    qmax = codecs.QMAX[bits]
+    kp = -(-k // block) * block
+    w = np.zeros((n, kp))
+    w[:, :k] = w2d
+    hp = np.zeros((kp, kp))
+    hp[:k, :k] = h
+    dead = np.diag(hp) <= 0
+    hp[dead, dead] = 1.0        # inputs never excited (and the padding): plain rounding
+    hp[np.diag_indices(kp)] += damp * np.mean(np.diag(hp))
+    u = np.linalg.cholesky(np.linalg.inv(hp)).T          # upper factor of H^-1
+    codes = np.zeros((n, kp), np.int8)
+    scales = np.zeros((n, kp // block))
+    for b0 in range(0, kp, BATCH):
+        b1 = min(b0 + BATCH, kp)
+        wb = w[:, b0:b1].copy()
+        err = np.zeros_like(wb)
+        for j in range(b1 - b0):
+            col = b0 + j
+            if col % block == 0:                        # this block's grid, from the
+                s = _fit_block(np.concatenate(          # compensated weights
+                    [wb[:, j:], w[:, b1:col + block]], axis=1)[:, :block], qmax)
+                scales[:, col // block] = s
+            s = scales[:, col // block]
+            q = np.clip(np.rint(wb[:, j] / s), -qmax, qmax)
+            codes[:, col] = q
+            e = (wb[:, j] - q * s) / u[col, col]
+            wb[:, j:] -= np.outer(e, u[col, col:b1])
+            err[:, j] = e
+        w[:, b1:] -= err @ u[b0:b1, b1:]
+    return codes, scales.astype(np.float32)
+
+
+def coded(w: np.ndarray, axis: int, h: np.ndarray, bits: int, block: int) -> dict:
+    """The "qblock" codes of weight `w` (channel axis `axis`) by GPTQ against H."""
+    w2d = np.moveaxis(np.asarray(w, np.float64), axis, 0).reshape(w.shape[axis], -1)
+    q, scales = quantize(w2d, h, bits, block)
+    return codecs.pack(q, scales, axis % w.ndim, bits, block, w.shape)
