@@ -315,6 +315,9 @@ def _pruning_options(s, channels_flag: str = "--channels"):
     g.add_argument("--sparse", type=float, metavar="R",
                    help="zero this fraction of every pointwise (1x1) conv's weights, by "
                         "magnitude (the first one kept dense)")
+    g.add_argument("--sparse-fc", type=float, metavar="R",
+                   help="zero this fraction of every fully connected (MatMul / Gemm) layer's "
+                        "constant weights, by magnitude")
     g.add_argument("--pattern", type=int, metavar="K",
                    help="pattern-prune stride-1 3x3 convs: keep K of 9 taps per kernel")
     g.add_argument("--patterns", type=int, default=8, help="patterns per layer (default 8)")
@@ -349,8 +352,10 @@ def cmd_prune(args) -> int:
             json.dump(config_for(load(args.model), args.prune_channels or 0.3), f, indent=1)
         print(f"wrote {args.write_config}: edit the ratios, then --config {args.write_config}")
         return EXIT_OK
-    if not (args.sparse or args.pattern or args.prune_channels is not None or args.config):
-        raise SystemExit("edgenn prune: give --sparse R, --pattern K and/or --channels R")
+    if not (args.sparse or args.sparse_fc or args.pattern or args.prune_channels is not None
+            or args.config):
+        raise SystemExit("edgenn prune: give --sparse R, --sparse-fc R, --pattern K and/or "
+                         "--channels R")
     if not args.output:
         raise SystemExit("edgenn prune: -o OUTPUT is required")
     graph = load(args.model)
@@ -360,6 +365,9 @@ def cmd_prune(args) -> int:
         print(_prune_channels(graph, args, args.calib))
     if args.sparse:
         print(prune.sparsify(graph, args.sparse).table())
+    if args.sparse_fc:
+        print(prune.sparsify(graph, args.sparse_fc, skip_first=False,
+                             layers=prune.fully_connected).table())
     if args.pattern:
         print(prune.pattern_prune(graph, args.pattern, args.patterns,
                                   args.connectivity).table())
@@ -380,7 +388,8 @@ def cmd_compress(args) -> int:
         graph, rep, tried = search(args.model, args.calib, fidelity=args.fidelity,
                                    target_size=args.target_size, progress=progress,
                                    importance=cfg.get("importance", args.importance),
-                                   sparse=args.sparse, pattern=args.pattern,
+                                   sparse=args.sparse, sparse_fc=args.sparse_fc,
+                                   pattern=args.pattern,
                                    patterns=args.patterns, connectivity=args.connectivity,
                                    embeddings=args.embeddings, int8=not args.no_int8,
                                    weight_only=args.weight_only, block=args.block,
@@ -396,6 +405,7 @@ def cmd_compress(args) -> int:
     graph, rep = compress(args.model, args.calib, channels=ratio,
                           importance=cfg.get("importance", args.importance),
                           channel_layers=cfg.get("layers"), sparse=args.sparse,
+                          sparse_fc=args.sparse_fc,
                           pattern=args.pattern,
                           patterns=args.patterns, connectivity=args.connectivity,
                           embeddings=args.embeddings, int8=not args.no_int8,

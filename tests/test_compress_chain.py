@@ -48,6 +48,11 @@ def test_cli_prune_and_compress(tmp_path, capsys):
                             str(tmp_path / "calib.npz"), "--data", str(tmp_path / "held.npz"),
                             "--sparse", "0.5", "-o", str(tmp_path / "c.enn"))
     assert code == EXIT_OK and "coded" in text and (tmp_path / "c.enn").exists()
+    code, text, _ = run_cli(capsys, "prune", DEMO_MODEL, "-o", out, "--sparse-fc", "0.5")
+    assert code == EXIT_OK and "50.0% zero" in text
+    g = edgenn.load(out)
+    head = [n for n in g.nodes if n.op == "Gemm"][0]
+    assert (g.consts[head.inputs[1]] == 0).mean() == 0.5
     code, _, err = run_cli(capsys, "prune", DEMO_MODEL, "-o", out)   # nothing to prune
     assert code == EXIT_USAGE and "give --sparse" in err
 

@@ -228,8 +228,28 @@ def test_sparsify_prunes_pointwise_convs_only():
         assert z >= round(0.75 * n)
     for k, w in other.items():
         assert np.array_equal(g.consts[k], w)              # 3x3 convs untouched
-    with pytest.raises(ValueError, match="no pointwise Conv"):
+    with pytest.raises(ValueError, match="no pointwise convs layer"):
         sparsify(edgenn.load(DEMO_MODEL), 0.5, per_layer={"nope": 0.1})
+
+
+def test_sparsify_fully_connected_layers():
+    from edgenn.compress.prune import fully_connected, sparsify
+    from edgenn.graph.ir import Graph, Node, ValueInfo
+    rng = np.random.default_rng(0)
+    consts = {"w1": rng.standard_normal((32, 64)).astype(np.float32),
+              "w2": rng.standard_normal((10, 64)).astype(np.float32),
+              "shared": rng.standard_normal((10, 10)).astype(np.float32)}
+    nodes = [Node("MatMul", ["x", "w1"], ["h"], {}, "fc1"),
+             Node("Gemm", ["h", "w2"], ["y"], {"transB": 1}, "fc2"),
+             Node("MatMul", ["y", "shared"], ["z"], {}, "tied"),
+             Node("Add", ["z", "shared"], ["out"], {}, "add")]   # "shared" read twice
+    g = Graph(nodes, [ValueInfo("x", "float32", (1, 32))],
+              [ValueInfo("out", "float32", (1, 10))], consts)
+    assert [n.name for n in fully_connected(g)] == ["fc1", "fc2"]
+    rep = sparsify(g, 0.8, skip_first=False, layers=fully_connected)
+    for name, n in (("fc1", 2048), ("fc2", 640)):
+        assert rep.layers[name] == (n, round(0.8 * n))
+    assert np.count_nonzero(g.consts["shared"]) == 100
 
 
 def test_pattern_pruning_keeps_k_taps_from_the_library():

@@ -5,8 +5,9 @@ Steps, each optional except the first:
     fp32      the model as converted (the baseline of every fidelity figure)
     pruned    `channels` of every prunable conv group removed, the next layer refitted by
               least squares on `calib` (channels.py); pointwise convs to `sparse` zeros
-              (magnitude) and/or 3x3 convs pattern-pruned (`pattern` taps of 9,
-              `connectivity` of the kernels removed): prune.py
+              (magnitude), MatMul / Gemm weights to `sparse_fc` zeros, and/or 3x3 convs
+              pattern-pruned (`pattern` taps of 9, `connectivity` of the kernels
+              removed): prune.py
     embedded  embedding tables as int8 / int4 QGather (`embeddings` bits): embeddings.py
     int8      post-training quantization on `calib` (quant/quantize.py, its defaults), or
     int4w     weight-only int4 / int8 (`weight_only`) codes by GPTQ on `calib` (gptq.py)
@@ -84,7 +85,8 @@ def _fidelity(fp32: Graph, test: Graph, data, batch_size, image_spec, threads) -
 
 def compress(model, calib, *, channels: float | None = None, importance: str = "l1",
              channel_layers: dict | None = None,
-             sparse: float | None = None, pattern: int | None = None,
+             sparse: float | None = None, sparse_fc: float | None = None,
+             pattern: int | None = None,
              patterns: int = 8, connectivity: float = 0.5, embeddings: int | None = None,
              int8: bool = True, weight_only: int | None = None, block: int | None = None,
              entropy: bool = True, data=None, batch_size: int | None = None,
@@ -115,7 +117,7 @@ def compress(model, calib, *, channels: float | None = None, importance: str = "
 
     measure("fp32", fp32, baseline=True)
     current = fp32
-    if channels or channel_layers or sparse or pattern:
+    if channels or channel_layers or sparse or sparse_fc or pattern:
         current = copy_graph(fp32)
         details = []
         if channels or channel_layers:
@@ -125,6 +127,10 @@ def compress(model, calib, *, channels: float | None = None, importance: str = "
             details.append(f"{len(r.groups)} conv groups channel-pruned, refit")
         if sparse:
             details.append(f"1x1 {prune.sparsify(current, sparse).sparsity:.0%} zeros")
+        if sparse_fc:
+            r = prune.sparsify(current, sparse_fc, skip_first=False,
+                               layers=prune.fully_connected)
+            details.append(f"{len(r.layers)} fully connected {r.sparsity:.0%} zeros")
         if pattern:
             r = prune.pattern_prune(current, pattern, patterns, connectivity)
             details.append(f"3x3 k={pattern} of 9, {connectivity:.0%} kernels cut: "

@@ -119,11 +119,28 @@ def pattern_prune(graph, k: int = 4, patterns: int = 8, connectivity: float = 0.
     return report
 
 
+def fully_connected(graph):
+    """The MatMul / Gemm nodes whose weight (input 1) is a 2-D constant no other node
+    reads (the sparse Gemm kernels' layers, kernels/fast/sparse_gemm.py), in graph order."""
+    readers: dict[str, int] = {}
+    for node in graph.nodes:
+        for name in node.inputs:
+            readers[name] = readers.get(name, 0) + 1
+    for node in graph.nodes:
+        if node.op not in ("MatMul", "Gemm") or len(node.inputs) < 2:
+            continue
+        w = graph.consts.get(node.inputs[1])
+        if w is not None and w.ndim == 2 and readers[node.inputs[1]] == 1 and \
+                not node.attrs.get("transA", 0):
+            yield node
+
+
 def sparsify(graph, ratio: float, per_layer: dict | None = None,
-             skip_first: bool = True) -> PruneReport:
+             skip_first: bool = True, layers=pointwise_convs) -> PruneReport:
+    """`layers`: pointwise_convs (default) or fully_connected (MatMul / Gemm weights)."""
     per_layer = dict(per_layer or {})
     report = PruneReport()
-    for i, node in enumerate(pointwise_convs(graph)):
+    for i, node in enumerate(layers(graph)):
         r = per_layer.pop(node.name, 0.0 if (skip_first and i == 0) else ratio)
         name = node.inputs[1]
         w = np.asarray(graph.consts[name])
@@ -131,5 +148,6 @@ def sparsify(graph, ratio: float, per_layer: dict | None = None,
         graph.consts[name] = pruned
         report.layers[node.name] = (w.size, int(w.size - np.count_nonzero(pruned)))
     if per_layer:
-        raise ValueError(f"no pointwise Conv named {sorted(per_layer)}")
+        raise ValueError(f"no {layers.__name__.replace('_', ' ')} layer named "
+                         f"{sorted(per_layer)}")
     return report
