@@ -66,16 +66,19 @@ extensions = [
               extra_compile_args=["-O1"],
               depends=["edgenn/kernels/fast/_convdirect.pyx", "edgenn/kernels/fast/_convdirect.h",
                        "edgenn/kernels/fast/_convdirect_vec.h"]),
-    # sparse 1x1 convolution (weights in CSR), and its SIMDe-emulated twin for the tests
+    # sparse 1x1 convolution and fully connected layers (weights in CSR), and their
+    # SIMDe-emulated twin for the tests
     Extension("edgenn.kernels.fast._spmm", ["edgenn/kernels/fast/_spmm.pyx"],
               include_dirs=["edgenn/kernels/fast", SIMDE], extra_compile_args=["-O3"],
-              depends=["edgenn/kernels/fast/_spmm.h", "edgenn/kernels/fast/_spmm_tile.h",
-                       "edgenn/kernels/fast/_cpu.h"]),
+              depends=[f"edgenn/kernels/fast/{h}" for h in
+                       ("_spmm.h", "_spmm_tile.h", "_spgemm.h", "_spgemm_dot.h", "_spgemm.pxi",
+                        "_cpu.h")]),
     Extension("edgenn.kernels.fast._spmm_emu", ["edgenn/kernels/fast/_spmm_emu.pyx"],
               include_dirs=["edgenn/kernels/fast", SIMDE], define_macros=[("EDGENN_SIMDE", "1")],
               extra_compile_args=["-O1"],
-              depends=["edgenn/kernels/fast/_spmm.pyx", "edgenn/kernels/fast/_spmm.h",
-                       "edgenn/kernels/fast/_spmm_tile.h"]),
+              depends=[f"edgenn/kernels/fast/{h}" for h in
+                       ("_spmm.pyx", "_spmm.h", "_spmm_tile.h", "_spgemm.h", "_spgemm_dot.h",
+                        "_spgemm.pxi")]),
     # the recurrence of LSTM / GRU / RNN, and its SIMDe-emulated twin for the tests
     Extension("edgenn.kernels.fast._recurrent", ["edgenn/kernels/fast/_recurrent.pyx"],
               include_dirs=["edgenn/kernels/fast", SIMDE], extra_compile_args=["-O3"],

@@ -1,7 +1,8 @@
 /* The C kernels on a non-x86 target (built by tests/test_aarch64.py with
  * aarch64-linux-gnu-gcc and run under qemu-aarch64): the CPU probe, the AVX-512 VNNI
  * int8 micro-kernels through SIMDe (the same integers on every architecture), the
- * portable int8 micro-kernel and the packed sgemm driver, each against a plain reference.
+ * portable int8 micro-kernel, the packed sgemm driver and the sparse conv / FC kernels,
+ * each against a plain reference.
  * Prints one line per check and closes with "N passed, M failed"; exit status 1 on any
  * failure. No Python: the kernel headers alone. */
 #define EDGENN_SIMDE 1
@@ -12,7 +13,7 @@
 
 #include "_cpu.h"
 #include "_qgemm.h"
-#include "_spmm.h"
+#include "_spgemm.h"
 #include "sgemm.h"
 
 static int passed, failed;
@@ -113,7 +114,7 @@ static void check_spmm(void) {
     for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
         long M = shapes[t][0], K = shapes[t][1], S = shapes[t][2];
         float *w = malloc(M * K * 4), *x = malloc(K * S * 4), *y = malloc(M * S * 4);
-        float *val = malloc(M * K * 4), *ws = malloc((K + 2 * M) * 64 * 4);
+        float *val = malloc(M * K * 4), *ws = malloc(((K + 2 * M) * 64 + SP_ALIGN) * 4);
         int *rp = malloc((M + 1) * sizeof(int)), nnz = 0;
         long *off = malloc(M * K * sizeof(long)), *off_t = malloc(M * K * sizeof(long));
         for (long i = 0; i < M * K; i++) w[i] = rnd() % 3 ? 0.f : (float)((int)(rnd() % 7) - 3);
@@ -124,7 +125,7 @@ static void check_spmm(void) {
                 if (w[m * K + k] != 0.f) { off[nnz] = k; val[nnz++] = w[m * K + k]; }
         }
         rp[M] = nnz;
-        for (int tier = 0; tier <= 3; tier++) {
+        for (int tier = 0; tier < SP_TIERS; tier++) {
             long *o = malloc(M * K * sizeof(long));
             for (int j = 0; j < nnz; j++) { o[j] = off[j] * S; off_t[j] = off[j] * sp_tile(tier); }
             sp_epi e = {rp, o, val, NULL, NULL, SP_ACT_RELU, 0.f, 1e30f};
@@ -145,6 +146,50 @@ static void check_spmm(void) {
     }
 }
 
+/* Sparse FC layers, y (M, N) = relu(x (M, K) W + bias): both algorithms on every tier
+ * (portable C, and the AVX2 / AVX-512F bodies on SIMDe), small integers: exact in fp32. */
+static void check_spgemm(void) {
+    static const long shapes[][3] = {{1, 1, 1}, {3, 17, 9}, {7, 33, 16}, {33, 40, 21},
+                                     {70, 100, 5}};
+    char what[128];
+    for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
+        long M = shapes[t][0], K = shapes[t][1], N = shapes[t][2];
+        float *wt = malloc(N * K * 4), *x = malloc(M * K * 4), *y = malloc(M * N * 4);
+        float *val = malloc(N * K * 4), *bias = malloc(N * 4);
+        float *ws = malloc(spg_ws(K, N, 2) * 4);              /* the widest tile's */
+        int *rp = malloc((N + 1) * sizeof(int)), *col = malloc(N * K * sizeof(int)), nnz = 0;
+        long *off = malloc(N * K * sizeof(long));
+        for (long i = 0; i < N * K; i++) wt[i] = rnd() % 3 ? 0.f : (float)((int)(rnd() % 7) - 3);
+        for (long i = 0; i < M * K; i++) x[i] = (float)((int)(rnd() % 7) - 3);
+        for (long n = 0; n < N; n++) bias[n] = (float)((int)(rnd() % 5) - 2);
+        for (long n = 0; n < N; n++) {
+            rp[n] = nnz;
+            for (long k = 0; k < K; k++)
+                if (wt[n * K + k] != 0.f) { col[nnz] = (int)k; val[nnz++] = wt[n * K + k]; }
+        }
+        rp[N] = nnz;
+        for (int tiled = 0; tiled < 2; tiled++)
+            for (int tier = 0; tier < (tiled ? SP_TIERS : 3); tier++) {
+                for (int j = 0; j < nnz; j++) off[j] = (long)col[j] * spg_rows(tier);
+                sp_epi e = {rp, off, val, bias, NULL, SP_ACT_RELU, 0.f, 1e30f};
+                if (tiled) spg_tiled(x, y, M, K, N, &e, tier, ws);
+                else spg_spmv(x, y, M, K, N, &e, col, tier);
+                int ok = 1;
+                for (long m = 0; m < M; m++)
+                    for (long n = 0; n < N; n++) {
+                        double v = bias[n];
+                        for (long k = 0; k < K; k++) v += (double)x[m * K + k] * wt[n * K + k];
+                        ok &= y[m * N + n] == (float)(v > 0 ? v : 0);
+                    }
+                snprintf(what, sizeof what, "spgemm %s tier %d %ldx%ldx%ld: exact on small "
+                         "integers", tiled ? "tiled" : "spmv", tier, M, K, N);
+                check(ok, what);
+            }
+        free(wt); free(x); free(y); free(val); free(bias); free(ws); free(rp); free(col);
+        free(off);
+    }
+}
+
 int main(void) {
 #if defined(__aarch64__)
     int t = edgenn_isa();
@@ -155,6 +200,7 @@ int main(void) {
     check_vnni();
     check_sgemm();
     check_spmm();
+    check_spgemm();
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;
 }

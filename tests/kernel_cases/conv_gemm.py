@@ -171,6 +171,28 @@ def gemm_cases():
     a = rng.standard_normal((6, 4)).astype(np.float32)  # transA, no C
     yield Node("Gemm", ["a", "b"], ["y"], dict(alpha=1.0, beta=1.0, transA=1, transB=0),
                "gemm"), [a, rng.standard_normal((6, 3)).astype(np.float32)]
+    yield from sparse_gemm_cases(rng)
+
+
+# pruned weights (the sparse FC kernels): rows for spmv (<= 8) and every tile width (8 ..
+# 64 rows, partial last tiles), K past the 8 / 16-nonzero gathers; leading dims, K, N
+SPARSE_FC = [((1,), 33, 17), ((3,), 40, 24), ((7,), 17, 9), ((2, 9), 31, 16),
+             ((40,), 64, 20), ((70,), 33, 5), ((130,), 20, 12)]
+
+
+def sparse_gemm_cases(rng):
+    """C as a bias row, a scalar or none; Z on some; Relu / Clip (also below zero)."""
+    for i, ((lead, k, n), trans_b, (act, params)) in enumerate(itertools.product(
+            SPARSE_FC, (0, 1), ACTS[:3] + [EXTREME_ACTS[2]])):
+        a = rng.standard_normal(lead + (k,)).astype(np.float32)
+        b = pruned(rng, (n, k) if trans_b else (k, n))
+        c = [rng.standard_normal(n).astype(np.float32), np.float32(0.5), None][i % 3]
+        attrs = dict(alpha=0.7, beta=1.3, transA=0, transB=trans_b, activation=act,
+                     activation_params=params)
+        inputs = [a, b, c] + ([rng.standard_normal(lead + (n,)).astype(np.float32)]
+                              if i % 2 else [])
+        yield Node("Gemm", ["a", "b", "c" if c is not None else "", "z"][:len(inputs)], ["y"],
+                   attrs, "gemm"), inputs
 
 
 def matmul_cases():
@@ -179,6 +201,9 @@ def matmul_cases():
                    ((1, 12, 16, 32), (1, 12, 32, 16))]:
         yield Node("MatMul", ["a", "b"], ["y"], {}, "mm"), [
             rng.standard_normal(sa).astype(np.float32), rng.standard_normal(sb).astype(np.float32)]
+    for lead, k, n in SPARSE_FC + [((), 33, 17), ((4, 16), 17, 9), ((5,), 16, 16)]:  # pruned W
+        yield Node("MatMul", ["a", "b"], ["y"], {}, "mm"), [
+            rng.standard_normal(lead + (k,)).astype(np.float32), pruned(rng, (k, n))]
 
 
 CASES = {"Conv": conv_cases, "Gemm": gemm_cases, "MatMul": matmul_cases}

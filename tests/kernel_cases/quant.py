@@ -221,6 +221,16 @@ def qgemm_cases(all_variants: bool = False):
         yield qgemm_case(rng, lead, k, n, act, (), False, bits=8 if i % 2 else 7,
                          per_channel=i % 3 != 0, bias=i % 4 == 3, dynamic=True,
                          fbias=i % 4 != 1)
+    # pruned int8 weights (80% zeros): the sparse fp32 FC kernels run them (spmv_*_f32 for
+    # <= 8 rows, spgemm_*_f32 in tiles of 8 .. 64 rows), u8 and float outputs
+    for i, ((lead, k, n), yq) in enumerate(itertools.product(
+            [((1,), 40, 24), ((3,), 33, 17), ((7,), 64, 9), ((2, 9), 31, 16), ((40,), 64, 20),
+             ((70,), 33, 5), ((130,), 20, 12)], (True, False))):
+        b = weight_values(rng, (k, n), 7)
+        b[rng.random(b.shape) < 0.8] = 0
+        act = ("Relu", "", "Clip")[i % 3]
+        yield qgemm_case(rng, lead, k, n, act, [0.0, 6.0] if act == "Clip" else (), yq,
+                         per_channel=i % 2 == 0, b=b)
     # saturating corner: 8-bit extremes against a = 255
     a = np.full((3, 40), 255, np.uint8)
     b = np.where(rng.random((40, 11)) < 0.5, -128, 127).astype(np.int8)

@@ -16,6 +16,7 @@ from . import transformer  # noqa: E402,F401  (FusedAttention, LayerNormalizatio
 from . import conv_sgemm  # noqa: E402,F401  (registration: packed sgemm Conv/Gemm)
 from . import conv_direct  # noqa: E402,F401  (direct Conv for few input channels)
 from . import sparse  # noqa: E402,F401  (sparse 1x1 Conv: weights in CSR)
+from . import sparse_gemm  # noqa: E402,F401  (sparse Gemm / MatMul: W^T in CSR)
 from . import elementwise  # noqa: E402,F401  (binary/unary ufuncs with out=, Transpose, Gather, Cast, Where)
 from . import pool  # noqa: E402,F401  (MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool)
 from . import upsample  # noqa: E402,F401  (Resize, ConvTranspose, Concat)

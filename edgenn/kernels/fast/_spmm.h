@@ -12,12 +12,14 @@
  * CSR: row_ptr (M + 1), off (nnz) where the x row of each nonzero starts, val (nnz) its
  * weight.
  * Tiers (spmm_run's `tier`, see sp_tile): 0 portable C, 1 AVX2+FMA (T = 32, four ymm),
- * 2 AVX-512F (T = 64, four zmm), 3 AVX-512F (T = 32, two zmm). Activation: SP_ACT_NONE,
- * _RELU, _CLIP (clamp lo, hi).
+ * 2 AVX-512F (T = 64, four zmm), 3 AVX-512F (T = 32, two zmm); the narrow tiles of the
+ * sparse FC layers' few rows (_spgemm.h): 4 AVX2 (T = 8), 5 AVX2 (T = 16), 6 AVX-512F
+ * (T = 16). Activation: SP_ACT_NONE, _RELU, _CLIP (clamp lo, hi).
  */
 #ifndef EDGENN_SPMM_H
 #define EDGENN_SPMM_H
 
+#include <stdint.h>
 #include <string.h>
 #include "_cpu.h"
 #include "_simd.h"
@@ -81,7 +83,7 @@ static void spmm_generic(const float *x, float *y, long M, long S, const sp_epi 
 #if SP_X86
 #define SP_CAT_(a, b) a##b
 #define SP_CAT(a, b) SP_CAT_(a, b)
-/* AVX2 (ymm): 4 vectors = 32 pixels */
+/* AVX2 (ymm): 4 vectors = 32 pixels, or 1 / 2 vectors = 8 / 16 */
 #define SP_V __m256
 #define SP_L 8
 #define SP_ATTR EDGENN_AVX2
@@ -97,6 +99,16 @@ static void spmm_generic(const float *x, float *y, long M, long S, const sp_epi 
 #include "_spmm_tile.h"
 #undef SP_NV
 #undef SP_NAME
+#define SP_NV 1
+#define SP_NAME sp_tile_avx2_8
+#include "_spmm_tile.h"
+#undef SP_NV
+#undef SP_NAME
+#define SP_NV 2
+#define SP_NAME sp_tile_avx2_16
+#include "_spmm_tile.h"
+#undef SP_NV
+#undef SP_NAME
 #undef SP_V
 #undef SP_L
 #undef SP_ATTR
@@ -108,7 +120,7 @@ static void spmm_generic(const float *x, float *y, long M, long S, const sp_epi 
 #undef SP_MIN
 #undef SP_MAX
 /* AVX-512F (zmm): 4 vectors = 64 pixels, or 2 vectors = 32 pixels (half the x slab per
- * tile in cache: wins on wide layers) */
+ * tile in cache: wins on wide layers), or 1 vector = 16 */
 #define SP_V __m512
 #define SP_L 16
 #define SP_ATTR SP_AVX512
@@ -127,25 +139,49 @@ static void spmm_generic(const float *x, float *y, long M, long S, const sp_epi 
 #define SP_NV 2
 #define SP_NAME sp_tile_avx512_32
 #include "_spmm_tile.h"
+#undef SP_NV
+#undef SP_NAME
+#define SP_NV 1
+#define SP_NAME sp_tile_avx512_16
+#include "_spmm_tile.h"
 #endif
 
-/* Tiers: 0 portable, 1 AVX2 (32 pixels), 2 AVX-512F (64 pixels), 3 AVX-512F (32 pixels).
- * Pixels per tile of a tier (the workspace of spmm_run: (K + 2 M) * tile floats). */
-static inline long sp_tile(int tier) { return tier == 2 ? 64 : tier ? 32 : 0; }
+/* Tiers: 0 portable, 1 AVX2 (32 pixels), 2 AVX-512F (64 pixels), 3 AVX-512F (32 pixels),
+ * 4 AVX2 (8), 5 AVX2 (16), 6 AVX-512F (16). Pixels per tile of a tier (the workspace of
+ * spmm_run: (K + 2 M) * tile + SP_ALIGN floats). */
+enum { SP_TIERS = 7, SP_ALIGN = 16 };
+static inline long sp_tile(int tier)
+{
+    static const long pixels[SP_TIERS] = {0, 32, 64, 32, 8, 16, 16};
+    return pixels[tier];
+}
+static inline int sp_tier_avx512(int tier) { return tier == 2 || tier == 3 || tier == 6; }
+
+/* A workspace's first 64-byte boundary (SP_ALIGN floats in): the packed rows of a tile
+ * then start on cache lines, so no vector load of them is split across two (measured:
+ * unaligned, the 64-pixel AVX-512F tile ran 1.6x slower on Zen 4). */
+static inline float *sp_align(float *ws)
+{
+    return (float *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
+}
 
 typedef void (*sp_tile_fn)(const float *, const float *, float *, long, long, const sp_epi *);
 
 static sp_tile_fn sp_tile_of(int tier)
 {
 #if SP_X86
-    return tier == 3 ? sp_tile_avx512_32 : tier == 2 ? sp_tile_avx512 : sp_tile_avx2;
+    static const sp_tile_fn tiles[SP_TIERS] = {
+        0, sp_tile_avx2, sp_tile_avx512, sp_tile_avx512_32, sp_tile_avx2_8, sp_tile_avx2_16,
+        sp_tile_avx512_16};
+    return tiles[tier];
 #else
     (void)tier;
     return 0;
 #endif
 }
 
-/* One image of a 1x1 conv, on a tier of sp_tile (the caller checks the CPU has it). e->off holds col * S. Whole tiles are read and written in place; the last
+/* One image of a 1x1 conv, on a tier of sp_tile (the caller checks the CPU has it). e->off
+ * holds col * S. Whole tiles are read and written in place; the last
  * partial tile (S % tile pixels) is copied, zero-padded, into the workspace ws, computed
  * there by the same tile code with off_tail (col * tile) and its n columns copied out: no
  * masked or partial vector access, on any build. */
@@ -157,6 +193,7 @@ static void spmm_run(const float *x, float *y, long M, long K, long S, const sp_
     if (T) {
         const sp_tile_fn tile = sp_tile_of(tier);
         const long full = S - S % T;
+        ws = sp_align(ws);
         sp_epi ep = *e;
         ep.off = off_tail;
         for (long s0 = 0; s0 < full; s0 += T) {

@@ -6,6 +6,8 @@
     k.run(x2d, y2d, z2d, ws)   # y (M, S) = act(W x (K, S) + bias + z); ws: workspace_floats
     k = ShiftedSpMM(row_ptr, off, val, P, bias, act, lo, hi, isa="avx512")
     k.run(xp, yp, zp)          # yp (M, P) = act(sum_j val[j] xp[off[j]:][:P] + bias + zp)
+    k = SparseGemm(row_ptr, col, val, K, bias, act, lo, hi, isa="avx512", algo="spmv")
+    k.run(x2d, y2d, z2d, ws)   # y (M, N) = act(x (M, K) W + bias + z), W^T (N, K) in CSR
 """
 import numpy as np
 
@@ -24,6 +26,7 @@ cdef extern from "_spmm.h" nogil:
         const float *z
         int act
         float lo, hi
+    int SP_ALIGN
     long sp_tile(int tier)
     void spmm_run(const float *x, float *y, long M, long K, long S, const sp_epi *e,
                   const long *off_tail, int tier, float *ws)
@@ -33,9 +36,12 @@ EMULATED = bool(SP_EMULATED)
 HAVE = {"scalar": True,
         "avx2": EMULATED or bool(edgenn_isa_x86(EDGENN_ISA_AVX2)),
         "avx512": EMULATED or bool(edgenn_isa_x86(EDGENN_ISA_AVX512))}
-HAVE["avx512_32"] = HAVE["avx512"]
-# the C tiers: name -> number (_spmm.h sp_tile); avx512_32 = AVX-512F in 32-pixel tiles
-TIER = {"scalar": 0, "avx2": 1, "avx512": 2, "avx512_32": 3}
+HAVE.update({t: HAVE["avx512"] for t in ("avx512_32", "avx512_16")})
+HAVE.update({t: HAVE["avx2"] for t in ("avx2_8", "avx2_16")})
+# the C tiers: name -> number (_spmm.h sp_tile); avx512_32 = AVX-512F in 32-pixel tiles,
+# avx2_8 = AVX2 in 8-pixel tiles, ...
+TIER = {"scalar": 0, "avx2": 1, "avx512": 2, "avx512_32": 3, "avx2_8": 4, "avx2_16": 5,
+        "avx512_16": 6}
 ACT = {"": SP_ACT_NONE, "Relu": SP_ACT_RELU, "Clip": SP_ACT_CLIP}
 
 
@@ -45,8 +51,9 @@ def tile_pixels(str isa) -> int:
 
 
 cdef class _Sparse:
-    """CSR weights (row_ptr int32 (M+1,), off int64 (nnz,), val float32 (nnz,)), bias
-    float32 (M,) or None, the fused activation ("" / "Relu" / "Clip" with [lo, hi])."""
+    """CSR weights (row_ptr int32 (M+1,), off int64 (nnz,) or None when the kernel reads
+    none, val float32 (nnz,)), bias float32 (M,) or None, the fused activation ("" /
+    "Relu" / "Clip" with [lo, hi])."""
     cdef readonly object row_ptr, off, val, bias
     cdef readonly long M
     cdef readonly str isa
@@ -59,12 +66,13 @@ cdef class _Sparse:
         if act not in ACT:
             raise ValueError(f"activation {act!r} not fused here")
         self.row_ptr = np.ascontiguousarray(row_ptr, np.int32)
-        self.off = np.ascontiguousarray(off, np.int64)
+        self.off = np.ascontiguousarray(np.zeros(0) if off is None else off, np.int64)
         self.val = np.ascontiguousarray(val, np.float32)
         self.M = self.row_ptr.shape[0] - 1
         if self.M < 1 or self.row_ptr[0] != 0 \
-                or self.row_ptr[len(self.row_ptr) - 1] != self.off.shape[0] \
-                or self.val.shape[0] != self.off.shape[0] or np.any(np.diff(self.row_ptr) < 0):
+                or self.row_ptr[len(self.row_ptr) - 1] != self.val.shape[0] \
+                or (off is not None and self.off.shape[0] != self.val.shape[0]) \
+                or np.any(np.diff(self.row_ptr) < 0):
             raise ValueError("inconsistent CSR weights")
         self.bias = None if bias is None else np.ascontiguousarray(bias, np.float32)
         if self.bias is not None and self.bias.shape[0] != self.M:
@@ -102,7 +110,8 @@ cdef class SparseConv1x1(_Sparse):
 
     @property
     def workspace_floats(self) -> int:
-        return (self.K + 2 * self.M) * sp_tile(self.tier)
+        cdef long t = sp_tile(self.tier)
+        return (self.K + 2 * self.M) * t + (SP_ALIGN if t else 0)
 
     def run(self, const float[:, ::1] x, float[:, ::1] y, const float[:, ::1] z=None,
             float[::1] ws=None):
@@ -155,3 +164,6 @@ cdef class ShiftedSpMM(_Sparse):
         e.z = NULL if zp is None else &zp[0, 0]
         with nogil:
             spmm_shifted(&xp[0], &yp[0, 0], self.M, self.P, &e, self.tier)
+
+
+include "_spgemm.pxi"

@@ -27,8 +27,19 @@ MIN_ZEROS = 0.5       # below this the dense kernels always win (bench/test_benc
 ACTS = ("", "Relu", "Clip")
 
 
+_last = (None, 0.0)   # (weights, their zero fraction): every sparse spec asks, in turn
+
+
 def zero_fraction(w: np.ndarray) -> float:
-    return 1.0 - np.count_nonzero(w) / max(w.size, 1)
+    """Zeros / size; the last weights' answer kept, so the dozen sparse specs of one node
+    count a large weight once (planning a BERT-size Gemm: ~1 ms a count)."""
+    global _last
+    last = _last
+    if last[0] is w:
+        return last[1]
+    f = 1.0 - np.count_nonzero(w) / max(w.size, 1)
+    _last = (w, f)
+    return f
 
 
 def csr(w2d: np.ndarray):

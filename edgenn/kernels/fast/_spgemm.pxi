@@ -1,0 +1,74 @@
+# Included by _spmm.pyx (and so built on SIMDe too, by _spmm_emu.pyx): the sparse fully
+# connected layers of _spgemm.h.
+
+cdef extern from "_spgemm.h" nogil:
+    long spg_rows(int tier)
+    long spg_ws(long K, long N, int tier)
+    void spg_spmv(const float *x, float *y, long M, long K, long N, const sp_epi *e,
+                  const int *col, int tier)
+    void spg_tiled(const float *x, float *y, long M, long K, long N, const sp_epi *e,
+                   int tier, float *ws)
+
+ALGOS = ("spmv", "tiled")
+
+
+cdef class SparseGemm(_Sparse):
+    """y (M, N) = act(x (M, K) W (K, N) + bias + z) for any M, with W^T (N, K) in CSR:
+    row_ptr (N + 1,) over the outputs, col (nnz,) their k in [0, K). algo "spmv": gathered
+    dot products (few rows); "tiled": y^T = W^T x^T on the spmm register tiles, blocks of
+    rows(isa) rows packed transposed in ws (many rows). N here is _Sparse's M."""
+    cdef readonly long K
+    cdef readonly str algo
+    cdef readonly object col
+
+    def __init__(self, row_ptr, col, val, long K, bias=None, str act="", float lo=0,
+                 float hi=0, str isa="avx2", str algo="spmv"):
+        if algo not in ALGOS:
+            raise ValueError(f"algo {algo!r}: not one of {ALGOS}")
+        if isa not in TIER:
+            raise ValueError(f"isa {isa!r}: not one of {tuple(TIER)}")
+        col = np.ascontiguousarray(col, np.int32)
+        if K < 1 or (col.size and (col.min() < 0 or col.max() >= K)):
+            raise ValueError("inconsistent CSR weights: a column outside [0, K)")
+        off = col.astype(np.int64) * spg_rows(TIER[isa]) if algo == "tiled" else None
+        self._setup(row_ptr, off, val, bias, act, lo, hi, isa)
+        self.K, self.algo, self.col = K, algo, col
+
+    @property
+    def N(self) -> int:
+        return self.M
+
+    @staticmethod
+    def rows(str isa) -> int:
+        """Rows of x per tile of the tiled algorithm on a tier."""
+        return spg_rows(TIER[isa])
+
+    @property
+    def workspace_floats(self) -> int:
+        return spg_ws(self.K, self.M, self.tier) if self.algo == "tiled" else 0
+
+    def run(self, const float[:, ::1] x, float[:, ::1] y, const float[:, ::1] z=None,
+            float[::1] ws=None):
+        """x (M, K) -> y (M, N); z (M, N) residual or None; ws: workspace_floats floats."""
+        cdef long m = x.shape[0]
+        if x.shape[1] != self.K or y.shape[0] != m or y.shape[1] != self.M:
+            raise ValueError(f"shapes: x ({x.shape[0]}, {x.shape[1]}), y ({y.shape[0]}, "
+                             f"{y.shape[1]}) for W ({self.K}, {self.M})")
+        if z is not None and (z.shape[0] != m or z.shape[1] != self.M):
+            raise ValueError("residual shape != output shape")
+        cdef long need = self.workspace_floats
+        if need and (ws is None or ws.shape[0] < need):
+            raise ValueError(f"workspace of {need} floats needed")
+        if m == 0:
+            return
+        cdef sp_epi e = self.e
+        e.z = NULL if z is None else &z[0, 0]
+        cdef const int[::1] cc = self.col
+        cdef const int *colp = &cc[0] if cc.shape[0] else NULL
+        cdef float *wsp = &ws[0] if need else NULL
+        cdef bint tiled = self.algo == "tiled"
+        with nogil:
+            if tiled:
+                spg_tiled(&x[0, 0], &y[0, 0], m, self.K, self.M, &e, self.tier, wsp)
+            else:
+                spg_spmv(&x[0, 0], &y[0, 0], m, self.K, self.M, &e, colp, self.tier)

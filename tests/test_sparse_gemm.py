@@ -1,0 +1,351 @@
+"""Sparse fully connected layers (kernels/fast/_spgemm.h through _spmm.pyx's SparseGemm;
+kernels/fast/sparse_gemm.py).
+
+Both algorithms (spmv: gathered dot products; tiled: y^T = W^T x^T on the spmm register
+tiles) on every tier this CPU runs and on the AVX2 / AVX-512F bodies built on SIMDe (any
+CPU), against float64: rows M from 1 to 130 (spmv's blocks of 4 rows, the tiles' 8 to 64
+rows with a partial last tile), K and N around the vector widths (gathers of 8 / 16
+nonzeros and their masked tails), every K x N pair over the M's, sparsities 0.5 to 1 with
+an output that reads nothing, one that reads every input and an input nobody reads, with
+and without bias and residual, each fused activation. The bound is test_sparse's (_check,
+on the transposed product): gamma_{nnz + 2} of sum |w| |x| + |b| + |z|. Broken kernels
+must fail that check, so it is not vacuous. Then the Python specs (transB, alpha / beta,
+C and Z forms, MatMul with batch dims), the planner (a pruned Gemm / MatMul offers the
+sparse specs, a dense one and the forms they refuse do not) and a pruned MLP against
+onnxruntime.
+"""
+import numpy as np
+import pytest
+from helpers import helper, make_model, ort_run
+from test_sparse import EPS, _check, _sparse
+
+import edgenn
+from edgenn.graph.ir import Node
+from edgenn.kernels.fast import _spmm, _spmm_emu, sparse_gemm
+from edgenn.kernels.fast.sparse import MIN_ZEROS, csr
+from edgenn.registry import KERNELS, REFERENCE, TensorInfo
+
+RNG = np.random.default_rng(12)
+SPMV_TIERS = ("avx2", "avx512")
+TILED_TIERS = ("avx2", "avx2_8", "avx2_16", "avx512", "avx512_32", "avx512_16")
+PATHS = ([("spmv", "scalar")] + [("spmv", t) for t in SPMV_TIERS if _spmm.HAVE[t]]
+         + [("spmv", t + "-emulated") for t in SPMV_TIERS]
+         + [("tiled", "scalar")] + [("tiled", t) for t in TILED_TIERS if _spmm.HAVE[t]]
+         + [("tiled", t + "-emulated") for t in TILED_TIERS])
+PATH_IDS = [f"{a}-{t}" for a, t in PATHS]
+
+MS = (1, 2, 3, 7, 16, 33, 64, 130)
+DIMS = (1, 5, 15, 16, 17, 31, 33, 64, 100, 384)
+# per M every K, with two N each: over the eight M's every (K, N) pair of DIMS comes up
+CASES = [(m, k, DIMS[(j + 3 * i + d) % len(DIMS)])
+         for i, m in enumerate(MS) for j, k in enumerate(DIMS) for d in (0, 5)]
+SPARSITY = (0.5, 0.7, 0.9, 0.97, 1.0)
+EPILOGUES = [("", False, False), ("Relu", True, False), ("Clip", True, True),
+             ("", True, True), ("Relu", False, True), ("Clip", False, False)]
+CLIP = (-0.5, 0.7)
+
+
+def _lib(isa):
+    return (_spmm_emu, isa[:-len("-emulated")]) if isa.endswith("-emulated") else (_spmm, isa)
+
+
+def _weights_t(n, k, sparsity):
+    """W^T (N, K): test_sparse's rows (output 0 reads nothing, output 1 every input) and,
+    for K > 2, input K-1 read by no output."""
+    wt = _sparse(n, k, sparsity)
+    if k > 2 and sparsity < 1:
+        wt[:, k - 1] = 0
+    return wt
+
+
+def _case(c, i):
+    """Operands of case c (the i-th): x (M, K), W^T (N, K), bias, residual, epilogue."""
+    m, k, n = c
+    act, with_b, with_z = EPILOGUES[i % len(EPILOGUES)]
+    lo, hi = CLIP if act == "Clip" else (0.0, 0.0)
+    x = RNG.standard_normal((m, k)).astype(np.float32)
+    wt = _weights_t(n, k, SPARSITY[i % len(SPARSITY)])
+    b = RNG.standard_normal(n).astype(np.float32) if with_b else None
+    z = RNG.standard_normal((m, n)).astype(np.float32) if with_z else None
+    return x, wt, b, z, act, lo, hi
+
+
+def _run(lib, isa, algo, x, wt, b, z, act, lo, hi, csr_parts=None):
+    kern = lib.SparseGemm(*(csr_parts or csr(wt)), wt.shape[1], b, act, lo, hi, isa=isa,
+                          algo=algo)
+    y = np.full((x.shape[0], wt.shape[0]), np.nan, np.float32)
+    ws = np.full(max(kern.workspace_floats, 1), np.nan, np.float32)
+    kern.run(x, y, z, ws)
+    return y
+
+
+def _check_fc(y, x, wt, b, z, act, lo, hi):
+    """test_sparse._check on y^T = W^T x^T (+ b per row of y^T, + z^T)."""
+    _check(y.T, wt, x.T, b, None if z is None else z.T, act, lo, hi)
+
+
+@pytest.mark.parametrize("algo, isa", PATHS, ids=PATH_IDS)
+def test_kernel_matches_float64(algo, isa):
+    lib, tier = _lib(isa)
+    for i, c in enumerate(CASES):
+        x, wt, b, z, act, lo, hi = _case(c, i)
+        y = _run(lib, tier, algo, x, wt, b, z, act, lo, hi)
+        _check_fc(y, x, wt, b, z, act, lo, hi)
+
+
+def _broken(row_ptr, col, val, k):
+    """Three wrong kernels' weights: each row's last nonzero dropped (a lost tail), every
+    column shifted by one (a wrong gather index), the largest weight off by 2^-10."""
+    counts = np.diff(row_ptr)
+    keep = np.ones(len(col), bool)
+    keep[row_ptr[1:][counts > 0] - 1] = False
+    short = np.concatenate([[0], np.cumsum(counts - (counts > 0))]).astype(np.int32)
+    nudged = val.copy()
+    nudged[np.argmax(np.abs(val))] *= 1 + 2.0 ** -10
+    return (short, col[keep], val[keep]), (row_ptr, (col + 1) % k, val), (row_ptr, col, nudged)
+
+
+@pytest.mark.parametrize("algo, isa", PATHS, ids=PATH_IDS)
+def test_broken_kernels_fail_the_check(algo, isa):
+    """The bound is tight enough to catch a lost tail element, a wrong index and a small
+    weight error, on the shapes of the masked tails (33 nonzeros: 2 x 16 + 1, 4 x 8 + 1)."""
+    lib, tier = _lib(isa)
+    x = RNG.standard_normal((7, 33)).astype(np.float32)
+    wt = RNG.standard_normal((5, 33)).astype(np.float32)      # dense rows: every tail used
+    b = RNG.standard_normal(5).astype(np.float32)
+    _check_fc(_run(lib, tier, algo, x, wt, b, None, "", 0, 0), x, wt, b, None, "", 0, 0)
+    for parts in _broken(*csr(wt), 33):
+        y = _run(lib, tier, algo, x, wt, b, None, "", 0, 0, csr_parts=parts)
+        with pytest.raises(AssertionError):
+            _check_fc(y, x, wt, b, None, "", 0, 0)
+    y = _run(lib, tier, algo, x, wt, None, None, "", 0, 0)               # bias forgotten
+    with pytest.raises(AssertionError):
+        _check_fc(y, x, wt, b, None, "", 0, 0)
+
+
+@pytest.mark.parametrize("algo, isa", PATHS, ids=PATH_IDS)
+def test_inputs_no_weight_reads_do_not_leak(algo, isa):
+    """inf / NaN in an input column that no output reads stay out of every output: the
+    masked-off gather lanes (index 0) and the tiles' padding rows contribute exact zeros."""
+    lib, tier = _lib(isa)
+    for m, k, n in ((1, 21, 6), (5, 40, 9), (33, 17, 3)):
+        x = RNG.standard_normal((m, k)).astype(np.float32)
+        x[:, 0] = np.inf
+        x[m // 2, 0] = np.nan
+        wt = _weights_t(n, k, 0.6)
+        wt[:, 0] = 0
+        y = _run(lib, tier, algo, x, wt, None, None, "Relu", 0, 0)
+        assert np.all(np.isfinite(y))
+        x[:, 0] = 0
+        _check_fc(y, x, wt, None, None, "Relu", 0, 0)
+
+
+def test_spec_table_matches_the_tiers():
+    for name, need, isa, algo, t in sparse_gemm.TIERS:
+        assert name.endswith("__scalar" if not need else "__" + need + ("f" if need ==
+                                                                         "avx512" else ""))
+        if algo == "tiled":
+            assert name.startswith(f"spgemm_{t}x1_") and _spmm.SparseGemm.rows(isa) == t
+
+
+def test_bad_arguments_refused():
+    wt = np.array([[0, 2, 0], [0, 0, 0], [1, 0, 0]], np.float32)       # W^T (N 3, K 3)
+    row_ptr, col, val = csr(wt)
+    for args, msg in [((row_ptr, np.array([1, 3, 0]), val, 3), "outside"),   # k >= K
+                      ((np.array([0, 2, 1, 2]), col, val, 3), "CSR"),         # decreasing
+                      ((row_ptr, col, val[:1], 3), "CSR")]:                   # val short
+        with pytest.raises(ValueError, match=msg):
+            _spmm.SparseGemm(*args, isa="scalar")
+    with pytest.raises(ValueError, match="algo"):
+        _spmm.SparseGemm(row_ptr, col, val, 3, isa="scalar", algo="dense")
+    with pytest.raises(ValueError, match="activation"):
+        _spmm.SparseGemm(row_ptr, col, val, 3, act="Gelu", isa="scalar")
+    kern = _spmm.SparseGemm(row_ptr, col, val, 3, isa="scalar", algo="tiled")
+    x, y = np.zeros((4, 3), np.float32), np.zeros((4, 3), np.float32)
+    with pytest.raises(ValueError, match="shapes"):
+        kern.run(np.zeros((4, 2), np.float32), y)
+    with pytest.raises(ValueError, match="workspace"):
+        kern.run(x, y, None, np.zeros(3, np.float32))
+    with pytest.raises(ValueError, match="residual"):
+        kern.run(x, y, np.zeros((4, 2), np.float32), np.zeros(kern.workspace_floats,
+                                                              np.float32))
+
+
+# -- the specs: Gemm / MatMul forms --------------------------------------------------------
+
+def _node_case(op, x_shape, k, n, attrs, c_shape, with_z, sparsity=0.8):
+    """(node, ins, outs, feeds): Gemm(x, B, [C], [Z]) or MatMul(x, W), B by transB."""
+    wt = _weights_t(n, k, sparsity)
+    b = wt if attrs.get("transB") else np.ascontiguousarray(wt.T)
+    ins = [TensorInfo("float32", x_shape), TensorInfo.of(b)]
+    names = ["x", "b"]
+    out = tuple(x_shape[:-1]) + (n,)
+    if c_shape is not None:
+        ins.append(TensorInfo.of(RNG.standard_normal(c_shape).astype(np.float32)))
+        names.append("c")
+    if with_z:
+        ins += [None] * (3 - len(ins)) + [TensorInfo("float32", out)]
+        names += [""] * (3 - len(names)) + ["z"]
+    node = Node(op, names, ["y"], dict(attrs), op.lower())
+    feeds = [RNG.standard_normal(x_shape).astype(np.float32), b] + \
+        [None if i is None else i.value for i in ins[2:3]] + \
+        ([RNG.standard_normal(out).astype(np.float32)] if with_z else [])
+    return node, ins, [TensorInfo("float32", out)], feeds
+
+
+FORMS = [("Gemm", (3, 40), 40, 24, {"transB": 1}, (24,), False, ""),
+         ("Gemm", (70, 17), 17, 33, {"transB": 0, "alpha": 0.5, "beta": 2.0}, (1, 33), True,
+          "Relu"),
+         ("Gemm", (1, 64), 64, 10, {"transB": 1}, (1,), True, "Clip"),
+         ("Gemm", (9, 31), 31, 16, {"transB": 0}, None, True, ""),
+         ("Gemm", (2, 5, 16), 16, 15, {"transB": 1}, (15,), False, "Relu"),
+         ("MatMul", (2, 5, 33), 33, 17, {}, None, False, ""),
+         ("MatMul", (17,), 17, 64, {}, None, False, ""),
+         ("MatMul", (4, 3, 100), 100, 5, {}, None, False, "")]
+
+
+@pytest.mark.parametrize("form", FORMS, ids=lambda f: f"{f[0]}{'x'.join(map(str, f[1]))}"
+                         f"-n{f[3]}{f[7]}")
+def test_specs_match_the_reference(form):
+    op, x_shape, k, n, attrs, c_shape, with_z, act = form
+    node, ins, outs, feeds = _node_case(op, x_shape, k, n, attrs, c_shape, with_z)
+    if act:
+        node.attrs.update(activation=act, activation_params=list(CLIP) if act == "Clip" else [])
+    rows = int(np.prod(x_shape[:-1]))
+    plain = {a: v for a, v in node.attrs.items() if not a.startswith("activation")}
+    f64 = [None if f is None else f.astype(np.float64) for f in feeds]
+    want = REFERENCE[op](plain, f64[:2] if op == "MatMul" else f64[:3])[0]
+    mag = REFERENCE[op](plain, [None if f is None else np.abs(f) for f in f64[:2]]
+                        + ([] if op == "MatMul" else [None if f64[2] is None
+                                                      else np.abs(f64[2])]))[0]
+    if with_z:
+        want, mag = want + f64[3], mag + np.abs(f64[3])
+    want = np.clip(want, *CLIP) if act == "Clip" else np.maximum(want, 0) \
+        if act == "Relu" else want
+    bound = (k + 3) * EPS / (1 - (k + 3) * EPS) * mag + 1e-30   # + alpha / beta roundings
+    offered = set()
+    for name, need, isa, algo, t in sparse_gemm.TIERS:
+        spec = next(s for s in KERNELS[op] if s.name == name)
+        if spec.supports(node, ins, outs):
+            offered.add(name)
+        for lib in [_spmm_emu] + ([_spmm] if not need or _spmm.HAVE[need] else []):
+            run = sparse_gemm._prepare(node, ins, outs, isa, algo, lib)
+            y = np.full(outs[0].shape, np.nan, np.float32)
+            run(feeds, [y])
+            assert np.all(np.abs(y - want) <= bound), (name, lib.__name__)
+    assert offered == {name for name, need, _, algo, t in sparse_gemm.TIERS
+                       if sparse_gemm._offered(rows, need, algo, t)}
+
+
+def test_refused_forms():
+    def offers(node, ins, outs):
+        return [s.name for s in KERNELS[node.op]
+                if s.name in {t[0] for t in sparse_gemm.TIERS} and s.supports(node, ins, outs)]
+    node, ins, outs, _ = _node_case("Gemm", (4, 40), 40, 24, {"transB": 1}, (24,), False)
+    assert offers(node, ins, outs)
+    for change in ({"transA": 1}, {"activation": "Sigmoid"}):
+        assert not offers(Node("Gemm", node.inputs, ["y"], dict(node.attrs, **change)), ins,
+                          outs), change
+    per_row = ins[:2] + [TensorInfo.of(np.ones((4, 1), np.float32))]
+    assert not offers(node, per_row, outs)                                # C (M, 1)
+    assert not offers(node, ins[:2] + [TensorInfo("float32", (24,))], outs)   # C not constant
+    dense = [ins[0], TensorInfo.of(RNG.standard_normal((24, 40)).astype(np.float32))] + ins[2:]
+    assert not offers(node, dense, outs)
+    mm = Node("MatMul", ["x", "w"], ["y"], {}, "mm")
+    x_var = [TensorInfo("float32", (4, 40)), TensorInfo("float32", (40, 24))]
+    assert not offers(mm, x_var, outs)                                    # W not constant
+
+
+# -- the planner ---------------------------------------------------------------------------
+
+def _fc_model(wt, rows, op="Gemm"):
+    n, k = wt.shape
+    if op == "Gemm":
+        nodes = [helper.make_node("Gemm", ["x", "w", "b"], ["c"], transB=1, name="fc"),
+                 helper.make_node("Relu", ["c"], ["y"])]
+        inits = {"w": wt, "b": RNG.standard_normal(n).astype(np.float32)}
+    else:
+        nodes = [helper.make_node("MatMul", ["x", "w"], ["y"], name="fc")]
+        inits = {"w": np.ascontiguousarray(wt.T)}
+    return make_model(nodes, [("x", np.float32, [rows, k])], [("y", np.float32, [rows, n])],
+                      inits)
+
+
+@pytest.mark.parametrize("op, rows", [("Gemm", 1), ("Gemm", 64), ("MatMul", 3)])
+def test_pruned_fc_offers_the_sparse_kernels(op, rows):
+    wt = _weights_t(96, 80, 0.9)
+    model = _fc_model(wt, rows, op)
+    # MatMul: unoptimized, else the declutter pass makes it a Gemm
+    graph = edgenn.load(model.SerializeToString(), optimized=op == "Gemm")
+    sess = edgenn.InferenceSession(graph, tune="full")
+    feeds = {"x": RNG.standard_normal((rows, 80)).astype(np.float32)}
+    got = sess.run(None, feeds)[0]
+    ref = edgenn.InferenceSession(graph, reference=True).run(None, feeds)[0]
+    step = next(s for s in sess.plan.steps if s.node.op == op)
+    if op == "Gemm":
+        assert step.node.attrs.get("activation") == "Relu"          # fused: the C epilogue
+    usable = {name for name, need, _, algo, t in sparse_gemm.TIERS
+              if (not need or _spmm.HAVE[need]) and sparse_gemm._offered(rows, need, algo, t)}
+    assert usable and usable <= set(step.choice.times), step.choice.times   # all timed
+    assert np.allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_dense_fc_does_not_offer_the_sparse_kernels():
+    wt = _weights_t(96, 80, MIN_ZEROS * 0.6)
+    sess = edgenn.InferenceSession(_fc_model(wt, 4).SerializeToString(), tune="full")
+    sess.run(None, {"x": RNG.standard_normal((4, 80)).astype(np.float32)})
+    step = next(s for s in sess.plan.steps if s.node.op == "Gemm")
+    assert not any(n.startswith(("spmv", "spgemm")) for n in step.choice.times)
+
+
+# -- a pruned MLP against onnxruntime ------------------------------------------------------
+
+def _mlp(sizes, sparsity, rows):
+    """784 -> 1024 -> 1024 -> 10, Gemm (transB) + Relu, weights magnitude-pruned."""
+    from edgenn.compress.prune import magnitude_mask
+    nodes, inits, layers, cur = [], {}, [], "x"
+    for i, (k, n) in enumerate(zip(sizes[:-1], sizes[1:])):
+        w = (RNG.standard_normal((n, k)) / np.sqrt(k)).astype(np.float32)
+        w = np.where(magnitude_mask(w, sparsity), w, 0).astype(np.float32)
+        b = (0.1 * RNG.standard_normal(n)).astype(np.float32)
+        inits.update({f"w{i}": w, f"b{i}": b})
+        nodes.append(helper.make_node("Gemm", [cur, f"w{i}", f"b{i}"], [f"g{i}"], transB=1,
+                                      name=f"fc{i}"))
+        cur = f"g{i}"
+        if i < len(sizes) - 2:
+            nodes.append(helper.make_node("Relu", [cur], [f"r{i}"]))
+            cur = f"r{i}"
+        layers.append((w, b))
+    nodes[-1].output[0] = "y"
+    return make_model(nodes, [("x", np.float32, [rows, sizes[0]])],
+                      [("y", np.float32, [rows, sizes[-1]])], inits), layers
+
+
+def _mlp_bound(layers, x):
+    """A bound on |float32 result - exact| of any summation order, propagated layer by
+    layer: e' = |W| e + gamma_{K+1} (|W| |h| + |b|) (Relu is 1-Lipschitz)."""
+    h, e = x.astype(np.float64), np.zeros(x.shape)
+    for i, (w, b) in enumerate(layers):
+        k = w.shape[1]
+        g = (k + 1) * EPS / (1 - (k + 1) * EPS)
+        aw = np.abs(w).astype(np.float64)
+        e = e @ aw.T + g * (np.abs(h) @ aw.T + np.abs(b))
+        h = h @ w.T.astype(np.float64) + b
+        if i < len(layers) - 1:
+            h = np.maximum(h, 0)
+    return h, e
+
+
+@pytest.mark.parametrize("rows, sparsity", [(1, 0.9), (64, 0.8)])
+def test_pruned_mlp_matches_onnxruntime(rows, sparsity):
+    model, layers = _mlp((784, 1024, 1024, 10), sparsity, rows)
+    x = RNG.standard_normal((rows, 784)).astype(np.float32)
+    sess = edgenn.InferenceSession(model.SerializeToString(), tune="full")
+    got = sess.run(None, {"x": x})[0]
+    want = ort_run(model, {"x": x})[0]
+    exact, err = _mlp_bound(layers, x)
+    assert np.all(np.abs(got - exact) <= err) and np.all(np.abs(want - exact) <= err)
+    assert np.all(np.abs(got - want) <= 2 * err)
+    chosen = [s.choice for s in sess.plan.steps if s.node.op == "Gemm"]
+    assert len(chosen) == 3
+    assert all(any(n.startswith(("spmv", "spgemm")) for n in c.times) for c in chosen)
