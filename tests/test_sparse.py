@@ -86,7 +86,14 @@ SHIFTED = [(3, 4, 5, 5, 3, 3, {"pads": [1, 1, 1, 1]}),
            (4, 6, 8, 13, 3, 3, {"pads": [2, 0, 1, 2], "dilations": [2, 1]}),
            (6, 3, 7, 7, 5, 5, {"auto_pad": "SAME_UPPER"}),
            (2, 5, 10, 3, 1, 3, {"pads": [0, 1, 0, 1]}),
-           (16, 32, 7, 7, 3, 3, {"pads": [1, 1, 1, 1]})]
+           (16, 32, 7, 7, 3, 3, {"pads": [1, 1, 1, 1]}),
+           # strided: the stride-phase planes (sparse._phase_layout)
+           (8, 16, 14, 14, 3, 3, {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+           (3, 5, 9, 12, 3, 3, {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+           (4, 6, 11, 10, 3, 3, {"pads": [0, 2, 1, 0], "strides": [3, 2], "dilations": [1, 2]}),
+           (5, 4, 8, 9, 5, 5, {"auto_pad": "SAME_UPPER", "strides": [2, 2]}),
+           (6, 8, 7, 7, 1, 1, {"strides": [2, 2]}),
+           (2, 3, 6, 6, 3, 3, {"strides": [2, 1], "pads": [1, 1, 1, 1]})]
 
 
 def _infos(c, m, h, w_, kh, kw, attrs, sparsity, with_z):
@@ -102,6 +109,46 @@ def _infos(c, m, h, w_, kh, kw, attrs, sparsity, with_z):
         node.inputs.append("z")
         ins.append(TensorInfo("float32", out.shape))
     return node, ins, [out]
+
+
+def _paired(m, k, sparsity):
+    """(M, K) weights whose rows 2i and 2i + 1 share their nonzero positions."""
+    keep = np.repeat(RNG.random(((m + 1) // 2, k)) >= sparsity, 2, axis=0)[:m]
+    return (RNG.standard_normal((m, k)) * keep).astype(np.float32)
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("m,k,s", [(2, 5, 33), (7, 40, 64), (16, 96, 130), (33, 17, 49)])
+def test_output_channel_pairs_load_once_and_give_the_same_bits(path, m, k, s):
+    lib, isa = _lib(path)
+    x = RNG.standard_normal((k, s)).astype(np.float32)
+    for sparsity in (0.5, 0.8, 1.0):
+        w = _paired(m, k, sparsity)
+        b = RNG.standard_normal(m).astype(np.float32)
+        z = RNG.standard_normal((m, s)).astype(np.float32)
+        kern = lib.SparseConv1x1(*csr(w), k, s, b, "Clip", -0.5, 0.7, isa=isa)
+        assert kern.paired
+        y = np.full((m, s), np.nan, np.float32)
+        kern.run(x, y, z, np.full(max(kern.workspace_floats, 1), np.nan, np.float32))
+        _check(y, w, x, b, z, "Clip", -0.5, 0.7)
+        # a full row in front: no pair shares positions any more, the plain tiles run,
+        # and every channel's sum is the same, in the same order
+        w1 = np.vstack([RNG.standard_normal((1, k)).astype(np.float32), w])
+        k1 = lib.SparseConv1x1(*csr(w1), k, s, np.r_[np.float32(0), b], "Clip", -0.5, 0.7,
+                               isa=isa)
+        assert not k1.paired
+        y1 = np.full((m + 1, s), np.nan, np.float32)
+        k1.run(x, y1, np.vstack([np.zeros((1, s), np.float32), z]),
+               np.full(max(k1.workspace_floats, 1), np.nan, np.float32))
+        np.testing.assert_array_equal(y1[1:], y)
+
+
+def test_pairs_need_the_same_positions_not_just_the_same_counts():
+    w = np.zeros((4, 8), np.float32)
+    w[0, 1] = w[1, 1] = w[2, 3] = w[3, 4] = 1.0          # pair (2, 3): one each, apart
+    assert not _spmm.SparseConv1x1(*csr(w), 8, 32, isa="scalar").paired
+    w[3, 4], w[3, 3] = 0.0, 2.0
+    assert _spmm.SparseConv1x1(*csr(w), 8, 32, isa="scalar").paired
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -272,6 +319,18 @@ def test_pattern_pruning_keeps_k_taps_from_the_library():
                        best[alive])
     # removed kernels are the weakest: none kept is weaker than one removed
     assert best[alive].min() >= best[~alive].max()
+    # by output-channel pairs (an odd last channel alone): both rows keep the same taps,
+    # chosen and removed by the pair's summed energy
+    w = RNG.standard_normal((7, 16, 3, 3)).astype(np.float32)
+    keep, choice = pattern_mask(w, 4, 6, connectivity=0.5, pairs=True)
+    assert np.array_equal(keep[0:6:2], keep[1:6:2]) and np.array_equal(choice[0:6:2], choice[1:6:2])
+    assert (choice[0:6:2] < 0).sum() + (choice[6] < 0).sum() == round(0.5 * 4 * 16)
+    lib = pattern_library(w, 4, 6)
+    e = (w.reshape(7, 16, 9).astype(np.float64) ** 2) @ lib.T
+    pair_e = e[0:6:2] + e[1:6:2]
+    alive = choice[0:6:2] >= 0
+    assert np.allclose(np.take_along_axis(pair_e, np.maximum(choice[0:6:2], 0)[..., None], 2)[..., 0][alive],
+                       pair_e.max(2)[alive])
 
 
 def test_pattern_pruned_model_runs_on_the_shifted_kernel_and_matches():

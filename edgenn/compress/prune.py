@@ -35,15 +35,14 @@ class PruneReport:
         return "\n".join(rows)
 
 
-def _convs(graph, kernel: tuple[int, int], stride1: bool = False):
-    """The group-1 Conv nodes with constant weights of spatial size `kernel` (and stride 1
-    if asked), in graph order."""
+def _convs(graph, kernel: tuple[int, int]):
+    """The group-1 Conv nodes with constant weights of spatial size `kernel`, in graph
+    order."""
     for node in graph.nodes:
         if node.op != "Conv" or len(node.inputs) < 2 or node.inputs[1] not in graph.consts:
             continue
         w = graph.consts[node.inputs[1]]
-        if w.ndim == 4 and w.shape[2:] == kernel and node.attrs.get("group", 1) == 1 and (
-                not stride1 or tuple(node.attrs.get("strides") or (1, 1)) == (1, 1)):
+        if w.ndim == 4 and w.shape[2:] == kernel and node.attrs.get("group", 1) == 1:
             yield node
 
 
@@ -77,42 +76,55 @@ def pattern_library(w: np.ndarray, k: int, patterns: int) -> np.ndarray:
 
 
 def pattern_mask(w: np.ndarray, k: int = 4, patterns: int = 8,
-                 connectivity: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+                 connectivity: float = 0.0, pairs: bool = False
+                 ) -> tuple[np.ndarray, np.ndarray]:
     """-> (keep mask like w, pattern index per kernel (M, C), -1 where the kernel is
     removed): every kernel gets the library pattern that keeps most of its energy (sum
-    of w^2), then the `connectivity` fraction of kernels with the least kept energy go."""
+    of w^2), then the `connectivity` fraction of kernels with the least kept energy go.
+    pairs: output channels 2i and 2i + 1 choose together (pattern and removal by their
+    summed energy), so both rows of a pair keep the same taps: the sparse kernels then
+    load each input vector once for the two (PatDNN's filter grouping; an odd last
+    channel chooses alone)."""
     m, c, kh, kw = w.shape
-    lib = pattern_library(w, k, patterns)                       # (P, T)
-    energy = (w.reshape(m * c, kh * kw).astype(np.float64) ** 2) @ lib.T   # (MC, P)
-    choice = np.argmax(energy, axis=1)
-    kept = energy[np.arange(m * c), choice]
-    drop = int(round(connectivity * m * c))
+    lib = pattern_library(w, k, patterns)                                   # (P, T)
+    energy = (w.reshape(m, c, kh * kw).astype(np.float64) ** 2) @ lib.T     # (M, C, P)
+    group = np.arange(m) // 2 if pairs else np.arange(m)
+    by_group = np.zeros((group[-1] + 1, c, len(lib)))
+    np.add.at(by_group, group, energy)
+    choice = np.argmax(by_group, axis=2)                                    # (G, C)
+    kept = np.take_along_axis(by_group, choice[..., None], axis=2)[..., 0]
+    drop = int(round(connectivity * choice.size))
     if drop:
-        choice[np.argsort(kept, kind="stable")[:drop]] = -1
-    keep = np.where(choice[:, None] >= 0, lib[np.maximum(choice, 0)], False)
-    return keep.reshape(w.shape), choice.reshape(m, c)
+        choice.reshape(-1)[np.argsort(kept.reshape(-1), kind="stable")[:drop]] = -1
+    choice = choice[group]                                                  # (M, C)
+    keep = np.where(choice[..., None] >= 0, lib[np.maximum(choice, 0)], False)
+    return keep.reshape(w.shape), choice
+
+
+IMAGE_CHANNELS = 4    # a conv reading this few channels sees the image: cheap, sensitive
 
 
 def pattern_convs(graph):
-    """The group-1, stride-1 3x3 Conv nodes with constant weights (the ones the sparse
-    shifted kernel runs), in graph order."""
-    return _convs(graph, (3, 3), stride1=True)
+    """The group-1 3x3 Conv nodes with constant weights, any stride (the ones the sparse
+    shifted kernel runs: strided ones through their stride phases), in graph order."""
+    return _convs(graph, (3, 3))
 
 
 def pattern_prune(graph, k: int = 4, patterns: int = 8, connectivity: float = 0.5,
-                  skip_first: bool = True) -> PruneReport:
-    """Pattern + connectivity pruning of every group-1, stride-1 3x3 Conv (the first one
-    kept dense with skip_first: it sees the image, and its C is 3)."""
+                  skip_image: bool = True, pairs: bool = True) -> PruneReport:
+    """Pattern + connectivity pruning of every group-1 3x3 Conv (with skip_image, those
+    reading <= IMAGE_CHANNELS channels - the image - stay dense); pairs: output channels
+    chosen in pairs (pattern_mask)."""
     if not 1 <= k <= 9 or patterns < 1:
         raise ValueError(f"k must be in [1, 9] and patterns >= 1, got k={k}, {patterns}")
     report = PruneReport()
-    for i, node in enumerate(pattern_convs(graph)):
+    for node in pattern_convs(graph):
         name = node.inputs[1]
         w = np.asarray(graph.consts[name])
-        if skip_first and i == 0:
+        if skip_image and w.shape[1] <= IMAGE_CHANNELS:
             report.layers[node.name] = (w.size, int(w.size - np.count_nonzero(w)))
             continue
-        keep, _ = pattern_mask(w, k, patterns, connectivity)
+        keep, _ = pattern_mask(w, k, patterns, connectivity, pairs)
         pruned = np.where(keep, w, 0).astype(w.dtype)
         graph.consts[name] = pruned
         report.layers[node.name] = (w.size, int(w.size - np.count_nonzero(pruned)))

@@ -203,7 +203,8 @@ def applicable(graph: Graph) -> dict[str, tuple]:
     sparsity = ["none"]
     if list(prune.pointwise_convs(graph))[1:]:
         sparsity.append("sparse")
-    if list(prune.pattern_convs(graph))[1:]:
+    if any(graph.consts[n.inputs[1]].shape[1] > prune.IMAGE_CHANNELS
+           for n in prune.pattern_convs(graph)):
         sparsity.append("pattern")
     levels["sparsity"] = tuple(sparsity)
     return levels

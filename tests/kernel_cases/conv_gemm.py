@@ -76,10 +76,13 @@ def conv_cases():
 
 
 # pruned weights (the sparse kernels, from 50% zeros): 1x1 around the 32 / 64-pixel tiles,
-# KxK stride 1 with pads, dilation and SAME; n, c, h, w, m, k, pad, dil
-SPARSE_GEOMS = [(1, 16, 8, 8, 32, 1, 0, 1), (2, 24, 7, 7, 40, 1, 0, 1), (1, 9, 5, 13, 6, 1, 0, 1),
-                (1, 8, 9, 9, 12, 3, 1, 1), (2, 5, 11, 7, 6, 3, 2, 2), (1, 4, 6, 6, 8, 5, 2, 1),
-                (1, 6, 10, 10, 16, 3, 0, 1)]
+# KxK with pads, dilation and SAME, stride 1 and strided (the stride-phase planes);
+# n, c, h, w, m, k, pad, dil, stride
+SPARSE_GEOMS = [(1, 16, 8, 8, 32, 1, 0, 1, 1), (2, 24, 7, 7, 40, 1, 0, 1, 1),
+                (1, 9, 5, 13, 6, 1, 0, 1, 1), (1, 8, 9, 9, 12, 3, 1, 1, 1),
+                (2, 5, 11, 7, 6, 3, 2, 2, 1), (1, 4, 6, 6, 8, 5, 2, 1, 1),
+                (1, 6, 10, 10, 16, 3, 0, 1, 1), (1, 8, 14, 14, 16, 3, 1, 1, 2),
+                (2, 5, 9, 12, 6, 3, 1, 1, 2), (1, 6, 11, 11, 8, 1, 0, 1, 2)]
 
 
 # few input channels (conv_direct): CRNN / MobileNet / ResNet stems, gray, ragged output
@@ -134,12 +137,13 @@ def pruned(rng, shape, zeros=0.8):
 
 
 def sparse_conv_cases(rng):
-    for (n, c, h, w, m, k, p, d), (act, params), residual in itertools.product(
+    for (n, c, h, w, m, k, p, d, s), (act, params), residual in itertools.product(
             SPARSE_GEOMS, ACTS[:3] + [EXTREME_ACTS[2]], (False, True)):
         x = rng.standard_normal((n, c, h, w)).astype(np.float32)
-        attrs = dict(kernel_shape=[k, k], strides=[1, 1], pads=[p] * 4, dilations=[d, d],
+        attrs = dict(kernel_shape=[k, k], strides=[s, s], pads=[p] * 4, dilations=[d, d],
                      group=1, auto_pad="NOTSET", activation=act, activation_params=params)
-        oh, ow = h + 2 * p - d * (k - 1), w + 2 * p - d * (k - 1)
+        oh = (h + 2 * p - d * (k - 1) - 1) // s + 1
+        ow = (w + 2 * p - d * (k - 1) - 1) // s + 1
         inputs = [x, pruned(rng, (m, c, k, k)), rng.standard_normal(m).astype(np.float32)]
         if residual:
             inputs.append(rng.standard_normal((n, m, oh, ow)).astype(np.float32))
@@ -148,6 +152,15 @@ def sparse_conv_cases(rng):
     attrs = dict(kernel_shape=[3, 3], strides=[1, 1], auto_pad="SAME_UPPER", group=1,
                  dilations=[1, 1], activation="Relu", activation_params=[])
     yield Node("Conv", ["x", "w"], ["y"], attrs, "conv"), [x, pruned(rng, (5, 6, 3, 3))]
+    from edgenn.compress.prune import pattern_mask     # output channels pruned in pairs
+    for stride, m in ((1, 12), (2, 9)):
+        w = rng.standard_normal((m, 8, 3, 3)).astype(np.float32)
+        w *= pattern_mask(w, 4, 4, 0.5, pairs=True)[0]
+        attrs = dict(kernel_shape=[3, 3], strides=[stride] * 2, pads=[1] * 4, group=1,
+                     dilations=[1, 1], auto_pad="NOTSET", activation="", activation_params=[])
+        yield Node("Conv", ["x", "w", "b"], ["y"], attrs, "conv"), \
+            [rng.standard_normal((1, 8, 13, 11)).astype(np.float32), w,
+             rng.standard_normal(m).astype(np.float32)]
 
 
 def gemm_cases():

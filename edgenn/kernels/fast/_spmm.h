@@ -48,6 +48,8 @@ typedef struct {
     const float *z;           /* (M, S) residual or NULL */
     int act;
     float lo, hi;             /* the clamp of RELU (0, +inf) and CLIP (p0, p1) */
+    int paired;               /* rows 2i, 2i + 1 share their nonzero positions (the tiles
+                                 then load each x vector once for both; _spmm_tile.h) */
 } sp_epi;
 
 static inline float sp_clamp(float v, const sp_epi *e)

@@ -26,6 +26,7 @@ cdef extern from "_spmm.h" nogil:
         const float *z
         int act
         float lo, hi
+        int paired
     int SP_ALIGN
     long sp_tile(int tier)
     void spmm_run(const float *x, float *y, long M, long K, long S, const sp_epi *e,
@@ -56,6 +57,7 @@ cdef class _Sparse:
     "Relu" / "Clip" with [lo, hi])."""
     cdef readonly object row_ptr, off, val, bias
     cdef readonly long M
+    cdef readonly bint paired
     cdef readonly str isa
     cdef sp_epi e
     cdef int tier
@@ -92,6 +94,19 @@ cdef class _Sparse:
         self.e.act = ACT[act]
         self.e.lo = 0 if act == "Relu" else lo
         self.e.hi = np.inf if act == "Relu" else hi
+        self.paired = off is not None and _pairs_share_positions(self.row_ptr, self.off)
+        self.e.paired = self.paired
+
+
+def _pairs_share_positions(row_ptr, off) -> bool:
+    """Rows 2i and 2i + 1 (all pairs; an odd last row aside) have the same nonzero count
+    and offsets, as pattern pruning by output-channel pairs leaves them."""
+    counts = np.diff(row_ptr)
+    whole = len(counts) // 2 * 2
+    if whole == 0 or not np.array_equal(counts[0:whole:2], counts[1:whole:2]):
+        return False
+    row = np.repeat(np.arange(len(counts)), counts)
+    return bool(np.array_equal(off[(row % 2 == 0) & (row < whole)], off[row % 2 == 1]))
 
 
 cdef class SparseConv1x1(_Sparse):

@@ -7,7 +7,10 @@
  * the tile's first pixel; nonzero j of row m reads x + off[j]; z and y rows are ldy apart.
  * Two output channels run together (2 SP_NV independent FMA chains, to hide the FMA
  * latency); each channel's sum still runs over its nonzeros in increasing order. The
- * constant-bound loops over the SP_NV vectors unroll, the accumulators stay in registers. */
+ * constant-bound loops over the SP_NV vectors unroll, the accumulators stay in registers.
+ * With e->paired (rows 2i and 2i + 1 have the same nonzero positions: pattern pruning by
+ * output-channel pairs) each x vector is loaded once for both rows: 7 loads per 8 FMAs
+ * instead of 12, the same sums in the same order. */
 
 SP_ATTR static inline void SP_CAT(SP_NAME, _out)(float *yr, const float *zr, SP_V *a,
                                                  const sp_epi *e)
@@ -28,6 +31,24 @@ SP_ATTR static inline void SP_CAT(SP_NAME, _step)(SP_V *a, const float *x, const
     for (int v = 0; v < SP_NV; v++) a[v] = SP_FMA(w, SP_LOAD(xr + v * SP_L), a[v]);
 }
 
+/* Rows m and m + 1 with the same nonzero positions: row m + 1's values follow row m's. */
+SP_ATTR static inline void SP_CAT(SP_NAME, _pair)(SP_V *a, SP_V *b, const float *x,
+                                                  const sp_epi *e, long m)
+{
+    const int j0 = e->row_ptr[m], n = e->row_ptr[m + 1] - j0;
+    const float *va = e->val + j0, *vb = va + n;
+    const long *off = e->off + j0;
+    for (int t = 0; t < n; t++) {
+        const SP_V wa = SP_SET1(va[t]), wb = SP_SET1(vb[t]);
+        const float *xr = x + off[t];
+        for (int v = 0; v < SP_NV; v++) {
+            const SP_V xv = SP_LOAD(xr + v * SP_L);
+            a[v] = SP_FMA(wa, xv, a[v]);
+            b[v] = SP_FMA(wb, xv, b[v]);
+        }
+    }
+}
+
 SP_ATTR static void SP_NAME(const float *x, const float *z, float *y, long ldy, long M,
                             const sp_epi *e)
 {
@@ -40,6 +61,10 @@ SP_ATTR static void SP_NAME(const float *x, const float *z, float *y, long ldy, 
         }
         int j = e->row_ptr[m], k = e->row_ptr[m + 1];
         const int je = e->row_ptr[m + 1], ke = e->row_ptr[m + 2];
+        if (e->paired) {
+            SP_CAT(SP_NAME, _pair)(a, b, x, e, m);
+            j = je, k = ke;
+        }
         for (; j < je && k < ke; j++, k++) {
             SP_CAT(SP_NAME, _step)(a, x, e, j);
             SP_CAT(SP_NAME, _step)(b, x, e, k);
