@@ -29,8 +29,10 @@ def edgenn_runner(model, threads, shapes, reference=False) -> Runner:
     sess = InferenceSession(model, threads=threads, input_shapes=shapes or None,
                             reference=reference)
     load = time.perf_counter() - t0
-    return Runner("edgenn-ref" if reference else "edgenn",
-                  lambda feeds: sess.run(None, feeds), load)
+    runner = Runner("edgenn-ref" if reference else "edgenn",
+                    lambda feeds: sess.run(None, feeds), load)
+    runner.session = sess          # its plan: the kernels chosen
+    return runner
 
 
 def onnxruntime_runner(model, threads, shapes=None) -> Runner:

@@ -55,5 +55,25 @@ def rel_err(a, b):
     return r(a, b)
 
 
-__all__ = ["make_model", "ort_run", "check_against_ort", "rel_err", "TensorProto", "helper",
-           "numpy_helper"]
+def mlp(sizes=(784, 1024, 1024, 10), rows=1, seed=0, relu_last=False):
+    """A dense MLP sizes[0] -> ... -> sizes[-1] on (rows, sizes[0]) float32 inputs "x":
+    Gemm (transB, W (N, K) ~ N(0, 1 / K), bias ~ N(0, 0.01)) + Relu between layers (and
+    after the last with relu_last), output "y"; weights from `seed`."""
+    rng = np.random.default_rng(seed)
+    nodes, inits, cur = [], {}, "x"
+    for i, (k, n) in enumerate(zip(sizes[:-1], sizes[1:])):
+        inits[f"w{i}"] = (rng.standard_normal((n, k)) / np.sqrt(k)).astype(np.float32)
+        inits[f"b{i}"] = (0.1 * rng.standard_normal(n)).astype(np.float32)
+        nodes.append(helper.make_node("Gemm", [cur, f"w{i}", f"b{i}"], [f"g{i}"], transB=1,
+                                      name=f"fc{i}"))
+        cur = f"g{i}"
+        if relu_last or i < len(sizes) - 2:
+            nodes.append(helper.make_node("Relu", [cur], [f"r{i}"], name=f"relu{i}"))
+            cur = f"r{i}"
+    nodes[-1].output[0] = "y"
+    return make_model(nodes, [("x", np.float32, [rows, sizes[0]])],
+                      [("y", np.float32, [rows, sizes[-1]])], inits)
+
+
+__all__ = ["make_model", "ort_run", "check_against_ort", "rel_err", "mlp", "TensorProto",
+           "helper", "numpy_helper"]
