@@ -16,7 +16,7 @@ onnxruntime.
 """
 import numpy as np
 import pytest
-from helpers import helper, make_model, ort_run
+from helpers import helper, make_model, mlp, ort_run
 from test_sparse import EPS, _check, _sparse
 
 import edgenn
@@ -301,24 +301,20 @@ def test_dense_fc_does_not_offer_the_sparse_kernels():
 # -- a pruned MLP against onnxruntime ------------------------------------------------------
 
 def _mlp(sizes, sparsity, rows):
-    """784 -> 1024 -> 1024 -> 10, Gemm (transB) + Relu, weights magnitude-pruned."""
+    """helpers.mlp (Gemm (transB) + Relu) with every weight magnitude-pruned to `sparsity`
+    -> (model, [(W (N, K), b)] per layer)."""
+    from onnx import numpy_helper
+
     from edgenn.compress.prune import magnitude_mask
-    nodes, inits, layers, cur = [], {}, [], "x"
-    for i, (k, n) in enumerate(zip(sizes[:-1], sizes[1:])):
-        w = (RNG.standard_normal((n, k)) / np.sqrt(k)).astype(np.float32)
+    model = mlp(sizes, rows, seed=int(RNG.integers(1 << 30)))
+    layers = []
+    for i in range(len(sizes) - 1):
+        inits = {t.name: t for t in model.graph.initializer}
+        w = numpy_helper.to_array(inits[f"w{i}"])
         w = np.where(magnitude_mask(w, sparsity), w, 0).astype(np.float32)
-        b = (0.1 * RNG.standard_normal(n)).astype(np.float32)
-        inits.update({f"w{i}": w, f"b{i}": b})
-        nodes.append(helper.make_node("Gemm", [cur, f"w{i}", f"b{i}"], [f"g{i}"], transB=1,
-                                      name=f"fc{i}"))
-        cur = f"g{i}"
-        if i < len(sizes) - 2:
-            nodes.append(helper.make_node("Relu", [cur], [f"r{i}"]))
-            cur = f"r{i}"
-        layers.append((w, b))
-    nodes[-1].output[0] = "y"
-    return make_model(nodes, [("x", np.float32, [rows, sizes[0]])],
-                      [("y", np.float32, [rows, sizes[-1]])], inits), layers
+        inits[f"w{i}"].CopyFrom(numpy_helper.from_array(w, f"w{i}"))
+        layers.append((w, numpy_helper.to_array(inits[f"b{i}"])))
+    return model, layers
 
 
 def _mlp_bound(layers, x):
