@@ -53,7 +53,8 @@ def test_two_tower_tables_quantized_within_half_a_step(tmp_path, bits):
         sess = edgenn.InferenceSession(_just_gather(codes, scale, node.attrs, len(ids)))
         got = sess.run(None, {"i": ids})[0]
         want = inits[table][ids]
-        step = np.repeat(scale[ids], node.attrs["block"], axis=1)[:, :want.shape[1]]
+        step = np.repeat(scale[ids].astype(np.float32), node.attrs["block"],
+                         axis=1)[:, :want.shape[1]]
         qmax = 127 if bits == 8 else 7
         bound = np.maximum(step / 2, np.abs(want) - qmax * step)
         assert np.all(np.abs(got - want) <= bound * (1 + 1e-5) + 1e-7)

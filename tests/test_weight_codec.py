@@ -107,3 +107,24 @@ def test_model_weight_only_int8_keeps_fidelity_and_shrinks(tmp_path):
     cos = float((ref * got).sum() / np.linalg.norm(ref) / np.linalg.norm(got))
     assert cos > 0.99, cos
     assert os.path.getsize(out) <= 0.27 * os.path.getsize(path)
+
+
+def test_int4_scales_are_stored_as_float16_when_they_fit():
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((24, 96)).astype(np.float32)
+    coded = encode(w, 0, 4)
+    assert coded["scale"].dtype == np.float16                    # half a bit a weight
+    d = decode(coded["q"], coded["scale"], coded["meta"])
+    # the codes were chosen against the float16 scales: still within half a step
+    s = np.repeat(coded["scale"].astype(np.float32), INT4_BLOCK, axis=1)
+    assert np.all(np.abs(d - w) <= np.maximum(s / 2, np.abs(w) - 7 * s) * (1 + 1e-6))
+    assert encode(w, 0, 8)["scale"].dtype == np.float32          # int8: per channel, f32
+    tiny = (w * 1e-9).astype(np.float32)                         # below float16's range
+    coded = encode(tiny, 0, 4)
+    assert coded["scale"].dtype == np.float32
+    d = decode(coded["q"], coded["scale"], coded["meta"])
+    assert np.sqrt(np.mean((d - tiny) ** 2) / np.mean(tiny ** 2)) < 0.15
+    g = _matmul_graph(rng)
+    compress_weights(g, 4, min_elements=16)
+    loaded = enn.from_buffer(enn.to_bytes(g))
+    np.testing.assert_array_equal(loaded.consts["w"], g.consts["w"])

@@ -85,7 +85,8 @@ def _fit_block(cols: np.ndarray, qmax: int) -> np.ndarray:
     """Per-row scales of one block (N, block) float64 -> (N,)."""
     fit = codecs.FIT_SCALES
     s = fit(cols, qmax) if fit is not None else np.max(np.abs(cols), axis=1) / qmax
-    return np.where(s > 0, s, 1.0)
+    bits = next(b for b, q in codecs.QMAX.items() if q == qmax)
+    return codecs.stored_scales(np.where(s > 0, s, 1.0), bits).astype(np.float64)
 
 
 def quantize(w2d: np.ndarray, h: np.ndarray, bits: int, block: int,

@@ -1,5 +1,5 @@
 """Weight-only int8 / int4 for size: the weights are stored as symmetric integer codes with
-one float32 scale per block of one output channel, and decoded to float32 at load, so the
+one scale per block of one output channel, and decoded to float32 at load, so the
 compute stays fp32 (for models whose activations must stay float, e.g. transformers).
 
 Blocks run along the reduction axes of one output channel: int8 uses one block per channel
@@ -8,8 +8,9 @@ scale over a whole channel is too coarse at 15 levels. Scales are fitted by ADMM
 alternating least-squares of Leng et al., MNN's tool), never worse than max-abs.
 
 In the .enn file such a tensor has codec "qblock": blobs "q" (int8 codes, or two int4
-codes per uint8, low nibble first) and "scale" ((channels, blocks) float32), plus its
-shape, channel axis, bits and block size; every blob is CRC-checked like any other.
+codes per uint8, low nibble first) and "scale" ((channels, blocks) float32; float16 for
+int4), plus its shape, channel axis, bits and block size; every blob is CRC-checked like
+any other.
 """
 from __future__ import annotations
 

@@ -1,12 +1,14 @@
-"""The "qblock" weight codec of .enn files: weight-only int8 / int4 codes with one float32
-scale per block of one output channel, decoded to float32 at load (compress/weights.py
-fits the scales and marks which weights to code; this file is only the format).
+"""The "qblock" weight codec of .enn files: weight-only int8 / int4 codes with one scale
+per block of one output channel, decoded to float32 at load (compress/weights.py fits the
+scales and marks which weights to code; this file is only the format).
 
 Blocks run along the reduction axes of one output channel: int8 uses one block per channel
 (per-channel scales), int4 blocks of 32 values (as llama.cpp's q4 formats). In the file
 such a tensor has codec "qblock": blobs "q" (int8 codes, or two int4 codes per uint8, low
-nibble first) and "scale" ((channels, blocks) float32), plus its shape, channel axis, bits
-and block size; every blob is CRC-checked like any other.
+nibble first) and "scale" ((channels, blocks) float32, or float16 for int4: half a bit per
+weight instead of one at 32 values a block, as llama.cpp's q4_0; the codes are rounded
+against the float16 scales, so nothing is lost in storing them), plus its shape, channel
+axis, bits and block size; every blob is CRC-checked like any other.
 """
 from __future__ import annotations
 
@@ -56,11 +58,25 @@ def encode(w: np.ndarray, axis: int, bits: int, fit: str = "admm",
     qmax = QMAX[bits]
     scales = FIT_SCALES(rows, qmax) if fit == "admm" and FIT_SCALES is not None else \
         np.max(np.abs(rows), axis=1) / qmax
-    scales = np.where(scales > 0, scales, 1.0).astype(np.float32)
+    scales = stored_scales(np.where(scales > 0, scales, 1.0), bits)
     q = np.clip(np.rint(rows / scales[:, None]), -qmax, qmax).astype(np.int8)
     channels = w.shape[axis]
     return pack(q.reshape(channels, -1), scales.reshape(channels, -1), axis, bits, block,
                 w.shape)
+
+
+# float16 normal numbers: int4 scales in this range are stored as float16
+F16_RANGE = (float(np.finfo(np.float16).tiny), float(np.finfo(np.float16).max))
+
+
+def stored_scales(scales: np.ndarray, bits: int) -> np.ndarray:
+    """The scales as they will be stored and decoded (float32 values): int4 scales rounded
+    to float16 when all of them are normal float16 numbers, so the codes are chosen
+    against exactly the scales decoding multiplies by."""
+    s = np.asarray(scales, np.float32)
+    if bits == 4 and s.size and F16_RANGE[0] <= s.min() and s.max() <= F16_RANGE[1]:
+        return s.astype(np.float16).astype(np.float32)
+    return s
 
 
 def pack(q: np.ndarray, scales: np.ndarray, axis: int, bits: int, block: int, shape) -> dict:
@@ -71,7 +87,11 @@ def pack(q: np.ndarray, scales: np.ndarray, axis: int, bits: int, block: int, sh
     if bits == 4:
         nib = (q & 0x0F).astype(np.uint8)
         q = (nib[0::2] | (nib[1::2] << 4)).astype(np.uint8)
-    return {"q": q, "scale": np.asarray(scales, np.float32),
+    s = np.asarray(scales, np.float32)
+    half = s.astype(np.float16)
+    if bits == 4 and np.array_equal(half.astype(np.float32), s) and np.all(np.isfinite(half)):
+        s = half                                  # stored_scales' values: exact in float16
+    return {"q": q, "scale": s,
             "meta": {"bits": bits, "axis": axis, "block": block, "shape": list(shape)}}
 
 
@@ -85,8 +105,9 @@ def decode(q: np.ndarray, scale: np.ndarray, meta: dict) -> np.ndarray:
     k = int(np.prod(shape, dtype=np.int64)) // max(channels, 1)
     blocks = -(-k // block)
     n = channels * blocks * block
-    if scale.shape != (channels, blocks) or scale.dtype != np.float32:
-        raise ValueError(f"scale {scale.shape} {scale.dtype} != ({channels}, {blocks}) float32")
+    if scale.shape != (channels, blocks) or scale.dtype not in (np.float32, np.float16):
+        raise ValueError(f"scale {scale.shape} {scale.dtype} != ({channels}, {blocks}) "
+                         f"float32 / float16")
     if bits == 4:
         if q.dtype != np.uint8 or q.size * 2 != n:
             raise ValueError(f"int4 codes: {q.size} bytes for {n} values")
@@ -98,7 +119,8 @@ def decode(q: np.ndarray, scale: np.ndarray, meta: dict) -> np.ndarray:
         if q.dtype != np.int8 or q.size != n:
             raise ValueError(f"int8 codes: {q.size} values for {n}")
         codes = q
-    w = codes.reshape(channels, blocks, block).astype(np.float32) * scale[:, :, None]
+    w = codes.reshape(channels, blocks, block).astype(np.float32) * \
+        scale.astype(np.float32)[:, :, None]
     w = w.reshape(channels, -1)[:, :k]
     moved = (channels,) + tuple(d for i, d in enumerate(shape) if i != axis)
     return np.ascontiguousarray(np.moveaxis(w.reshape(moved), 0, axis), dtype=np.float32)

@@ -383,7 +383,7 @@ def qgather_shape(node, ins):
     _check(node, bits in (8, 4) and block > 0 and dim > 0, f"bad bits / block / dim "
            f"{bits} / {block} / {dim}")
     _dtype(node, codes, "codes", ("int8",) if bits == 8 else ("uint8",))
-    _dtype(node, scale, "scale", ("float32",))
+    _dtype(node, scale, "scale", ("float32", "float16"))      # float16: int4 tables
     _dtype(node, idx, "indices", ("int64", "int32"))
     _check(node, len(codes.shape) == 2 and len(scale.shape) == 2, "codes and scale are 2-D")
     rows, blocks = scale.shape
