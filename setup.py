@@ -69,13 +69,14 @@ extensions = [
     # sparse 1x1 convolution and fully connected layers (weights in CSR), and their
     # SIMDe-emulated twin for the tests
     Extension("edgenn.kernels.fast._spmm", ["edgenn/kernels/fast/_spmm.pyx"],
-              include_dirs=["edgenn/kernels/fast", SIMDE], extra_compile_args=["-O3"],
+              include_dirs=["edgenn/kernels/fast", SIMDE], extra_compile_args=["-O3", "-fopenmp"],
+              extra_link_args=["-fopenmp"],
               depends=[f"edgenn/kernels/fast/{h}" for h in
                        ("_spmm.h", "_spmm_tile.h", "_spgemm.h", "_spgemm_dot.h", "_spgemm.pxi",
                         "_cpu.h")]),
     Extension("edgenn.kernels.fast._spmm_emu", ["edgenn/kernels/fast/_spmm_emu.pyx"],
               include_dirs=["edgenn/kernels/fast", SIMDE], define_macros=[("EDGENN_SIMDE", "1")],
-              extra_compile_args=["-O1"],
+              extra_compile_args=["-O1", "-fopenmp"], extra_link_args=["-fopenmp"],
               depends=[f"edgenn/kernels/fast/{h}" for h in
                        ("_spmm.pyx", "_spmm.h", "_spmm_tile.h", "_spgemm.h", "_spgemm_dot.h",
                         "_spgemm.pxi")]),

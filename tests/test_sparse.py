@@ -143,6 +143,40 @@ def test_output_channel_pairs_load_once_and_give_the_same_bits(path, m, k, s):
         np.testing.assert_array_equal(y1[1:], y)
 
 
+@pytest.mark.parametrize("path", PATHS)
+def test_threads_split_the_output_channels_with_the_same_bits(path):
+    """The *_mt specs: output channels in ranges of whole pairs over OpenMP threads (more
+    threads than pairs too), paired rows and not, the 1x1 and the shifted kernels."""
+    lib, isa = _lib(path)
+    for m, k, s in [(1, 3, 40), (7, 40, 64), (16, 33, 130), (33, 17, 49)]:
+        x = RNG.standard_normal((k, s)).astype(np.float32)
+        for w in (_sparse(m, k, 0.8), _paired(m, k, 0.7)):
+            b = RNG.standard_normal(m).astype(np.float32)
+            z = RNG.standard_normal((m, s)).astype(np.float32)
+            kern = lib.SparseConv1x1(*csr(w), k, s, b, "Relu", 0, 0, isa=isa)
+            got = []
+            for threads in (1, 2, 3, 8):
+                y = np.full((m, s), np.nan, np.float32)
+                kern.run(x, y, z, np.full(max(kern.workspace_floats * threads, 1), np.nan,
+                                          np.float32), threads)
+                got.append(y)
+            _check(got[0], w, x, b, z, "Relu", 0, 0)
+            for y in got[1:]:
+                np.testing.assert_array_equal(y, got[0])
+    for case in SHIFTED[1::3]:
+        node, ins, outs = _infos(*case, 0.8, True)
+        x = RNG.standard_normal(ins[0].shape).astype(np.float32)
+        feeds = [x, ins[1].value, ins[2].value,
+                 RNG.standard_normal(outs[0].shape).astype(np.float32)]
+        got = []
+        for threads in (1, 2, 5):
+            y = np.full(outs[0].shape, np.nan, np.float32)
+            sparse._prepare_shifted(node, ins, outs, isa, lib, threads=threads)(feeds, [y])
+            got.append(y)
+        for y in got[1:]:
+            np.testing.assert_array_equal(y, got[0])
+
+
 def test_pairs_need_the_same_positions_not_just_the_same_counts():
     w = np.zeros((4, 8), np.float32)
     w[0, 1] = w[1, 1] = w[2, 3] = w[3, 4] = 1.0          # pair (2, 3): one each, apart

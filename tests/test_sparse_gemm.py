@@ -70,12 +70,12 @@ def _case(c, i):
     return x, wt, b, z, act, lo, hi
 
 
-def _run(lib, isa, algo, x, wt, b, z, act, lo, hi, csr_parts=None):
+def _run(lib, isa, algo, x, wt, b, z, act, lo, hi, csr_parts=None, threads=1):
     kern = lib.SparseGemm(*(csr_parts or csr(wt)), wt.shape[1], b, act, lo, hi, isa=isa,
                           algo=algo)
     y = np.full((x.shape[0], wt.shape[0]), np.nan, np.float32)
-    ws = np.full(max(kern.workspace_floats, 1), np.nan, np.float32)
-    kern.run(x, y, z, ws)
+    ws = np.full(max(kern.workspace_floats * threads, 1), np.nan, np.float32)
+    kern.run(x, y, z, ws, threads)
     return y
 
 
@@ -91,6 +91,19 @@ def test_kernel_matches_float64(algo, isa):
         x, wt, b, z, act, lo, hi = _case(c, i)
         y = _run(lib, tier, algo, x, wt, b, z, act, lo, hi)
         _check_fc(y, x, wt, b, z, act, lo, hi)
+
+
+@pytest.mark.parametrize("algo, isa", PATHS, ids=PATH_IDS)
+def test_threads_split_the_outputs_with_the_same_bits(algo, isa):
+    """The *_mt specs: the outputs in ranges of whole pairs over 2 / 3 / 8 OpenMP threads
+    (more threads than outputs too), every output by the same code: the same bits."""
+    lib, tier = _lib(isa)
+    for i, c in enumerate(CASES[::7]):
+        x, wt, b, z, act, lo, hi = _case(c, i)
+        one = _run(lib, tier, algo, x, wt, b, z, act, lo, hi)
+        for threads in (2, 3, 8):
+            np.testing.assert_array_equal(
+                _run(lib, tier, algo, x, wt, b, z, act, lo, hi, threads=threads), one)
 
 
 def _broken(row_ptr, col, val, k):

@@ -28,15 +28,17 @@
 
 enum { SPG_R = 4 };   /* rows of x per block of spg_spmv (_spgemm_dot.h's switch: 1 .. 3 left) */
 
-static inline float spg_out(float acc, const sp_epi *e, long m, long n, long N)
+/* Output (m, n) of y and z, whose rows are ld floats apart (N, or more when a thread
+ * computes the outputs n0 .. n0 + N of a wider layer: e, y and z then start at n0). */
+static inline float spg_out(float acc, const sp_epi *e, long m, long n, long ld)
 {
     if (e->bias) acc += e->bias[n];
-    if (e->z) acc += e->z[m * N + n];
+    if (e->z) acc += e->z[m * ld + n];
     return sp_clamp(acc, e);
 }
 
 /* Portable SpMV: blocks of up to SPG_R rows share each nonzero's weight and column. */
-static void spg_spmv_generic(const float *x, float *y, long M, long K, long N,
+static void spg_spmv_generic(const float *x, float *y, long M, long K, long N, long ld,
                              const sp_epi *e, const int *col)
 {
     for (long n = 0; n < N; n++)
@@ -47,7 +49,7 @@ static void spg_spmv_generic(const float *x, float *y, long M, long K, long N,
                 const float w = e->val[j], *xc = x + m * K + col[j];
                 for (int i = 0; i < r; i++) a[i] += w * xc[i * K];
             }
-            for (int i = 0; i < r; i++) y[(m + i) * N + n] = spg_out(a[i], e, m + i, n, N);
+            for (int i = 0; i < r; i++) y[(m + i) * ld + n] = spg_out(a[i], e, m + i, n, ld);
         }
 }
 
@@ -125,16 +127,23 @@ SP_AVX512 static inline float spg_hsum512(__m512 v)
 #include "_spgemm_dot.h"
 #endif
 
-/* y (M, N) = act(x W + bias + z) by gathered dot products; tier as _spmm.h's. */
+/* y (M, N) = act(x W + bias + z) by gathered dot products; tier as _spmm.h's; y and z
+ * rows ld floats apart (spg_out). */
+static void spg_spmv_ld(const float *x, float *y, long M, long K, long N, long ld,
+                        const sp_epi *e, const int *col, int tier)
+{
+#if SP_X86
+    if (tier && sp_tier_avx512(tier)) { spg_spmv_avx512(x, y, M, K, N, ld, e, col); return; }
+    if (tier) { spg_spmv_avx2(x, y, M, K, N, ld, e, col); return; }
+#endif
+    (void)tier;
+    spg_spmv_generic(x, y, M, K, N, ld, e, col);
+}
+
 static void spg_spmv(const float *x, float *y, long M, long K, long N, const sp_epi *e,
                      const int *col, int tier)
 {
-#if SP_X86
-    if (tier && sp_tier_avx512(tier)) { spg_spmv_avx512(x, y, M, K, N, e, col); return; }
-    if (tier) { spg_spmv_avx2(x, y, M, K, N, e, col); return; }
-#endif
-    (void)tier;
-    spg_spmv_generic(x, y, M, K, N, e, col);
+    spg_spmv_ld(x, y, M, K, N, N, e, col, tier);
 }
 
 /* Rows of x per tile of spg_tiled, and its workspace in floats. */
@@ -202,9 +211,10 @@ static void spg_tile_generic(const float *x, const float *z, float *y, long ldy,
     spmm_generic(x, y, M, ldy, &ep);
 }
 
-/* y (M, N) = act(x W + bias + z) through y^T = W^T x^T on the spmm tiles (see the top). */
-static void spg_tiled(const float *x, float *y, long M, long K, long N, const sp_epi *e,
-                      int tier, float *ws)
+/* y (M, N) = act(x W + bias + z) through y^T = W^T x^T on the spmm tiles (see the top);
+ * y and z rows ld floats apart (spg_out). */
+static void spg_tiled_ld(const float *x, float *y, long M, long K, long N, long ld,
+                         const sp_epi *e, int tier, float *ws)
 {
     const long T = spg_rows(tier);
     const sp_tile_fn tile = tier ? sp_tile_of(tier) : spg_tile_generic;
@@ -212,10 +222,16 @@ static void spg_tiled(const float *x, float *y, long M, long K, long N, const sp
     for (long m0 = 0; m0 < M; m0 += T) {
         const long r = M - m0 < T ? M - m0 : T;
         spg_pack_t(x + m0 * K, K, r, K, xt, T, tier);
-        if (e->z) spg_pack_t(e->z + m0 * N, N, r, N, zt, T, tier);
+        if (e->z) spg_pack_t(e->z + m0 * ld, ld, r, N, zt, T, tier);
         tile(xt, e->z ? zt : 0, yt, T, N, e);
-        spg_transpose(yt, T, N, r, y + m0 * N, N, tier);      /* y's r rows <- y^T's block */
+        spg_transpose(yt, T, N, r, y + m0 * ld, ld, tier);    /* y's r rows <- y^T's block */
     }
+}
+
+static void spg_tiled(const float *x, float *y, long M, long K, long N, const sp_epi *e,
+                      int tier, float *ws)
+{
+    spg_tiled_ld(x, y, M, K, N, N, e, tier, ws);
 }
 
 #endif

@@ -4,10 +4,10 @@
 cdef extern from "_spgemm.h" nogil:
     long spg_rows(int tier)
     long spg_ws(long K, long N, int tier)
-    void spg_spmv(const float *x, float *y, long M, long K, long N, const sp_epi *e,
-                  const int *col, int tier)
-    void spg_tiled(const float *x, float *y, long M, long K, long N, const sp_epi *e,
-                   int tier, float *ws)
+    void spg_spmv_ld(const float *x, float *y, long M, long K, long N, long ld,
+                     const sp_epi *e, const int *col, int tier)
+    void spg_tiled_ld(const float *x, float *y, long M, long K, long N, long ld,
+                      const sp_epi *e, int tier, float *ws)
 
 ALGOS = ("spmv", "tiled")
 
@@ -48,27 +48,36 @@ cdef class SparseGemm(_Sparse):
         return spg_ws(self.K, self.M, self.tier) if self.algo == "tiled" else 0
 
     def run(self, const float[:, ::1] x, float[:, ::1] y, const float[:, ::1] z=None,
-            float[::1] ws=None):
-        """x (M, K) -> y (M, N); z (M, N) residual or None; ws: workspace_floats floats."""
+            float[::1] ws=None, int threads=1):
+        """x (M, K) -> y (M, N); z (M, N) residual or None; ws: workspace_floats floats per
+        thread; the outputs n split over `threads`."""
         cdef long m = x.shape[0]
         if x.shape[1] != self.K or y.shape[0] != m or y.shape[1] != self.M:
             raise ValueError(f"shapes: x ({x.shape[0]}, {x.shape[1]}), y ({y.shape[0]}, "
                              f"{y.shape[1]}) for W ({self.K}, {self.M})")
         if z is not None and (z.shape[0] != m or z.shape[1] != self.M):
             raise ValueError("residual shape != output shape")
-        cdef long need = self.workspace_floats
+        cdef int t, nt = _threads(threads, self.M)
+        cdef long per = self.workspace_floats, need = per * nt, n0, n1, N = self.M
         if need and (ws is None or ws.shape[0] < need):
             raise ValueError(f"workspace of {need} floats needed")
         if m == 0:
             return
-        cdef sp_epi e = self.e
+        cdef sp_epi e = self.e, part
         e.z = NULL if z is None else &z[0, 0]
         cdef const int[::1] cc = self.col
         cdef const int *colp = &cc[0] if cc.shape[0] else NULL
         cdef float *wsp = &ws[0] if need else NULL
         cdef bint tiled = self.algo == "tiled"
         with nogil:
-            if tiled:
-                spg_tiled(&x[0, 0], &y[0, 0], m, self.K, self.M, &e, self.tier, wsp)
-            else:
-                spg_spmv(&x[0, 0], &y[0, 0], m, self.K, self.M, &e, colp, self.tier)
+            for t in prange(nt, num_threads=nt, schedule="static"):
+                _rows_of(N, t, nt, &n0, &n1)       # y's columns n0 .. n1, rows N apart
+                part = _part(&e, n0, 0)
+                if part.z != NULL:
+                    part.z = e.z + n0
+                if tiled:
+                    spg_tiled_ld(&x[0, 0], &y[0, n0], m, self.K, n1 - n0, N, &part,
+                                 self.tier, wsp + t * per if wsp != NULL else NULL)
+                else:
+                    spg_spmv_ld(&x[0, 0], &y[0, n0], m, self.K, n1 - n0, N, &part, colp,
+                                self.tier)

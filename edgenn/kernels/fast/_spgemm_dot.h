@@ -14,7 +14,7 @@
  * is read and masked-off lanes add exact zeros. */
 
 SPG_ATTR static inline __attribute__((always_inline)) void
-SPG_CAT(SPG_NAME, _rows)(const int R, const float *x, float *y, long m, long K, long N,
+SPG_CAT(SPG_NAME, _rows)(const int R, const float *x, float *y, long m, long K, long ld,
                          long n, const sp_epi *e, const int *col)
 {
     const int j0 = e->row_ptr[n], j1 = e->row_ptr[n + 1], rem = (j1 - j0) % SPG_L;
@@ -34,22 +34,23 @@ SPG_CAT(SPG_NAME, _rows)(const int R, const float *x, float *y, long m, long K, 
         for (int i = 0; i < R; i++)
             a[i] = SPG_FMA(w, SPG_GATHER_TAIL(k, idx, xm + i * K), a[i]);
     }
-    for (int i = 0; i < R; i++) y[(m + i) * N + n] = spg_out(SPG_HSUM(a[i]), e, m + i, n, N);
+    for (int i = 0; i < R; i++)
+        y[(m + i) * ld + n] = spg_out(SPG_HSUM(a[i]), e, m + i, n, ld);
 }
 
-/* y (M, N) = act(x (M, K) W + bias + z): outputs outside, so each row of W^T is read from
- * memory once and reused from L1 by every block of rows. */
-SPG_ATTR static void SPG_NAME(const float *x, float *y, long M, long K, long N,
+/* y (M, N) = act(x (M, K) W + bias + z), y and z rows ld apart: outputs outside, so each
+ * row of W^T is read from memory once and reused from L1 by every block of rows. */
+SPG_ATTR static void SPG_NAME(const float *x, float *y, long M, long K, long N, long ld,
                               const sp_epi *e, const int *col)
 {
     for (long n = 0; n < N; n++) {
         long m = 0;
         for (; m + SPG_R <= M; m += SPG_R)
-            SPG_CAT(SPG_NAME, _rows)(SPG_R, x, y, m, K, N, n, e, col);
+            SPG_CAT(SPG_NAME, _rows)(SPG_R, x, y, m, K, ld, n, e, col);
         switch (M - m) {      /* a constant R per call: the chains stay in registers */
-        case 3: SPG_CAT(SPG_NAME, _rows)(3, x, y, m, K, N, n, e, col); break;
-        case 2: SPG_CAT(SPG_NAME, _rows)(2, x, y, m, K, N, n, e, col); break;
-        case 1: SPG_CAT(SPG_NAME, _rows)(1, x, y, m, K, N, n, e, col); break;
+        case 3: SPG_CAT(SPG_NAME, _rows)(3, x, y, m, K, ld, n, e, col); break;
+        case 2: SPG_CAT(SPG_NAME, _rows)(2, x, y, m, K, ld, n, e, col); break;
+        case 1: SPG_CAT(SPG_NAME, _rows)(1, x, y, m, K, ld, n, e, col); break;
         default: break;
         }
     }

@@ -8,8 +8,14 @@
     k.run(xp, yp, zp)          # yp (M, P) = act(sum_j val[j] xp[off[j]:][:P] + bias + zp)
     k = SparseGemm(row_ptr, col, val, K, bias, act, lo, hi, isa="avx512", algo="spmv")
     k.run(x2d, y2d, z2d, ws)   # y (M, N) = act(x (M, K) W + bias + z), W^T (N, K) in CSR
+
+Every run takes threads=: the output channels are split over that many OpenMP threads in
+ranges of whole pairs (_rows_of: a pair of paired rows stays together), each computed by
+the same tile code as on one thread, so the result has the same bits on any count; the
+workspace (workspace_floats, when there is one) is then needed once per thread.
 """
 import numpy as np
+from cython.parallel cimport prange
 
 cdef extern from "_cpu.h" nogil:
     int edgenn_isa_x86(int t)
@@ -49,6 +55,28 @@ ACT = {"": SP_ACT_NONE, "Relu": SP_ACT_RELU, "Clip": SP_ACT_CLIP}
 def tile_pixels(str isa) -> int:
     """Pixels per register tile of a tier (0: the portable loops)."""
     return sp_tile(TIER[isa])
+
+
+cdef inline void _rows_of(long M, int t, int nt, long *m0, long *m1) noexcept nogil:
+    """Output rows [m0, m1) of thread t of nt: whole pairs of rows, in order."""
+    cdef long pairs = (M + 1) // 2
+    m0[0] = 2 * (t * pairs // nt)
+    m1[0] = min(M, 2 * ((t + 1) * pairs // nt))
+
+
+cdef inline sp_epi _part(const sp_epi *e, long m0, long ldz) noexcept nogil:
+    """e for the output rows from m0 on (its z rows ldz floats apart)."""
+    cdef sp_epi p = e[0]
+    p.row_ptr = e.row_ptr + m0
+    if e.bias != NULL:
+        p.bias = e.bias + m0
+    if e.z != NULL:
+        p.z = e.z + m0 * ldz
+    return p
+
+
+cdef inline int _threads(int threads, long M) noexcept nogil:
+    return max(1, min(threads, (M + 1) // 2))
 
 
 cdef class _Sparse:
@@ -129,26 +157,36 @@ cdef class SparseConv1x1(_Sparse):
         return (self.K + 2 * self.M) * t + (SP_ALIGN if t else 0)
 
     def run(self, const float[:, ::1] x, float[:, ::1] y, const float[:, ::1] z=None,
-            float[::1] ws=None):
-        """x (K, S) -> y (M, S); z (M, S) residual or None; ws: workspace_floats floats."""
+            float[::1] ws=None, int threads=1):
+        """x (K, S) -> y (M, S); z (M, S) residual or None; ws: workspace_floats floats per
+        thread."""
         if x.shape[0] != self.K or x.shape[1] != self.S or y.shape[0] != self.M \
                 or y.shape[1] != self.S:
             raise ValueError(f"shapes: x ({x.shape[0]}, {x.shape[1]}), y ({y.shape[0]}, "
                              f"{y.shape[1]}) for W ({self.M}, {self.K}) on {self.S} pixels")
         if z is not None and (z.shape[0] != self.M or z.shape[1] != self.S):
             raise ValueError("residual shape != output shape")
-        cdef long need = self.workspace_floats
+        cdef int t, nt = _threads(threads, self.M)
+        cdef long per = self.workspace_floats, need = per * nt, m0, m1
         if need and (ws is None or ws.shape[0] < need):
             raise ValueError(f"workspace of {need} floats needed")
-        cdef sp_epi e = self.e
+        cdef sp_epi e = self.e, part
         e.z = NULL if z is None else &z[0, 0]
         cdef const long[::1] ot = self.off_tail
         cdef const long *otp = &ot[0] if ot.shape[0] else NULL
         cdef float *wsp = &ws[0] if need else NULL
-        if self.S == 0:
+        cdef long S = self.S, K = self.K
+        if S == 0:
             return
         with nogil:
-            spmm_run(&x[0, 0], &y[0, 0], self.M, self.K, self.S, &e, otp, self.tier, wsp)
+            if nt == 1:
+                spmm_run(&x[0, 0], &y[0, 0], self.M, K, S, &e, otp, self.tier, wsp)
+            else:
+                for t in prange(nt, num_threads=nt, schedule="static"):
+                    _rows_of(self.M, t, nt, &m0, &m1)
+                    part = _part(&e, m0, S)
+                    spmm_run(&x[0, 0], &y[m0, 0], m1 - m0, K, S, &part, otp, self.tier,
+                             wsp + t * per if wsp != NULL else NULL)
 
 
 cdef class ShiftedSpMM(_Sparse):
@@ -169,16 +207,25 @@ cdef class ShiftedSpMM(_Sparse):
         self.P = P
         self.reach = (int(off.max()) if off.size else 0) + P
 
-    def run(self, const float[::1] xp, float[:, ::1] yp, const float[:, ::1] zp=None):
+    def run(self, const float[::1] xp, float[:, ::1] yp, const float[:, ::1] zp=None,
+            int threads=1):
         if xp.shape[0] < self.reach or yp.shape[0] != self.M or yp.shape[1] != self.P:
             raise ValueError(f"shapes: xp {xp.shape[0]} floats (needs {self.reach}), yp "
                              f"({yp.shape[0]}, {yp.shape[1]}) for ({self.M}, {self.P})")
         if zp is not None and (zp.shape[0] != self.M or zp.shape[1] != self.P):
             raise ValueError("residual shape != output shape")
-        cdef sp_epi e = self.e
+        cdef sp_epi e = self.e, part
         e.z = NULL if zp is None else &zp[0, 0]
+        cdef int t, nt = _threads(threads, self.M)
+        cdef long m0, m1, P = self.P
         with nogil:
-            spmm_shifted(&xp[0], &yp[0, 0], self.M, self.P, &e, self.tier)
+            if nt == 1:
+                spmm_shifted(&xp[0], &yp[0, 0], self.M, P, &e, self.tier)
+            else:
+                for t in prange(nt, num_threads=nt, schedule="static"):
+                    _rows_of(self.M, t, nt, &m0, &m1)
+                    part = _part(&e, m0, P)
+                    spmm_shifted(&xp[0], &yp[m0, 0], m1 - m0, P, &part, self.tier)
 
 
 include "_spgemm.pxi"

@@ -24,6 +24,7 @@ import numpy as np
 from ...registry import kernel
 from .. import scratch
 from . import epilogue
+from .threading_cost import plan_threads, threaded_only
 
 MIN_ZEROS = 0.5       # below this the dense kernels always win (bench/test_bench_sparse.py)
 ACTS = ("", "Relu", "Clip")
@@ -80,7 +81,8 @@ def _supports(node, ins, outs) -> bool:
     return _sparse_conv(node, ins, outs) and _pointwise(node, ins, outs)
 
 
-def _prepare(node, ins, outs, isa: str, lib=None):
+def _prepare(node, ins, outs, isa: str, lib=None, threads: int = 1):
+    """threads > 1: the output channels split over OpenMP threads (the *_mt specs)."""
     if lib is None:
         from . import _spmm as lib
     SparseConv1x1 = lib.SparseConv1x1
@@ -91,14 +93,14 @@ def _prepare(node, ins, outs, isa: str, lib=None):
     s = h * wd
     spmm = SparseConv1x1(*csr(w2d), k, s, bias, act, lo, hi, isa=isa)
     has_z = len(ins) > 3 and ins[3] is not None
-    ws_h = scratch.array((max(spmm.workspace_floats, 1),), np.float32)
+    ws_h = scratch.array((max(spmm.workspace_floats * threads, 1),), np.float32)
 
     def run(inputs, outputs):
         x, y, ws = inputs[0], outputs[0], ws_h.get()
         z = inputs[3] if has_z else None
         for b in range(n):
             spmm.run(x[b].reshape(k, s), y[b].reshape(m, s),
-                     None if z is None else z[b].reshape(m, s), ws)
+                     None if z is None else z[b].reshape(m, s), ws, threads)
     run.kernel = spmm
     return run
 
@@ -145,8 +147,9 @@ def _phase_views(planes, x_shape, strides, pads):
     return out
 
 
-def _prepare_shifted(node, ins, outs, isa: str, lib=None):
-    """lib: the extension module (tests pass the SIMDe-emulated _spmm_emu)."""
+def _prepare_shifted(node, ins, outs, isa: str, lib=None, threads: int = 1):
+    """lib: the extension module (tests pass the SIMDe-emulated _spmm_emu); threads > 1:
+    the output channels split over OpenMP threads (the *_mt specs)."""
     if lib is None:
         from . import _spmm as lib
     ShiftedSpMM, tile_pixels = lib.ShiftedSpMM, lib.tile_pixels
@@ -185,7 +188,7 @@ def _prepare_shifted(node, ins, outs, isa: str, lib=None):
                 np.copyto(dst, x[b][:, rows, cols])
             if has_z:
                 np.copyto(zp[:, :oh * wq].reshape(m, oh, wq)[:, :, :ow], inputs[3][b])
-            k.run(xp, yp, zp)
+            k.run(xp, yp, zp, threads)
             np.copyto(y[b], out)
     run.kernel = k
     return run
@@ -197,7 +200,11 @@ TIERS = (("spmm_64x1__avx512f", "spconv_64x1__avx512f", "avx512", "avx512"),
          ("spmm_32x1__avx2", "spconv_32x1__avx2", "avx2", "avx2"),
          ("spmm_32x1__scalar", "spconv_32x1__scalar", "", "scalar"))
 for _name, _shifted, _tier, _isa in TIERS:
-    kernel("Conv", _name, supports=_supports, isa=_tier)(
-        lambda node, ins, outs, t=_isa: _prepare(node, ins, outs, t))
-    kernel("Conv", _shifted, supports=_shifted_supports, isa=_tier)(
-        lambda node, ins, outs, t=_isa: _prepare_shifted(node, ins, outs, t))
+    for _spec, _sup, _prep in ((_name, _supports, _prepare),
+                               (_shifted, _shifted_supports, _prepare_shifted)):
+        kernel("Conv", _spec, supports=_sup, isa=_tier)(
+            lambda node, ins, outs, t=_isa, f=_prep: f(node, ins, outs, t))
+        if _tier:   # output channels over the session's threads (OpenMP)
+            kernel("Conv", _spec + "_mt", supports=threaded_only(_sup), isa=_tier, pool="omp")(
+                lambda node, ins, outs, t=_isa, f=_prep: f(node, ins, outs, t,
+                                                           threads=plan_threads()))

@@ -26,6 +26,7 @@ from ...registry import kernel
 from .. import scratch
 from . import epilogue
 from .sparse import ACTS, MIN_ZEROS, csr, zero_fraction
+from .threading_cost import plan_threads, threaded_only
 
 SPMV_MAX_ROWS = 8     # beyond, a narrow tile is faster (Zen 4: the 8-row one from 2 rows)
 
@@ -91,8 +92,9 @@ def _offered(rows: int, need: str, algo: str, t: int) -> bool:
     return (t <= 2 * rows or t == _NARROWEST[need]) and 8 * t >= rows
 
 
-def _prepare(node, ins, outs, isa: str, algo: str, lib=None):
-    """lib: the extension module (tests pass the SIMDe-emulated _spmm_emu)."""
+def _prepare(node, ins, outs, isa: str, algo: str, lib=None, threads: int = 1):
+    """lib: the extension module (tests pass the SIMDe-emulated _spmm_emu); threads > 1:
+    the outputs split over OpenMP threads (the *_mt specs)."""
     if lib is None:
         from . import _spmm as lib
     at = node.attrs
@@ -105,19 +107,24 @@ def _prepare(node, ins, outs, isa: str, algo: str, lib=None):
     bias = _bias(node, ins, n)[1]
     _, act, lo, hi, _ = epilogue.constant_parts(node, ins[:2], n)   # C is _bias's
     kern = lib.SparseGemm(*csr(wt), k, bias, act, lo, hi, isa=isa, algo=algo)
-    ws_h = scratch.array((max(kern.workspace_floats, 1),), np.float32)
+    ws_h = scratch.array((max(kern.workspace_floats * threads, 1),), np.float32)
     has_z = node.op == "Gemm" and len(ins) > 3 and ins[3] is not None
 
     def run(inputs, outputs):
         z = np.require(inputs[3], requirements="C").reshape(rows, n) if has_z else None
-        kern.run(inputs[0].reshape(rows, k), outputs[0].reshape(rows, n), z, ws_h.get())
+        kern.run(inputs[0].reshape(rows, k), outputs[0].reshape(rows, n), z, ws_h.get(),
+                 threads)
     run.kernel = kern
     return run
 
 
 for _op in ("Gemm", "MatMul"):
     for _name, _need, _isa, _algo, _t in TIERS:
-        kernel(_op, _name, isa=_need,
-               supports=lambda node, ins, outs, n=_need, a=_algo, t=_t:
-               _fc(node, ins, outs) and _offered(_rows(outs[0].shape), n, a, t))(
+        def _sup(node, ins, outs, n=_need, a=_algo, t=_t):
+            return _fc(node, ins, outs) and _offered(_rows(outs[0].shape), n, a, t)
+        kernel(_op, _name, isa=_need, supports=_sup)(
             lambda node, ins, outs, i=_isa, a=_algo: _prepare(node, ins, outs, i, a))
+        if _need:   # the outputs over the session's threads (OpenMP)
+            kernel(_op, _name + "_mt", isa=_need, pool="omp", supports=threaded_only(_sup))(
+                lambda node, ins, outs, i=_isa, a=_algo: _prepare(node, ins, outs, i, a,
+                                                                  threads=plan_threads()))

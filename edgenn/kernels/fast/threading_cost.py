@@ -22,3 +22,8 @@ def plan_threads() -> int:
     """The thread count of the plan being built (kernels/plan_context.py)."""
     from ..plan_context import current
     return current().threads
+
+
+def threaded_only(supports):
+    """supports() of a *_mt spec: as `supports`, in a plan of more than one thread only."""
+    return lambda node, ins, outs: plan_threads() > 1 and supports(node, ins, outs)
