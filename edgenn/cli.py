@@ -384,20 +384,23 @@ def cmd_compress(args) -> int:
     ratio = args.prune_channels if args.prune_channels is not None else cfg.get("ratio")
     progress = lambda stage: print(f"  ... {stage}", flush=True)   # noqa: E731
     if args.fidelity is not None:
-        from .compress.chain import search
+        from .compress.chain import PRECISIONS, search
+        # the precisions searched: the one asked for, else int8 and int4 weight-only
+        precisions = (f"int{args.weight_only}w",) if args.weight_only else \
+            ("fp32",) if args.no_int8 else PRECISIONS
         graph, rep, tried = search(args.model, args.calib, fidelity=args.fidelity,
                                    target_size=args.target_size, progress=progress,
+                                   precisions=precisions,
                                    importance=cfg.get("importance", args.importance),
                                    sparse=args.sparse, sparse_fc=args.sparse_fc,
                                    pattern=args.pattern,
                                    patterns=args.patterns, connectivity=args.connectivity,
-                                   embeddings=args.embeddings, int8=not args.no_int8,
-                                   weight_only=args.weight_only, block=args.block,
+                                   embeddings=args.embeddings, block=args.block,
                                    entropy=not args.no_entropy, data=args.data,
                                    batch_size=args.batch_size, image_spec=_image_spec(args),
                                    threads=args.threads)
-        print("search: " + "; ".join(f"channels -{r:.0%} -> {s:.2f}x, cosine {c:.4f}"
-                                     for r, s, c in tried))
+        print("search: " + "; ".join(f"channels -{r:.0%} {p} -> {s:.2f}x, cosine {c:.4f}"
+                                     for r, p, s, c in tried))
         save(graph, args.output)
         print(rep.table())
         print(f"wrote {args.output} ({os.path.getsize(args.output) / 1e6:.3f} MB)")
@@ -604,7 +607,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="store embedding tables (Gathers over >= 1024-row constants) as "
                          "int8 or int4 QGather")
     cz.add_argument("--fidelity", type=float, metavar="COS",
-                    help="search: the largest channel ratio whose chain keeps this output "
+                    help="search: the smallest chain (channel ratio x int8 / int4 "
+                         "weight-only, or the --weight-only asked) that keeps this output "
                          "cosine against fp32 on --data (e.g. 0.99)")
     cz.add_argument("--target-size", type=float, metavar="X",
                     help="with --fidelity: also at least X times smaller than fp32")

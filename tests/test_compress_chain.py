@@ -83,11 +83,19 @@ def test_search_keeps_the_most_pruned_chain_that_meets_the_fidelity():
     graph, rep, tried = search(DEMO_MODEL, calib, fidelity=0.99, ratios=(0.5, 0.25, 0.1, 0.0),
                                data=data, rounds=2)
     assert rep.steps[-1].cosine >= 0.99
-    assert all(c < 0.99 for _, _, c in tried[:-1])                  # larger ratios failed
-    assert tried[-1][2] == rep.steps[-1].cosine
+    assert {p for _, p, _, _ in tried} == {"int8", "int4w"}
+    for precision in ("int8", "int4w"):       # per precision: the larger ratios failed, the
+        mine = [t for t in tried if t[1] == precision]     # first to pass ends its ladder
+        assert all(c < 0.99 for *_, c in mine[:-1]) and mine[-1][3] >= 0.99
+    passed = [t for t in tried if t[3] >= 0.99]
+    smallest = max(passed, key=lambda t: t[2])
+    assert smallest[3] == rep.steps[-1].cosine                    # the smallest file kept
+    assert rep.steps[0].bytes / rep.steps[-1].bytes == smallest[2]
     with pytest.raises(ValueError, match="no candidate meets"):
         search(DEMO_MODEL, calib, fidelity=0.999, target_size=5, ratios=(0.5, 0.0),
                data=data, rounds=2)
+    with pytest.raises(ValueError, match="precisions"):
+        search(DEMO_MODEL, calib, fidelity=0.9, precisions=("int3",), data=data)
 
 
 def test_chain_weight_only_int4_by_gptq(tmp_path, capsys):

@@ -167,29 +167,47 @@ def compress(model, calib, *, channels: float | None = None, importance: str = "
 
 
 RATIOS = (0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.0)
+# the quantization step of a candidate: int8 quantization, weight-only codes by GPTQ (int8w,
+# int4w: compute stays fp32), or none (fp32)
+PRECISIONS = ("int8", "int4w")
+_PRECISION_OPTIONS = {"int8": {}, "int8w": {"weight_only": 8}, "int4w": {"weight_only": 4},
+                      "fp32": {"int8": False}}
 
 
 def search(model, calib, *, fidelity: float, target_size: float | None = None,
-           ratios=RATIOS, progress=None, **options) -> tuple[Graph, ChainReport, list]:
-    """The most compressed chain that keeps `fidelity` (the final step's output cosine
-    against fp32 on the held-out data): channel ratios tried from the largest down, the
-    first whose chain meets the fidelity (and, when given, `target_size`: fp32 size / final
-    size) kept. -> (graph, its report, [(ratio, size ratio, cosine) per candidate]).
+           ratios=RATIOS, precisions=PRECISIONS, progress=None,
+           **options) -> tuple[Graph, ChainReport, list]:
+    """The smallest chain that keeps `fidelity` (the final step's output cosine against
+    fp32 on the held-out data) and, when given, is `target_size` times smaller than fp32.
+    Per precision (PRECISIONS' names), channel ratios are tried from the largest down
+    until one meets the fidelity: fidelity falls as the ratio grows, so that is the
+    precision's smallest file; of those, the smallest is kept.
+    -> (graph, its report, [(ratio, precision, size ratio, cosine) per candidate]).
     Refused (ValueError) when no candidate meets the targets: the honest answer is then
     pruning with retraining, or a lower target."""
     from ..converters.source import load
+    unknown = [p for p in precisions if p not in _PRECISION_OPTIONS]
+    if unknown:
+        raise ValueError(f"precisions {unknown}: not among {sorted(_PRECISION_OPTIONS)}")
     fp32 = model if isinstance(model, Graph) else load(model)
-    tried = []
-    for ratio in ratios:
-        if progress:
-            progress(f"candidate: channels -{ratio:.0%}")
-        graph, rep = compress(fp32, calib, channels=ratio or None, **options)
-        last = rep.steps[-1]
-        shrink = rep.steps[0].bytes / last.bytes
-        cos = last.cosine if last.cosine is not None else 1.0
-        tried.append((ratio, shrink, cos))
-        if cos >= fidelity and (target_size is None or shrink >= target_size):
-            return graph, rep, tried
+    tried, best = [], None
+    for precision in precisions:
+        opts = dict(options, **_PRECISION_OPTIONS[precision])
+        for ratio in ratios:
+            if progress:
+                progress(f"candidate: channels -{ratio:.0%}, {precision}")
+            graph, rep = compress(fp32, calib, channels=ratio or None, **opts)
+            last = rep.steps[-1]
+            shrink = rep.steps[0].bytes / last.bytes
+            cos = last.cosine if last.cosine is not None else 1.0
+            tried.append((ratio, precision, shrink, cos))
+            if cos >= fidelity:      # smaller ratios only make this precision's file larger
+                if (target_size is None or shrink >= target_size) and (
+                        best is None or last.bytes < best[1].steps[-1].bytes):
+                    best = graph, rep
+                break
+    if best is not None:
+        return best[0], best[1], tried
     raise ValueError("no candidate meets fidelity {:.4f}{}: tried {}".format(
         fidelity, f" and {target_size:.1f}x smaller" if target_size else "",
-        ", ".join(f"-{r:.0%}: {s:.2f}x cosine {c:.4f}" for r, s, c in tried)))
+        ", ".join(f"-{r:.0%} {p}: {s:.2f}x cosine {c:.4f}" for r, p, s, c in tried)))
