@@ -110,3 +110,24 @@ def test_block_sizes_are_checked_and_kept():
     assert g.meta["weight_codecs"]["w1"]["block"] == 64
     loaded = enn.from_buffer(enn.to_bytes(g))
     np.testing.assert_array_equal(loaded.consts["w1"], g.consts["w1"])
+
+
+def test_only_layers_with_one_input_covariance_take_gptq():
+    rng = np.random.default_rng(4)
+    consts = {"w2": rng.standard_normal((16, 8)).astype(np.float32),
+              "w3": rng.standard_normal((2, 16, 8)).astype(np.float32),   # batched MatMul
+              "shared": rng.standard_normal((16, 8)).astype(np.float32)}
+    nodes = [Node("MatMul", ["x", "w2"], ["a"], {}, "plain"),
+             Node("MatMul", ["x3", "w3"], ["b"], {}, "batched"),
+             Node("MatMul", ["x", "shared"], ["c"], {}, "one"),
+             Node("Add", ["c", "a"], ["d"], {}, "add"),
+             Node("MatMul", ["x", "shared"], ["e"], {}, "two")]      # read twice
+    g = Graph(nodes, [ValueInfo("x", "float32", (4, 16)),
+                      ValueInfo("x3", "float32", (4, 2, 3, 16))],
+              [ValueInfo(n, "float32", ()) for n in ("b", "d", "e")], consts)
+    calib = {"x": rng.standard_normal((4, 16)).astype(np.float32),
+             "x3": rng.standard_normal((4, 2, 3, 16)).astype(np.float32)}
+    hs = gptq.hessians(g, ["w2", "w3", "shared"], [calib])
+    assert set(hs) == {"w2"} and hs["w2"].shape == (16, 16)
+    rep = compress_weights(g, 4, min_elements=16, calib=[calib])
+    assert rep["tensors"] == 3 and rep["gptq"] == 1

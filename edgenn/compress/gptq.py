@@ -34,10 +34,11 @@ def _consumer(graph: Graph, name: str) -> Node | None:
     users = [n for n in graph.nodes if name in n.inputs]
     if len(users) != 1 or users[0].inputs[1] != name or users[0].inputs.count(name) != 1:
         return None
-    node = users[0]
-    if node.op == "MatMul" or (node.op == "Gemm" and not node.attrs.get("transA", 0)):
+    node, w = users[0], graph.consts[name]
+    if (node.op == "MatMul" or node.op == "Gemm" and not node.attrs.get("transA", 0)) \
+            and w.ndim == 2:                       # a batched MatMul weight has no one H
         return node
-    if node.op == "Conv" and node.attrs.get("group", 1) == 1 and graph.consts[name].ndim == 4:
+    if node.op == "Conv" and node.attrs.get("group", 1) == 1 and w.ndim == 4:
         return node
     return None
 
