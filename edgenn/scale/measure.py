@@ -22,7 +22,8 @@ from ..quant.observe import Runner
 from . import probe
 from .factors import resize_feeds, resize_outputs, scaled_inputs
 
-VERSION = 6      # of what a measurement holds: part of the cache key
+VERSION = 7      # of what a measurement holds: part of the cache key (7: pattern pruning
+                 # by output-channel pairs and of strided convs)
 
 
 @dataclass
