@@ -225,7 +225,7 @@ def test_csr_layout_and_bad_weights_refused():
            ((row_ptr, col, val[:2], 4, 5), "CSR")]                      # val too short
     for args, msg in bad:
         with pytest.raises(ValueError, match=msg):
-            _spmm.SparseConv1x1(*args)
+            _spmm.SparseConv1x1(*args, isa="scalar")       # any CPU, any EDGENN_MAX_ISA
     kern = _spmm.SparseConv1x1(row_ptr, col, val, 4, 5, isa="scalar")
     with pytest.raises(ValueError, match="shapes"):
         kern.run(np.zeros((3, 5), np.float32), np.zeros((3, 5), np.float32))   # x is (4, 5)
