@@ -1,0 +1,76 @@
+"""Retraining with masks (compress/torch_masks.py): the digits CNN trained in torch, its 1x1
+convs 80% magnitude-pruned and its strided 3x3 conv pattern-pruned (4 of 9 taps, half the
+kernels), fine-tuned with the masks held, exported, and run by edgenn on the sparse
+kernels with torch's outputs."""
+import os
+import sys
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "scripts"))
+
+import edgenn  # noqa: E402
+from edgenn.compress import torch_masks  # noqa: E402
+
+
+def _data():
+    from sklearn.datasets import load_digits
+    d = load_digits()
+    x = (d.images / 16.0).astype(np.float32)[:, None]
+    idx = np.random.default_rng(0).permutation(len(x))
+    return x[idx[:1500]], d.target[idx[:1500]], x[idx[1500:]], d.target[idx[1500:]]
+
+
+def _train(model, x, y, epochs, seed):
+    torch.manual_seed(seed)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    xt, yt = torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))
+    model.train()
+    for _ in range(epochs):
+        for b in torch.randperm(len(x)).split(64):
+            opt.zero_grad()
+            torch.nn.functional.nll_loss(torch.log(model(xt[b]) + 1e-9), yt[b]).backward()
+            opt.step()
+    model.eval()
+
+
+def _accuracy(model, x, y):
+    with torch.no_grad():
+        return float(np.mean(model(torch.from_numpy(x)).argmax(1).numpy() == y))
+
+
+def test_masks_hold_through_fine_tuning_and_the_export_runs_sparse():
+    import copy
+
+    from make_demo_model import DigitsNet
+    torch.manual_seed(0)
+    x, y, xh, yh = _data()
+    dense = DigitsNet()
+    _train(dense, x, y, epochs=15, seed=0)
+    acc_dense = _accuracy(dense, xh, yh)
+    model = copy.deepcopy(dense)
+    masked = torch_masks.apply(model, sparse=0.8, pattern=4, connectivity=0.5)
+    # the block convs but the first 1x1, and the 16 -> 32 strided 3x3 (the stem reads the image)
+    assert "blocks.1" in masked and "stem.0" not in masked and "blocks.0.body.0" not in masked
+    assert all(abs(z - 0.8) < 0.01 for n, z in masked.items() if n != "blocks.1")
+    assert masked["blocks.1"] > 0.75                 # 4 of 9 taps of half the kernels kept
+    acc_masked = _accuracy(model, xh, yh)
+    mask = {n: m.weight_mask.clone() for n, m in model.named_modules() if hasattr(m, "weight_mask")}
+    _train(model, x, y, epochs=8, seed=1)
+    acc_tuned = _accuracy(model, xh, yh)
+    for n, m in model.named_modules():
+        if n in mask:                                 # the optimiser never revived a weight
+            assert torch.all(m.weight[mask[n] == 0] == 0)
+    assert acc_tuned >= acc_dense - 0.02, (acc_dense, acc_masked, acc_tuned)
+    torch_masks.finalize(model)
+    assert not any(hasattr(m, "weight_mask") for m in model.modules())
+    sess = edgenn.from_torch(model, (torch.from_numpy(xh[:4]),))
+    got = sess.run(None, {sess.get_inputs()[0].name: xh[:4]})[0]
+    with torch.no_grad():
+        want = model(torch.from_numpy(xh[:4])).numpy()
+    np.testing.assert_allclose(got, want, atol=1e-5)
+    step_kernels = {s.choice.kernel for s in sess.plan.steps}
+    offered = [n for s in sess.plan.steps for n in getattr(s.choice, "times", {}) or {}]
+    assert step_kernels and any(n.startswith(("spmm", "spconv")) for n in offered + list(step_kernels))
