@@ -315,6 +315,10 @@ def _pruning_options(s, channels_flag: str = "--channels"):
     g.add_argument("--sparse", type=float, metavar="R",
                    help="zero this fraction of every pointwise (1x1) conv's weights, by "
                         "magnitude (the first one kept dense)")
+    g.add_argument("--pairs", action="store_true",
+                   help="with --sparse / --sparse-fc: prune output channels in pairs (the "
+                        "same positions for both: the sparse kernels load each input once "
+                        "for the two)")
     g.add_argument("--sparse-fc", type=float, metavar="R",
                    help="zero this fraction of every fully connected (MatMul / Gemm) layer's "
                         "constant weights, by magnitude")
@@ -364,10 +368,10 @@ def cmd_prune(args) -> int:
             print("(no --calib: channels are removed without refitting the next layer)")
         print(_prune_channels(graph, args, args.calib))
     if args.sparse:
-        print(prune.sparsify(graph, args.sparse).table())
+        print(prune.sparsify(graph, args.sparse, pairs=args.pairs).table())
     if args.sparse_fc:
         print(prune.sparsify(graph, args.sparse_fc, skip_first=False,
-                             layers=prune.fully_connected).table())
+                             layers=prune.fully_connected, pairs=args.pairs).table())
     if args.pattern:
         print(prune.pattern_prune(graph, args.pattern, args.patterns,
                                   args.connectivity).table())
@@ -393,7 +397,7 @@ def cmd_compress(args) -> int:
                                    precisions=precisions,
                                    importance=cfg.get("importance", args.importance),
                                    sparse=args.sparse, sparse_fc=args.sparse_fc,
-                                   pattern=args.pattern,
+                                   pairs=args.pairs, pattern=args.pattern,
                                    patterns=args.patterns, connectivity=args.connectivity,
                                    embeddings=args.embeddings, block=args.block,
                                    entropy=not args.no_entropy, data=args.data,
@@ -408,7 +412,7 @@ def cmd_compress(args) -> int:
     graph, rep = compress(args.model, args.calib, channels=ratio,
                           importance=cfg.get("importance", args.importance),
                           channel_layers=cfg.get("layers"), sparse=args.sparse,
-                          sparse_fc=args.sparse_fc,
+                          sparse_fc=args.sparse_fc, pairs=args.pairs,
                           pattern=args.pattern,
                           patterns=args.patterns, connectivity=args.connectivity,
                           embeddings=args.embeddings, int8=not args.no_int8,

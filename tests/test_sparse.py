@@ -333,6 +333,27 @@ def test_sparsify_fully_connected_layers():
     assert np.count_nonzero(g.consts["shared"]) == 100
 
 
+def test_magnitude_pruning_by_output_channel_pairs():
+    from edgenn.compress.prune import magnitude_mask, pointwise_convs, sparsify
+    from edgenn.demo import DEMO_MODEL
+    w = RNG.standard_normal((7, 12, 1, 1)).astype(np.float32)
+    keep = magnitude_mask(w, 0.75, pair_axis=0)
+    assert np.array_equal(keep[0:6:2], keep[1:6:2])                 # pairs share positions
+    groups = np.concatenate([(w[0:6:2] ** 2 + w[1:6:2] ** 2), w[6:] ** 2]).reshape(4, -1)
+    g_keep = np.concatenate([keep[0:6:2], keep[6:]]).reshape(4, -1)
+    assert g_keep.sum() == 48 - round(0.75 * 48)                   # per pair-position
+    assert groups[g_keep].min() >= groups[~g_keep].max()           # the weakest pairs go
+    wt = RNG.standard_normal((10, 6)).astype(np.float32)           # MatMul W (K, N)
+    keep = magnitude_mask(wt, 0.5, pair_axis=-1)
+    assert np.array_equal(keep[:, 0::2], keep[:, 1::2])
+    g = edgenn.load(DEMO_MODEL)
+    sparsify(g, 0.8, pairs=True)
+    pw = list(pointwise_convs(g))[-1]
+    w2 = g.consts[pw.inputs[1]].reshape(g.consts[pw.inputs[1]].shape[0], -1)
+    kern = _spmm.SparseConv1x1(*csr(w2), w2.shape[1], 16, isa="scalar")
+    assert kern.paired and abs((w2 == 0).mean() - 0.8) < 0.02
+
+
 def test_pattern_pruning_keeps_k_taps_from_the_library():
     from edgenn.compress.prune import pattern_library, pattern_mask
     w = RNG.standard_normal((24, 16, 3, 3)).astype(np.float32)

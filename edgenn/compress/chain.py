@@ -5,7 +5,8 @@ Steps, each optional except the first:
     fp32      the model as converted (the baseline of every fidelity figure)
     pruned    `channels` of every prunable conv group removed, the next layer refitted by
               least squares on `calib` (channels.py); pointwise convs to `sparse` zeros
-              (magnitude), MatMul / Gemm weights to `sparse_fc` zeros, and/or 3x3 convs
+              (magnitude; by output-channel `pairs` if asked), MatMul / Gemm weights to
+              `sparse_fc` zeros, and/or 3x3 convs
               pattern-pruned (`pattern` taps of 9, `connectivity` of the kernels
               removed): prune.py
     embedded  embedding tables as int8 / int4 QGather (`embeddings` bits): embeddings.py
@@ -86,7 +87,7 @@ def _fidelity(fp32: Graph, test: Graph, data, batch_size, image_spec, threads) -
 def compress(model, calib, *, channels: float | None = None, importance: str = "l1",
              channel_layers: dict | None = None,
              sparse: float | None = None, sparse_fc: float | None = None,
-             pattern: int | None = None,
+             pairs: bool = False, pattern: int | None = None,
              patterns: int = 8, connectivity: float = 0.5, embeddings: int | None = None,
              int8: bool = True, weight_only: int | None = None, block: int | None = None,
              entropy: bool = True, data=None, batch_size: int | None = None,
@@ -126,10 +127,11 @@ def compress(model, calib, *, channels: float | None = None, importance: str = "
                                per_layer=channel_layers, threads=threads)
             details.append(f"{len(r.groups)} conv groups channel-pruned, refit")
         if sparse:
-            details.append(f"1x1 {prune.sparsify(current, sparse).sparsity:.0%} zeros")
+            r = prune.sparsify(current, sparse, pairs=pairs)
+            details.append(f"1x1 {r.sparsity:.0%} zeros")
         if sparse_fc:
             r = prune.sparsify(current, sparse_fc, skip_first=False,
-                               layers=prune.fully_connected)
+                               layers=prune.fully_connected, pairs=pairs)
             details.append(f"{len(r.layers)} fully connected {r.sparsity:.0%} zeros")
         if pattern:
             r = prune.pattern_prune(current, pattern, patterns, connectivity)

@@ -51,10 +51,21 @@ def pointwise_convs(graph):
     return _convs(graph, (1, 1))
 
 
-def magnitude_mask(w: np.ndarray, ratio: float) -> np.ndarray:
-    """True where a weight is kept: all but the round(ratio * size) smallest |w|."""
+def magnitude_mask(w: np.ndarray, ratio: float, pair_axis: int | None = None) -> np.ndarray:
+    """True where a weight is kept: all but the round(ratio * size) smallest |w|. With
+    pair_axis (the output-channel axis), output channels 2i and 2i + 1 are pruned together
+    at each position, by their summed w^2 (an odd last channel alone): both keep the same
+    positions, so the sparse tiles load each input vector once for the pair."""
     if not 0.0 <= ratio <= 1.0:
         raise ValueError(f"sparsity must be in [0, 1], got {ratio}")
+    if pair_axis is not None and w.ndim >= 2 and w.shape[pair_axis] > 1:
+        rows = np.moveaxis(w, pair_axis, 0)
+        flat = rows.reshape(rows.shape[0], -1).astype(np.float64) ** 2
+        group = np.arange(rows.shape[0]) // 2
+        energy = np.zeros((group[-1] + 1, flat.shape[1]))
+        np.add.at(energy, group, flat)
+        keep = magnitude_mask(np.sqrt(energy), ratio)[group]
+        return np.moveaxis(keep.reshape(rows.shape), 0, pair_axis)
     drop = int(round(ratio * w.size))
     keep = np.ones(w.size, bool)
     if drop:
@@ -147,16 +158,26 @@ def fully_connected(graph):
             yield node
 
 
+def _output_axis(node) -> int:
+    """The output-channel axis of a Conv / MatMul / Gemm weight (input 1)."""
+    if node.op == "Conv" or node.op == "Gemm" and node.attrs.get("transB", 0):
+        return 0
+    return -1
+
+
 def sparsify(graph, ratio: float, per_layer: dict | None = None,
-             skip_first: bool = True, layers=pointwise_convs) -> PruneReport:
-    """`layers`: pointwise_convs (default) or fully_connected (MatMul / Gemm weights)."""
+             skip_first: bool = True, layers=pointwise_convs,
+             pairs: bool = False) -> PruneReport:
+    """`layers`: pointwise_convs (default) or fully_connected (MatMul / Gemm weights);
+    pairs: output channels pruned in pairs (magnitude_mask's pair_axis)."""
     per_layer = dict(per_layer or {})
     report = PruneReport()
     for i, node in enumerate(layers(graph)):
         r = per_layer.pop(node.name, 0.0 if (skip_first and i == 0) else ratio)
         name = node.inputs[1]
         w = np.asarray(graph.consts[name])
-        pruned = np.where(magnitude_mask(w, r), w, 0).astype(w.dtype)
+        axis = _output_axis(node) if pairs else None
+        pruned = np.where(magnitude_mask(w, r, axis), w, 0).astype(w.dtype)
         graph.consts[name] = pruned
         report.layers[node.name] = (w.size, int(w.size - np.count_nonzero(pruned)))
     if per_layer:
