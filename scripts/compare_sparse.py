@@ -123,7 +123,7 @@ def zoo(model):
     return model, str(path), feeds
 
 
-def mlps(sparsity):
+def mlps():
     """(name, .onnx path, feeds) of the MLP at each of FC_ROWS."""
     out = tempfile.mkdtemp()
     for rows in FC_ROWS:
@@ -175,7 +175,7 @@ def main():
                     f"k{args.k} c{args.connectivity:.0%}")
     if args.part in ("fc", "all"):
         fc_layers(args.threads)
-        for model in mlps(args.sparsity):
+        for model in mlps():
             print()
             whole_model(args.threads, args.rounds, model,
                         lambda g: sparsify(g, args.sparsity, skip_first=False,
