@@ -56,14 +56,13 @@ def hessians(graph: Graph, names, calib, threads: int = 1) -> dict[str, np.ndarr
     of `names` that a GPTQ-able layer reads (others are left out)."""
     from ..quant.data import load_batches
     from ..quant.observe import Runner
+    from .weights import output_axis
     layers = {}
     for name in names:
-        node = _consumer(graph, name)
-        if node is not None:
-            k = int(np.prod(graph.consts[name].shape[1:])) if node.op == "Conv" else \
-                graph.consts[name].shape[0]
-            if k <= MAX_K:
-                layers[name] = node
+        node, axis = _consumer(graph, name), output_axis(graph, name)
+        w = graph.consts[name]
+        if node is not None and axis is not None and w.size // w.shape[axis] <= MAX_K:
+            layers[name] = node                  # K, the reduction size, within MAX_K
     if not layers:
         return {}
     runner = Runner(graph, observe=[n.inputs[0] for n in layers.values()], threads=threads)
@@ -82,11 +81,10 @@ def hessians(graph: Graph, names, calib, threads: int = 1) -> dict[str, np.ndarr
     return out
 
 
-def _fit_block(cols: np.ndarray, qmax: int) -> np.ndarray:
-    """Per-row scales of one block (N, block) float64 -> (N,)."""
-    fit = codecs.FIT_SCALES
+def _fit_block(cols: np.ndarray, bits: int) -> np.ndarray:
+    """Per-row scales of one block (N, block) float64 -> (N,), as they will be stored."""
+    fit, qmax = codecs.FIT_SCALES, codecs.QMAX[bits]
     s = fit(cols, qmax) if fit is not None else np.max(np.abs(cols), axis=1) / qmax
-    bits = next(b for b, q in codecs.QMAX.items() if q == qmax)
     return codecs.stored_scales(np.where(s > 0, s, 1.0), bits).astype(np.float64)
 
 
@@ -115,7 +113,7 @@ def quantize(w2d: np.ndarray, h: np.ndarray, bits: int, block: int,
             col = b0 + j
             if col % block == 0:                        # this block's grid, from the
                 s = _fit_block(np.concatenate(          # compensated weights
-                    [wb[:, j:], w[:, b1:col + block]], axis=1)[:, :block], qmax)
+                    [wb[:, j:], w[:, b1:col + block]], axis=1)[:, :block], bits)
                 scales[:, col // block] = s
             s = scales[:, col // block]
             q = np.clip(np.rint(wb[:, j] / s), -qmax, qmax)

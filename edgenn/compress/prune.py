@@ -51,6 +51,15 @@ def pointwise_convs(graph):
     return _convs(graph, (1, 1))
 
 
+def _pair_sums(a: np.ndarray):
+    """Rows 2i and 2i + 1 of a summed (an odd last row alone) -> (group of each row,
+    (groups, ...) sums)."""
+    group = np.arange(len(a)) // 2
+    sums = np.zeros((group[-1] + 1,) + a.shape[1:])
+    np.add.at(sums, group, a)
+    return group, sums
+
+
 def magnitude_mask(w: np.ndarray, ratio: float, pair_axis: int | None = None) -> np.ndarray:
     """True where a weight is kept: all but the round(ratio * size) smallest |w|. With
     pair_axis (the output-channel axis), output channels 2i and 2i + 1 are pruned together
@@ -60,10 +69,7 @@ def magnitude_mask(w: np.ndarray, ratio: float, pair_axis: int | None = None) ->
         raise ValueError(f"sparsity must be in [0, 1], got {ratio}")
     if pair_axis is not None and w.ndim >= 2 and w.shape[pair_axis] > 1:
         rows = np.moveaxis(w, pair_axis, 0)
-        flat = rows.reshape(rows.shape[0], -1).astype(np.float64) ** 2
-        group = np.arange(rows.shape[0]) // 2
-        energy = np.zeros((group[-1] + 1, flat.shape[1]))
-        np.add.at(energy, group, flat)
+        group, energy = _pair_sums(rows.reshape(rows.shape[0], -1).astype(np.float64) ** 2)
         keep = magnitude_mask(np.sqrt(energy), ratio)[group]
         return np.moveaxis(keep.reshape(rows.shape), 0, pair_axis)
     drop = int(round(ratio * w.size))
@@ -99,9 +105,7 @@ def pattern_mask(w: np.ndarray, k: int = 4, patterns: int = 8,
     m, c, kh, kw = w.shape
     lib = pattern_library(w, k, patterns)                                   # (P, T)
     energy = (w.reshape(m, c, kh * kw).astype(np.float64) ** 2) @ lib.T     # (M, C, P)
-    group = np.arange(m) // 2 if pairs else np.arange(m)
-    by_group = np.zeros((group[-1] + 1, c, len(lib)))
-    np.add.at(by_group, group, energy)
+    group, by_group = _pair_sums(energy) if pairs else (np.arange(m), energy)
     choice = np.argmax(by_group, axis=2)                                    # (G, C)
     kept = np.take_along_axis(by_group, choice[..., None], axis=2)[..., 0]
     drop = int(round(connectivity * choice.size))

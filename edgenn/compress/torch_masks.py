@@ -59,7 +59,8 @@ def apply(module, sparse: float | None = None, sparse_fc: float | None = None,
         elif isinstance(m, torch.nn.Linear) and sparse_fc:
             mask = magnitude_mask(w, sparse_fc)
         if mask is not None:
-            prune.custom_from_mask(m, "weight", torch.from_numpy(np.ascontiguousarray(mask)))
+            prune.custom_from_mask(m, "weight", torch.from_numpy(
+                np.ascontiguousarray(mask)).to(m.weight.device))
             masked[name] = float(1.0 - mask.mean())
     return masked
 

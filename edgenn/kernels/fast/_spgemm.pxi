@@ -71,10 +71,9 @@ cdef class SparseGemm(_Sparse):
         cdef bint tiled = self.algo == "tiled"
         with nogil:
             for t in prange(nt, num_threads=nt, schedule="static"):
-                _rows_of(N, t, nt, &n0, &n1)       # y's columns n0 .. n1, rows N apart
-                part = _part(&e, n0, 0)
-                if part.z != NULL:
-                    part.z = e.z + n0
+                n0 = _row_start(N, t, nt)          # y's columns n0 .. n1, rows N apart
+                n1 = _row_start(N, t + 1, nt)
+                part = _part(&e, n0, 1)            # z's columns from n0 too
                 if tiled:
                     spg_tiled_ld(&x[0, 0], &y[0, n0], m, self.K, n1 - n0, N, &part,
                                  self.tier, wsp + t * per if wsp != NULL else NULL)

@@ -10,7 +10,7 @@
     k.run(x2d, y2d, z2d, ws)   # y (M, N) = act(x (M, K) W + bias + z), W^T (N, K) in CSR
 
 Every run takes threads=: the output channels are split over that many OpenMP threads in
-ranges of whole pairs (_rows_of: a pair of paired rows stays together), each computed by
+ranges of whole pairs (_row_start: a pair of paired rows stays together), each computed by
 the same tile code as on one thread, so the result has the same bits on any count; the
 workspace (workspace_floats, when there is one) is then needed once per thread.
 """
@@ -57,11 +57,10 @@ def tile_pixels(str isa) -> int:
     return sp_tile(TIER[isa])
 
 
-cdef inline void _rows_of(long M, int t, int nt, long *m0, long *m1) noexcept nogil:
-    """Output rows [m0, m1) of thread t of nt: whole pairs of rows, in order."""
-    cdef long pairs = (M + 1) // 2
-    m0[0] = 2 * (t * pairs // nt)
-    m1[0] = min(M, 2 * ((t + 1) * pairs // nt))
+cdef inline long _row_start(long M, int t, int nt) noexcept nogil:
+    """First output row of thread t of nt (t = nt: M): whole pairs of rows, in order. Its
+    results are assigned in the prange body, which makes them each thread's own."""
+    return min(M, 2 * (t * ((M + 1) // 2) // nt))
 
 
 cdef inline sp_epi _part(const sp_epi *e, long m0, long ldz) noexcept nogil:
@@ -183,7 +182,8 @@ cdef class SparseConv1x1(_Sparse):
                 spmm_run(&x[0, 0], &y[0, 0], self.M, K, S, &e, otp, self.tier, wsp)
             else:
                 for t in prange(nt, num_threads=nt, schedule="static"):
-                    _rows_of(self.M, t, nt, &m0, &m1)
+                    m0 = _row_start(self.M, t, nt)
+                    m1 = _row_start(self.M, t + 1, nt)
                     part = _part(&e, m0, S)
                     spmm_run(&x[0, 0], &y[m0, 0], m1 - m0, K, S, &part, otp, self.tier,
                              wsp + t * per if wsp != NULL else NULL)
@@ -223,7 +223,8 @@ cdef class ShiftedSpMM(_Sparse):
                 spmm_shifted(&xp[0], &yp[0, 0], self.M, P, &e, self.tier)
             else:
                 for t in prange(nt, num_threads=nt, schedule="static"):
-                    _rows_of(self.M, t, nt, &m0, &m1)
+                    m0 = _row_start(self.M, t, nt)
+                    m1 = _row_start(self.M, t + 1, nt)
                     part = _part(&e, m0, P)
                     spmm_shifted(&xp[0], &yp[m0, 0], m1 - m0, P, &part, self.tier)
 
