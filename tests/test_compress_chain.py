@@ -96,6 +96,8 @@ def test_search_keeps_the_most_pruned_chain_that_meets_the_fidelity():
                data=data, rounds=2)
     with pytest.raises(ValueError, match="precisions"):
         search(DEMO_MODEL, calib, fidelity=0.9, precisions=("int3",), data=data)
+    with pytest.raises(ValueError, match="per candidate"):     # not a precision's override
+        search(DEMO_MODEL, calib, fidelity=0.9, precisions=("int8",), weight_only=4, data=data)
 
 
 def test_chain_weight_only_int4_by_gptq(tmp_path, capsys):

@@ -131,3 +131,57 @@ def test_only_layers_with_one_input_covariance_take_gptq():
     assert set(hs) == {"w2"} and hs["w2"].shape == (16, 16)
     rep = compress_weights(g, 4, min_elements=16, calib=[calib])
     assert rep["tensors"] == 3 and rep["gptq"] == 1
+
+
+@pytest.mark.parametrize("bits,block", [(4, 96), (4, 256), (8, 384), (4, 32)])
+def test_lazy_batches_give_the_codes_of_one_batch(monkeypatch, bits, block):
+    """Batches of whole blocks: each block's scales are fitted after every earlier column's
+    update has reached it, so the lazy result is the one-batch (plain OBS) result; a block
+    that straddled a batch boundary was fitted from weights without the batch's updates."""
+    rng = np.random.default_rng(block + bits)
+    w = rng.standard_normal((24, 384))
+    x = _correlated_inputs(rng, 1000, 384)
+    q, s = gptq.quantize(w, x.T @ x, bits, block)
+    monkeypatch.setattr(gptq, "BATCH", 10_000)
+    q1, s1 = gptq.quantize(w, x.T @ x, bits, block)
+    np.testing.assert_allclose(s, s1, rtol=1e-5)
+    assert np.mean(q != q1) < 1e-3                 # float rounding may flip a tie or two
+
+
+def test_pruned_zeros_stay_zero_and_their_error_is_compensated():
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((32, 128))
+    w[rng.random(w.shape) < 0.7] = 0.0                       # 70% pruned
+    x = _correlated_inputs(rng, 600, 128)
+    q, s, got = _gptq(w, x.T @ x, 4, 32)
+    assert np.all(q[w == 0] == 0) and np.all(got[w == 0] == 0)
+    err = np.linalg.norm((got - w) @ x.T)
+    plain = np.linalg.norm((_plain(w, 4, 32) - w) @ x.T)
+    assert err < plain, (err, plain)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_a_non_finite_hessian_falls_back_to_the_data_free_codes(bad):
+    rng = np.random.default_rng(6)
+    w = rng.standard_normal((16, 64)).astype(np.float32)
+    x = _correlated_inputs(rng, 200, 64)
+    h = x.T @ x
+    h[3, :] = bad
+    with pytest.raises(np.linalg.LinAlgError):
+        gptq.quantize(w.astype(np.float64), h, 4, 32)
+    coded = gptq.coded(w, 0, h, 4, 32)
+    want = encode(w, 0, 4, block=32)
+    np.testing.assert_array_equal(coded["q"], want["q"])
+    np.testing.assert_array_equal(coded["scale"], want["scale"])
+
+
+def test_a_graph_copy_has_its_own_codec_table():
+    """compress_weights on a copy must not mark the original's weights (which would then
+    be saved coded, with fresh codes, though they were never replaced)."""
+    from edgenn.quant.observe import copy_graph
+    g = _mlp(np.random.default_rng(7))
+    g.meta["weight_codecs"] = {}
+    c = copy_graph(g)
+    compress_weights(c, 4, min_elements=16)
+    assert set(c.meta["weight_codecs"]) == {"w1", "w2"} and g.meta["weight_codecs"] == {}
+    np.testing.assert_array_equal(enn.from_buffer(enn.to_bytes(g)).consts["w1"], g.consts["w1"])

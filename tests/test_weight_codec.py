@@ -52,6 +52,36 @@ def test_decode_rejects_inconsistent_sizes():
         decode(coded["q"], coded["scale"][:, :1], coded["meta"])
     with pytest.raises(ValueError):
         decode(coded["q"], coded["scale"], dict(coded["meta"], bits=3))
+    for bad in (np.nan, np.inf):                 # a hostile file's scales
+        scale = coded["scale"].copy()
+        scale[1, 0] = bad
+        with pytest.raises(ValueError, match="finite"):
+            decode(coded["q"], scale, coded["meta"])
+
+
+def test_a_file_with_non_finite_scales_is_refused():
+    from edgenn.graph.codecs import remember
+    g = _matmul_graph(np.random.default_rng(3))
+    compress_weights(g, 4, min_elements=16)
+    coded = encode(g.consts["w"], 1, 4)
+    coded["scale"] = coded["scale"].astype(np.float32)
+    coded["scale"][0, 0] = np.nan                # what a hostile file would hold
+    remember(g.consts["w"], coded)               # so the writer stores exactly these
+    with pytest.raises(ModelFormatError, match="finite"):
+        enn.from_buffer(enn.to_bytes(g))
+
+
+def test_saved_codes_follow_the_codec_asked_for():
+    """The remembered codes are written only when bits, axis and block all match."""
+    from edgenn.graph.codecs import coded_form, remember
+    rng = np.random.default_rng(4)
+    coded = encode(rng.standard_normal((8, 64)).astype(np.float32), 0, 4, block=16)
+    w = decode(coded["q"], coded["scale"], coded["meta"])
+    remember(w, coded)
+    assert coded_form(w, 4, 0) is coded and coded_form(w, 4, 0, 16) is coded
+    assert coded_form(w, 4, 0, 32)["meta"]["block"] == 32
+    assert coded_form(w, 4, 1)["meta"]["axis"] == 1
+    assert coded_form(w, 8, 0)["meta"]["bits"] == 8
 
 
 def _matmul_graph(rng, k=96, n=80):

@@ -191,6 +191,10 @@ def search(model, calib, *, fidelity: float, target_size: float | None = None,
     unknown = [p for p in precisions if p not in _PRECISION_OPTIONS]
     if unknown:
         raise ValueError(f"precisions {unknown}: not among {sorted(_PRECISION_OPTIONS)}")
+    fixed = sorted({"int8", "weight_only", "channels"} & set(options))
+    if fixed:
+        raise ValueError(f"search sets {fixed} per candidate: ask for a precision through "
+                         f"precisions={sorted(_PRECISION_OPTIONS)}, not compress's options")
     fp32 = model if isinstance(model, Graph) else load(model)
     tried, best = [], None
     for precision in precisions:

@@ -9,8 +9,9 @@ are rounded in order; the error e_k / [H^-1]_kk of column k, spread over the col
 it along row k of the upper Cholesky factor of H^-1, is the least-squares update of the
 rest (the Optimal Brain Surgeon step). A block's scale is fitted (ADMM, never worse than
 max-abs) from the weights as they stand when the rounding reaches that block, so the
-grid follows the compensated weights. Work is done in lazy batches of 128 columns (the
-rank-1 updates inside a batch, one GEMM for the columns after it).
+grid follows the compensated weights. Work is done in lazy batches of whole blocks, about 128
+columns (the rank-1 updates inside a batch, one GEMM for the columns after it). Weights
+already zero (pruned) stay zero, and their error is compensated like any other (SparseGPT).
 
 Calibration cost: one pass of the fp32 model over `calib`, H accumulated in float64
 (K^2 values per layer; layers with K > MAX_K keep the data-free ADMM codes). Layers
@@ -88,35 +89,51 @@ def _fit_block(cols: np.ndarray, bits: int) -> np.ndarray:
     return codecs.stored_scales(np.where(s > 0, s, 1.0), bits).astype(np.float64)
 
 
+def _batch(block: int) -> int:
+    """Columns per lazy batch: whole blocks, so a block's scales are fitted after every
+    earlier column's update has reached its weights."""
+    return block * max(1, BATCH // block)
+
+
 def quantize(w2d: np.ndarray, h: np.ndarray, bits: int, block: int,
              damp: float = DAMP) -> tuple[np.ndarray, np.ndarray]:
     """GPTQ codes of W (N, K) float64 against H (K, K) -> (codes int8 (N, Kp), scales
-    float32 (N, Kp // block)), K padded to whole blocks with zero columns (code 0)."""
+    float32 (N, Kp // block)), K padded to whole blocks with zero columns (code 0).
+    Weights that are exactly zero (pruned) keep code 0, their would-be update passed on to
+    the weights after them as SparseGPT does, so coding never refills a pruned model.
+    Raises numpy.linalg.LinAlgError when H is not usable (non-finite, not positive)."""
     n, k = w2d.shape
     qmax = codecs.QMAX[bits]
     kp = -(-k // block) * block
     w = np.zeros((n, kp))
     w[:, :k] = w2d
+    pruned = w == 0                                      # (N, Kp), the padding included
     hp = np.zeros((kp, kp))
     hp[:k, :k] = h
+    if not np.all(np.isfinite(hp)):
+        raise np.linalg.LinAlgError("the calibration Hessian is not finite")
     dead = np.diag(hp) <= 0
     hp[dead, dead] = 1.0        # inputs never excited (and the padding): plain rounding
     hp[np.diag_indices(kp)] += damp * np.mean(np.diag(hp))
     u = np.linalg.cholesky(np.linalg.inv(hp)).T          # upper factor of H^-1
+    if not np.all(np.isfinite(u)):
+        raise np.linalg.LinAlgError("the inverse Hessian is not finite")
     codes = np.zeros((n, kp), np.int8)
     scales = np.zeros((n, kp // block))
-    for b0 in range(0, kp, BATCH):
-        b1 = min(b0 + BATCH, kp)
+    step = _batch(block)
+    for b0 in range(0, kp, step):
+        b1 = min(b0 + step, kp)
         wb = w[:, b0:b1].copy()
+        keep = ~pruned[:, b0:b1]
         err = np.zeros_like(wb)
         for j in range(b1 - b0):
             col = b0 + j
             if col % block == 0:                        # this block's grid, from the
-                s = _fit_block(np.concatenate(          # compensated weights
-                    [wb[:, j:], w[:, b1:col + block]], axis=1)[:, :block], bits)
+                s = _fit_block(np.where(keep[:, j:j + block],  # compensated weights
+                                        wb[:, j:j + block], 0.0), bits)
                 scales[:, col // block] = s
             s = scales[:, col // block]
-            q = np.clip(np.rint(wb[:, j] / s), -qmax, qmax)
+            q = np.where(keep[:, j], np.clip(np.rint(wb[:, j] / s), -qmax, qmax), 0.0)
             codes[:, col] = q
             e = (wb[:, j] - q * s) / u[col, col]
             wb[:, j:] -= np.outer(e, u[col, col:b1])
@@ -126,7 +143,11 @@ def quantize(w2d: np.ndarray, h: np.ndarray, bits: int, block: int,
 
 
 def coded(w: np.ndarray, axis: int, h: np.ndarray, bits: int, block: int) -> dict:
-    """The "qblock" codes of weight `w` (channel axis `axis`) by GPTQ against H."""
+    """The "qblock" codes of weight `w` (channel axis `axis`) by GPTQ against H (the
+data-free codes of codecs.encode when H is not finite or not positive definite)."""
     w2d = np.moveaxis(np.asarray(w, np.float64), axis, 0).reshape(w.shape[axis], -1)
-    q, scales = quantize(w2d, h, bits, block)
+    try:
+        q, scales = quantize(w2d, h, bits, block)
+    except np.linalg.LinAlgError:         # inf / NaN activations on the calibration data:
+        return codecs.encode(w, axis, bits, block=block)      # the data-free codes
     return codecs.pack(q, scales, axis % w.ndim, bits, block, w.shape)

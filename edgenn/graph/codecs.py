@@ -108,6 +108,8 @@ def decode(q: np.ndarray, scale: np.ndarray, meta: dict) -> np.ndarray:
     if scale.shape != (channels, blocks) or scale.dtype not in (np.float32, np.float16):
         raise ValueError(f"scale {scale.shape} {scale.dtype} != ({channels}, {blocks}) "
                          f"float32 / float16")
+    if not np.all(np.isfinite(scale)):
+        raise ValueError("qblock scales are not all finite")
     if bits == 4:
         if q.dtype != np.uint8 or q.size * 2 != n:
             raise ValueError(f"int4 codes: {q.size} bytes for {n} values")
@@ -128,10 +130,14 @@ def decode(q: np.ndarray, scale: np.ndarray, meta: dict) -> np.ndarray:
 
 def coded_form(w: np.ndarray, bits: int, axis: int, block: int | None = None) -> dict:
     """The codes of a weight marked by compress_weights (the very codes it was decoded from
-    when `w` is that decoded array, else a fresh encoding)."""
+    when `w` is that decoded array and they have these bits, axis and block (None: any),
+    else a fresh encoding)."""
     hit = _CODED.get(id(w))
-    if hit is not None and hit[0]() is w and hit[1]["meta"]["bits"] == bits:
-        return hit[1]
+    if hit is not None and hit[0]() is w:
+        meta = hit[1]["meta"]
+        if meta["bits"] == bits and meta["axis"] == axis % w.ndim and \
+                block in (None, meta["block"]):
+            return hit[1]
     return encode(w, axis, bits, block=block)
 
 

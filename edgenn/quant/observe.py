@@ -7,16 +7,19 @@ are small enough for that.
 """
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from ..graph.ir import Graph, Node, ValueInfo
 
 
 def copy_graph(graph: Graph) -> Graph:
-    """A structural copy: new node objects and lists, shared constant arrays."""
+    """A structural copy: new node objects and lists, its own meta (the passes write into
+    meta's dicts: weight_codecs, quantization, fusions), shared constant arrays."""
     nodes = [Node(n.op, list(n.inputs), list(n.outputs), dict(n.attrs), n.name)
              for n in graph.nodes]
-    meta = dict(graph.meta)
+    meta = copy.deepcopy(graph.meta)
     return Graph(nodes, list(graph.inputs), list(graph.outputs), dict(graph.consts), meta)
 
 
