@@ -11,10 +11,11 @@ import pytest
 def _tier_lines() -> list[str]:
     """Which kernel tiers this run exercises natively, and which through SIMDe."""
     from edgenn.kernels import isa
-    lacking = "" if isa.usable("avx512vnni") else " (this CPU lacks it: emulated only)"
+    lacking = [t for t in ("avxvnni", "avx512vnni") if not isa.usable(t)]
+    lacking = f" ({', '.join(lacking)}: not on this CPU, emulated only)" if lacking else ""
     return [f"edgenn CPU: {isa.describe()}",
             f"edgenn tiers native: {', '.join(isa.tiers())}; emulated through SIMDe: "
-            f"avx512vnni int8 micro-kernels and depthwise sums{lacking}, avx2 + avx512 "
+            f"avx512vnni + avxvnni int8 micro-kernels, depthwise sums{lacking}, avx2 + avx512 "
             f"sgemm, spmm, recurrent and direct-conv kernels; arm64: cross-built, under qemu "
             f"(tests/test_aarch64.py)"]
 

@@ -1,5 +1,5 @@
-"""ISA tiers: the one CPU probe, the EDGENN_MAX_ISA cap, and the AVX-512 VNNI int8
-micro-kernels checked on every machine: natively where the CPU has VNNI, and always through
+"""ISA tiers: the one CPU probe, the EDGENN_MAX_ISA cap, and the AVX-512 VNNI and AVX-VNNI
+int8 micro-kernels checked on every machine: natively where the CPU has them, and always through
 the SIMDe build (_qgemm_emu), exact for integers, with a deliberately broken twin that
 the same check must reject (the emulated lane is not vacuous).
 
@@ -36,7 +36,9 @@ def test_probe_is_consistent():
         assert {"avx512f", "avx512bw", "avx512vl", "avx512dq", "os_zmm"} <= feats
     if "avx512vnni" in tiers:
         assert "avx512vnni" in feats
+    assert ("avxvnni" in tiers) == ("avxvnni" in feats and "avx2" in tiers)
     assert _qgemm.HAVE_VNNI == ("avx512vnni" in tiers)
+    assert _qgemm.HAVE_AVXVNNI == ("avxvnni" in tiers)
     assert _qgemm.HAVE_AVX2 == ("avx2" in tiers)
     assert isa.cpu_model() in isa.describe()
 
@@ -55,6 +57,26 @@ def test_cap_limits_every_kernel(cap):
     assert tier == (cap if isa.TIERS.index(cap) <= isa.TIERS.index(host) else host)
     assert avx2 == str(tier == "avx2")
     assert vnni == "False" and specs == "0"
+
+
+def test_avxvnni_cap_runs_as_a_client_cpu():
+    """EDGENN_MAX_ISA=avxvnni: AVX2 plus AVX-VNNI where the CPU has it (an Alder Lake's
+    kernels: the avxvnni specs offered, no AVX-512 one), plain AVX2 where it has not."""
+    code = (
+        "from edgenn.kernels import isa; from edgenn.kernels.fast import _qgemm\n"
+        "from edgenn.runtime.select import _runnable\n"
+        "from edgenn.registry import KERNELS; import edgenn.oplist as o; o.load_kernels()\n"
+        "run = {s.isa for op in ('QConv', 'QGemm') for s in KERNELS[op] if _runnable(s)}\n"
+        "print(isa.active_tier(), ','.join(isa.tiers()), _qgemm.HAVE_VNNI, _qgemm.HAVE_AVXVNNI,"
+        " 'avxvnni' in run, 'avx512vnni' in run)")
+    if "avx2" not in isa.tiers():
+        pytest.skip("this CPU (or the cap) has no AVX2 tier: the cap can only lower it")
+    tier, tiers, vnni, avxvnni, offered, offered512 = _run_py(code, EDGENN_MAX_ISA="avxvnni").split()
+    has = "avxvnni" in isa.features()
+    assert tier == ("avxvnni" if has else "avx2")
+    assert tiers == ("scalar,avx2,avxvnni" if has else "scalar,avx2")
+    assert vnni == "False" and offered512 == "False"
+    assert avxvnni == offered == str(has)
 
 
 def test_unknown_cap_is_a_clear_error(monkeypatch):
@@ -82,18 +104,20 @@ def _panels(rng, ng, fill):
     return np.full((ng, MR, 4), s, np.uint8), np.full((PANELS, ng, NR, 4), u, np.uint8)
 
 
-def _call(lane, kind, a, b, ng, npan):
+def _call(lane, kind, a, b, ng, npan, tier="avx512vnni"):
     flat_b = b.reshape(PANELS, -1)
-    return vnni_tiles.tile(lane, kind, a, flat_b, ng, flat_b.shape[1], npan)
+    return vnni_tiles.tile(lane, kind, a, flat_b, ng, flat_b.shape[1], npan, tier)
 
 
-LANES = ["emulated"] + (["native"] if _qgemm.HAVE_VNNI else [])
+LANES = [("emulated", "avx512vnni"), ("emulated", "avxvnni")] + \
+    ([("native", "avx512vnni")] if _qgemm.HAVE_VNNI else []) + \
+    ([("native", "avxvnni")] if _qgemm.HAVE_AVXVNNI else [])
 
 
-@pytest.mark.parametrize("lane", LANES)
+@pytest.mark.parametrize("lane,tier", LANES)
 @pytest.mark.parametrize("kind", ["conv", "gemm"])
 @pytest.mark.parametrize("ng", [0, 1, 2, 7, 64, 300])
-def test_vnni_microkernel_is_exact(lane, kind, ng):
+def test_vnni_microkernel_is_exact(lane, tier, kind, ng):
     rng = np.random.default_rng(ng)
     for fill in ("random", "min", "max"):
         a, b = _panels(rng, ng, fill)
@@ -102,24 +126,26 @@ def test_vnni_microkernel_is_exact(lane, kind, ng):
             a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
         want = _reference(kind, a, b)
         for npan in (1, 2, 3, 4):
-            got = _call(lane, kind, a, b, ng, npan)
-            assert np.array_equal(got[:npan], want[:npan]), (lane, kind, ng, fill, npan)
+            got = _call(lane, kind, a, b, ng, npan, tier)
+            assert np.array_equal(got[:npan], want[:npan]), (lane, tier, kind, ng, fill, npan)
 
 
-def test_emulated_lane_catches_a_broken_kernel():
+@pytest.mark.parametrize("tier", ["avx512vnni", "avxvnni"])
+def test_emulated_lane_catches_a_broken_kernel(tier):
     rng = np.random.default_rng(1)
     a, b = _panels(rng, 9, "random")
     want = _reference("conv", a, b)
-    assert np.array_equal(_call("emulated", "conv", a, b, 9, 4), want)
-    assert not np.array_equal(_call("emulated", "conv_broken", a, b, 9, 4), want)
+    assert np.array_equal(_call("emulated", "conv", a, b, 9, 4, tier), want)
+    assert not np.array_equal(_call("emulated", "conv_broken", a, b, 9, 4, tier), want)
 
 
 def test_extremes_hit_the_s16_limit_that_vnni_avoids():
     """255 x -128 four times is -130560 per group: past int16, so an AVX2 vpmaddubsw pair
     would saturate; the VNNI kernels must give the exact int32 sum."""
     a, b = _panels(None, 3, "min")
-    got = _call("emulated", "conv", a, b, 3, 4)
-    assert (got == 3 * 4 * 255 * -128).all()
+    for tier in ("avx512vnni", "avxvnni"):
+        got = _call("emulated", "conv", a, b, 3, 4, tier)
+        assert (got == 3 * 4 * 255 * -128).all()
 
 
 # -- the VNNI sums of the int8 depthwise kernel (vpdpwssd), emulated -----------------------------

@@ -19,7 +19,9 @@ load_kernels()
 from edgenn.kernels.fast import _qgemm, qconv, qgemm  # noqa: E402
 
 SIMD = [False, True] if _qgemm.HAVE_AVX2 else [True]      # force_portable values
-VNNI_MODES = [{"isa": "avx512vnni"}] if _qgemm.HAVE_VNNI else []   # native; emulated: test_isa_emulated
+# the VNNI tiers this CPU has, native (their emulated bodies: test_isa.py)
+VNNI_MODES = ([{"isa": "avx512vnni"}] if _qgemm.HAVE_VNNI else []) + \
+    ([{"isa": "avxvnni"}] if _qgemm.HAVE_AVXVNNI else [])
 
 
 def _infos(inputs, const):
@@ -50,8 +52,8 @@ def _paths(node, ins):
     if node.op == "QGemm":
         return [("gemm", qgemm.prepare_qgemm)]
     if qconv._is_depthwise(node, ins):
-        return [("dw", lambda nd, i, o, force_portable:
-                 qconv.prepare_depthwise(nd, i, o, force_portable=force_portable))]
+        return [("dw", lambda nd, i, o, force_portable, isa="avx2":
+                 qconv.prepare_depthwise(nd, i, o, force_portable=force_portable, isa=isa))]
     return [("gemm", qconv.prepare_gemm)]
 
 
@@ -68,7 +70,7 @@ def check_all_paths(node, inputs, const):
     modes = [{}, {"force_wide": True}, {"excess_limit": 1.0}] + VNNI_MODES
     for name, prepare in _paths(node, ins):
         for portable in SIMD:
-            for mode in modes if name != "dw" else modes[:1]:
+            for mode in modes if name != "dw" else modes[:1] + VNNI_MODES:
                 if portable and mode in VNNI_MODES:
                     continue
                 run = prepare(node, ins, outs, force_portable=portable, **mode)

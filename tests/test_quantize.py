@@ -436,7 +436,8 @@ def test_cli_quantize_and_accuracy(tmp_path, capsys, digits):
     qrows = [r for r in out.splitlines() if " QConv " in r and
              ("-> qconv_gemm_int8" in r or "-> qconv_u8s8_" in r)]
     assert code == EXIT_OK and qrows and all("(u8)" in r for r in qrows), out
-    assert all(any(f"<{t}>" in r for t in ("avx512vnni", "avx2", "portable")) for r in qrows)
+    assert all(any(f"<{t}>" in r for t in ("avx512vnni", "avxvnni", "avx2", "portable"))
+               for r in qrows)
     assert any(r.startswith("plan: ") and "CPU: " in r for r in out.splitlines())
 
 

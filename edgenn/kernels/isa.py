@@ -3,8 +3,13 @@
 One probe (fast/_cpu.h: CPUID + XGETBV on x86-64, HWCAP on aarch64) serves the C kernels
 and this module alike. Tiers, each containing the one before on its architecture:
 
-    x86-64:  scalar < avx2 (AVX2 + FMA) < avx512 (F/BW/VL/DQ) < avx512vnni
+    x86-64:  scalar < avx2 (AVX2 + FMA) < avxvnni (AVX-VNNI) < avx512 (F/BW/VL/DQ) < avx512vnni
     aarch64: scalar < neon < neondot (sdot / udot)
+
+avxvnni (the VEX vpdpbusd / vpdpwssd of Alder Lake and later clients, Sapphire Rapids,
+Zen 5) is in that order for the cap only: an AVX-512 CPU may lack it (Zen 4, Ice Lake), so
+tiers() lists it where the CPU has it. `EDGENN_MAX_ISA=avxvnni` on a CPU that has both
+runs as an AVX2 + AVX-VNNI client CPU (Alder Lake) does.
 
 `EDGENN_MAX_ISA=avx2` (for example) caps every kernel at that tier for the whole process;
 kernel specs name their tier in `KernelSpec.isa` and are offered only where `usable(isa)`.
@@ -14,10 +19,11 @@ from __future__ import annotations
 import os
 import platform
 
-TIERS = ("scalar", "avx2", "avx512", "avx512vnni", "neon", "neondot")
-_NUMBER = {"scalar": 0, "avx2": 1, "avx512": 2, "avx512vnni": 3, "neon": 11, "neondot": 12}
+TIERS = ("scalar", "avx2", "avxvnni", "avx512", "avx512vnni", "neon", "neondot")
+_NUMBER = {"scalar": 0, "avx2": 1, "avxvnni": 2, "avx512": 3, "avx512vnni": 4, "neon": 11,
+           "neondot": 12}
 _NAME = {v: k for k, v in _NUMBER.items()}
-_CHAIN = {"x86": ("scalar", "avx2", "avx512", "avx512vnni"),
+_CHAIN = {"x86": ("scalar", "avx2", "avxvnni", "avx512", "avx512vnni"),
           "arm": ("scalar", "neon", "neondot")}
 
 
@@ -59,7 +65,8 @@ def tiers() -> tuple[str, ...]:
     """Every tier the kernels may use here, lowest first (always starts with scalar)."""
     top = active_tier()
     chain = _CHAIN[_arch(top)]
-    return chain[:chain.index(top) + 1]
+    return tuple(t for t in chain[:chain.index(top) + 1]
+                 if t != "avxvnni" or _cpu().x86_usable(_NUMBER[t]))
 
 
 def usable(tier: str) -> bool:

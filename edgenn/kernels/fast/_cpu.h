@@ -6,9 +6,13 @@
  * state must not run it. aarch64: NEON is architectural; the dot-product instructions
  * (sdot / udot) from the kernel's HWCAP_ASIMDDP.
  *
- * Tiers, each a superset of the one before on its architecture:
- *   x86:   scalar < avx2 (AVX2 + FMA) < avx512 (F, BW, VL, DQ) < avx512vnni (+ VNNI)
+ * Tiers, in the order of EDGENN_MAX_ISA's cap:
+ *   x86:   scalar < avx2 (AVX2 + FMA) < avxvnni (+ AVX-VNNI, VEX vpdpbusd: Alder Lake and
+ *          later clients, Sapphire Rapids, Zen 5) < avx512 (F, BW, VL, DQ) < avx512vnni
  *   arm64: scalar < neon < neondot
+ * Each contains the ones before it except avxvnni, which is a feature of its own: an
+ * AVX-512 CPU may lack it (Skylake-SP, Ice Lake, Zen 4), so a kernel of that tier asks
+ * edgenn_isa_x86(EDGENN_ISA_AVXVNNI), which checks the feature too.
  * EDGENN_MAX_ISA=<tier> caps the tier every kernel sees (oneDNN's ONEDNN_MAX_CPU_ISA
  * idea): read once, at the first probe; an unknown name caps nothing (isa.py rejects it
  * with a clear error before any kernel runs).
@@ -22,8 +26,9 @@
 enum {
     EDGENN_ISA_SCALAR = 0,
     EDGENN_ISA_AVX2 = 1,
-    EDGENN_ISA_AVX512 = 2,
-    EDGENN_ISA_AVX512VNNI = 3,
+    EDGENN_ISA_AVXVNNI = 2,
+    EDGENN_ISA_AVX512 = 3,
+    EDGENN_ISA_AVX512VNNI = 4,
     EDGENN_ISA_NEON = 11,
     EDGENN_ISA_NEONDOT = 12,
 };
@@ -69,7 +74,8 @@ static int edgenn_tier_of(int f) {
     if (!(f & EDGENN_F_OS_YMM) || (f & (EDGENN_F_AVX2 | EDGENN_F_FMA)) != (EDGENN_F_AVX2 | EDGENN_F_FMA))
         return EDGENN_ISA_SCALAR;
     const int avx512 = EDGENN_F_AVX512F | EDGENN_F_AVX512BW | EDGENN_F_AVX512VL | EDGENN_F_AVX512DQ;
-    if (!(f & EDGENN_F_OS_ZMM) || (f & avx512) != avx512) return EDGENN_ISA_AVX2;
+    if (!(f & EDGENN_F_OS_ZMM) || (f & avx512) != avx512)
+        return f & EDGENN_F_AVXVNNI ? EDGENN_ISA_AVXVNNI : EDGENN_ISA_AVX2;
     return f & EDGENN_F_AVX512VNNI ? EDGENN_ISA_AVX512VNNI : EDGENN_ISA_AVX512;
 }
 #elif defined(__aarch64__)
@@ -93,7 +99,8 @@ static int edgenn_tier_of(int f) { (void)f; return EDGENN_ISA_SCALAR; }
 /* EDGENN_MAX_ISA as a tier (-1: not set or unknown) */
 static int edgenn_isa_from_name(const char *s) {
     static const struct { const char *name; int tier; } names[] = {
-        {"scalar", EDGENN_ISA_SCALAR}, {"avx2", EDGENN_ISA_AVX2}, {"avx512", EDGENN_ISA_AVX512},
+        {"scalar", EDGENN_ISA_SCALAR}, {"avx2", EDGENN_ISA_AVX2},
+        {"avxvnni", EDGENN_ISA_AVXVNNI}, {"avx512", EDGENN_ISA_AVX512},
         {"avx512vnni", EDGENN_ISA_AVX512VNNI}, {"neon", EDGENN_ISA_NEON},
         {"neondot", EDGENN_ISA_NEONDOT}};
     if (!s || !*s) return -1;
@@ -114,16 +121,24 @@ static int edgenn_isa(void) {
             int same_arch = (cap >= EDGENN_ISA_NEON) == (host >= EDGENN_ISA_NEON);
             if (cap == EDGENN_ISA_SCALAR || !same_arch) t = EDGENN_ISA_SCALAR;
             else if (cap < host) t = cap;
+            /* a cap of avxvnni on a CPU without AVX-VNNI: AVX2 */
+            if (t == EDGENN_ISA_AVXVNNI && !(edgenn_cpu_probe() & EDGENN_F_AVXVNNI))
+                t = EDGENN_ISA_AVX2;
         }
         tier = t;
     }
     return tier;
 }
 
-/* True when the kernels may use x86 tier `t` (AVX2 and up). */
+/* True when the kernels may use x86 tier `t` (AVX2 and up): within the cap, and for
+ * avxvnni only where the CPU has AVX-VNNI (an AVX-512 CPU may not). */
 static inline int edgenn_isa_x86(int t) {
+    static int avxvnni = -1;
     int cur = edgenn_isa();
-    return cur < EDGENN_ISA_NEON && cur >= t;
+    if (cur >= EDGENN_ISA_NEON || cur < t) return 0;
+    if (t != EDGENN_ISA_AVXVNNI) return 1;
+    if (avxvnni < 0) avxvnni = (edgenn_cpu_probe() & EDGENN_F_AVXVNNI) != 0;
+    return avxvnni;
 }
 
 #endif

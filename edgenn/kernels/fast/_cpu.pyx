@@ -6,6 +6,7 @@ cdef extern from "_cpu.h" nogil:
     int edgenn_cpu_probe()
     int edgenn_tier_of(int f)
     int edgenn_isa()
+    int edgenn_isa_x86(int t)
 
 FEATURE_BITS = {
     "avx2": 1 << 0, "fma": 1 << 1, "avx512f": 1 << 2, "avx512bw": 1 << 3, "avx512vl": 1 << 4,
@@ -28,3 +29,9 @@ def host_tier():
 def active_tier():
     """-> the tier number the C kernels use (EDGENN_MAX_ISA applied, read once)."""
     return edgenn_isa()
+
+
+def x86_usable(int tier):
+    """-> whether the C kernels may use x86 tier number `tier` (the cap applied; for
+    avxvnni the feature checked too)."""
+    return bool(edgenn_isa_x86(tier))

@@ -51,6 +51,14 @@
 
 #include "_qepi.h"
 #include "_qgemm_vnni.h"
+#include "_qgemm_avxvnni.h"
+#if QA_HAVE
+#define QG_QA_CONV qa_ukr_conv_6x32
+#define QG_QA_GEMM qa_ukr_gemm_6x32
+#else      /* a compiler without AVX-VNNI: never chosen (_qgemm.pyx HAVE_AVXVNNI is 0) */
+#define QG_QA_CONV qv_ukr_conv_6x32
+#define QG_QA_GEMM qv_ukr_gemm_6x32
+#endif
 
 #if QE_X86
 #include <emmintrin.h>
@@ -64,6 +72,8 @@
 #define QG_BBYTES (QG_NR * 4)          /* bytes per group of a B panel (both paths) */
 
 enum { QG_CONV = 0, QG_GEMM = 1 };     /* which operand is signed: A (conv) or B (gemm) */
+/* use_vnni of the plans: which vpdpbusd kernels (none: the AVX2 / portable paths) */
+enum { QG_VNNI_NONE = 0, QG_VNNI_AVX512 = 1, QG_VNNI_AVX = 2 };
 
 
 /* ---------------------------------------------------------------- portable micro-kernels */
@@ -676,7 +686,8 @@ typedef struct {
     long M, K, N;            /* one group: out channels, C/group*KH*KW, OH*OW */
     long G;                  /* groups of kg: ceil(K / 4) (u8) or ceil(K / 2) (wide) */
     int wide, direct, use_avx2;
-    int use_vnni;            /* qv_ukr_conv_6x32 (8-bit weights exact; wide = 0, no excess) */
+    int use_vnni;            /* QG_VNNI_*: qv_ (AVX-512) or qa_ (AVX-VNNI) ukr_conv_6x32
+                                (8-bit weights exact; wide = 0, no excess) */
     long nc;                 /* pixels per B block (multiple of 8) */
     qg_excess_table excess;  /* per A panel (u8 path with 8-bit weights), or all NULL */
 } qg_conv_plan;
@@ -721,8 +732,9 @@ static inline int qv_int_out(const qe_epi *e, const uint8_t *z) {
 }
 
 QE_AVX2 static void qv_tile_out(const int32_t *acc, int mr, long nvalid, const qe_epi *e,
-                                long m0, long n0, char *y, long ld, const uint8_t *z) {
-    if (qv_int_out(e, z)) {
+                                long m0, long n0, char *y, long ld, const uint8_t *z,
+                                int avx512) {
+    if (avx512 && qv_int_out(e, z)) {
         qv_tile_out_int(acc, mr, nvalid, e, m0, (uint8_t *)y, ld);
         return;
     }
@@ -781,7 +793,8 @@ static void qg_conv_cols(const qg_conv_plan *p, const uint8_t *wp, const qg_conv
 #if QE_X86 && QV_HAVE
             if (p->use_vnni) {   /* 6 x 32 tiles along the block's pixels */
                 int32_t acc[QV_PANELS * QV_MR * QG_NR];
-                const int int_out = qv_int_out(e, z);
+                const int avx512 = p->use_vnni == QG_VNNI_AVX512;
+                const int int_out = avx512 && qv_int_out(e, z);
                 const uint8_t *ap = wp + (m0 / QG_MR) * G * QG_ABYTES;
                 for (long pj = 0; pj < np; pj += QV_PANELS) {
                     int npan = np - pj < QV_PANELS ? (int)(np - pj) : QV_PANELS;
@@ -793,9 +806,10 @@ static void qg_conv_cols(const qg_conv_plan *p, const uint8_t *wp, const qg_conv
                                             (uint8_t *)y + m0 * N + n0, N);
                         continue;
                     }
-                    qv_ukr_conv_6x32(G, ap, bblk + pj * G * QG_BBYTES, G * QG_BBYTES, npan, acc);
+                    (avx512 ? qv_ukr_conv_6x32 : QG_QA_CONV)(
+                        G, ap, bblk + pj * G * QG_BBYTES, G * QG_BBYTES, npan, acc);
                     qv_tile_out(acc, mr, nvalid, e, m0, n0, (char *)y + (m0 * N + n0) * es, N,
-                                z ? z + m0 * N + n0 : NULL);
+                                z ? z + m0 * N + n0 : NULL, avx512);
                 }
                 continue;
             }
@@ -830,7 +844,7 @@ typedef struct {
     long G;                  /* groups of kg */
     long NP;                 /* B panels (N rounded up to a multiple of 32, / 8) */
     int wide, use_avx2;
-    int use_vnni;            /* qv_ukr_gemm_6x32 (as in qg_conv_plan) */
+    int use_vnni;            /* QG_VNNI_*: qv_ / qa_ukr_gemm_6x32 (as in qg_conv_plan) */
     long mc;                 /* rows per packed A block (multiple of 6) */
     qg_excess_table excess;  /* per B panel (u8 path with 8-bit weights), or all NULL */
 } qg_gemm_plan;
@@ -908,9 +922,10 @@ static void qg_gemm_run(const qg_gemm_plan *p, const uint8_t *bp, const uint8_t 
                 for (long ap = 0; ap * QG_MR < mc; ap++) {
                     int mr = mc - ap * QG_MR < QG_MR ? (int)(mc - ap * QG_MR) : QG_MR;
                     long m = i0 + ap * QG_MR;
-                    qv_ukr_gemm_6x32(G, ws + ap * G * QG_ABYTES, bp + pj * bps, bps, QV_PANELS, acc);
+                    (p->use_vnni == QG_VNNI_AVX512 ? qv_ukr_gemm_6x32 : QG_QA_GEMM)(
+                        G, ws + ap * G * QG_ABYTES, bp + pj * bps, bps, QV_PANELS, acc);
                     qv_tile_out(acc, mr, nvalid, e, m, n0, (char *)y + (m * N + n0) * es, N,
-                                z ? z + m * N + n0 : NULL);
+                                z ? z + m * N + n0 : NULL, p->use_vnni == QG_VNNI_AVX512);
                 }
             }
             continue;

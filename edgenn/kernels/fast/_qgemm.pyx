@@ -43,10 +43,10 @@ cdef extern from "_qepi.h" nogil:
 
 cdef extern from "_cpu.h" nogil:
     int edgenn_isa_x86(int t)
-    int EDGENN_ISA_AVX2, EDGENN_ISA_AVX512VNNI
+    int EDGENN_ISA_AVX2, EDGENN_ISA_AVXVNNI, EDGENN_ISA_AVX512VNNI
 
 cdef extern from "_qgemm.h" nogil:
-    int QG_MR, QG_NR
+    int QG_MR, QG_NR, QA_HAVE
     ctypedef struct qg_conv:
         const uint8_t *x
         int C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow
@@ -92,24 +92,28 @@ cdef extern from "_qdw.h" nogil:
 MR, NR = QG_MR, QG_NR
 HAVE_AVX2 = bool(edgenn_isa_x86(EDGENN_ISA_AVX2))       # the one probe, EDGENN_MAX_ISA applied
 HAVE_VNNI = bool(edgenn_isa_x86(EDGENN_ISA_AVX512VNNI))
-ISAS = ("scalar", "avx2", "avx512vnni")                  # what the int8 GEMM kernels offer
+HAVE_AVXVNNI = bool(QA_HAVE and edgenn_isa_x86(EDGENN_ISA_AVXVNNI))
+ISAS = ("scalar", "avx2", "avxvnni", "avx512vnni")       # what the int8 GEMM kernels offer
+_VNNI = {"avx512vnni": (1, HAVE_VNNI), "avxvnni": (2, HAVE_AVXVNNI)}   # -> QG_VNNI_*
 
 
 cdef int _use_vnni(str isa, bint wide, excess) except -1:
-    """isa "avx512vnni": the 6 x 32 vpdpbusd kernels (plain u8 path weights only)."""
+    """isa "avx512vnni" / "avxvnni": the vpdpbusd kernels (the 6 x 32 AVX-512 ones, or the
+    6 x 16 AVX-VNNI ones, qg_conv_plan.use_vnni 1 / 2), plain u8 path weights only."""
     if isa not in ISAS:
         raise ValueError(f"isa must be one of {ISAS}, got {isa!r}")
-    if isa != "avx512vnni":
+    if isa not in _VNNI:
         return 0
-    if not HAVE_VNNI:
-        raise ValueError("isa 'avx512vnni': this CPU (or EDGENN_MAX_ISA) does not allow it")
+    number, have = _VNNI[isa]
+    if not have:
+        raise ValueError(f"isa {isa!r}: this CPU (or EDGENN_MAX_ISA) does not allow it")
     if wide or excess is not None:
-        raise ValueError("isa 'avx512vnni' takes the weights as they are (no wide / excess)")
-    return 1
+        raise ValueError(f"isa {isa!r} takes the weights as they are (no wide / excess)")
+    return number
 
 
 cdef str _simd(int vnni, int avx2):
-    return "avx512vnni" if vnni else ("avx2" if avx2 else "portable")
+    return ("", "avx512vnni", "avxvnni")[vnni] if vnni else ("avx2" if avx2 else "portable")
 ACTIVATIONS = {"": 0, "Relu": 1, "Clip": 2, "HardSwish": 3, "HardSigmoid": 4, "Sigmoid": 5,
                "SiLU": 6, "LeakyRelu": 7, "Gelu": 8}
 
@@ -413,8 +417,8 @@ cdef class QDepthwiseKernel:
             raise ValueError(f"depthwise window {self.plan.kh}x{self.plan.kw} too large")
         self.plan.xzp = x_zp
         self.plan.use_avx2 = HAVE_AVX2 and not force_portable and isa != "scalar"
-        # isa "avx512vnni": the sums by vpdpwssd (256-bit, AVX-512 VL)
-        self.plan.use_vnni = _use_vnni(isa, False, None) and self.plan.use_avx2
+        # isa "avx512vnni" / "avxvnni": the sums by vpdpwssd (256-bit: AVX-512 VL / VEX)
+        self.plan.use_vnni = _use_vnni(isa, False, None) if self.plan.use_avx2 else 0
         cdef long psize, osize
         qdw_setup(&self.plan, &psize, &osize)
         wc = np.ascontiguousarray(w, np.int8).reshape(self.plan.C, self.plan.kh * self.plan.kw)
@@ -617,9 +621,10 @@ cdef class QGemmKernel:
 cdef extern from *:
     """
     typedef void (*qv_ukr_t)(long, const uint8_t *, const uint8_t *, long, int, int32_t *);
-    static qv_ukr_t qv_native_pick(int which) {
-    #if QV_HAVE
-        return which == 0 ? qv_ukr_conv_6x32 : qv_ukr_gemm_6x32;
+    static qv_ukr_t qv_native_pick(int which) {   /* 0, 1: AVX-512 VNNI; 3, 4: AVX-VNNI */
+    #if QV_HAVE && QA_HAVE
+        return which == 0 ? qv_ukr_conv_6x32 : which == 1 ? qv_ukr_gemm_6x32
+             : which == 3 ? qa_ukr_conv_6x32 : qa_ukr_gemm_6x32;
     #else
         (void)which;
         return 0;
@@ -632,5 +637,6 @@ cdef extern from *:
 
 def vnni_ukr_into(int which, const uint8_t[::1] a, const uint8_t[::1] b, long ng, long bps,
                   int npan, int32_t[::1] out):
-    """Tests (vnni_tiles.tile checks the sizes): the native VNNI tile, which 0 conv, 1 gemm."""
+    """Tests (vnni_tiles.tile checks the sizes): the native VNNI tile, which 0 conv, 1 gemm
+    (AVX-512 VNNI), 3 conv, 4 gemm (AVX-VNNI)."""
     qv_native_pick(which)(ng, &a[0], &b[0], bps, npan, &out[0])

@@ -11,12 +11,17 @@ cdef extern from *:
     #define EDGENN_SIMDE 1
     #define QV_KEEP_MACROS 1
     #include "_qgemm_vnni.h"
+    #include "_qgemm_avxvnni.h"
     #define QV_DP_BROKEN(c, v, s) _mm512_dpbusd_epi32(c, v, _mm512_srai_epi32(s, 1))
     QV_UKR(qv_ukr_conv_6x32_broken, QV_DP_BROKEN)
+    #define QA_DP_BROKEN(c, v, s) QA_DPBUSD(c, v, _mm256_srai_epi32(s, 1))
+    QA_UKR(qa_ukr_conv_6x32_broken, QA_DP_BROKEN)
     typedef void (*qv_ukr_t)(long, const uint8_t *, const uint8_t *, long, int, int32_t *);
-    static qv_ukr_t qv_emu_pick(int which) {
-        return which == 0 ? qv_ukr_conv_6x32 : which == 1 ? qv_ukr_gemm_6x32
-                                             : qv_ukr_conv_6x32_broken;
+    static qv_ukr_t qv_emu_pick(int which) {   /* 0-2: AVX-512 VNNI, 3-5: AVX-VNNI */
+        static const qv_ukr_t ukr[6] = {qv_ukr_conv_6x32, qv_ukr_gemm_6x32,
+                                        qv_ukr_conv_6x32_broken, qa_ukr_conv_6x32,
+                                        qa_ukr_gemm_6x32, qa_ukr_conv_6x32_broken};
+        return ukr[which];
     }
     """
     ctypedef void (*qv_ukr_t)(long, const uint8_t *, const uint8_t *, long, int, int32_t *)
@@ -24,7 +29,8 @@ cdef extern from *:
 
 def vnni_ukr_into(int which, const uint8_t[::1] a, const uint8_t[::1] b, long ng, long bps,
                   int npan, int32_t[::1] out):
-    """which 0 conv, 1 gemm, 2 the broken conv twin (vnni_tiles.tile checks the sizes)."""
+    """which 0 conv, 1 gemm, 2 the broken conv twin; 3-5 the same on AVX-VNNI
+    (vnni_tiles.tile checks the sizes)."""
     qv_emu_pick(which)(ng, &a[0], &b[0], bps, npan, &out[0])
 
 

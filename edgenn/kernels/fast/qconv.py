@@ -8,7 +8,7 @@ qconv_gemm_int8: group-1 convs (and grouped ones, group by group) as the packed 
   1x1 stride-1 convs only interleave K. Layers whose weights could saturate vpmaddubsw
   (8-bit weights, a same-signed pair summing past 128) take the exact int16 path.
 qconv_dw_int8: depthwise (group == C == M), int16 pair products, any kernel / stride /
-  padding / dilation; qconv_dw_u8s8__avx512vnni the same sums by vpdpwssd.
+  padding / dilation; qconv_dw_u8s8__avx512vnni / __avxvnni the same sums by vpdpwssd.
 Both take a run-time x_scale / x_zp (onnxruntime's quantize_dynamic form, float output):
 the epilogue's per-channel constants are rebuilt per call (_qgemm.pyx DynamicScale).
 """
@@ -90,7 +90,8 @@ def prepare_gemm(node, ins, outs, force_portable=False, force_wide=False, thread
 
 
 # output pixels split over the session's threads in the _mt specs (OpenMP)
-register_tiers("QConv", "qconv_gemm_int8", "6x32", _gemm_supports, prepare_gemm)
+register_tiers("QConv", "qconv_gemm_int8", _gemm_supports, prepare_gemm,
+               {"avxvnni": "qconv_u8s8_6x16__avxvnni", "avx512vnni": "qconv_u8s8_6x32__avx512vnni"})
 
 
 # -- depthwise ---------------------------------------------------------------------------------
@@ -116,5 +117,5 @@ def prepare_depthwise(node, ins, outs, force_portable=False, threads=1, isa="avx
 
 # per tier (AVX2 / portable chosen inside by the CPU; VNNI: vpdpwssd sums), and the
 # channels split over the session's threads (OpenMP) in the _mt specs
-register_tiers("QConv", "qconv_dw_int8", "", _dw_supports, prepare_depthwise,
-               vnni_name="qconv_dw_u8s8__avx512vnni")
+register_tiers("QConv", "qconv_dw_int8", _dw_supports, prepare_depthwise,
+               {"avxvnni": "qconv_dw_u8s8__avxvnni", "avx512vnni": "qconv_dw_u8s8__avx512vnni"})

@@ -182,14 +182,15 @@ def register(op: str, name: str, supports, prepare, pool: str = "own", isa: str 
            priority=priority)(prepare)
 
 
-def register_tiers(op: str, base: str, tiles: str, supports, prepare,
-                   vnni_name: str | None = None) -> None:
+def register_tiers(op: str, base: str, supports, prepare, vnni: dict[str, str]) -> None:
     """The int8 GEMM family's specs for one op: `base` (+ _mt) on the AVX2 / portable
-    kernels (chosen inside by the CPU), and `vnni_name` (default <op>_u8s8_<tiles>__avx512vnni,
-    + _mt), preferred when untimed. prepare(node, ins, outs, threads=, isa=)."""
+    kernels (chosen inside by the CPU), and per VNNI tier ("avxvnni", "avx512vnni") the
+    spec named in `vnni` (+ _mt), preferred in that order when untimed.
+    prepare(node, ins, outs, threads=, isa=)."""
     mt_ok = lambda node, ins, outs: plan_threads() > 1 and supports(node, ins, outs)
-    vnni_name = vnni_name or f"{op.lower()}_u8s8_{tiles}__avx512vnni"
-    for tier, name, prio in (("", base, 0), ("avx512vnni", vnni_name, 1)):
+    tiers = [("", base, 0)] + [(t, vnni[t], p) for t, p in (("avxvnni", 1), ("avx512vnni", 2))
+                               if t in vnni]
+    for tier, name, prio in tiers:
         chosen = tier or "avx2"
         register(op, name, supports,
                  lambda node, ins, outs, t=chosen: prepare(node, ins, outs, isa=t),
@@ -270,7 +271,7 @@ def choose_path(w_rows: np.ndarray, lanes: int, panels: int, force_wide=False,
     """-> (weights to pack, wide, excess table or None) for w_rows (R, K) int8: the u8 path
     when no pair can saturate, u8 + excess when the saturating pairs are rare, else wide.
     VNNI (vpdpbusd, no s16 step) is exact on any weights: always the plain u8 path."""
-    if isa == "avx512vnni":
+    if isa in ("avx512vnni", "avxvnni"):
         return w_rows, False, None
     if force_wide:
         return w_rows, True, None
@@ -328,7 +329,7 @@ def prepare_qgemm(node, ins, outs, force_portable=False, force_wide=False, threa
                   excess_limit=EXCESS_LIMIT, isa="avx2"):
     """-> run(inputs, outputs); force_wide / excess_limit: tests pin the portable build,
     the wide path, the u8 + excess path (excess_limit=1); isa: "avx2" (AVX2 where the CPU
-    has it, else portable), "avx512vnni" or "scalar"."""
+    has it, else portable), "avx512vnni", "avxvnni" or "scalar"."""
     qg = _qgemm()
     w = np.asarray(ins[3].value, np.int8)
     k, n = w.shape
@@ -349,4 +350,5 @@ def prepare_qgemm(node, ins, outs, force_portable=False, force_wide=False, threa
     return run
 
 
-register_tiers("QGemm", "qgemm_int8", "6x32", _supports, prepare_qgemm)
+register_tiers("QGemm", "qgemm_int8", _supports, prepare_qgemm,
+               {"avxvnni": "qgemm_u8s8_6x16__avxvnni", "avx512vnni": "qgemm_u8s8_6x32__avx512vnni"})

@@ -1,15 +1,18 @@
-"""Tests' access to the AVX-512 VNNI int8 micro-kernels on raw packed panels (_qgemm_vnni.h),
-native (_qgemm) or compiled against SIMDe (_qgemm_emu, any CPU): one 6 x 32 tile."""
+"""Tests' access to the VNNI int8 micro-kernels on raw packed panels, AVX-512 VNNI
+(_qgemm_vnni.h) or AVX-VNNI (_qgemm_avxvnni.h), native (_qgemm) or compiled against SIMDe
+(_qgemm_emu, any CPU): one 6 x 32 call."""
 from __future__ import annotations
 
 import numpy as np
 
 KINDS = {"conv": 0, "gemm": 1, "conv_broken": 2}   # conv_broken: emulated build only
+TIERS = {"avx512vnni": 0, "avxvnni": 3}            # the kernels' numbers: KINDS + this
 
 
-def tile(lane: str, kind: str, a, b, ng: int, bps: int, npan: int) -> np.ndarray:
+def tile(lane: str, kind: str, a, b, ng: int, bps: int, npan: int,
+         tier: str = "avx512vnni") -> np.ndarray:
     """lane "native" or "emulated"; a: one A panel (ng * 24 bytes), b: 4 B panels bps bytes
-    apart (ng * 32 bytes each), uint8 -> (4, 6, 8) int32 sums."""
+    apart (ng * 32 bytes each), uint8 -> (4, 6, 8) int32 sums (panels past npan: zero)."""
     if kind not in KINDS or (kind == "conv_broken" and lane != "emulated"):
         raise ValueError(f"no {kind!r} kernel in the {lane} lane")
     a = np.ascontiguousarray(a, np.uint8).ravel()
@@ -23,7 +26,7 @@ def tile(lane: str, kind: str, a, b, ng: int, bps: int, npan: int) -> np.ndarray
         from . import _qgemm_emu as mod
     else:
         from . import _qgemm as mod
-        if not mod.HAVE_VNNI:
-            raise ValueError("this CPU (or EDGENN_MAX_ISA) has no AVX-512 VNNI")
-    mod.vnni_ukr_into(KINDS[kind], a, b, ng, bps, npan, out.reshape(-1))
+        if not (mod.HAVE_AVXVNNI if tier == "avxvnni" else mod.HAVE_VNNI):
+            raise ValueError(f"this CPU (or EDGENN_MAX_ISA) has no {tier}")
+    mod.vnni_ukr_into(KINDS[kind] + TIERS[tier], a, b, ng, bps, npan, out.reshape(-1))
     return out
