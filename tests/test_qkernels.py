@@ -73,6 +73,9 @@ def check_all_paths(node, inputs, const):
             for mode in modes if name != "dw" else modes[:1] + VNNI_MODES:
                 if portable and mode in VNNI_MODES:
                     continue
+                if name == "gemm" and node.op == "QConv" and _can_flat(node, inputs):
+                    # the in-place (flat) im2col on, and off on the wide path
+                    mode = dict(mode, flat=not mode.get("force_wide", False))
                 run = prepare(node, ins, outs, force_portable=portable, **mode)
                 for fill in (0, 255):   # every element written
                     got = np.full(outs[0].shape, fill, outs[0].dtype)
@@ -80,6 +83,15 @@ def check_all_paths(node, inputs, const):
                     assert_matches(got, want, node, f"{name} portable={portable} {mode}")
                 ran += 1
     return ran
+
+
+def _can_flat(node, inputs) -> bool:
+    """QConvKernel's flat plans: stride 1, one group, no residual input, not a direct 1x1
+    (which reads its rows in place already)."""
+    w = inputs[3]
+    direct = w.shape[2:] == (1, 1) and not any(node.attrs.get("pads", [0] * 4))
+    return (not direct and all(v == 1 for v in node.attrs.get("strides", [1, 1]))
+            and node.attrs.get("group", 1) == 1 and (len(inputs) < 10 or inputs[9] is None))
 
 
 def _ids(cases):
@@ -353,3 +365,54 @@ def test_dynamic_scale_changes_every_call(geom, threads):
             got = np.empty(outs[0].shape, np.float32)
             run(inputs, [got])
             assert_matches(got, _reference(node, inputs), node, f"zp {x_zp} portable={portable}")
+
+
+# -- flat plans: the im2col read in place over the padded width ---------------------------------
+
+FLAT_GEOMS = [  # (n, C, H, W, M, k, stride, pad, dilation, group): stride 1, group 1
+    (1, 64, 56, 56, 16, 3, 1, 1, 1, 1),      # ResNet-like: several pixel blocks
+    (2, 5, 9, 13, 7, 3, 1, 1, 1, 1),         # batch 2, K / M / N tails
+    (1, 4, 12, 11, 5, 3, 1, 2, 2, 1),        # dilation 2, pad 2
+    (1, 3, 10, 17, 6, 5, 1, 0, 1, 1),        # 5x5, no padding (Wp = W)
+    (1, 8, 7, 7, 12, 3, 1, 1, 1, 1),         # 7x7: 2 dropped columns of 9
+    (1, 2, 3, 40, 6, 3, 1, 1, 1, 1),         # wide and short
+    (1, 16, 8, 8, 8, 1, 1, 1, 1, 1),         # 1x1 with padding: not direct
+]
+
+
+@pytest.mark.parametrize("geom", FLAT_GEOMS)
+@pytest.mark.parametrize("out", ["u8", "f32"])
+def test_flat_plans_match_the_reference(geom, out):
+    """Every computed column the flat plan drops is dropped, every kept one is the gathered
+    plan's byte, on each tier and thread count (the threads split the flat columns)."""
+    rng = np.random.default_rng(sum(geom))
+    node, inputs, const = qconv_case(rng, geom, "Relu" if out == "u8" else "",
+                                     y_quant=out == "u8", bits=8)
+    ins = _infos(inputs, const)
+    outs = infer_node(node, ins, fold=False)
+    want = _reference(node, inputs)
+    isas = ["avx2", "scalar"] + [m["isa"] for m in VNNI_MODES]
+    for isa in isas:
+        for threads in (1, 2, 3):
+            run = qconv.prepare_gemm(node, ins, outs, isa=isa, threads=threads, flat=True)
+            assert run.flat
+            got = np.full(outs[0].shape, 7, outs[0].dtype)
+            run(inputs, [got])
+            assert_matches(got, want, node, f"flat {isa} threads={threads}")
+
+
+def test_flat_is_chosen_where_the_dropped_columns_are_few():
+    rng = np.random.default_rng(3)
+    for geom, flat in [((1, 8, 56, 56, 8, 3, 1, 1, 1, 1), True),     # 2 of 58 columns
+                       ((1, 8, 7, 7, 8, 3, 1, 1, 1, 1), True),       # 2 of 9
+                       ((1, 8, 3, 3, 8, 5, 1, 2, 1, 1), False),      # 4 of 7
+                       ((1, 8, 56, 56, 8, 3, 2, 1, 1, 1), False)]:   # stride 2
+        node, inputs, const = qconv_case(rng, geom)
+        ins = _infos(inputs, const)
+        run = qconv.prepare_gemm(node, ins, infer_node(node, ins, fold=False))
+        assert run.flat == flat, geom
+    node, inputs, const = qconv_case(rng, (1, 8, 56, 56, 8, 3, 1, 1, 1, 1), residual=True)
+    ins = _infos(inputs, const)
+    assert not qconv.prepare_gemm(node, ins, infer_node(node, ins, fold=False)).flat
+    with pytest.raises(ValueError, match="flat"):
+        qconv.prepare_gemm(node, ins, infer_node(node, ins, fold=False), flat=True)

@@ -67,6 +67,7 @@
 #define QG_MR 6
 #define QG_NR 8
 #define QG_CHUNK 255                   /* groups per s16 accumulation chunk (u8 path) */
+#define QG_PACK_CHUNK 128              /* pixels per interleave pass of in-place rows */
 #define QG_SMALL_K_GROUPS 12           /* QConv K <= 48: the 6 x 16 small-K kernel */
 #define QG_ABYTES (QG_MR * 4)          /* bytes per group of an A panel (both paths) */
 #define QG_BBYTES (QG_NR * 4)          /* bytes per group of a B panel (both paths) */
@@ -478,34 +479,48 @@ static void qg_im2col_row(const qg_conv *g, long k, long j0, long n, uint8_t *ds
 
 /* B block for pixels [j0, j0 + nv) of a conv -> panels (ceil(nv/8) of them, stride
  * G * 32 bytes). direct: 1x1, stride 1, no padding: row k is x's plane k, read in place
- * (when the block's full 8-aligned width lies inside the image); otherwise rows come from
- * the padded image (qg_conv_fill_padded first). rowbuf: kg rows of n8 + 16 bytes. zrow:
+ * (when the block's full 8-aligned width lies inside the image); flat (qg_conv_plan.
+ * row_off, or NULL): stride 1, pixels numbered over the padded width, row k read in place
+ * at xp + flat[k]; otherwise rows are gathered from the padded image (qg_conv_fill_padded first). rowbuf: kg rows of n8 + 16 bytes. zrow:
  * n8 + 16 zero bytes (rows past K). */
-static void qg_pack_b_conv(const qg_conv *g, long K, long G, int wide, int direct, long j0,
-                           long nv, uint8_t *dst, uint8_t *rowbuf, const uint8_t *zrow) {
+static void qg_pack_b_conv(const qg_conv *g, long K, long G, int wide, int direct,
+                           const long *flat, long j0, long nv, uint8_t *dst, uint8_t *rowbuf,
+                           const uint8_t *zrow) {
     const int kg = wide ? 2 : 4;
     const long n8 = (nv + 7) / 8 * 8, plane = (long)g->H * g->W;
     const int in_place = direct && j0 + n8 <= plane;
+    const long pstride = G * QG_BBYTES;
+    /* Rows read in place are interleaved QG_PACK_CHUNK pixels at a time, all groups per
+     * chunk: a group's stores go to one 32-byte slot of every panel (pstride apart, a page
+     * or more), so a whole block's panels per group would touch hundreds of pages per
+     * group (a TLB miss per store); a chunk's 16 panels stay in the TLB across the groups.
+     * Gathered rows are built per group for the whole block (one pass). */
+    const long chunk = flat || in_place ? QG_PACK_CHUNK : n8;
     const uint8_t *rows[4];
-    for (long grp = 0; grp < G; grp++) {
-        for (int q = 0; q < kg; q++) {
-            long k = grp * kg + q;
-            uint8_t *rb = rowbuf + q * (n8 + 16);
-            if (k >= K) {
-                rows[q] = zrow;
-            } else if (in_place) {
-                rows[q] = g->x + k * plane + j0;
-            } else if (direct) {
-                memcpy(rb, g->x + k * plane + j0, nv);
-                memset(rb + nv, g->pad, n8 - nv);
-                rows[q] = rb;
-            } else {
-                qg_im2col_row(g, k, j0, nv, rb);
-                if (nv < n8) memset(rb + nv, g->pad, n8 - nv);
-                rows[q] = rb;
+    for (long c0 = 0; c0 < n8; c0 += chunk) {
+        const long n = n8 - c0 < chunk ? n8 - c0 : chunk;
+        for (long grp = 0; grp < G; grp++) {
+            for (int q = 0; q < kg; q++) {
+                long k = grp * kg + q;
+                uint8_t *rb = rowbuf + q * (n8 + 16);
+                if (k >= K) {
+                    rows[q] = zrow + c0;
+                } else if (flat) {   /* stride 1 over the padded width: one run of xp */
+                    rows[q] = g->xp + flat[k] + j0 + c0;
+                } else if (in_place) {
+                    rows[q] = g->x + k * plane + j0 + c0;
+                } else if (direct) {
+                    memcpy(rb, g->x + k * plane + j0, nv);
+                    memset(rb + nv, g->pad, n8 - nv);
+                    rows[q] = rb;
+                } else {
+                    qg_im2col_row(g, k, j0, nv, rb);
+                    if (nv < n8) memset(rb + nv, g->pad, n8 - nv);
+                    rows[q] = rb;
+                }
             }
+            qg_interleave(rows, wide, n, dst + grp * QG_BBYTES + (c0 / QG_NR) * pstride, pstride);
         }
-        qg_interleave(rows, wide, n8, dst + grp * QG_BBYTES, G * QG_BBYTES);
     }
 }
 
@@ -690,6 +705,12 @@ typedef struct {
                                 (8-bit weights exact; wide = 0, no excess) */
     long nc;                 /* pixels per B block (multiple of 8) */
     qg_excess_table excess;  /* per A panel (u8 path with 8-bit weights), or all NULL */
+    int flat;                /* stride 1: output pixel (oy, ox) computed as column oy * Wp + ox
+                                of Nf = (oh - 1) * Wp + ow, so every im2col row is one run of
+                                the padded image (no gather); the Wp - ow columns between
+                                rows are computed and dropped (qg_conv_compact) */
+    const long *row_off;     /* flat: row k's offset in the padded image (qg_conv_row_offsets) */
+    long Nf;                 /* the columns computed: N, or the flat count */
 } qg_conv_plan;
 
 #if QE_X86 && QV_HAVE
@@ -778,7 +799,7 @@ static long qg_conv_workspace(const qg_conv_plan *p) {
 static void qg_conv_cols(const qg_conv_plan *p, const uint8_t *wp, const qg_conv *g,
                          const qe_epi *e, void *y, const uint8_t *z, uint8_t *ws, long jb,
                          long je) {
-    const long M = p->M, N = p->N, G = p->G, es = e->out_f32 ? 4 : 1;
+    const long M = p->M, N = p->Nf, G = p->G, es = e->out_f32 ? 4 : 1;
     const int flavor_wide = p->wide;
     qg_ukr_t ukr = qg_pick_ukr(QG_CONV, flavor_wide, p->use_avx2);
     uint8_t *bblk = ws, *rowbuf = ws + p->nc * G * 4;
@@ -787,7 +808,8 @@ static void qg_conv_cols(const qg_conv_plan *p, const uint8_t *wp, const qg_conv
     for (long j0 = jb; j0 < je; j0 += p->nc) {
         long nv = je - j0 < p->nc ? je - j0 : p->nc;
         long np = (nv + QG_NR - 1) / QG_NR;
-        qg_pack_b_conv(g, p->K, G, p->wide, p->direct, j0, nv, bblk, rowbuf, zrow);
+        qg_pack_b_conv(g, p->K, G, p->wide, p->direct, p->flat ? p->row_off : NULL, j0, nv, bblk,
+                       rowbuf, zrow);
         for (long m0 = 0; m0 < M; m0 += QG_MR) {   /* the A panel stays in L1 */
             int mr = M - m0 < QG_MR ? (int)(M - m0) : QG_MR;
 #if QE_X86 && QV_HAVE
@@ -830,10 +852,34 @@ static void qg_conv_cols(const qg_conv_plan *p, const uint8_t *wp, const qg_conv
     }
 }
 
-/* The whole image on the calling thread. */
+/* flat plans: off[k] = where im2col row k starts in the padded image (K values). */
+static void qg_conv_row_offsets(const qg_conv *g, long K, long *off) {
+    const long khw = (long)g->kh * g->kw;
+    for (long k = 0; k < K; k++) {
+        const long c = k / khw, ti = (k % khw) / g->kw, tj = k % g->kw;
+        off[k] = (c * g->Hp + ti * g->dh) * g->Wp + tj * g->dw;
+    }
+}
+
+/* flat plans: y (M, oh, ow) <- the computed columns yf (M, Nf), es bytes per element. */
+static void qg_conv_compact(const qg_conv_plan *p, const qg_conv *g, const char *yf, char *y,
+                            long es) {
+    const long row = g->ow * es;
+    for (long m = 0; m < p->M; m++)
+        for (long oy = 0; oy < g->oh; oy++)
+            memcpy(y + (m * g->oh + oy) * row, yf + (m * p->Nf + oy * g->Wp) * es, row);
+}
+
+/* The whole image on the calling thread; yf: the flat plan's computed columns (M x Nf
+ * elements), NULL otherwise. */
 static void qg_conv_run(const qg_conv_plan *p, const uint8_t *wp, const qg_conv *g,
-                        const qe_epi *e, void *y, const uint8_t *z, uint8_t *ws) {
+                        const qe_epi *e, void *y, const uint8_t *z, uint8_t *ws, void *yf) {
     if (!p->direct) qg_conv_fill_padded(g);
+    if (p->flat) {
+        qg_conv_cols(p, wp, g, e, yf, NULL, ws, 0, p->Nf);
+        qg_conv_compact(p, g, (const char *)yf, (char *)y, e->out_f32 ? 4 : 1);
+        return;
+    }
     qg_conv_cols(p, wp, g, e, y, z, ws, 0, p->N);
 }
 

@@ -63,6 +63,9 @@ cdef extern from "_qgemm.h" nogil:
         int wide, direct, use_avx2, use_vnni
         long nc
         qg_excess_table excess
+        int flat
+        const long *row_off
+        long Nf
     ctypedef struct qg_gemm_plan:
         long M, K, N, G, NP
         int wide, use_avx2, use_vnni
@@ -74,7 +77,10 @@ cdef extern from "_qgemm.h" nogil:
     void qg_conv_cols(const qg_conv_plan *p, const uint8_t *wp, const qg_conv *g,
                       const qe_epi *e, void *y, const uint8_t *z, uint8_t *ws, long jb, long je)
     void qg_conv_run(const qg_conv_plan *p, const uint8_t *wp, const qg_conv *g,
-                     const qe_epi *e, void *y, const uint8_t *z, uint8_t *ws)
+                     const qe_epi *e, void *y, const uint8_t *z, uint8_t *ws, void *yf)
+    void qg_conv_compact(const qg_conv_plan *p, const qg_conv *g, const char *yf, char *y,
+                         long es)
+    void qg_conv_row_offsets(const qg_conv *g, long K, long *off)
     long qg_gemm_block(long M, long G)
     long qg_gemm_workspace(const qg_gemm_plan *p)
     void qg_gemm_run(const qg_gemm_plan *p, const uint8_t *bp, const uint8_t *a, long lda,
@@ -90,6 +96,7 @@ cdef extern from "_qdw.h" nogil:
                  const qe_epi *e, void *y, const uint8_t *z, int16_t *P, int32_t *obuf)
 
 MR, NR = QG_MR, QG_NR
+FLAT_WASTE = 0.5     # flat QConv plans where the dropped columns are <= this share of a row
 HAVE_AVX2 = bool(edgenn_isa_x86(EDGENN_ISA_AVX2))       # the one probe, EDGENN_MAX_ISA applied
 HAVE_VNNI = bool(edgenn_isa_x86(EDGENN_ISA_AVX512VNNI))
 HAVE_AVXVNNI = bool(QA_HAVE and edgenn_isa_x86(EDGENN_ISA_AVXVNNI))
@@ -262,12 +269,12 @@ cdef class QConvKernel:
     cdef object keep
     cdef DynamicScale dyn
     cdef object own_ws, own_pad
-    cdef long group, Mtot, Ctot, gstride, xsize, ysize, wsize, chunk, padsize
+    cdef long group, Mtot, Ctot, gstride, xsize, ysize, wsize, chunk, padsize, flatsize
     cdef int out_f32, threads
 
     def __init__(self, cnp.ndarray wpacked, bint wide, geom, long group, long M, dict epi,
                  uint8_t x_zp, bint force_portable=False, int threads=1, excess=None,
-                 str isa="avx2"):
+                 str isa="avx2", flat=None):
         (self.geo.C, self.geo.H, self.geo.W, self.geo.kh, self.geo.kw, self.geo.sh,
          self.geo.sw, self.geo.ph, self.geo.pw, self.geo.dh, self.geo.dw, self.geo.oh,
          self.geo.ow) = geom
@@ -284,7 +291,29 @@ cdef class QConvKernel:
                             and self.geo.oh == self.geo.H and self.geo.ow == self.geo.W)
         self.plan.use_avx2 = HAVE_AVX2 and not force_portable and isa != "scalar"
         self.plan.use_vnni = _use_vnni(isa, wide, excess)
-        self.plan.nc = qg_conv_block(self.plan.N, self.plan.G)
+        # the padded image (per context): borders hold the zero point, the interior is
+        # copied per call; a 64-byte header says which zero point the borders hold
+        self.padsize = 0 if self.plan.direct else qg_conv_padded_size(&self.geo)
+        # flat (stride 1, no residual, one group): im2col rows read in place over the padded
+        # width, the (Wp - ow) columns between rows computed and dropped. By default where
+        # they are at most FLAT_WASTE of a row; flat=True / False forces it (tests).
+        can_flat = (not self.plan.direct and group == 1 and self.geo.sh == 1
+                    and self.geo.sw == 1 and not epi["has_z"])
+        if flat is None:
+            flat = can_flat and self.geo.Wp - self.geo.ow <= FLAT_WASTE * self.geo.ow
+        elif flat and not can_flat:
+            raise ValueError("flat: stride-1, group-1 convs without a residual only")
+        self.plan.flat = flat
+        row_off = np.zeros(self.plan.K if flat else 1, np.int64)
+        if flat:
+            qg_conv_row_offsets(&self.geo, self.plan.K, <long *>cnp.PyArray_DATA(row_off))
+        self.plan.row_off = <const long *>cnp.PyArray_DATA(row_off)
+        self.plan.Nf = (<long>(self.geo.oh - 1) * self.geo.Wp + self.geo.ow if flat
+                        else self.plan.N)
+        self.out_f32 = epi["out_f32"]
+        self.flatsize = (self.plan.M * self.plan.Nf * (4 if self.out_f32 else 1) + 63) // 64 * 64 \
+            if flat else 0
+        self.plan.nc = qg_conv_block(self.plan.Nf, self.plan.G)
         self.gstride = (self.plan.M + QG_MR - 1) // QG_MR * self.plan.G * QG_MR * 4
         wp = np.ascontiguousarray(wpacked).view(np.uint8).ravel()
         if wp.size != self.gstride * group:
@@ -293,17 +322,13 @@ cdef class QConvKernel:
             raise ValueError("excess weights: group-1 u8-path convs only")
         ex = _set_excess(&self.plan.excess, excess, (self.plan.M + QG_MR - 1) // QG_MR,
                          QG_MR * 4)
-        self.keep = (wp, _fill_epi(&self.epi, epi), ex)
-        self.out_f32 = epi["out_f32"]
+        self.keep = (wp, _fill_epi(&self.epi, epi), ex, row_off)
         # threads > 1: pixel ranges of whole QG_NR panels, one workspace each
-        panels = (self.plan.N + QG_NR - 1) // QG_NR
+        panels = (self.plan.Nf + QG_NR - 1) // QG_NR
         self.threads = max(1, min(threads, panels // 2))
         self.chunk = (panels + self.threads - 1) // self.threads * QG_NR
         self.wsize = (qg_conv_workspace(&self.plan) + 63) // 64 * 64
         self.own_ws = self.own_pad = None
-        # the padded image (per context): borders hold the zero point, the interior is
-        # copied per call; a 64-byte header says which zero point the borders hold
-        self.padsize = 0 if self.plan.direct else qg_conv_padded_size(&self.geo)
         self.geo.xp = NULL
         self.xsize = self.Ctot * self.geo.H * self.geo.W
         self.ysize = M * self.plan.N
@@ -321,8 +346,13 @@ cdef class QConvKernel:
     @property
     def padded_bytes(self):
         """Persistent workspace (kept between the calls of one context, zeroed at first):
-        the zero-point padded image and its header; 0 for direct 1x1 convs."""
-        return 64 + self.padsize if self.padsize else 0
+        the zero-point padded image and its header, then (flat plans) the computed
+        columns; 0 for direct 1x1 convs."""
+        return 64 + (self.padsize + 63) // 64 * 64 + self.flatsize if self.padsize else 0
+
+    @property
+    def flat(self):
+        return bool(self.plan.flat)
 
     def set_dynamic(self, w_scale, wsum, bias):
         """Per-call x_scale / x_zp from now on (see DynamicScale): w_scale, wsum, bias (M,)."""
@@ -345,6 +375,7 @@ cdef class QConvKernel:
             ws = self.own_ws
         cdef char *wsb = _ws_data(ws, self.workspace_bytes, "QConv")
         cdef uint8_t *pb = NULL
+        cdef char *yf = NULL
         if self.padsize:
             if xpad is None:
                 if self.own_pad is None:
@@ -363,6 +394,8 @@ cdef class QConvKernel:
                 memset(pb + 64, g.pad, self.padsize)
                 pb[0], pb[1] = 1, g.pad
             g.xp = pb + 64
+            if self.plan.flat:
+                yf = <char *>pb + 64 + (self.padsize + 63) // 64 * 64
         x, z = _contig(x), _contig(z)
         cdef long n = x.shape[0] if x.ndim else 0
         cdef const uint8_t *zp = _conv_io(x, y, z, n, self.xsize, self.ysize, self.out_f32,
@@ -386,16 +419,20 @@ cdef class QConvKernel:
                     if self.threads == 1:
                         qg_conv_run(&self.plan, wp + gi * self.gstride, &g, &e,
                                     yp + (b * self.ysize + gi * yg) * es,
-                                    zp + b * self.ysize + gi * yg if zp != NULL else NULL, wsu)
+                                    zp + b * self.ysize + gi * yg if zp != NULL else NULL, wsu,
+                                    yf)
                         continue
                     if not self.plan.direct:
                         qg_conv_fill_padded(&g)
                     for t in prange(self.threads, num_threads=self.threads, schedule="static"):
                         qg_conv_cols(&self.plan, wp + gi * self.gstride, &g, &e,
-                                     yp + (b * self.ysize + gi * yg) * es,
+                                     yf if yf != NULL else yp + (b * self.ysize + gi * yg) * es,
                                      zp + b * self.ysize + gi * yg if zp != NULL else NULL,
                                      wsu + t * self.wsize, t * self.chunk,
-                                     min(self.plan.N, (t + 1) * self.chunk))
+                                     min(self.plan.Nf, (t + 1) * self.chunk))
+                    if yf != NULL:
+                        qg_conv_compact(&self.plan, &g, <const char *>yf,
+                                        yp + (b * self.ysize + gi * yg) * es, es)
 
 
 cdef class QDepthwiseKernel:

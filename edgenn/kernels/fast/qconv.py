@@ -60,9 +60,11 @@ SMALL_K = 48   # _qgemm.h QG_SMALL_K_GROUPS * 4: the 6 x 16 kernel, which takes 
 
 
 def prepare_gemm(node, ins, outs, force_portable=False, force_wide=False, threads=1,
-                 excess_limit=EXCESS_LIMIT, isa="avx2"):
+                 excess_limit=EXCESS_LIMIT, isa="avx2", flat=None):
     """-> run(inputs, outputs); force_wide / excess_limit: tests pin the portable build,
-    the int16 path, the u8 + excess path (excess_limit=1); isa as qgemm.prepare_qgemm."""
+    the int16 path, the u8 + excess path (excess_limit=1); isa as qgemm.prepare_qgemm;
+    flat: True / False forces the in-place im2col over the padded width on / off (None:
+    the kernel's own rule, where the dropped columns cost little)."""
     qg = _qgemm()
     w = np.asarray(ins[3].value, np.int8)
     m = w.shape[0]
@@ -80,12 +82,14 @@ def prepare_gemm(node, ins, outs, force_portable=False, force_wide=False, thread
     epi = epilogue_args(node, ins, m, wsum=None if dynamic else wsum)
     x_zp = 0 if dynamic else int(scalar(ins[2]))
     k = qg.QConvKernel(packed, wide, _geom(node, ins, outs), group, m, epi, x_zp,
-                       force_portable=force_portable, threads=threads, excess=excess, isa=isa)
+                       force_portable=force_portable, threads=threads, excess=excess, isa=isa,
+                       flat=flat)
     if dynamic:
         k.set_dynamic(*dynamic_constants(ins, m, wsum))
     run = kernel_runner(k, opt(ins, 9) is not None, dynamic)
     run.wide = wide
     run.excess = excess is not None
+    run.flat = k.flat
     return run
 
 
