@@ -86,12 +86,13 @@ def check_all_paths(node, inputs, const):
 
 
 def _can_flat(node, inputs) -> bool:
-    """QConvKernel's flat plans: stride 1, one group, no residual input, not a direct 1x1
-    (which reads its rows in place already)."""
+    """QConvKernel's flat plans: one group, no residual input, not a direct 1x1 (stride 1,
+    no padding: it reads its rows in place already)."""
     w = inputs[3]
-    direct = w.shape[2:] == (1, 1) and not any(node.attrs.get("pads", [0] * 4))
-    return (not direct and all(v == 1 for v in node.attrs.get("strides", [1, 1]))
-            and node.attrs.get("group", 1) == 1 and (len(inputs) < 10 or inputs[9] is None))
+    direct = w.shape[2:] == (1, 1) and not any(node.attrs.get("pads", [0] * 4)) and \
+        all(v == 1 for v in node.attrs.get("strides", [1, 1]))
+    return (not direct and node.attrs.get("group", 1) == 1
+            and (len(inputs) < 10 or inputs[9] is None))
 
 
 def _ids(cases):
@@ -369,7 +370,7 @@ def test_dynamic_scale_changes_every_call(geom, threads):
 
 # -- flat plans: the im2col read in place over the padded width ---------------------------------
 
-FLAT_GEOMS = [  # (n, C, H, W, M, k, stride, pad, dilation, group): stride 1, group 1
+FLAT_GEOMS = [  # (n, C, H, W, M, k, stride, pad, dilation, group): group 1
     (1, 64, 56, 56, 16, 3, 1, 1, 1, 1),      # ResNet-like: several pixel blocks
     (2, 5, 9, 13, 7, 3, 1, 1, 1, 1),         # batch 2, K / M / N tails
     (1, 4, 12, 11, 5, 3, 1, 2, 2, 1),        # dilation 2, pad 2
@@ -377,6 +378,13 @@ FLAT_GEOMS = [  # (n, C, H, W, M, k, stride, pad, dilation, group): stride 1, gr
     (1, 8, 7, 7, 12, 3, 1, 1, 1, 1),         # 7x7: 2 dropped columns of 9
     (1, 2, 3, 40, 6, 3, 1, 1, 1, 1),         # wide and short
     (1, 16, 8, 8, 8, 1, 1, 1, 1, 1),         # 1x1 with padding: not direct
+    # strided: through the phase planes
+    (1, 64, 56, 56, 16, 3, 2, 1, 1, 1),      # ResNet's 3x3 stride 2
+    (2, 5, 15, 13, 7, 3, 2, 1, 1, 1),        # odd sizes, batch 2
+    (1, 3, 40, 37, 8, 7, 2, 3, 1, 1),        # 7x7 stem, stride 2, pad 3
+    (1, 16, 14, 14, 12, 1, 2, 0, 1, 1),      # 1x1 stride 2 (the downsample): no waste
+    (1, 6, 17, 19, 5, 3, 3, 0, 1, 1),        # stride 3, no padding
+    (1, 4, 20, 21, 6, 3, 2, 2, 2, 1),        # stride 2, dilation 2
 ]
 
 
@@ -406,7 +414,8 @@ def test_flat_is_chosen_where_the_dropped_columns_are_few():
     for geom, flat in [((1, 8, 56, 56, 8, 3, 1, 1, 1, 1), True),     # 2 of 58 columns
                        ((1, 8, 7, 7, 8, 3, 1, 1, 1, 1), True),       # 2 of 9
                        ((1, 8, 3, 3, 8, 5, 1, 2, 1, 1), False),      # 4 of 7
-                       ((1, 8, 56, 56, 8, 3, 2, 1, 1, 1), False)]:   # stride 2
+                       ((1, 8, 56, 56, 8, 3, 2, 1, 1, 1), True),     # stride 2: 1 of 29
+                       ((1, 8, 4, 4, 8, 5, 2, 2, 1, 1), False)]:     # stride 2: 2 of 4
         node, inputs, const = qconv_case(rng, geom)
         ins = _infos(inputs, const)
         run = qconv.prepare_gemm(node, ins, infer_node(node, ins, fold=False))

@@ -393,7 +393,22 @@ typedef struct {
     uint8_t pad;
     uint8_t *xp;
     int Hp, Wp;
+    /* phased (flat plans of strided convs): xp holds, per channel, the sh * sw phase
+     * planes (Hq, Wq) of the padded image, phase (p, q) row u column v = padded (u sh + p,
+     * v sw + q), so every tap is a stride-1 run of one phase plane (qg_conv_phase_size) */
+    int phased, Hq, Wq;
 } qg_conv;
+
+/* The row pitch of flat plans' columns: Wq (phased) or Wp. */
+static inline long qg_conv_pitch(const qg_conv *g) { return g->phased ? g->Wq : g->Wp; }
+
+/* phased: Hq, Wq (the output plus the farthest tap's phase offset) -> the phase planes'
+ * bytes + 64 of slack; qg_conv_padded_size first (Hp, Wp). */
+static long qg_conv_phase_size(qg_conv *g) {
+    g->Hq = g->oh + (g->kh - 1) * g->dh / g->sh;
+    g->Wq = g->ow + (g->kw - 1) * g->dw / g->sw;
+    return (long)g->C * g->sh * g->sw * g->Hq * g->Wq + 64;
+}
 
 /* Hp, Wp: every row / column a window reads, the bottom / right padding included. */
 static long qg_conv_padded_size(qg_conv *g) {
@@ -404,8 +419,66 @@ static long qg_conv_padded_size(qg_conv *g) {
     return (long)g->C * g->Hp * g->Wp + 64;
 }
 
-/* Copy the image into the interior of the padded scratch. */
+/* d[0 .. n) = s[0], s[step], ... (step 2: the even bytes, SSE2 mask-and-pack, reading
+ * only within s[0 .. 2 n - 1)). */
+static inline void qg_strided_copy(uint8_t *d, const uint8_t *s, int n, int step) {
+    int t = 0;
+    if (step == 1) {
+        memcpy(d, s, (size_t)n);
+        return;
+    }
+#if QE_X86
+    if (step == 2) {
+        const __m128i lo = _mm_set1_epi16(0xff);
+        for (; 2 * t + 32 <= 2 * n - 1; t += 16) {
+            __m128i a = _mm_and_si128(_mm_loadu_si128((const __m128i *)(s + 2 * t)), lo);
+            __m128i b = _mm_and_si128(_mm_loadu_si128((const __m128i *)(s + 2 * t + 16)), lo);
+            _mm_storeu_si128((__m128i *)(d + t), _mm_packus_epi16(a, b));
+        }
+    }
+#endif
+    for (; t < n; t++) d[t] = s[(long)t * step];
+}
+
+/* Whether some tap reads phase `p` of a stride-`s` axis (k taps, dilation d). */
+static inline int qg_phase_used(int p, int s, int k, int d) {
+    for (int t = 0; t < k; t++)
+        if (t * d % s == p) return 1;
+    return 0;
+}
+
+/* phased: the image into the interior of the phase planes its taps read (the borders hold
+ * the zero point from the first fill on; a 1x1 stride-2 conv reads one phase of four). */
+static void qg_conv_fill_phases(const qg_conv *g) {
+    const long plane = (long)g->Hq * g->Wq;
+    for (int c = 0; c < g->C; c++) {
+        const uint8_t *src = g->x + (long)c * g->H * g->W;
+        uint8_t *base = g->xp + (long)c * g->sh * g->sw * plane;
+        for (int iy = 0; iy < g->H; iy++) {
+            const int r = iy + g->ph, p = r % g->sh, u = r / g->sh;
+            if (u >= g->Hq || !qg_phase_used(p, g->sh, g->kh, g->dh)) continue;
+            const uint8_t *row = src + (long)iy * g->W;
+            for (int q = 0; q < g->sw; q++) {
+                if (!qg_phase_used(q, g->sw, g->kw, g->dw)) continue;
+                /* the columns ix with (ix + pw) % sw == q: from ix0, every sw-th */
+                const int ix0 = ((q - g->pw) % g->sw + g->sw) % g->sw;
+                const int v0 = (ix0 + g->pw) / g->sw;
+                int n = ix0 < g->W ? (g->W - ix0 + g->sw - 1) / g->sw : 0;
+                if (v0 + n > g->Wq) n = g->Wq - v0;
+                if (n > 0)
+                    qg_strided_copy(base + ((long)p * g->sw + q) * plane + (long)u * g->Wq + v0,
+                                    row + ix0, n, g->sw);
+            }
+        }
+    }
+}
+
+/* Copy the image into the interior of the padded scratch (or its phase planes). */
 static void qg_conv_fill_padded(const qg_conv *g) {
+    if (g->phased) {
+        qg_conv_fill_phases(g);
+        return;
+    }
     for (int c = 0; c < g->C; c++) {
         const uint8_t *src = g->x + (long)c * g->H * g->W;
         uint8_t *dst = g->xp + ((long)c * g->Hp + g->ph) * g->Wp + g->pw;
@@ -705,10 +778,12 @@ typedef struct {
                                 (8-bit weights exact; wide = 0, no excess) */
     long nc;                 /* pixels per B block (multiple of 8) */
     qg_excess_table excess;  /* per A panel (u8 path with 8-bit weights), or all NULL */
-    int flat;                /* stride 1: output pixel (oy, ox) computed as column oy * Wp + ox
-                                of Nf = (oh - 1) * Wp + ow, so every im2col row is one run of
-                                the padded image (no gather); the Wp - ow columns between
-                                rows are computed and dropped (qg_conv_compact) */
+    int flat;                /* output pixel (oy, ox) computed as column oy * pitch + ox of
+                                Nf = (oh - 1) * pitch + ow (pitch: Wp, or Wq for strided
+                                convs, read through phase planes), so every im2col row is
+                                one run of the padded image (no gather); the pitch - ow
+                                columns between rows are computed and dropped
+                                (qg_conv_compact) */
     const long *row_off;     /* flat: row k's offset in the padded image (qg_conv_row_offsets) */
     long Nf;                 /* the columns computed: N, or the flat count */
 } qg_conv_plan;
@@ -852,30 +927,44 @@ static void qg_conv_cols(const qg_conv_plan *p, const uint8_t *wp, const qg_conv
     }
 }
 
-/* flat plans: off[k] = where im2col row k starts in the padded image (K values). */
+/* flat plans: off[k] = where im2col row k starts in the padded image, or (phased) in its
+ * tap's phase plane, at the tap's phase offset (K values). */
 static void qg_conv_row_offsets(const qg_conv *g, long K, long *off) {
-    const long khw = (long)g->kh * g->kw;
+    const long khw = (long)g->kh * g->kw, plane = (long)g->Hq * g->Wq;
     for (long k = 0; k < K; k++) {
         const long c = k / khw, ti = (k % khw) / g->kw, tj = k % g->kw;
-        off[k] = (c * g->Hp + ti * g->dh) * g->Wp + tj * g->dw;
+        if (g->phased) {
+            const long ri = ti * g->dh, rj = tj * g->dw;
+            off[k] = ((c * g->sh + ri % g->sh) * g->sw + rj % g->sw) * plane
+                     + (ri / g->sh) * g->Wq + rj / g->sw;
+        } else {
+            off[k] = (c * g->Hp + ti * g->dh) * g->Wp + tj * g->dw;
+        }
     }
 }
 
-/* flat plans: y (M, oh, ow) <- the computed columns yf (M, Nf), es bytes per element. */
+/* flat plans: y (M, oh, ow) <- the computed columns yf (M, Nf), es bytes per element
+ * (rows of 16 bytes and more by inline 16-byte steps, the last one overlapping: a memcpy
+ * call per row cost ~30 us on ResNet-18's 56x56 layers). */
 static void qg_conv_compact(const qg_conv_plan *p, const qg_conv *g, const char *yf, char *y,
                             long es) {
-    const long row = g->ow * es;
-    for (long m = 0; m < p->M; m++)
-        for (long oy = 0; oy < g->oh; oy++)
-            memcpy(y + (m * g->oh + oy) * row, yf + (m * p->Nf + oy * g->Wp) * es, row);
+    const long row = g->ow * es, pitch = qg_conv_pitch(g) * es;
+    for (long m = 0; m < p->M; m++) {
+        const char *src = yf + m * p->Nf * es;
+        char *dst = y + m * g->oh * row;
+        for (long oy = 0; oy < g->oh; oy++, src += pitch, dst += row) {
+            if (row >= 16) qg_copy_run((uint8_t *)dst, (const uint8_t *)src, (int)row, 0);
+            else memcpy(dst, src, (size_t)row);
+        }
+    }
 }
 
 /* The whole image on the calling thread; yf: the flat plan's computed columns (M x Nf
- * elements), NULL otherwise. */
+ * elements), NULL otherwise (and for flat plans whose pitch is ow: written into y). */
 static void qg_conv_run(const qg_conv_plan *p, const uint8_t *wp, const qg_conv *g,
                         const qe_epi *e, void *y, const uint8_t *z, uint8_t *ws, void *yf) {
     if (!p->direct) qg_conv_fill_padded(g);
-    if (p->flat) {
+    if (p->flat && yf) {   /* (yf NULL: the columns are y's own layout, pitch == ow) */
         qg_conv_cols(p, wp, g, e, yf, NULL, ws, 0, p->Nf);
         qg_conv_compact(p, g, (const char *)yf, (char *)y, e->out_f32 ? 4 : 1);
         return;

@@ -53,7 +53,10 @@ cdef extern from "_qgemm.h" nogil:
         uint8_t pad
         uint8_t *xp
         int Hp, Wp
+        int phased, Hq, Wq
     long qg_conv_padded_size(qg_conv *g)
+    long qg_conv_phase_size(qg_conv *g)
+    long qg_conv_pitch(const qg_conv *g)
     ctypedef struct qg_excess_table:
         const int32_t *start
         const int32_t *group
@@ -294,25 +297,36 @@ cdef class QConvKernel:
         # the padded image (per context): borders hold the zero point, the interior is
         # copied per call; a 64-byte header says which zero point the borders hold
         self.padsize = 0 if self.plan.direct else qg_conv_padded_size(&self.geo)
-        # flat (stride 1, no residual, one group): im2col rows read in place over the padded
-        # width, the (Wp - ow) columns between rows computed and dropped. By default where
-        # they are at most FLAT_WASTE of a row; flat=True / False forces it (tests).
-        can_flat = (not self.plan.direct and group == 1 and self.geo.sh == 1
-                    and self.geo.sw == 1 and not epi["has_z"])
+        # flat (one group, no residual): im2col rows read in place over the padded width
+        # (strided convs: over their phase planes' width), the pitch - ow columns between
+        # rows computed and dropped. By default where they are at most FLAT_WASTE of a row;
+        # flat=True / False forces it (tests).
+        can_flat = not self.plan.direct and group == 1 and not epi["has_z"]
+        self.geo.phased = 0
+        if can_flat and (self.geo.sh > 1 or self.geo.sw > 1):
+            self.geo.phased = 1
+            phase_size = qg_conv_phase_size(&self.geo)
+            self.geo.phased = 0
+        pitch = (self.geo.ow + (self.geo.kw - 1) * self.geo.dw // self.geo.sw
+                 if self.geo.sh > 1 or self.geo.sw > 1 else self.geo.Wp)
         if flat is None:
-            flat = can_flat and self.geo.Wp - self.geo.ow <= FLAT_WASTE * self.geo.ow
+            flat = can_flat and pitch - self.geo.ow <= FLAT_WASTE * self.geo.ow
         elif flat and not can_flat:
-            raise ValueError("flat: stride-1, group-1 convs without a residual only")
+            raise ValueError("flat: group-1 convs without a residual only")
+        if flat and (self.geo.sh > 1 or self.geo.sw > 1):
+            self.geo.phased = 1
+            self.padsize = phase_size
         self.plan.flat = flat
         row_off = np.zeros(self.plan.K if flat else 1, np.int64)
         if flat:
             qg_conv_row_offsets(&self.geo, self.plan.K, <long *>cnp.PyArray_DATA(row_off))
         self.plan.row_off = <const long *>cnp.PyArray_DATA(row_off)
-        self.plan.Nf = (<long>(self.geo.oh - 1) * self.geo.Wp + self.geo.ow if flat
-                        else self.plan.N)
+        self.plan.Nf = (<long>(self.geo.oh - 1) * qg_conv_pitch(&self.geo) + self.geo.ow
+                        if flat else self.plan.N)
         self.out_f32 = epi["out_f32"]
+        # the computed columns, unless they are the output's own layout (pitch == ow)
         self.flatsize = (self.plan.M * self.plan.Nf * (4 if self.out_f32 else 1) + 63) // 64 * 64 \
-            if flat else 0
+            if flat and self.plan.Nf != self.plan.N else 0
         self.plan.nc = qg_conv_block(self.plan.Nf, self.plan.G)
         self.gstride = (self.plan.M + QG_MR - 1) // QG_MR * self.plan.G * QG_MR * 4
         wp = np.ascontiguousarray(wpacked).view(np.uint8).ravel()
@@ -394,7 +408,7 @@ cdef class QConvKernel:
                 memset(pb + 64, g.pad, self.padsize)
                 pb[0], pb[1] = 1, g.pad
             g.xp = pb + 64
-            if self.plan.flat:
+            if self.flatsize:
                 yf = <char *>pb + 64 + (self.padsize + 63) // 64 * 64
         x, z = _contig(x), _contig(z)
         cdef long n = x.shape[0] if x.ndim else 0
