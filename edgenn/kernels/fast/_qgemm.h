@@ -419,8 +419,11 @@ static long qg_conv_padded_size(qg_conv *g) {
     return (long)g->C * g->Hp * g->Wp + 64;
 }
 
-/* d[0 .. n) = s[0], s[step], ... (step 2: the even bytes, SSE2 mask-and-pack, reading
- * only within s[0 .. 2 n - 1)). */
+/* d[0 .. n) = s[0], s[step], ... reading only s[0 .. (n - 1) step]. Step 2: 16 outputs
+ * a step by SSE2 mask-and-pack of 32 bytes, the row's end by one more step ending at its
+ * last output (overlapping: the same bytes again), which takes the odd bytes of the 32
+ * starting one byte earlier so that it reads nothing past s[2 (n - 1)]; 28 of ResNet's
+ * stride-2 rows were 12 scalar bytes each before (the phase fill was a third of a layer). */
 static inline void qg_strided_copy(uint8_t *d, const uint8_t *s, int n, int step) {
     int t = 0;
     if (step == 1) {
@@ -428,12 +431,19 @@ static inline void qg_strided_copy(uint8_t *d, const uint8_t *s, int n, int step
         return;
     }
 #if QE_X86
-    if (step == 2) {
+    if (step == 2 && n >= 17) {
         const __m128i lo = _mm_set1_epi16(0xff);
-        for (; 2 * t + 32 <= 2 * n - 1; t += 16) {
+        for (; t + 16 <= n && 2 * t + 32 <= 2 * n - 1; t += 16) {
             __m128i a = _mm_and_si128(_mm_loadu_si128((const __m128i *)(s + 2 * t)), lo);
             __m128i b = _mm_and_si128(_mm_loadu_si128((const __m128i *)(s + 2 * t + 16)), lo);
             _mm_storeu_si128((__m128i *)(d + t), _mm_packus_epi16(a, b));
+        }
+        if (t < n) {   /* outputs n - 16 .. n - 1: the odd bytes of s[2 (n - 16) - 1 ..] */
+            const uint8_t *p = s + 2 * (n - 16) - 1;
+            __m128i a = _mm_srli_epi16(_mm_loadu_si128((const __m128i *)p), 8);
+            __m128i b = _mm_srli_epi16(_mm_loadu_si128((const __m128i *)(p + 16)), 8);
+            _mm_storeu_si128((__m128i *)(d + n - 16), _mm_packus_epi16(a, b));
+            return;
         }
     }
 #endif
@@ -448,27 +458,37 @@ static inline int qg_phase_used(int p, int s, int k, int d) {
 }
 
 /* phased: the image into the interior of the phase planes its taps read (the borders hold
- * the zero point from the first fill on; a 1x1 stride-2 conv reads one phase of four). */
+ * the zero point from the first fill on; a 1x1 stride-2 conv reads one phase of four).
+ * Per column phase q, the columns ix with (ix + pw) % sw == q, from ix0 every sw-th, go to
+ * v0.. of the phase row: computed once, not per row (integer divisions were most of the
+ * fill's time). */
 static void qg_conv_fill_phases(const qg_conv *g) {
+    enum { QMAX = 16 };
     const long plane = (long)g->Hq * g->Wq;
+    int ix0[QMAX], v0[QMAX], n[QMAX], nq = 0;
+    long qoff[QMAX];
+    for (int q = 0; q < g->sw && nq < QMAX; q++) {
+        if (!qg_phase_used(q, g->sw, g->kw, g->dw)) continue;
+        const int i0 = ((q - g->pw) % g->sw + g->sw) % g->sw, v = (i0 + g->pw) / g->sw;
+        int cnt = i0 < g->W ? (g->W - i0 + g->sw - 1) / g->sw : 0;
+        if (v + cnt > g->Wq) cnt = g->Wq - v;
+        ix0[nq] = i0, v0[nq] = v, n[nq] = cnt, qoff[nq] = (long)q * plane;
+        nq++;
+    }
+    int prow[64];   /* row phases the taps read (sh <= 64: the kernel checks) */
+    for (int p = 0; p < g->sh && p < 64; p++) prow[p] = qg_phase_used(p, g->sh, g->kh, g->dh);
     for (int c = 0; c < g->C; c++) {
         const uint8_t *src = g->x + (long)c * g->H * g->W;
         uint8_t *base = g->xp + (long)c * g->sh * g->sw * plane;
+        int p = g->ph % g->sh, u = g->ph / g->sh;          /* of padded row iy + ph */
         for (int iy = 0; iy < g->H; iy++) {
-            const int r = iy + g->ph, p = r % g->sh, u = r / g->sh;
-            if (u >= g->Hq || !qg_phase_used(p, g->sh, g->kh, g->dh)) continue;
-            const uint8_t *row = src + (long)iy * g->W;
-            for (int q = 0; q < g->sw; q++) {
-                if (!qg_phase_used(q, g->sw, g->kw, g->dw)) continue;
-                /* the columns ix with (ix + pw) % sw == q: from ix0, every sw-th */
-                const int ix0 = ((q - g->pw) % g->sw + g->sw) % g->sw;
-                const int v0 = (ix0 + g->pw) / g->sw;
-                int n = ix0 < g->W ? (g->W - ix0 + g->sw - 1) / g->sw : 0;
-                if (v0 + n > g->Wq) n = g->Wq - v0;
-                if (n > 0)
-                    qg_strided_copy(base + ((long)p * g->sw + q) * plane + (long)u * g->Wq + v0,
-                                    row + ix0, n, g->sw);
+            if (u < g->Hq && prow[p]) {
+                const uint8_t *row = src + (long)iy * g->W;
+                uint8_t *dst = base + (long)p * g->sw * plane + (long)u * g->Wq;
+                for (int i = 0; i < nq; i++)
+                    if (n[i] > 0) qg_strided_copy(dst + qoff[i] + v0[i], row + ix0[i], n[i], g->sw);
             }
+            if (++p == g->sh) p = 0, u++;
         }
     }
 }

@@ -301,7 +301,8 @@ cdef class QConvKernel:
         # (strided convs: over their phase planes' width), the pitch - ow columns between
         # rows computed and dropped. By default where they are at most FLAT_WASTE of a row;
         # flat=True / False forces it (tests).
-        can_flat = not self.plan.direct and group == 1 and not epi["has_z"]
+        can_flat = (not self.plan.direct and group == 1 and not epi["has_z"]
+                    and self.geo.sh <= 64 and self.geo.sw <= 16)   # qg_conv_fill_phases' tables
         self.geo.phased = 0
         if can_flat and (self.geo.sh > 1 or self.geo.sw > 1):
             self.geo.phased = 1
