@@ -67,7 +67,6 @@
 #define QG_MR 6
 #define QG_NR 8
 #define QG_CHUNK 255                   /* groups per s16 accumulation chunk (u8 path) */
-#define QG_PACK_CHUNK 128              /* pixels per interleave pass of in-place rows */
 #define QG_SMALL_K_GROUPS 12           /* QConv K <= 48: the 6 x 16 small-K kernel */
 #define QG_ABYTES (QG_MR * 4)          /* bytes per group of an A panel (both paths) */
 #define QG_BBYTES (QG_NR * 4)          /* bytes per group of a B panel (both paths) */
@@ -573,8 +572,9 @@ static void qg_im2col_row(const qg_conv *g, long k, long j0, long n, uint8_t *ds
 /* B block for pixels [j0, j0 + nv) of a conv -> panels (ceil(nv/8) of them, stride
  * G * 32 bytes). direct: 1x1, stride 1, no padding: row k is x's plane k, read in place
  * (when the block's full 8-aligned width lies inside the image); flat (qg_conv_plan.
- * row_off, or NULL): stride 1, pixels numbered over the padded width, row k read in place
- * at xp + flat[k]; otherwise rows are gathered from the padded image (qg_conv_fill_padded first). rowbuf: kg rows of n8 + 16 bytes. zrow:
+ * row_off, or NULL): pixels numbered over the pitch, row k read in place at xp + flat[k]
+ * (the padded image, or a phase plane); otherwise rows are gathered from the padded image
+ * (qg_conv_fill_padded first, in every case but direct). rowbuf: kg rows of n8 + 16 bytes. zrow:
  * n8 + 16 zero bytes (rows past K). */
 static void qg_pack_b_conv(const qg_conv *g, long K, long G, int wide, int direct,
                            const long *flat, long j0, long nv, uint8_t *dst, uint8_t *rowbuf,
@@ -582,38 +582,28 @@ static void qg_pack_b_conv(const qg_conv *g, long K, long G, int wide, int direc
     const int kg = wide ? 2 : 4;
     const long n8 = (nv + 7) / 8 * 8, plane = (long)g->H * g->W;
     const int in_place = direct && j0 + n8 <= plane;
-    const long pstride = G * QG_BBYTES;
-    /* Rows read in place are interleaved QG_PACK_CHUNK pixels at a time, all groups per
-     * chunk: a group's stores go to one 32-byte slot of every panel (pstride apart, a page
-     * or more), so a whole block's panels per group would touch hundreds of pages per
-     * group (a TLB miss per store); a chunk's 16 panels stay in the TLB across the groups.
-     * Gathered rows are built per group for the whole block (one pass). */
-    const long chunk = flat || in_place ? QG_PACK_CHUNK : n8;
     const uint8_t *rows[4];
-    for (long c0 = 0; c0 < n8; c0 += chunk) {
-        const long n = n8 - c0 < chunk ? n8 - c0 : chunk;
-        for (long grp = 0; grp < G; grp++) {
-            for (int q = 0; q < kg; q++) {
-                long k = grp * kg + q;
-                uint8_t *rb = rowbuf + q * (n8 + 16);
-                if (k >= K) {
-                    rows[q] = zrow + c0;
-                } else if (flat) {   /* stride 1 over the padded width: one run of xp */
-                    rows[q] = g->xp + flat[k] + j0 + c0;
-                } else if (in_place) {
-                    rows[q] = g->x + k * plane + j0 + c0;
-                } else if (direct) {
-                    memcpy(rb, g->x + k * plane + j0, nv);
-                    memset(rb + nv, g->pad, n8 - nv);
-                    rows[q] = rb;
-                } else {
-                    qg_im2col_row(g, k, j0, nv, rb);
-                    if (nv < n8) memset(rb + nv, g->pad, n8 - nv);
-                    rows[q] = rb;
-                }
+    for (long grp = 0; grp < G; grp++) {
+        for (int q = 0; q < kg; q++) {
+            long k = grp * kg + q;
+            uint8_t *rb = rowbuf + q * (n8 + 16);
+            if (k >= K) {
+                rows[q] = zrow;
+            } else if (flat) {   /* one run of the padded image (or of a phase plane) */
+                rows[q] = g->xp + flat[k] + j0;
+            } else if (in_place) {
+                rows[q] = g->x + k * plane + j0;
+            } else if (direct) {
+                memcpy(rb, g->x + k * plane + j0, nv);
+                memset(rb + nv, g->pad, n8 - nv);
+                rows[q] = rb;
+            } else {
+                qg_im2col_row(g, k, j0, nv, rb);
+                if (nv < n8) memset(rb + nv, g->pad, n8 - nv);
+                rows[q] = rb;
             }
-            qg_interleave(rows, wide, n, dst + grp * QG_BBYTES + (c0 / QG_NR) * pstride, pstride);
         }
+        qg_interleave(rows, wide, n8, dst + grp * QG_BBYTES, G * QG_BBYTES);
     }
 }
 
@@ -964,8 +954,8 @@ static void qg_conv_row_offsets(const qg_conv *g, long K, long *off) {
 }
 
 /* flat plans: y (M, oh, ow) <- the computed columns yf (M, Nf), es bytes per element
- * (rows of 16 bytes and more by inline 16-byte steps, the last one overlapping: a memcpy
- * call per row cost ~30 us on ResNet-18's 56x56 layers). */
+ * (rows of 16 bytes and more by inline 16-byte steps, the last one overlapping: rows are
+ * short, 7-56 bytes in ResNet-18, so a memcpy call per row is mostly call overhead). */
 static void qg_conv_compact(const qg_conv_plan *p, const qg_conv *g, const char *yf, char *y,
                             long es) {
     const long row = g->ow * es, pitch = qg_conv_pitch(g) * es;

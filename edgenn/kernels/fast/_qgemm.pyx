@@ -303,20 +303,16 @@ cdef class QConvKernel:
         # flat=True / False forces it (tests).
         can_flat = (not self.plan.direct and group == 1 and not epi["has_z"]
                     and self.geo.sh <= 64 and self.geo.sw <= 16)   # qg_conv_fill_phases' tables
-        self.geo.phased = 0
-        if can_flat and (self.geo.sh > 1 or self.geo.sw > 1):
-            self.geo.phased = 1
-            phase_size = qg_conv_phase_size(&self.geo)
-            self.geo.phased = 0
-        pitch = (self.geo.ow + (self.geo.kw - 1) * self.geo.dw // self.geo.sw
-                 if self.geo.sh > 1 or self.geo.sw > 1 else self.geo.Wp)
+        strided = self.geo.sh > 1 or self.geo.sw > 1
+        pitch = (self.geo.ow + (self.geo.kw - 1) * self.geo.dw // self.geo.sw if strided
+                 else self.geo.Wp)                                  # = qg_conv_pitch's
         if flat is None:
             flat = can_flat and pitch - self.geo.ow <= FLAT_WASTE * self.geo.ow
         elif flat and not can_flat:
             raise ValueError("flat: group-1 convs without a residual only")
-        if flat and (self.geo.sh > 1 or self.geo.sw > 1):
-            self.geo.phased = 1
-            self.padsize = phase_size
+        self.geo.phased = flat and strided
+        if self.geo.phased:
+            self.padsize = qg_conv_phase_size(&self.geo)
         self.plan.flat = flat
         row_off = np.zeros(self.plan.K if flat else 1, np.int64)
         if flat:
