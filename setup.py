@@ -31,6 +31,7 @@ extensions = [
               include_dirs=["edgenn/kernels/fast", SIMDE], extra_compile_args=["-O3", "-fopenmp"],
               extra_link_args=["-fopenmp"],
               depends=["edgenn/kernels/fast/_dwc8.h", "edgenn/kernels/fast/_pool_bytes.h",
+                       "edgenn/kernels/fast/_bytes.h",
                        "edgenn/kernels/fast/_cpu.h",
                        "edgenn/kernels/fast/_pool_tiles.h"]),
     Extension("edgenn.kernels.fast._rowops", ["edgenn/kernels/fast/_rowops.pyx"],
@@ -53,7 +54,7 @@ extensions = [
               include_dirs=[np.get_include(), "edgenn/kernels/fast", SIMDE],
               extra_compile_args=["-O1"],
               depends=[f"edgenn/kernels/fast/{h}" for h in
-                       ("_qgemm_vnni.h", "_qdw.h", "_qdw_sums.h", "_qepi.h",
+                       ("_qgemm_vnni.h", "_qgemm_avxvnni.h", "_qdw.h", "_qdw_sums.h", "_qepi.h",
                         "_qdw_decl.pxi")]),
     # direct convolution for few input channels, and its SIMDe-emulated twin for the tests
     Extension("edgenn.kernels.fast._convdirect", ["edgenn/kernels/fast/_convdirect.pyx"],
@@ -97,7 +98,8 @@ extensions = [
               extra_compile_args=["-O3", "-ffp-contract=off", "-fopenmp"],
               extra_link_args=["-fopenmp"],
               depends=[f"edgenn/kernels/fast/{h}" for h in
-                       ("_qgemm.h", "_qgemm_vnni.h", "_cpu.h", "_qdw.h", "_qdw_sums.h",
+                       ("_qgemm.h", "_qgemm_vnni.h", "_qgemm_avxvnni.h", "_bytes.h", "_cpu.h",
+                        "_qdw.h", "_qdw_sums.h",
                         "_qepi.h", "_simd_math.h", "_workspace.pxi", "_qdw_decl.pxi")]),
 ]
 

@@ -6,7 +6,7 @@
  * pw + W) (contiguous: the compiler vectorizes it, 16 / 32 bytes per instruction), the row's
  * left and right margins hold the type's minimum, below every value; then the max of the kw
  * cells starting at every column, hm[q] = max_j row[q + j dw] (contiguous again), and the
- * outputs are hm[ox sw] (stride 2: the even bytes, by SSE2 mask-and-pack, 16 a step). A
+ * outputs are hm[ox sw] (stride 2: the even bytes, edgenn_even_bytes). A
  * window with no in-image cell gives the minimum. Max is exact and order-free, so this is
  * the reference's result. (Per output, a kw-cell loop at stride sw was ~8x slower: the
  * strided reads kept the compiler from vectorizing it.)
@@ -17,9 +17,8 @@
 #define EDGENN_POOL_BYTES_H
 #include <stdint.h>
 #include <string.h>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
+
+#include "_bytes.h"
 
 /* Elements of the padded row: pw + W + the right margin the last window reaches. */
 static long maxpool_bytes_padded(long W, long OW, int kw, int sw, int pw, int dw) {
@@ -28,23 +27,9 @@ static long maxpool_bytes_padded(long W, long OW, int kw, int sw, int pw, int dw
 }
 
 /* Elements of row scratch the kernels need: the padded row, then hm ((OW - 1) sw + 1
- * window maxima, + 16 for the last 16-byte step's reads). */
+ * window maxima). */
 static long maxpool_bytes_row(long W, long OW, int kw, int sw, int pw, int dw) {
-    return maxpool_bytes_padded(W, OW, kw, sw, pw, dw) + (OW - 1) * sw + 1 + 16;
-}
-
-/* o[0 .. n) = hm[0], hm[2], ... (bytes; hm readable to 2 n + 16) */
-static inline void pb_even_bytes(const uint8_t *hm, uint8_t *o, long n) {
-    long ox = 0;
-#if defined(__SSE2__)
-    const __m128i lo = _mm_set1_epi16(0xff);
-    for (; ox + 16 <= n; ox += 16) {
-        __m128i a = _mm_and_si128(_mm_loadu_si128((const __m128i *)(hm + 2 * ox)), lo);
-        __m128i b = _mm_and_si128(_mm_loadu_si128((const __m128i *)(hm + 2 * ox + 16)), lo);
-        _mm_storeu_si128((__m128i *)(o + ox), _mm_packus_epi16(a, b));
-    }
-#endif
-    for (; ox < n; ox++) o[ox] = hm[2 * ox];
+    return maxpool_bytes_padded(W, OW, kw, sw, pw, dw) + (OW - 1) * sw + 1;
 }
 
 #define PB_KERNEL(NAME, T, LOW)                                                              \
@@ -76,7 +61,7 @@ static void NAME(const T *x, T *y, long P, long H, long W, long OH, long OW, int
                 for (long q = 0; q < nq; q++) hm[q] = c[q] > hm[q] ? c[q] : hm[q];          \
             }                                                                                \
             if (sw == 1) memcpy(o, hm, (size_t)OW * sizeof(T));                              \
-            else if (sw == 2) pb_even_bytes((const uint8_t *)hm, (uint8_t *)o, OW);          \
+            else if (sw == 2) edgenn_even_bytes((uint8_t *)o, (const uint8_t *)hm, OW);      \
             else for (long ox = 0; ox < OW; ox++) o[ox] = hm[ox * sw];                       \
         }                                                                                    \
     }                                                                                        \

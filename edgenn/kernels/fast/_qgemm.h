@@ -49,6 +49,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "_bytes.h"
 #include "_qepi.h"
 #include "_qgemm_vnni.h"
 #include "_qgemm_avxvnni.h"
@@ -418,35 +419,13 @@ static long qg_conv_padded_size(qg_conv *g) {
     return (long)g->C * g->Hp * g->Wp + 64;
 }
 
-/* d[0 .. n) = s[0], s[step], ... reading only s[0 .. (n - 1) step]. Step 2: 16 outputs
- * a step by SSE2 mask-and-pack of 32 bytes, the row's end by one more step ending at its
- * last output (overlapping: the same bytes again), which takes the odd bytes of the 32
- * starting one byte earlier so that it reads nothing past s[2 (n - 1)]; 28 of ResNet's
- * stride-2 rows were 12 scalar bytes each before (the phase fill was a third of a layer). */
+/* d[0 .. n) = s[0], s[step], ... reading only s[0 .. (n - 1) step] (step 2 vectorized:
+ * 28 of ResNet's stride-2 rows were 12 scalar bytes each before, and the phase fill a
+ * third of a layer). */
 static inline void qg_strided_copy(uint8_t *d, const uint8_t *s, int n, int step) {
-    int t = 0;
-    if (step == 1) {
-        memcpy(d, s, (size_t)n);
-        return;
-    }
-#if QE_X86
-    if (step == 2 && n >= 17) {
-        const __m128i lo = _mm_set1_epi16(0xff);
-        for (; t + 16 <= n && 2 * t + 32 <= 2 * n - 1; t += 16) {
-            __m128i a = _mm_and_si128(_mm_loadu_si128((const __m128i *)(s + 2 * t)), lo);
-            __m128i b = _mm_and_si128(_mm_loadu_si128((const __m128i *)(s + 2 * t + 16)), lo);
-            _mm_storeu_si128((__m128i *)(d + t), _mm_packus_epi16(a, b));
-        }
-        if (t < n) {   /* outputs n - 16 .. n - 1: the odd bytes of s[2 (n - 16) - 1 ..] */
-            const uint8_t *p = s + 2 * (n - 16) - 1;
-            __m128i a = _mm_srli_epi16(_mm_loadu_si128((const __m128i *)p), 8);
-            __m128i b = _mm_srli_epi16(_mm_loadu_si128((const __m128i *)(p + 16)), 8);
-            _mm_storeu_si128((__m128i *)(d + n - 16), _mm_packus_epi16(a, b));
-            return;
-        }
-    }
-#endif
-    for (; t < n; t++) d[t] = s[(long)t * step];
+    if (step == 1) memcpy(d, s, (size_t)n);
+    else if (step == 2) edgenn_even_bytes(d, s, n);
+    else for (int t = 0; t < n; t++) d[t] = s[(long)t * step];
 }
 
 /* Whether some tap reads phase `p` of a stride-`s` axis (k taps, dilation d). */
