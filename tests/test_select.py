@@ -166,18 +166,21 @@ def test_two_thread_session_times_both_pools_once(pooled_relu_kernels, monkeypat
 
 def test_pool_timing_interleaves_the_plans(monkeypatch):
     """The two pools' plans are timed round by round, alternately (a burst of load hits
-    both), each after its own warm-up."""
+    both), each after its own warm-up, never while the other pool's workers spin."""
     from edgenn.runtime import session as session_mod
     order = []
     monkeypatch.setattr(session_mod, "_run", lambda plan, threads, feeds, names:
                         order.append(plan.pool))
+    monkeypatch.setattr(session_mod, "_let_blas_idle", lambda pool: order.append(f"idle-{pool}"))
 
     class FakePlan:
         def __init__(self, pool):
             self.pool, self.input_specs, self.output_refs = pool, [("float32", (2,))], {}
     times = session_mod._time_plans({"blas": FakePlan("blas"), "omp": FakePlan("omp")}, 2,
                                     rounds=3)
-    assert order == ["blas", "omp"] + ["blas", "omp"] * 3
+    # after every BLAS-pool run, OpenBLAS's spinning workers are let go to sleep first
+    assert order == ["blas", "idle-blas", "omp", "idle-omp"] + \
+        ["blas", "idle-blas", "omp", "idle-omp"] * 3
     assert set(times) == {"blas", "omp"} and all(t >= 0 for t in times.values())
 
 
@@ -206,3 +209,12 @@ def test_cache_writes_from_several_processes_merge_and_never_corrupt(tmp_path):
     assert len(files) == 1
     data = json.loads(files[0].read_text())
     assert {f"p{k}-{i}" for k in range(4) for i in range(40)} <= set(data)
+
+
+def test_blas_idle_wait_only_after_blas_runs(monkeypatch):
+    from edgenn.runtime import session as session_mod
+    slept = []
+    monkeypatch.setattr("time.sleep", slept.append)
+    session_mod._let_blas_idle("omp")
+    session_mod._let_blas_idle("blas")
+    assert slept == [session_mod.BLAS_IDLE_S] and session_mod.BLAS_IDLE_S >= 0.1

@@ -228,10 +228,28 @@ def _time_plans(plans: dict[str, Plan], threads: int, rounds: int = 7) -> dict[s
         feeds = [np.zeros(shape, dtype) for dtype, shape in plan.input_specs]
         args[pool] = (plan, feeds, list(plan.output_refs))
         _run(plan, threads, feeds, args[pool][2])
+        _let_blas_idle(pool)
     samples = {pool: [] for pool in plans}
     for _ in range(rounds):
         for pool, (plan, feeds, names) in args.items():
             t0 = time.perf_counter()
             _run(plan, threads, feeds, names)
             samples[pool].append(time.perf_counter() - t0)
+            _let_blas_idle(pool)
     return {pool: float(np.median(s)) for pool, s in samples.items()}
+
+
+# OpenBLAS's workers spin for a while after each call before they sleep (its
+# THREAD_TIMEOUT, 2^28 cycles by default: ~0.1 s); an OpenMP plan run in that window shares
+# the cores with them. Measured on Zen 5 at 2 threads: ResNet-18's OpenMP plan 12.6 ms
+# alone, 24-31 ms right after the BLAS plan, 14-15 ms from 0.1-0.2 s after it; so the pool
+# timing, which alternates the plans, chose the BLAS plan (19.6 ms) and cached it.
+BLAS_IDLE_S = 0.25
+
+
+def _let_blas_idle(pool: str) -> None:
+    """After a run of a BLAS-pool plan, wait until OpenBLAS's workers have gone to sleep,
+    so the next plan timed runs on free cores (steady state never mixes the pools)."""
+    import time
+    if pool == "blas":
+        time.sleep(BLAS_IDLE_S)
