@@ -1,7 +1,8 @@
 """Does `family.select` pick a member that fits, on devices that differ for real? (#12)
 
 Each "device" is this machine at 1 or 2 threads under an EDGENN_MAX_ISA tier (scalar,
-avx2, avx512, the host's own): several times apart in speed, as phones are. Per device, a
+avx2, avxvnni where the CPU has it, avx512, the host's own): several times apart in speed,
+as phones are. Per device, a
 fresh process loads the family and, per round, probes (times the members' probe layers
 there) and predicts every member's latency, then measures every member (a block of
 steady-state runs each, median) and, for latency targets spread over the predicted
@@ -79,7 +80,7 @@ def on_device(path: str, threads: int, rounds: int, targets: int) -> dict:
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("family")
-    p.add_argument("--tiers", default="native,avx512,avx2,scalar")
+    p.add_argument("--tiers", default="native,avx512,avxvnni,avx2,scalar")
     p.add_argument("--threads", default="1,2")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--targets", type=int, default=12)

@@ -1,7 +1,8 @@
 """ISA tiers: which instruction sets this CPU offers the kernels, and the EDGENN_MAX_ISA cap.
 
 One probe (fast/_cpu.h: CPUID + XGETBV on x86-64, HWCAP on aarch64) serves the C kernels
-and this module alike. Tiers, each containing the one before on its architecture:
+and this module alike. Tiers, in the order of the EDGENN_MAX_ISA cap (each containing
+the ones before it on its architecture, but for avxvnni: below):
 
     x86-64:  scalar < avx2 (AVX2 + FMA) < avxvnni (AVX-VNNI) < avx512 (F/BW/VL/DQ) < avx512vnni
     aarch64: scalar < neon < neondot (sdot / udot)
