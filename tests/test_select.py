@@ -217,4 +217,5 @@ def test_blas_idle_wait_only_after_blas_runs(monkeypatch):
     monkeypatch.setattr("time.sleep", slept.append)
     session_mod._let_blas_idle("omp")
     session_mod._let_blas_idle("blas")
-    assert slept == [session_mod.BLAS_IDLE_S] and session_mod.BLAS_IDLE_S >= 0.1
+    from edgenn.runtime import threads
+    assert slept == [threads.BLAS_SPIN_S] and threads.BLAS_SPIN_S >= 0.1

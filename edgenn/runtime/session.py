@@ -239,17 +239,10 @@ def _time_plans(plans: dict[str, Plan], threads: int, rounds: int = 7) -> dict[s
     return {pool: float(np.median(s)) for pool, s in samples.items()}
 
 
-# OpenBLAS's workers spin for a while after each call before they sleep (its
-# THREAD_TIMEOUT, 2^28 cycles by default: ~0.1 s); an OpenMP plan run in that window shares
-# the cores with them. Measured on Zen 5 at 2 threads: ResNet-18's OpenMP plan 12.6 ms
-# alone, 24-31 ms right after the BLAS plan, 14-15 ms from 0.1-0.2 s after it; so the pool
-# timing, which alternates the plans, chose the BLAS plan (19.6 ms) and cached it.
-BLAS_IDLE_S = 0.25
-
-
 def _let_blas_idle(pool: str) -> None:
-    """After a run of a BLAS-pool plan, wait until OpenBLAS's workers have gone to sleep,
-    so the next plan timed runs on free cores (steady state never mixes the pools)."""
-    import time
+    """After a run of a BLAS-pool plan, wait until OpenBLAS's workers sleep (threads.
+    wait_blas_idle), so the next plan timed runs on free cores: alternating the plans had
+    ResNet-18's OpenMP plan timed at 31.9 ms (12.6 alone) on Zen 5 at 2 threads, the BLAS
+    plan chosen and cached. Steady state never mixes the pools."""
     if pool == "blas":
-        time.sleep(BLAS_IDLE_S)
+        thread_control.wait_blas_idle()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from contextlib import contextmanager
 
 _gate = threading.Condition()
@@ -69,3 +70,16 @@ def numba_threads(threads: int) -> None:
 
 def current_blas() -> int | None:
     return _blas_threads
+
+
+# OpenBLAS's workers spin for a while after each call before they sleep (its THREAD_TIMEOUT,
+# 2^28 cycles by default: ~0.1 s); OpenMP kernels timed in that window share the cores with
+# them. Measured on Zen 5 at 2 threads: ResNet-18's OpenMP plan 12.6 ms alone, 24-31 ms
+# right after a BLAS plan's run, 14-15 ms from 0.1-0.2 s after it.
+BLAS_SPIN_S = 0.25
+
+
+def wait_blas_idle() -> None:
+    """Wait until OpenBLAS's workers have gone to sleep after the last BLAS call, so what is
+    timed next runs on free cores (the pool timing, the family probe)."""
+    time.sleep(BLAS_SPIN_S)

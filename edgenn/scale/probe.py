@@ -32,6 +32,7 @@ import numpy as np
 
 from ..graph.infer import infer
 from ..graph.ir import Graph, Node, ValueInfo
+from ..runtime.threads import wait_blas_idle
 
 COVER = 0.95          # probe the classes making up this share of a member's step time
 MIN_SHARE = 0.02      # ... each at least this share
@@ -152,11 +153,9 @@ class Layers:
         """{key: median ms of its steps' own time over about `seconds`} (class doc; the
         whole runs timed before may have left BLAS spinning too: wait first)."""
         if self.threads > 1:
-            time.sleep(SPIN_S)
+            wait_blas_idle()
         return {k: step_ms(*self.runs[k], seconds) for k in self.order}
 
-
-SPIN_S = 0.15      # longer than OpenBLAS's busy-wait after a call (THREAD_TIMEOUT 2^28 cycles)
 
 
 def step_ms(sess, feeds: dict, seconds: float = PROBE_SECONDS) -> float:

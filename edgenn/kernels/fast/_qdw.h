@@ -38,8 +38,8 @@ typedef struct {
     int T, npair;            /* taps, tap pairs (an odd last tap pairs with weight 0) */
     uint8_t xzp;
     int use_avx2;
-    int use_vnni;            /* the sums by vpdpwssd (_qdw_sums.h), needs use_avx2:
-                                1 its AVX-512 VL form, 2 its AVX-VNNI (VEX) form */
+    int use_vnni;            /* QG_VNNI_*: the sums by vpdpwssd (_qdw_sums.h), its AVX-512 VL
+                                or its AVX-VNNI (VEX) form; needs use_avx2 */
     long plane_elems;        /* per phase: Hp * Wl + 32 (slack for narrow-row stores) */
     long tap_off[QDW_MAXT];  /* int16 offset of tap t from an output's base */
 } qdw_plan;
@@ -246,11 +246,11 @@ static void qdw_run_channels(const qdw_plan *p, const uint8_t *x, const int8_t *
             const int32_t *wc = wp + (long)c * p->npair;
             if (p->ow >= 16) {   /* wide rows: sums and epilogue fused, straight into y */
 #if QV_HAVE
-                if (p->use_vnni == 1) qdw_channel_direct_vnni(p, P, wc, e, c, yc, zc);
+                if (p->use_vnni == QG_VNNI_AVX512) qdw_channel_direct_vnni(p, P, wc, e, c, yc, zc);
                 else
 #endif
 #if QA_HAVE
-                if (p->use_vnni == 2) qdw_channel_direct_avxvnni(p, P, wc, e, c, yc, zc);
+                if (p->use_vnni == QG_VNNI_AVX) qdw_channel_direct_avxvnni(p, P, wc, e, c, yc, zc);
                 else
 #endif
                 qdw_channel_direct_avx2(p, P, wc, e, c, yc, zc);
@@ -260,13 +260,13 @@ static void qdw_run_channels(const qdw_plan *p, const uint8_t *x, const int8_t *
             long rows = p->flat ? 1 : p->oh, n = p->flat ? (long)(p->oh - 1) * p->Wl + p->ow : p->ow;
             long pstride = (long)p->sh * p->Wl, opitch = p->flat ? p->Wl : qdw_roundup(p->ow, 16);
 #if QV_HAVE
-            if (p->use_vnni == 1) {
+            if (p->use_vnni == QG_VNNI_AVX512) {
                 if (p->T == 9) qdw_sums3x3_vnni(p, P, rows, pstride, n, opitch, wc, obuf);
                 else qdw_sums_vnni(p, P, rows, pstride, n, opitch, wc, obuf);
             } else
 #endif
 #if QA_HAVE
-            if (p->use_vnni == 2) {
+            if (p->use_vnni == QG_VNNI_AVX) {
                 if (p->T == 9) qdw_sums3x3_avxvnni(p, P, rows, pstride, n, opitch, wc, obuf);
                 else qdw_sums_avxvnni(p, P, rows, pstride, n, opitch, wc, obuf);
             } else

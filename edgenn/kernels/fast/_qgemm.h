@@ -73,8 +73,6 @@
 #define QG_BBYTES (QG_NR * 4)          /* bytes per group of a B panel (both paths) */
 
 enum { QG_CONV = 0, QG_GEMM = 1 };     /* which operand is signed: A (conv) or B (gemm) */
-/* use_vnni of the plans: which vpdpbusd kernels (none: the AVX2 / portable paths) */
-enum { QG_VNNI_NONE = 0, QG_VNNI_AVX512 = 1, QG_VNNI_AVX = 2 };
 
 
 /* ---------------------------------------------------------------- portable micro-kernels */
@@ -399,14 +397,17 @@ typedef struct {
     int phased, Hq, Wq;
 } qg_conv;
 
-/* The row pitch of flat plans' columns: Wq (phased) or Wp. */
-static inline long qg_conv_pitch(const qg_conv *g) { return g->phased ? g->Wq : g->Wp; }
+/* The row pitch of a flat plan's columns: strided convs, the phase planes' width Wq (the
+ * output plus the farthest tap's phase offset); stride 1, the padded width Wp
+ * (qg_conv_padded_size first). */
+static inline long qg_conv_pitch(const qg_conv *g) {
+    return g->sh > 1 || g->sw > 1 ? g->ow + (g->kw - 1) * g->dw / g->sw : g->Wp;
+}
 
-/* phased: Hq, Wq (the output plus the farthest tap's phase offset) -> the phase planes'
- * bytes + 64 of slack; qg_conv_padded_size first (Hp, Wp). */
+/* phased: Hq, Wq -> the phase planes' bytes + 64 of slack. */
 static long qg_conv_phase_size(qg_conv *g) {
     g->Hq = g->oh + (g->kh - 1) * g->dh / g->sh;
-    g->Wq = g->ow + (g->kw - 1) * g->dw / g->sw;
+    g->Wq = (int)qg_conv_pitch(g);
     return (long)g->C * g->sh * g->sw * g->Hq * g->Wq + 64;
 }
 

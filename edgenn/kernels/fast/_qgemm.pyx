@@ -46,7 +46,7 @@ cdef extern from "_cpu.h" nogil:
     int EDGENN_ISA_AVX2, EDGENN_ISA_AVXVNNI, EDGENN_ISA_AVX512VNNI
 
 cdef extern from "_qgemm.h" nogil:
-    int QG_MR, QG_NR, QA_HAVE
+    int QG_MR, QG_NR, QA_HAVE, QG_VNNI_AVX512, QG_VNNI_AVX
     ctypedef struct qg_conv:
         const uint8_t *x
         int C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow
@@ -104,12 +104,13 @@ HAVE_AVX2 = bool(edgenn_isa_x86(EDGENN_ISA_AVX2))       # the one probe, EDGENN_
 HAVE_VNNI = bool(edgenn_isa_x86(EDGENN_ISA_AVX512VNNI))
 HAVE_AVXVNNI = bool(QA_HAVE and edgenn_isa_x86(EDGENN_ISA_AVXVNNI))
 ISAS = ("scalar", "avx2", "avxvnni", "avx512vnni")       # what the int8 GEMM kernels offer
-_VNNI = {"avx512vnni": (1, HAVE_VNNI), "avxvnni": (2, HAVE_AVXVNNI)}   # -> QG_VNNI_*
+_VNNI = {"avx512vnni": (QG_VNNI_AVX512, HAVE_VNNI), "avxvnni": (QG_VNNI_AVX, HAVE_AVXVNNI)}
+_VNNI_NAME = {number: isa for isa, (number, _) in _VNNI.items()}
 
 
 cdef int _use_vnni(str isa, bint wide, excess) except -1:
     """isa "avx512vnni" / "avxvnni": the vpdpbusd kernels (the 6 x 32 AVX-512 ones, or the
-    6 x 16 AVX-VNNI ones, qg_conv_plan.use_vnni 1 / 2), plain u8 path weights only."""
+    6 x 16 AVX-VNNI ones: qg_conv_plan.use_vnni's QG_VNNI_*), plain u8 path weights only."""
     if isa not in ISAS:
         raise ValueError(f"isa must be one of {ISAS}, got {isa!r}")
     if isa not in _VNNI:
@@ -123,7 +124,7 @@ cdef int _use_vnni(str isa, bint wide, excess) except -1:
 
 
 cdef str _simd(int vnni, int avx2):
-    return ("", "avx512vnni", "avxvnni")[vnni] if vnni else ("avx2" if avx2 else "portable")
+    return _VNNI_NAME[vnni] if vnni else ("avx2" if avx2 else "portable")
 ACTIVATIONS = {"": 0, "Relu": 1, "Clip": 2, "HardSwish": 3, "HardSigmoid": 4, "Sigmoid": 5,
                "SiLU": 6, "LeakyRelu": 7, "Gelu": 8}
 
@@ -303,14 +304,11 @@ cdef class QConvKernel:
         # flat=True / False forces it (tests).
         can_flat = (not self.plan.direct and group == 1 and not epi["has_z"]
                     and self.geo.sh <= 64 and self.geo.sw <= 16)   # qg_conv_fill_phases' tables
-        strided = self.geo.sh > 1 or self.geo.sw > 1
-        pitch = (self.geo.ow + (self.geo.kw - 1) * self.geo.dw // self.geo.sw if strided
-                 else self.geo.Wp)                                  # = qg_conv_pitch's
         if flat is None:
-            flat = can_flat and pitch - self.geo.ow <= FLAT_WASTE * self.geo.ow
+            flat = can_flat and qg_conv_pitch(&self.geo) - self.geo.ow <= FLAT_WASTE * self.geo.ow
         elif flat and not can_flat:
             raise ValueError("flat: group-1 convs without a residual only")
-        self.geo.phased = flat and strided
+        self.geo.phased = flat and (self.geo.sh > 1 or self.geo.sw > 1)
         if self.geo.phased:
             self.padsize = qg_conv_phase_size(&self.geo)
         self.plan.flat = flat
