@@ -18,6 +18,15 @@ PATHS = ["scalar"] + ["avx2"] * sg.HAVE_AVX2 + ["avx512"] * sg.HAVE_AVX512 + \
     ["avx2-emulated", "avx512-emulated"]
 
 
+def _modes(tier):
+    """The operand layouts a tier runs: constant A or B packed, B read in place, and on
+    the AVX-512F tier the rows mode (W^T packed, pixels broadcast: sg_gemm_rows_avx512)."""
+    return ["A", "B", "direct"] + ["rows"] * tier.startswith("avx512")
+
+
+MODE_TIERS = [(mode, tier) for tier in PATHS for mode in _modes(tier)]
+
+
 def _lib(tier):
     """-> (the module that builds this tier, its isa name)."""
     if tier.endswith("-emulated"):
@@ -46,11 +55,15 @@ def _check(got, a, b, what):
 
 def _run(mode, a, b, tier, bias_row=None, bias_col=None, z=None, act="",
          params=()):
-    """out = act(a @ b + bias + z) through SGemm with `mode` in {A, B, direct}."""
+    """out = act(a @ b + bias + z) through SGemm with `mode` in {A, B, direct, rows}."""
     m, k = a.shape
     n = b.shape[1]
     lib, isa = _lib(tier)
-    if mode == "B":
+    if mode == "rows":
+        g = lib.SGemm(m, n, k, packed_wt=lib.pack_b(np.ascontiguousarray(a.T)),
+                      bias_row=bias_row, bias_col=bias_col, act=act, params=params, isa=isa)
+        src = b
+    elif mode == "B":
         g = lib.SGemm(m, n, k, packed_b=lib.pack_b(b), bias_row=bias_row, bias_col=bias_col,
                       act=act, params=params, isa=isa)
         src = a
@@ -65,8 +78,7 @@ def _run(mode, a, b, tier, bias_row=None, bias_col=None, z=None, act="",
     return out
 
 
-@pytest.mark.parametrize("portable", PATHS)
-@pytest.mark.parametrize("mode", ["A", "B", "direct"])
+@pytest.mark.parametrize("mode,portable", MODE_TIERS)
 def test_exact_on_small_integers(mode, portable):
     # products and sums of small integers are exact in fp32: any packing slip shows
     rng = np.random.default_rng(0)
@@ -77,8 +89,7 @@ def test_exact_on_small_integers(mode, portable):
         assert np.array_equal(_run(mode, a, b, portable), want), (m, n, k)
 
 
-@pytest.mark.parametrize("portable", PATHS)
-@pytest.mark.parametrize("mode", ["A", "B", "direct"])
+@pytest.mark.parametrize("mode,portable", MODE_TIERS)
 def test_tails_around_the_tile(mode, portable):
     rng = np.random.default_rng(1)
     shapes = [(m, n, k) for m, n in itertools.product(TAILS, TAILS)
@@ -96,7 +107,7 @@ def test_large(portable):
     for m, n, k in [(64, 3136, 576), (512, 49, 4608), (130, 1000, 700)]:
         a = rng.standard_normal((m, k)).astype(np.float32)
         b = rng.standard_normal((k, n)).astype(np.float32)
-        for mode in ("A", "B", "direct"):
+        for mode in _modes(portable):
             _check(_run(mode, a, b, portable), a, b, (mode, m, n, k))
 
 
@@ -104,8 +115,8 @@ def test_large(portable):
 @pytest.mark.parametrize("act,params", ACTS)
 def test_every_epilogue(act, params, portable):
     rng = np.random.default_rng(3)
-    for (m, n, k), mode in itertools.product([(6, 16, 8), (13, 37, 20), (20, 50, 700)],
-                                             ["A", "B", "direct"]):
+    for (m, n, k), mode in itertools.product([(6, 16, 8), (13, 37, 20), (20, 50, 700),
+                                              (40, 49, 64)], _modes(portable)):
         a = (rng.standard_normal((m, k)) / np.sqrt(k) * 3).astype(np.float32)
         b = rng.standard_normal((k, n)).astype(np.float32)
         br = rng.standard_normal(m).astype(np.float32)
@@ -181,6 +192,8 @@ def test_strided_operands(tier):
     bt = np.ascontiguousarray(b.T).T
     assert _rel(_run("A", a, bt, tier), want) <= 1e-5
     assert _rel(_run("A", a, b[:, ::1], tier), want) <= 1e-5
+    for mode in _modes(tier)[3:]:     # rows mode: a strided B is copied, then read in place
+        assert _rel(_run(mode, a, bt, tier), want) <= 1e-5
 
 
 @pytest.mark.parametrize("tier", PATHS)
@@ -194,7 +207,7 @@ def test_read_only_constants(tier):
     for arr in (a, b, br, bc):
         arr.flags.writeable = False
     want = a.astype(np.float64) @ b + br[:, None] + bc
-    for mode in ("A", "B", "direct"):
+    for mode in _modes(tier):
         got = _run(mode, a, b, tier, bias_row=br, bias_col=bc)
         assert _rel(got, want) <= 1e-5, mode
 
@@ -276,3 +289,11 @@ def test_pack_a_batch_is_each_pack_and_direct_path_exact(tier):
     assert lib.direct_workspace_bytes(6, 49, 3, 2) == 2 * lib.direct_workspace_bytes(6, 49, 3)
     with pytest.raises(ValueError, match="isa must be"):
         lib.tier_of("sse9")
+
+
+def test_rows_mode_is_the_avx512_tier_only():
+    w = np.ones((4, 3), np.float32)
+    for tier in [t for t in PATHS if not t.startswith("avx512")]:
+        lib, isa = _lib(tier)
+        with pytest.raises(ValueError, match="rows mode"):
+            lib.SGemm(4, 5, 3, packed_wt=lib.pack_b(np.ascontiguousarray(w.T)), isa=isa)

@@ -7,6 +7,8 @@ column, residual Z, activation), AVX2+FMA when the CPU has it, portable C otherw
     g.run(x2d_or_image, out2d, z2d)                 # out (M, N) = act(W @ B + bias + Z)
     g = SGemm(M, N, K, packed_b=pack_b(Bmat))       # Gemm: constant B
     g.run(a2d, out2d, z2d)                          # out (M, N) = act(A @ Bmat + ...)
+    g = SGemm(M, N, K, packed_wt=pack_b(W.T), isa="avx512")   # rows mode: small N
+    g.run(b2d, out2d, z2d)                          # out (M, N) = act(W @ B + ...)
 """
 import numpy as np
 cimport numpy as cnp
@@ -52,6 +54,8 @@ cdef extern from "sgemm.h" nogil:
     void sg_gemm_cols(long M, long N, long K, const sg_operand *a, const sg_operand *b,
                       const sg_conv *conv, float *C, long ldc, const sg_epi *e, float *ws,
                       int tier, int direct_b, long j0, long j1)
+    void sg_gemm_rows(long M, long N, long K, const float *wt, const float *B, long ldb,
+                      float *C, long ldc, const sg_epi *e, long m_lo, long m_hi)
 
 ACTIVATIONS = {"": 0, "Relu": 1, "Clip": 2, "HardSwish": 3, "HardSigmoid": 4, "Sigmoid": 5,
                "SiLU": 6, "LeakyRelu": 7, "Gelu": 8, "PRelu": 9}
@@ -128,8 +132,11 @@ def direct_workspace_bytes(long M, long N, long K, int threads=1):
 cdef class SGemm:
     """One planned product out (M, N) = act(A (M, K) @ B (K, N) + bias + Z).
 
-    Exactly one of packed_a / packed_b is given (the constant operand, from pack_a/pack_b);
-    run() gets the other one. conv = (C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow) makes
+    Exactly one of packed_a / packed_b / packed_wt is given (the constant operand, from
+    pack_a / pack_b); run() gets the other one. packed_wt = pack_b(W.T), the rows mode of
+    the AVX-512 tier (sg_gemm_rows_avx512): out = W @ B with B (K, N) read in place,
+    computed as B^T W^T so that a small N (a 7x7 conv's 49 pixels) is not cut into
+    16-wide vectors; threads split M. conv = (C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow) makes
     run() take B as one image x (C, H, W) and pack its im2col columns on the fly;
     direct_b=True reads a unit-stride B in place (no packing; 1x1 convs). Activation
     params as in the fused Conv/Gemm attrs (PRelu: one slope per row of A); force_portable
@@ -143,17 +150,20 @@ cdef class SGemm:
     cdef object own_ws
     cdef sg_epi epi
     cdef sg_operand const_op
-    cdef int a_is_const, is_conv, tier, direct_b
+    cdef int a_is_const, is_conv, tier, direct_b, rows
     cdef sg_conv geom
 
     def __init__(self, long M, long N, long K, packed_a=None, packed_b=None, bias_row=None,
                  bias_col=None, str act="", params=(), conv=None, bint force_portable=False,
-                 bint direct_b=False, int threads=1, str isa="avx2"):
-        assert (packed_a is None) != (packed_b is None), "one constant operand"
+                 bint direct_b=False, int threads=1, str isa="avx2", packed_wt=None):
+        assert sum(v is not None for v in (packed_a, packed_b, packed_wt)) == 1, "one constant operand"
         self.M, self.N, self.K = M, N, K
-        self.a_is_const = packed_a is not None
-        packed = np.require(packed_a if self.a_is_const else packed_b, np.float32, requirements="C")
-        need = sg_packed_a_size(M, K) if self.a_is_const else sg_packed_b_size(K, N)
+        self.rows = packed_wt is not None
+        self.a_is_const = packed_a is not None or self.rows
+        const = packed_wt if self.rows else packed_a if packed_a is not None else packed_b
+        packed = np.require(const, np.float32, requirements="C")
+        need = (sg_packed_b_size(K, M) if self.rows else sg_packed_a_size(M, K)
+                if self.a_is_const else sg_packed_b_size(K, N))
         assert packed.size >= need, "packed operand too small"
         br = None if bias_row is None else np.require(bias_row, np.float32, requirements="C").ravel()
         bc = None if bias_col is None else np.require(bias_col, np.float32, requirements="C").ravel()
@@ -199,12 +209,16 @@ cdef class SGemm:
             assert N == self.geom.oh * self.geom.ow
         self.wsize = sg_workspace_size(M, N, K, not self.a_is_const, self.a_is_const)
         # threads only where each gets >= 2 column panels; chunk: NR-aligned columns each
-        panels = (N + SG_NR - 1) // SG_NR
+        # (rows mode: 2 * NR-aligned rows each, whole 32-channel panel pairs)
+        step = 2 * SG_NR if self.rows else SG_NR
+        panels = ((M if self.rows else N) + step - 1) // step
         self.threads = max(1, min(threads, panels // 2)) if self.a_is_const else 1
-        self.chunk = (panels + self.threads - 1) // self.threads * SG_NR
+        self.chunk = (panels + self.threads - 1) // self.threads * step
         self.own_ws = None
         self.tier = tier_of(isa, force_portable)
         self.direct_b = direct_b
+        if self.rows and (self.tier != 2 or self.is_conv):
+            raise ValueError("rows mode (packed_wt): the AVX-512 tier, B read in place")
 
     @property
     def simd(self):
@@ -281,7 +295,15 @@ cdef class SGemm:
                 if zp != NULL:
                     e.z = zp + b * os
                     e.ldz = self.N
-                if nt == 1:
+                if self.rows and nt == 1:
+                    sg_gemm_rows(self.M, self.N, self.K, self.const_op.packed, xp + b * xs,
+                                 self.N, op + b * os, self.N, &e, 0, self.M)
+                elif self.rows:
+                    for t in prange(nt, num_threads=nt, schedule="static"):
+                        sg_gemm_rows(self.M, self.N, self.K, self.const_op.packed, xp + b * xs,
+                                     self.N, op + b * os, self.N, &e, t * self.chunk,
+                                     min(self.M, (t + 1) * self.chunk))
+                elif nt == 1:
                     sg_gemm(self.M, self.N, self.K, &self.const_op, &var, gp, op + b * os,
                             self.N, &e, wsp, self.tier, self.direct_b)
                 else:
@@ -318,6 +340,8 @@ cdef class SGemm:
             var.src = NULL
             var.rs = var.cs = 0
         else:
+            if self.rows:       # B read in place: unit column stride
+                src = np.require(src, np.float32, requirements="C")
             s2 = src
             if self.a_is_const:
                 assert s2.shape[0] == self.K and s2.shape[1] == self.N
@@ -330,7 +354,10 @@ cdef class SGemm:
         cdef float *c = &out[0, 0]
         cdef long ldc = out.strides[0] // 4
         with nogil:
-            if self.a_is_const:
+            if self.rows:
+                sg_gemm_rows(self.M, self.N, self.K, self.const_op.packed, var.src, var.rs,
+                             c, ldc, &e, 0, self.M)
+            elif self.a_is_const:
                 sg_gemm(self.M, self.N, self.K, &self.const_op, &var, gp, c, ldc, &e, wsp,
                         self.tier, self.direct_b)
             else:

@@ -23,6 +23,23 @@
 #ifdef EDGENN_SIMDE   /* the tests' emulated builds: AVX-512 too, on any CPU */
 #include <simde/x86/avx512.h>
 #define EDGENN_HAS_AVX512_INTRINSICS 1
+/* SIMDe's portable masked float loads and stores touch all 16 lanes (a store writes the
+ * masked-off ones as zeros): past the end of a short row. These touch only k's lanes. */
+static inline void edgenn_mask_storeu_ps(void *mem, simde__mmask16 k, simde__m512 a) {
+    float lanes[16];
+    simde_mm512_storeu_ps(lanes, a);
+    for (int i = 0; i < 16; i++)
+        if (k >> i & 1) ((float *)mem)[i] = lanes[i];
+}
+static inline simde__m512 edgenn_maskz_loadu_ps(simde__mmask16 k, const void *mem) {
+    float lanes[16];
+    for (int i = 0; i < 16; i++) lanes[i] = k >> i & 1 ? ((const float *)mem)[i] : 0.f;
+    return simde_mm512_loadu_ps(lanes);
+}
+#undef _mm512_mask_storeu_ps
+#define _mm512_mask_storeu_ps(mem, k, a) edgenn_mask_storeu_ps(mem, k, a)
+#undef _mm512_maskz_loadu_ps
+#define _mm512_maskz_loadu_ps(k, mem) edgenn_maskz_loadu_ps(k, mem)
 #endif
 #define EDGENN_AVX2
 #define EDGENN_AVX512

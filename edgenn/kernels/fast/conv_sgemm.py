@@ -37,6 +37,25 @@ def _mt_supports(node, ins, outs) -> bool:
     return plan_threads() > 1 and _conv_supports(node, ins, outs)
 
 
+ROWS_MAX_PIXELS = 1024   # rows mode measured slower from ~784 output pixels on (Zen 5)
+
+
+def _is_direct(node, ins, outs) -> bool:
+    """A 1x1, stride-1, unpadded conv: B is the image itself, read in place."""
+    (sh, sw), (ph, pw), _ = geometry(node, ins[0].shape, ins[1].shape, outs[0].shape)
+    return (tuple(ins[1].shape[2:]) == (1, 1) and sh == sw == 1 and ph == pw == 0
+            and tuple(outs[0].shape[2:]) == tuple(ins[0].shape[2:]))
+
+
+def _rows_supports(node, ins, outs) -> bool:
+    return (_conv_supports(node, ins, outs) and _is_direct(node, ins, outs)
+            and int(np.prod(outs[0].shape[2:])) <= ROWS_MAX_PIXELS)
+
+
+def _rows_mt_supports(node, ins, outs) -> bool:
+    return plan_threads() > 1 and _rows_supports(node, ins, outs)
+
+
 # per tier: the AVX2 / portable kernels (chosen inside by the CPU) and the AVX-512F 12 x 32
 # (sgemm_avx512.h); *_mt: output pixels split over the session's threads (OpenMP), which
 # the tuner weighs against the one-thread kernel (a busy core makes a split slower)
@@ -46,9 +65,16 @@ for _tier, _name in (("", "conv_sgemm"), ("avx512", "conv_sgemm_12x32__avx512f")
         lambda node, ins, outs, t=_isa: _prepare_conv(node, ins, outs, 1, t))
     kernel("Conv", _name + "_mt", supports=_mt_supports, isa=_tier, priority=int(bool(_tier)))(
         lambda node, ins, outs, t=_isa: _prepare_conv(node, ins, outs, plan_threads(), t))
+# the AVX-512 rows mode for small 1x1 convs (sg_gemm_rows_avx512: pixels broadcast,
+# channels in the vectors, so 7x7 = 49 pixels are not cut into 16-wide column vectors)
+kernel("Conv", "conv1x1_rows_12x32__avx512f", supports=_rows_supports, isa="avx512",
+       priority=1)(lambda node, ins, outs: _prepare_conv(node, ins, outs, 1, "avx512", True))
+kernel("Conv", "conv1x1_rows_12x32__avx512f_mt", supports=_rows_mt_supports, isa="avx512",
+       priority=1)(lambda node, ins, outs: _prepare_conv(node, ins, outs, plan_threads(),
+                                                         "avx512", True))
 
 
-def _prepare_conv(node, ins, outs, threads: int, isa: str = "avx2"):
+def _prepare_conv(node, ins, outs, threads: int, isa: str = "avx2", rows: bool = False):
     sg = _sgemm()
     x, w, y = ins[0], ins[1].value, outs[0]
     n, c, h, wd = x.shape
@@ -57,12 +83,15 @@ def _prepare_conv(node, ins, outs, threads: int, isa: str = "avx2"):
     (sh, sw), (ph, pw), (dh, dw) = geometry(node, x.shape, w.shape, y.shape)
     k, npix = c * kh * kw, oh * ow
     bias = ins[2].value.reshape(m) if len(ins) > 2 and ins[2] is not None else None
-    direct = (kh == kw == 1 and sh == sw == 1 and ph == pw == 0 and (oh, ow) == (h, wd))
-    g = sg.SGemm(m, npix, k, packed_a=sg.pack_a(np.asarray(w, np.float32).reshape(m, k)),
-                 bias_row=bias, act=node.attrs.get("activation", ""),
-                 params=node.attrs.get("activation_params", []) or [],
-                 conv=None if direct else (c, h, wd, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow),
-                 direct_b=direct, threads=threads, isa=isa)
+    direct = _is_direct(node, ins, outs)
+    wmat = np.asarray(w, np.float32).reshape(m, k)
+    epi = dict(bias_row=bias, act=node.attrs.get("activation", ""),
+               params=node.attrs.get("activation_params", []) or [], threads=threads, isa=isa)
+    if rows:     # W^T as the constant B panels; the image read in place
+        g = sg.SGemm(m, npix, k, packed_wt=sg.pack_b(np.ascontiguousarray(wmat.T)), **epi)
+    else:
+        g = sg.SGemm(m, npix, k, packed_a=sg.pack_a(wmat), direct_b=direct, conv=None if direct
+                     else (c, h, wd, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow), **epi)
     has_z = len(ins) > 3 and ins[3] is not None
     gemm = g.run_images    # whole batch in one call, x / out / z as given (C-contiguous)
     ws = scratch.bytes_(g.workspace_bytes)

@@ -643,4 +643,15 @@ static void sg_gemm(long M, long N, long K, const sg_operand *a, const sg_operan
     sg_gemm_cols(M, N, K, a, b, conv, C, ldc, e, ws, tier, direct_b, 0, N);
 }
 
+/* Rows mode (sg_gemm_rows_avx512): the AVX-512 tier only; SGemm refuses it on the others. */
+static inline void sg_gemm_rows(long M, long N, long K, const float *wt, const float *B, long ldb,
+                         float *C, long ldc, const sg_epi *e, long m_lo, long m_hi) {
+#if SG_X86
+    sg_gemm_rows_avx512(M, N, K, wt, B, ldb, C, ldc, e, m_lo, m_hi);
+#else
+    (void)M; (void)N; (void)K; (void)wt; (void)B; (void)ldb; (void)C; (void)ldc; (void)e;
+    (void)m_lo; (void)m_hi;
+#endif
+}
+
 #endif

@@ -22,13 +22,76 @@
 #define SG_MR2 (2 * SG_MR)   /* rows per tile: two A panels */
 #define SG_NR2 (2 * SG_NR)   /* columns per tile: two B panels */
 
+/* r[i] lane j <-> r[j] lane i (16 x 16 floats): pairs, quads, then 128-bit lanes. */
+SG_AVX512 static inline __attribute__((always_inline)) void sg_transpose16_avx512(__m512 r[16]) {
+    __m512 t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {   /* u[i + j]: column j (+4, +8, +12) of rows i..i+3 */
+        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (int j = 0; j < 4; j++) {       /* 128-bit lane L of the four row groups */
+        __m512 e0 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88);
+        __m512 e1 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
+        __m512 o0 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xDD);
+        __m512 o1 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xDD);
+        t[j] = _mm512_shuffle_f32x4(e0, e1, 0x88);
+        t[j + 8] = _mm512_shuffle_f32x4(e0, e1, 0xDD);
+        t[j + 4] = _mm512_shuffle_f32x4(o0, o1, 0x88);
+        t[j + 12] = _mm512_shuffle_f32x4(o0, o1, 0xDD);
+    }
+    for (int i = 0; i < 16; i++) r[i] = t[i];
+}
+
+/* Rows-mode epilogue: the tile holds mr pixels (rows, columns n0.. of C) x nr channels
+ * (columns, rows m0.. of C); per 16 channels a transpose gives each channel's pixels as
+ * one vector: + bias_row, + Z, clamp in registers, one masked store of mr floats per
+ * channel; the other activations through a spill and the scalar epilogue. */
+SG_AVX512 static inline __attribute__((always_inline)) void sg_rows_out_avx512(
+        const __m512 acc[SG_MR2][2], float *c, long ldc, int mr, int nr, const sg_epi *e,
+        long m0, long n0, const int NV) {
+    const __mmask16 mask = (__mmask16)((1u << mr) - 1);
+    const int fast = e->act <= SG_CLIP && !e->bias_col;
+    const __m512 lo = _mm512_set1_ps(e->act == SG_CLIP ? e->p0 : 0.f);
+    const __m512 hi = _mm512_set1_ps(e->act == SG_CLIP ? e->p1 : INFINITY);
+    float buf[SG_NR2 * SG_NR];
+    for (int h = 0; h < NV; h++) {
+        int nh = nr - SG_NR * h < SG_NR ? nr - SG_NR * h : SG_NR;
+        if (nh <= 0) break;
+        __m512 r[16];
+        for (int i = 0; i < 16; i++) r[i] = i < SG_MR2 ? acc[i][h] : _mm512_setzero_ps();
+        sg_transpose16_avx512(r);
+        for (int j = 0; j < nh; j++) {
+            const long m = m0 + SG_NR * h + j;
+            __m512 v = r[j];
+            if (!fast) {
+                _mm512_storeu_ps(buf + (SG_NR * h + j) * SG_NR, v);
+                continue;
+            }
+            if (e->bias_row) v = _mm512_add_ps(v, _mm512_set1_ps(e->bias_row[m]));
+            if (e->z) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, e->z + m * e->ldz + n0));
+            if (e->act != SG_NONE) v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
+            _mm512_mask_storeu_ps(c + (SG_NR * h + j) * ldc, mask, v);
+        }
+    }
+    if (!fast) sg_store_scalar(buf, c, ldc, nr, mr, 0, 1, e, m0, n0);
+}
+
 /* MRC x (16 * NV) tile, MRC <= 12, NV in {1, 2}: rows 0-5 from A panel a0, 6-11 from a1 =
- * a0 + a_ps; columns 0-15 from B panel b0 (row stride ldb0), 16-31 from b1 (ldb1). Named
- * accumulators with constant guards, so each instance keeps them in registers. */
+ * a0 + a_ps, A's k-th values lda floats after the (k-1)-th (SG_MR in a packed panel);
+ * columns 0-15 from B panel b0 (row stride ldb0), 16-31 from b1 (ldb1). Named
+ * accumulators with constant guards, so each instance keeps them in registers.
+ * ROWS (sg_gemm_rows_avx512): the tile is C transposed, its rows C's columns. */
 SG_AVX512 static inline __attribute__((always_inline)) void sg_ukr_avx512_t(
-        long kc, const float *a0, long a_ps, const float *b0, long ldb0, const float *b1,
-        long ldb1, float *c, long ldc, int mr, int nr, int accum, int last, const sg_epi *e,
-        long m0, long n0, const int MRC, const int NV) {
+        long kc, const float *a0, long lda, long a_ps, const float *b0, long ldb0,
+        const float *b1, long ldb1, float *c, long ldc, int mr, int nr, int accum, int last,
+        const sg_epi *e, long m0, long n0, const int MRC, const int NV, const int ROWS,
+        const float *pf0, const float *pf1) {
     const float *a1 = a0 + a_ps;
     const __m512 z = _mm512_setzero_ps();
     __m512 c00 = z, c01 = z, c10 = z, c11 = z, c20 = z, c21 = z, c30 = z, c31 = z;
@@ -40,7 +103,11 @@ SG_AVX512 static inline __attribute__((always_inline)) void sg_ukr_avx512_t(
         C0 = _mm512_fmadd_ps(av, v0, C0);                                       \
         if (NV == 2) C1 = _mm512_fmadd_ps(av, v1, C1);                          \
     }
-    for (long k = 0; k < kc; k++, a0 += SG_MR, a1 += SG_MR, b0 += ldb0, b1 += ldb1) {
+    for (long k = 0; k < kc; k++, a0 += lda, a1 += lda, b0 += ldb0, b1 += ldb1) {
+        if (ROWS && pf0) {   /* the next panel pair into L2, one 64-byte row of each per k */
+            _mm_prefetch((const char *)(pf0 + k * SG_NR), _MM_HINT_T1);
+            _mm_prefetch((const char *)(pf1 + k * SG_NR), _MM_HINT_T1);
+        }
         const __m512 v0 = _mm512_loadu_ps(b0);
         const __m512 v1 = NV == 2 ? _mm512_loadu_ps(b1) : z;
         SG_R(0, a0, 0, c00, c01) SG_R(1, a0, 1, c10, c11) SG_R(2, a0, 2, c20, c21)
@@ -52,6 +119,10 @@ SG_AVX512 static inline __attribute__((always_inline)) void sg_ukr_avx512_t(
     const __m512 acc[SG_MR2][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31},
                                    {c40, c41}, {c50, c51}, {c60, c61}, {c70, c71},
                                    {c80, c81}, {c90, c91}, {ca0, ca1}, {cb0, cb1}};
+    if (ROWS) {
+        sg_rows_out_avx512(acc, c, ldc, mr, nr, e, m0, n0, NV);
+        return;
+    }
     if (mr == MRC && nr == SG_NR * NV && last && !accum && e->act <= SG_CLIP && !e->bias_col) {
         /* the common 1x1-conv epilogue in registers: + bias_row (+ Z), clamp, store */
         const int clamp = e->act != SG_NONE;
@@ -87,8 +158,14 @@ SG_AVX512 static inline __attribute__((always_inline)) void sg_ukr_avx512_t(
     SG_AVX512 static void sg_ukr_avx512_##MRC##x##NV(long kc, const float *a0, long a_ps,    \
             const float *b0, long ldb0, const float *b1, long ldb1, float *c, long ldc,      \
             int mr, int nr, int accum, int last, const sg_epi *e, long m0, long n0) {        \
-        sg_ukr_avx512_t(kc, a0, a_ps, b0, ldb0, b1, ldb1, c, ldc, mr, nr, accum, last, e,    \
-                        m0, n0, MRC, NV);                                                     \
+        sg_ukr_avx512_t(kc, a0, SG_MR, a_ps, b0, ldb0, b1, ldb1, c, ldc, mr, nr, accum,      \
+                        last, e, m0, n0, MRC, NV, 0, NULL, NULL);                            \
+    }                                                                                        \
+    SG_AVX512 static void sg_rows_avx512_##MRC##x##NV(long kc, const float *a0, long lda,    \
+            const float *b0, const float *b1, float *c, long ldc, int mr, int nr,            \
+            const sg_epi *e, long m0, long n0, const float *pf0, const float *pf1) {         \
+        sg_ukr_avx512_t(kc, a0, lda, SG_MR, b0, SG_NR, b1, SG_NR, c, ldc, mr, nr, 0, 1, e,   \
+                        m0, n0, MRC, NV, 1, pf0, pf1);                                       \
     }
 #define SG_UKR512_ROWS(NV) SG_UKR512(1, NV) SG_UKR512(2, NV) SG_UKR512(3, NV) SG_UKR512(4, NV) \
     SG_UKR512(5, NV) SG_UKR512(6, NV) SG_UKR512(7, NV) SG_UKR512(8, NV) SG_UKR512(9, NV)      \
@@ -100,11 +177,15 @@ SG_UKR512_ROWS(2)
 
 typedef void (*sg_ukr512_t)(long, const float *, long, const float *, long, const float *,
                             long, float *, long, int, int, int, int, const sg_epi *, long, long);
-#define SG_T(NV) {sg_ukr_avx512_1x##NV, sg_ukr_avx512_2x##NV, sg_ukr_avx512_3x##NV,             \
-    sg_ukr_avx512_4x##NV, sg_ukr_avx512_5x##NV, sg_ukr_avx512_6x##NV, sg_ukr_avx512_7x##NV,     \
-    sg_ukr_avx512_8x##NV, sg_ukr_avx512_9x##NV, sg_ukr_avx512_10x##NV, sg_ukr_avx512_11x##NV,  \
-    sg_ukr_avx512_12x##NV}
-static const sg_ukr512_t sg_ukr_avx512[2][SG_MR2] = {SG_T(1), SG_T(2)};
+typedef void (*sg_rows512_t)(long, const float *, long, const float *, const float *, float *,
+                             long, int, int, const sg_epi *, long, long, const float *,
+                             const float *);
+#define SG_T(P, NV) {P##1x##NV, P##2x##NV, P##3x##NV, P##4x##NV, P##5x##NV, P##6x##NV,         \
+    P##7x##NV, P##8x##NV, P##9x##NV, P##10x##NV, P##11x##NV, P##12x##NV}
+static const sg_ukr512_t sg_ukr_avx512[2][SG_MR2] = {SG_T(sg_ukr_avx512_, 1),
+                                                     SG_T(sg_ukr_avx512_, 2)};
+static const sg_rows512_t sg_rows_avx512[2][SG_MR2] = {SG_T(sg_rows_avx512_, 1),
+                                                       SG_T(sg_rows_avx512_, 2)};
 #undef SG_T
 
 /* One 12 x 32 tile (or its corner: mr rows, nr columns) through the table. */
@@ -114,6 +195,38 @@ static inline void sg_tile_avx512(long kc, const float *a0, long a_ps, const flo
                                   long m0, long n0) {
     sg_ukr_avx512[nr > SG_NR][mr - 1](kc, a0, a_ps, b0, ldb0, b1, ldb1, c, ldc, mr, nr, accum,
                                       last, e, m0, n0);
+}
+/* Rows mode, for small outputs (the 7x7 and 14x14 1x1 convs): C (M, N) = act(W (M, K) @
+ * B (K, N) + epilogue) computed as C^T = B^T W^T, so that N, which is small and rarely a
+ * multiple of 32 (49 pixels fill 49 / 64 of 16-wide column vectors), is the broadcast
+ * side, and M (channels, a multiple of 16 in most nets) the vector side. B is read in
+ * place: pixel n of row k at B[k * ldb + n] (12 pixels of one row per k: A panels with k
+ * stride ldb); wt = W^T packed as 16-column B panels (sg_pack_b of W^T, K x M). Channels
+ * [m_lo, m_hi) (m_lo a multiple of 32: threads split the channels); per 32 channels, the
+ * pixels in ceil(N / 12) balanced tiles of <= 12, so no tile is a short one. Full K per
+ * tile (no K blocks: the 32-channel panel pair, K * 128 B, is reused from L1 / L2). */
+static inline void sg_gemm_rows_avx512(long M, long N, long K, const float *wt, const float *B,
+                                long ldb, float *C, long ldc, const sg_epi *e, long m_lo,
+                                long m_hi) {
+    const long tiles = (N + SG_MR2 - 1) / SG_MR2;
+    (void)M;
+    for (long m = m_lo; m < m_hi; m += SG_NR2) {
+        const int nr = m_hi - m < SG_NR2 ? (int)(m_hi - m) : SG_NR2;
+        const float *b0 = wt + (m / SG_NR) * K * SG_NR;
+        const float *b1 = nr > SG_NR ? b0 + K * SG_NR : b0;
+        /* the first pixel tile prefetches the next 32 channels' panels (weights come from
+         * memory in a whole model's run: 1280 x 320 on Zen 5 396 -> 317 us cold) */
+        const long mn = m + SG_NR2 < m_hi ? m + SG_NR2 : -1;
+        const float *pf0 = mn < 0 ? NULL : wt + (mn / SG_NR) * K * SG_NR;
+        const float *pf1 = mn < 0 ? NULL : mn + SG_NR < m_hi ? pf0 + K * SG_NR : pf0;
+        for (long t = 0; t < tiles; t++) {
+            const long n0 = t * N / tiles, n1 = (t + 1) * N / tiles;
+            const int mr = (int)(n1 - n0);
+            sg_rows_avx512[nr > SG_NR][mr - 1](K, B + n0, ldb, b0, b1, C + m * ldc + n0, ldc,
+                                                mr, nr, e, m, n0, t ? NULL : pf0,
+                                                t ? NULL : pf1);
+        }
+    }
 }
 #endif
 
