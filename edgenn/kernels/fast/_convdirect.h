@@ -113,6 +113,7 @@ static void cd_run_scalar(const cd_args *a)
 #define CD_EPI cd_epi8
 #define CD_STORE cd_store8
 #define CD_TILE cd_tile8
+#define CD_BLOCK cd_block8
 #include "_convdirect_vec.h"
 #undef CD_V
 #undef CD_L
@@ -129,6 +130,7 @@ static void cd_run_scalar(const cd_args *a)
 #undef CD_EPI
 #undef CD_STORE
 #undef CD_TILE
+#undef CD_BLOCK
 /* AVX-512F: 16 floats; 12 x 32 or 8 x 48 (24 zmm accumulators; 8 x 48 leaves no
  * ragged channel block when M is a multiple of 8, e.g. 16 / 32 / 64 channels) */
 #define CD_V __m512
@@ -147,12 +149,44 @@ static void cd_run_scalar(const cd_args *a)
 #define CD_EPI cd_epi16
 #define CD_STORE cd_store16
 #define CD_TILE cd_tile16
+#define CD_BLOCK cd_block16
 #include "_convdirect_vec.h"
 
 EDGENN_AVX2 static void cd_run_avx2(const cd_args *a) { cd_tile8(a, 6, 2); }
 EDGENN_AVX512 static void cd_run_avx512(const cd_args *a) { cd_tile16(a, 12, 2); }
 EDGENN_AVX512 static void cd_run_avx512_8x48(const cd_args *a) { cd_tile16(a, 8, 3); }
 #endif
+
+/* x (C, H, W) into the interior of xp (C, Hp, SW, Wq): padded (row pt + iy, column
+ * pl + ix) goes to phase (pl + ix) % SW at (pl + ix) / SW; the zero borders are left as
+ * they are (filled once). Stride 1 and 2 get their own loops, which the compiler
+ * vectorizes (stride 2: even / odd deinterleave). */
+static void cd_fill_phases(const float *x, float *xp, long C, long H, long W, long Hp,
+                           long Wq, long pt, long pl, long SW)
+{
+    for (long c = 0; c < C; c++)
+        for (long iy = 0; iy < H; iy++) {
+            const float *restrict s = x + (c * H + iy) * W;
+            float *restrict d = xp + (c * Hp + pt + iy) * SW * Wq;
+            if (SW == 1) {
+                memcpy(d + pl, s, (size_t)W * 4);
+                continue;
+            }
+            if (SW == 2) {       /* image column ix -> phase (pl + ix) & 1 */
+                float *restrict e = d + (pl & 1) * Wq + pl / 2;          /* ix even */
+                float *restrict o = d + ((pl + 1) & 1) * Wq + (pl + 1) / 2;   /* ix odd */
+                long ix = 0;
+                for (; ix + 1 < W; ix += 2) {
+                    e[ix / 2] = s[ix];
+                    o[ix / 2] = s[ix + 1];
+                }
+                if (ix < W) e[ix / 2] = s[ix];
+                continue;
+            }
+            for (long ix = 0; ix < W; ix++)
+                d[((pl + ix) % SW) * Wq + (pl + ix) / SW] = s[ix];
+        }
+}
 
 /* tier: 0 portable, 1 AVX2+FMA, 2 / 3 AVX-512F (the caller checks the CPU has it) */
 static void cd_run(const cd_args *a, int tier)

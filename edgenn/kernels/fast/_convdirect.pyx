@@ -30,6 +30,8 @@ cdef extern from "_convdirect.h" nogil:
     long cd_mb(int tier)
     long cd_px(int tier)
     void cd_run(const cd_args *a, int tier)
+    void cd_fill_phases(const float *x, float *xp, long C, long H, long W, long Hp, long Wq,
+                        long pt, long pl, long SW)
 
 EMULATED = bool(CD_EMULATED)
 TIER = {"scalar": 0, "avx2": 1, "avx512": 2, "avx512_8x48": 3}
@@ -38,6 +40,19 @@ HAVE = {"scalar": True,
         "avx512": EMULATED or bool(edgenn_isa_x86(EDGENN_ISA_AVX512))}
 HAVE["avx512_8x48"] = HAVE["avx512"]
 ACT = {"": 0, "Relu": 1, "Clip": 2, "PRelu": 3}
+
+
+def fill_phases(const float[:, :, ::1] x, float[:, :, ::1] xp, long pt, long pl, long sw):
+    """x (C, H, W) into xp (C, Hp, sw * Wq) as run() reads it: padded (pt + iy, pl + ix)
+    at phase (pl + ix) % sw, column (pl + ix) // sw; the borders are not written."""
+    cdef long c = x.shape[0], h = x.shape[1], w = x.shape[2]
+    if sw < 1 or xp.shape[2] % sw or xp.shape[0] != c or xp.shape[1] < pt + h \
+            or pt < 0 or pl < 0 or (pl + w + sw - 1) // sw > xp.shape[2] // sw:
+        raise ValueError("fill_phases: xp does not hold the padded image")
+    if c and h and w:
+        with nogil:
+            cd_fill_phases(&x[0, 0, 0], &xp[0, 0, 0], c, h, w, xp.shape[1], xp.shape[2] // sw,
+                           pt, pl, sw)
 
 
 def tile(str isa):

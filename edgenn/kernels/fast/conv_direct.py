@@ -53,20 +53,12 @@ def prepare(node, ins, outs, isa: str, lib=None, threads: int = 1):
     wpk = lib.pack_weights(w, isa)
     bias, act, lo, hi, slope = epilogue.constant_parts(node, ins, m)
     xp_h = scratch.array((c, hp, sw * wq), np.float32, persistent=True, fill=0.0)
-    # per phase p: (first q, last q + 1) it receives, and the image columns that land there
-    phases = []
-    for p in range(sw):
-        q0, q1 = -(-(pl - p) // sw), -(-(pl + wd - p) // sw)
-        if q1 > q0:
-            phases.append((p * wq + q0, p * wq + q1, q0 * sw + p - pl))
-    rows = slice(pt, pt + h)
-    run_c = lib.run
+    run_c, fill = lib.run, lib.fill_phases
 
     def run(inputs, outputs):
-        x, y, xp = inputs[0], outputs[0], xp_h.get()
+        x, y, xp = np.ascontiguousarray(inputs[0]), outputs[0], xp_h.get()
         for b in range(n):
-            for lo_q, hi_q, col in phases:           # the zero borders stay as filled
-                np.copyto(xp[:, rows, lo_q:hi_q], x[b][:, :, col::sw])
+            fill(x[b], xp, pt, pl, sw)       # the zero borders stay as filled
             run_c(xp, wpk, bias, y[b], kh, kw, sh, sw, act, lo, hi, isa, slope, threads)
     return run
 
