@@ -61,12 +61,23 @@ extensions = [
               include_dirs=["edgenn/kernels/fast", SIMDE], extra_compile_args=["-O3", "-fopenmp"],
               extra_link_args=["-fopenmp"],
               depends=["edgenn/kernels/fast/_convdirect.h", "edgenn/kernels/fast/_convdirect_vec.h",
-                       "edgenn/kernels/fast/_cpu.h"]),
+                       "edgenn/kernels/fast/_phases.h", "edgenn/kernels/fast/_cpu.h"]),
     Extension("edgenn.kernels.fast._convdirect_emu", ["edgenn/kernels/fast/_convdirect_emu.pyx"],
               include_dirs=["edgenn/kernels/fast", SIMDE], define_macros=[("EDGENN_SIMDE", "1")],
               extra_compile_args=["-O1"],
               depends=["edgenn/kernels/fast/_convdirect.pyx", "edgenn/kernels/fast/_convdirect.h",
                        "edgenn/kernels/fast/_convdirect_vec.h"]),
+    # depthwise convolution on NCHW planes (row pixels in lanes), and its SIMDe twin
+    Extension("edgenn.kernels.fast._dwrows", ["edgenn/kernels/fast/_dwrows.pyx"],
+              include_dirs=["edgenn/kernels/fast", SIMDE], extra_compile_args=["-O3", "-fopenmp"],
+              extra_link_args=["-fopenmp"],
+              depends=[f"edgenn/kernels/fast/{h}" for h in
+                       ("_dwrows.h", "_dwrows_vec.h", "_phases.h", "_cpu.h", "_simd.h")]),
+    Extension("edgenn.kernels.fast._dwrows_emu", ["edgenn/kernels/fast/_dwrows_emu.pyx"],
+              include_dirs=["edgenn/kernels/fast", SIMDE], define_macros=[("EDGENN_SIMDE", "1")],
+              extra_compile_args=["-O1"],
+              depends=[f"edgenn/kernels/fast/{h}" for h in
+                       ("_dwrows.pyx", "_dwrows.h", "_dwrows_vec.h", "_phases.h")]),
     # sparse 1x1 convolution and fully connected layers (weights in CSR), and their
     # SIMDe-emulated twin for the tests
     Extension("edgenn.kernels.fast._spmm", ["edgenn/kernels/fast/_spmm.pyx"],

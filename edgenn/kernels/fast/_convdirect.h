@@ -23,6 +23,7 @@
 #define EDGENN_CONVDIRECT_H
 #include <string.h>
 #include "_simd.h"
+#include "_phases.h"
 
 #ifdef EDGENN_SIMDE
 #define CD_EMULATED 1
@@ -157,35 +158,12 @@ EDGENN_AVX512 static void cd_run_avx512(const cd_args *a) { cd_tile16(a, 12, 2);
 EDGENN_AVX512 static void cd_run_avx512_8x48(const cd_args *a) { cd_tile16(a, 8, 3); }
 #endif
 
-/* x (C, H, W) into the interior of xp (C, Hp, SW, Wq): padded (row pt + iy, column
- * pl + ix) goes to phase (pl + ix) % SW at (pl + ix) / SW; the zero borders are left as
- * they are (filled once). Stride 1 and 2 get their own loops, which the compiler
- * vectorizes (stride 2: even / odd deinterleave). */
+/* x (C, H, W) into the interiors of xp's C planes (Hp, SW, Wq): _phases.h. */
 static void cd_fill_phases(const float *x, float *xp, long C, long H, long W, long Hp,
                            long Wq, long pt, long pl, long SW)
 {
     for (long c = 0; c < C; c++)
-        for (long iy = 0; iy < H; iy++) {
-            const float *restrict s = x + (c * H + iy) * W;
-            float *restrict d = xp + (c * Hp + pt + iy) * SW * Wq;
-            if (SW == 1) {
-                memcpy(d + pl, s, (size_t)W * 4);
-                continue;
-            }
-            if (SW == 2) {       /* image column ix -> phase (pl + ix) & 1 */
-                float *restrict e = d + (pl & 1) * Wq + pl / 2;          /* ix even */
-                float *restrict o = d + ((pl + 1) & 1) * Wq + (pl + 1) / 2;   /* ix odd */
-                long ix = 0;
-                for (; ix + 1 < W; ix += 2) {
-                    e[ix / 2] = s[ix];
-                    o[ix / 2] = s[ix + 1];
-                }
-                if (ix < W) e[ix / 2] = s[ix];
-                continue;
-            }
-            for (long ix = 0; ix < W; ix++)
-                d[((pl + ix) % SW) * Wq + (pl + ix) / SW] = s[ix];
-        }
+        phases_fill_plane(x + c * H * W, xp + c * Hp * SW * Wq, H, W, Wq, pt, pl, SW);
 }
 
 /* tier: 0 portable, 1 AVX2+FMA, 2 / 3 AVX-512F (the caller checks the CPU has it) */

@@ -4,10 +4,13 @@ x (N, C, H, W), w (C, 1, KH, KW) -> y (N, C, OH, OW); any kernel size, stride, d
 and padding; y = act(conv(x, w) + B + Z), the bias, residual Z and activation applied
 while the output is still in registers or L1 (no extra pass over memory).
 
-Two algorithms, both registered (the selector times them):
+Three algorithms, all registered (the selector times them):
 - depthwise_c8 (C, _dwc8.h; the default): eight channels interleaved per SIMD vector, so
   every tap of every output pixel is one AVX2 multiply-add whatever the stride, and small
   planes (7x7, 14x14) cost no more per pixel than large ones. Single-threaded.
+- depthwise_rows8__avx2 / depthwise_rows16__avx512f (C, _dwrows.h): straight on the NCHW
+  planes, a row's output pixels in the vector lanes (8 or 16), no interleaving: faster
+  than c8 on wide unit-stride planes (112x112, 56x56), offered only there.
 - depthwise_numba (_window_jit.py): per channel, a padded polyphase copy of the plane turns
   every tap into a contiguous run over the output rows; nine taps at a time, held in
   scalars. Threads (numba.set_num_threads > 1) split the channels.
@@ -19,6 +22,7 @@ import numpy as np
 from ...registry import kernel
 from .. import scratch
 from .threading_cost import c_cost, numba_cost, plan_threads
+from . import epilogue
 from .conv import geometry
 
 CHUNK = 2048        # output floats computed per block (8 KB: stays in L1 with its taps)
@@ -141,6 +145,63 @@ def _prepare_c8(node, ins, outs, threads: int):
         dwc8(inputs[0], w8, b8, off, inputs[3] if has_z else dummy, outputs[0], q.get(), obuf.get(),
              *strides, *pads, hp, wp, mode, p0, p1, has_z, C8_AVX2)
     return run
+
+
+ROWS_ACTIVATIONS = ("", "Relu", "Clip")
+# the rows kernels are offered to the tuner where they can win: unit stride and rows of
+# >= 28 outputs (Zen 5, MobileNetV2's shapes: 32@112 and 144@56 0.78x of c8; 28x28 even;
+# 14x14, 7x7 and every stride-2 layer 1.2-2.8x slower, the per-plane fill and short rows)
+ROWS_MIN_WIDTH = 28
+
+
+def _rows_supports(node, ins, outs) -> bool:
+    from ._dwrows import MAX_TAPS
+    w = ins[1]
+    if not (_supports(node, ins, outs) and node.attrs.get("activation", "") in ROWS_ACTIVATIONS
+            and 0 < w.shape[2] * w.shape[3] <= MAX_TAPS and outs[0].shape[3] >= ROWS_MIN_WIDTH):
+        return False
+    strides, _, _ = geometry(node, ins[0].shape, w.shape, outs[0].shape)
+    return tuple(strides) == (1, 1)
+
+
+def _rows_mt_supports(node, ins, outs) -> bool:
+    return plan_threads() > 1 and ins[0].shape[0] * ins[0].shape[1] > 1 \
+        and _rows_supports(node, ins, outs)
+
+
+def _prepare_rows(node, ins, outs, threads: int, lanes: int, lib=None):
+    """Planes straight from NCHW, row pixels in `lanes`-float vectors (C, _dwrows.h);
+    threads > 1: the planes split over OpenMP threads, a phase plane each. lib: the
+    extension (tests pass the SIMDe-emulated _dwrows_emu)."""
+    if lib is None:
+        from . import _dwrows as lib
+    x, w, y = ins[0], ins[1].value, outs[0]
+    c, _, kh, kw = w.shape
+    strides, pads, dil = geometry(node, x.shape, w.shape, y.shape)
+    hp, wq = lib.plane(tuple(x.shape), tuple(y.shape), kh, kw, strides, pads, dil, lanes)
+    taps = np.require(w.reshape(c, kh * kw), np.float32, requirements="C")
+    bias, act, lo, hi, _ = epilogue.constant_parts(node, ins, c)
+    has_z = len(ins) > 3 and ins[3] is not None
+    threads = max(1, min(threads, x.shape[0] * c))
+    plane = scratch.array((threads, hp * strides[1] * wq), np.float32, persistent=True,
+                          fill=0.0)
+    run_c = lib.run
+
+    def run(inputs, outputs):
+        run_c(np.ascontiguousarray(inputs[0]), taps, bias,
+              np.ascontiguousarray(inputs[3]) if has_z else None, outputs[0], plane.get(),
+              kh, kw, strides, pads, dil, act, lo, hi, lanes)
+    return run
+
+
+# the rows kernels per width: AVX2 (8 lanes: 7x7 planes) and AVX-512F (16: 14x14 and up)
+for _lanes, _name, _isa in ((8, "depthwise_rows8__avx2", "avx2"),
+                            (16, "depthwise_rows16__avx512f", "avx512")):
+    kernel("Conv", _name, supports=_rows_supports, isa=_isa, cost=c_cost)(
+        lambda node, ins, outs, lanes=_lanes: _prepare_rows(node, ins, outs, 1, lanes))
+    kernel("Conv", _name + "_mt", supports=_rows_mt_supports, isa=_isa, cost=c_cost)(
+        lambda node, ins, outs, lanes=_lanes: _prepare_rows(node, ins, outs, plan_threads(),
+                                                            lanes))
 
 
 @kernel("Conv", "depthwise_numba", supports=_supports,

@@ -1,0 +1,102 @@
+# cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+# cython: language_level=3
+"""Python face of _dwrows.h: depthwise convolution on NCHW planes, row pixels in lanes.
+
+    hp, wq = plane(x.shape, y.shape, (kh, kw), strides, pads, dilations, lanes)
+    P = np.zeros((threads, hp * sw * wq), np.float32)     # borders stay zero
+    run(x, w, bias, z, y, P, kh, kw, strides, pads, dilations, act, lo, hi, lanes)
+"""
+import numpy as np
+from cython.parallel cimport prange
+
+cdef extern from "_cpu.h" nogil:
+    int edgenn_isa_x86(int t)
+    int EDGENN_ISA_AVX2, EDGENN_ISA_AVX512
+
+cdef extern from "_dwrows.h" nogil:
+    int DWR_EMULATED, DWR_MAX_TAPS
+    ctypedef struct dwr_args:
+        const float *x
+        const float *w
+        const float *bias
+        const float *z
+        float *y
+        long N, C, H, W, KH, KW, SH, SW, DH, DW, PT, PL, OH, OW
+        long Hp, Wq
+        int act
+        float lo, hi
+    void dwr_plane(const dwr_args *a, long L, long *hp, long *wq)
+    void dwr_run(const dwr_args *a, float *P, long p0, long p1, int lanes)
+
+EMULATED = bool(DWR_EMULATED)
+# lanes -> whether this CPU (or EDGENN_MAX_ISA) runs that width (all of them emulated)
+HAVE = {8: EMULATED or bool(edgenn_isa_x86(EDGENN_ISA_AVX2)),
+        16: EMULATED or bool(edgenn_isa_x86(EDGENN_ISA_AVX512))}
+ACT = {"": 0, "Relu": 1, "Clip": 2}
+MAX_TAPS = DWR_MAX_TAPS
+
+
+cdef dwr_args _geometry(tuple xs, tuple ys, long kh, long kw, strides, pads, dilations):
+    cdef dwr_args a
+    a.N, a.C, a.H, a.W = xs
+    a.OH, a.OW = ys[2], ys[3]
+    a.KH, a.KW = kh, kw
+    a.SH, a.SW = strides
+    a.PT, a.PL = pads
+    a.DH, a.DW = dilations
+    if not (a.SH > 0 and a.SW > 0 and a.DH > 0 and a.DW > 0 and a.PT >= 0 and a.PL >= 0
+            and 0 < kh * kw <= DWR_MAX_TAPS and ys[0] == a.N and ys[1] == a.C):
+        raise ValueError("depthwise_rows: unsupported geometry")
+    return a
+
+
+def plane(tuple xs, tuple ys, long kh, long kw, strides, pads, dilations, int lanes):
+    """-> (Hp, Wq): one thread's phase plane is Hp x SW x Wq floats."""
+    cdef dwr_args a = _geometry(xs, ys, kh, kw, strides, pads, dilations)
+    cdef long hp, wq
+    dwr_plane(&a, lanes, &hp, &wq)
+    return int(hp), int(wq)
+
+
+def run(const float[:, :, :, ::1] x, const float[:, ::1] w, bias, z,
+        float[:, :, :, ::1] y, float[:, ::1] P, long kh, long kw, strides, pads, dilations,
+        str act, float lo, float hi, int lanes):
+    """y = act(depthwise(x, w) + bias (+ z)); w (C, kh * kw); bias (C,) or None; z like
+    y or None; P (threads, Hp * SW * Wq) zero-filled once (plane()); the planes split over
+    P's rows (OpenMP threads)."""
+    if lanes not in HAVE or not HAVE[lanes]:
+        raise ValueError(f"depthwise_rows: {lanes} lanes are not on this CPU")
+    cdef tuple xs = (x.shape[0], x.shape[1], x.shape[2], x.shape[3])
+    cdef tuple ys = (y.shape[0], y.shape[1], y.shape[2], y.shape[3])
+    cdef dwr_args a = _geometry(xs, ys, kh, kw, strides, pads, dilations)
+    cdef long hp, wq
+    dwr_plane(&a, lanes, &hp, &wq)
+    a.Hp, a.Wq = hp, wq
+    if P.shape[1] < hp * a.SW * wq or w.shape[0] != a.C or w.shape[1] != kh * kw:
+        raise ValueError("depthwise_rows: scratch or weights do not match")
+    cdef const float[::1] bv
+    cdef const float[:, :, :, ::1] zv
+    a.x, a.w, a.y = &x[0, 0, 0, 0], &w[0, 0], &y[0, 0, 0, 0]
+    a.bias = NULL
+    a.z = NULL
+    if bias is not None:
+        bv = bias
+        if bv.shape[0] != a.C:
+            raise ValueError("depthwise_rows: one bias per channel")
+        a.bias = &bv[0]
+    if z is not None:
+        zv = z
+        if (zv.shape[0], zv.shape[1], zv.shape[2], zv.shape[3]) != ys:
+            raise ValueError("depthwise_rows: z must have the output's shape")
+        a.z = &zv[0, 0, 0, 0]
+    a.act, a.lo, a.hi = ACT[act], lo, hi
+    cdef long planes = a.N * a.C
+    cdef int t, nt = max(1, min(P.shape[0], planes))
+    if planes == 0 or a.OH == 0 or a.OW == 0:
+        return
+    with nogil:
+        if nt == 1:
+            dwr_run(&a, &P[0, 0], 0, planes, lanes)
+        else:
+            for t in prange(nt, num_threads=nt, schedule="static"):
+                dwr_run(&a, &P[t, 0], t * planes // nt, (t + 1) * planes // nt, lanes)
