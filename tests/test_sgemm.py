@@ -168,16 +168,21 @@ def test_implicit_im2col(portable):
     for c, h, wd, m, k, s, p, d in [(3, 17, 13, 8, 3, 1, 1, 1), (5, 9, 9, 7, 3, 2, 1, 1),
                                     (16, 9, 7, 12, 1, 2, 0, 1), (4, 12, 11, 4, 3, 1, 2, 2),
                                     (64, 14, 14, 20, 3, 1, 1, 1), (6, 5, 40, 9, 5, 3, 2, 1),
-                                    (2, 1, 1, 3, 3, 1, 1, 1)]:
+                                    (2, 1, 1, 3, 3, 1, 1, 1), (40, 7, 7, 33, 3, 1, 1, 1)]:
         x = rng.standard_normal((c, h, wd)).astype(np.float32)
         w = rng.standard_normal((m, c, k, k)).astype(np.float32)
         want, oh, ow = _conv_ref(x, w, s, p, d)
         lib, isa = _lib(portable)
-        g = lib.SGemm(m, oh * ow, c * k * k, packed_a=lib.pack_a(w.reshape(m, -1)),
-                      conv=(c, h, wd, k, k, s, s, p, p, d, d, oh, ow), isa=isa)
-        got = np.full((m, oh * ow), np.nan, np.float32)
-        g.run(x, got)
-        assert _rel(got, want) <= 1e-5, (c, h, wd, m, k, s, p, d)
+        geom = (c, h, wd, k, k, s, s, p, p, d, d, oh, ow)
+        wm = w.reshape(m, -1)
+        gs = [lib.SGemm(m, oh * ow, c * k * k, packed_a=lib.pack_a(wm), conv=geom, isa=isa)]
+        if "rows" in _modes(portable):   # the rows mode on the explicit im2col
+            gs.append(lib.SGemm(m, oh * ow, c * k * k, conv=geom, isa=isa,
+                                packed_wt=lib.pack_b(np.ascontiguousarray(wm.T))))
+        for g in gs:
+            got = np.full((m, oh * ow), np.nan, np.float32)
+            g.run(x, got)
+            assert _rel(got, want) <= 1e-5, (c, h, wd, m, k, s, p, d)
 
 
 @pytest.mark.parametrize("tier", PATHS)

@@ -56,6 +56,7 @@ cdef extern from "sgemm.h" nogil:
                       int tier, int direct_b, long j0, long j1)
     void sg_gemm_rows(long M, long N, long K, const float *wt, const float *B, long ldb,
                       float *C, long ldc, const sg_epi *e, long m_lo, long m_hi)
+    void sg_im2col(const sg_conv *g, float *cols, long k0, long k1)
 
 ACTIVATIONS = {"": 0, "Relu": 1, "Clip": 2, "HardSwish": 3, "HardSigmoid": 4, "Sigmoid": 5,
                "SiLU": 6, "LeakyRelu": 7, "Gelu": 8, "PRelu": 9}
@@ -208,6 +209,8 @@ cdef class SGemm:
             assert K == self.geom.C * self.geom.kh * self.geom.kw
             assert N == self.geom.oh * self.geom.ow
         self.wsize = sg_workspace_size(M, N, K, not self.a_is_const, self.a_is_const)
+        if self.rows and self.is_conv:   # the explicit im2col (K, N), shared by the threads
+            self.wsize = K * N
         # threads only where each gets >= 2 column panels; chunk: NR-aligned columns each
         # (rows mode: 2 * NR-aligned rows each, whole 32-channel panel pairs)
         step = 2 * SG_NR if self.rows else SG_NR
@@ -217,8 +220,8 @@ cdef class SGemm:
         self.own_ws = None
         self.tier = tier_of(isa, force_portable)
         self.direct_b = direct_b
-        if self.rows and (self.tier != 2 or self.is_conv):
-            raise ValueError("rows mode (packed_wt): the AVX-512 tier, B read in place")
+        if self.rows and self.tier != 2:
+            raise ValueError("rows mode (packed_wt): the AVX-512 tier only")
 
     @property
     def simd(self):
@@ -226,7 +229,7 @@ cdef class SGemm:
 
     @property
     def workspace_bytes(self):
-        return self.wsize * self.threads * 4
+        return self.wsize * (1 if self.rows else self.threads) * 4
 
     cdef float *_ws(self, ws) except NULL:
         if ws is None:
@@ -295,14 +298,8 @@ cdef class SGemm:
                 if zp != NULL:
                     e.z = zp + b * os
                     e.ldz = self.N
-                if self.rows and nt == 1:
-                    sg_gemm_rows(self.M, self.N, self.K, self.const_op.packed, xp + b * xs,
-                                 self.N, op + b * os, self.N, &e, 0, self.M)
-                elif self.rows:
-                    for t in prange(nt, num_threads=nt, schedule="static"):
-                        sg_gemm_rows(self.M, self.N, self.K, self.const_op.packed, xp + b * xs,
-                                     self.N, op + b * os, self.N, &e, t * self.chunk,
-                                     min(self.M, (t + 1) * self.chunk))
+                if self.rows:
+                    self._run_rows(xp + b * xs, op + b * os, &e, wsp)
                 elif nt == 1:
                     sg_gemm(self.M, self.N, self.K, &self.const_op, &var, gp, op + b * os,
                             self.N, &e, wsp, self.tier, self.direct_b)
@@ -312,6 +309,28 @@ cdef class SGemm:
                                      op + b * os, self.N, &e, wsp + t * self.wsize,
                                      self.tier, self.direct_b, t * self.chunk,
                                      min(self.N, (t + 1) * self.chunk))
+
+    cdef void _run_rows(self, const float *x, float *out, const sg_epi *e, float *ws) noexcept nogil:
+        """Rows mode, one image: B is x itself (1x1) or its im2col in ws (split over the
+        threads by K rows), then the channels split over the threads."""
+        cdef int t, nt = self.threads
+        cdef sg_conv g = self.geom
+        cdef const float *bsrc = x
+        if self.is_conv:
+            g.x = x
+            if nt == 1:
+                sg_im2col(&g, ws, 0, self.K)
+            else:
+                for t in prange(nt, num_threads=nt, schedule="static"):
+                    sg_im2col(&g, ws, t * self.K // nt, (t + 1) * self.K // nt)
+            bsrc = ws
+        if nt == 1:
+            sg_gemm_rows(self.M, self.N, self.K, self.const_op.packed, bsrc, self.N, out,
+                         self.N, e, 0, self.M)
+        else:
+            for t in prange(nt, num_threads=nt, schedule="static"):
+                sg_gemm_rows(self.M, self.N, self.K, self.const_op.packed, bsrc, self.N, out,
+                             self.N, e, t * self.chunk, min(self.M, (t + 1) * self.chunk))
 
     def run(self, src, float[:, ::1] out, const float[:, ::1] z=None, ws=None):
         """src: B (K, N) (any strides), or the image (C, H, W) for conv, when A is the
@@ -353,6 +372,12 @@ cdef class SGemm:
         cdef float *wsp = self._ws(ws)
         cdef float *c = &out[0, 0]
         cdef long ldc = out.strides[0] // 4
+        if self.rows and self.is_conv:
+            if ldc != self.N:
+                raise ValueError("run: the rows mode of a conv writes a contiguous out")
+            with nogil:
+                self._run_rows(g.x, c, &e, wsp)
+            return
         with nogil:
             if self.rows:
                 sg_gemm_rows(self.M, self.N, self.K, self.const_op.packed, var.src, var.rs,

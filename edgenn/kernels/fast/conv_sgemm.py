@@ -48,7 +48,7 @@ def _is_direct(node, ins, outs) -> bool:
 
 
 def _rows_supports(node, ins, outs) -> bool:
-    return (_conv_supports(node, ins, outs) and _is_direct(node, ins, outs)
+    return (_conv_supports(node, ins, outs)
             and int(np.prod(outs[0].shape[2:])) <= ROWS_MAX_PIXELS)
 
 
@@ -65,11 +65,13 @@ for _tier, _name in (("", "conv_sgemm"), ("avx512", "conv_sgemm_12x32__avx512f")
         lambda node, ins, outs, t=_isa: _prepare_conv(node, ins, outs, 1, t))
     kernel("Conv", _name + "_mt", supports=_mt_supports, isa=_tier, priority=int(bool(_tier)))(
         lambda node, ins, outs, t=_isa: _prepare_conv(node, ins, outs, plan_threads(), t))
-# the AVX-512 rows mode for small 1x1 convs (sg_gemm_rows_avx512: pixels broadcast,
-# channels in the vectors, so 7x7 = 49 pixels are not cut into 16-wide column vectors)
-kernel("Conv", "conv1x1_rows_12x32__avx512f", supports=_rows_supports, isa="avx512",
+# the AVX-512 rows mode for small outputs (sg_gemm_rows_avx512: pixels broadcast, channels
+# in the vectors, so 7x7 = 49 pixels are not cut into 16-wide column vectors, and each
+# 32 channels' weights are read once for all pixels): 1x1 convs read the image in place,
+# others its explicit im2col (Zen 5, ResNet-18's 512 -> 512 3x3 @ 7x7: 2.0 -> 1.5 ms)
+kernel("Conv", "conv_rows_12x32__avx512f", supports=_rows_supports, isa="avx512",
        priority=1)(lambda node, ins, outs: _prepare_conv(node, ins, outs, 1, "avx512", True))
-kernel("Conv", "conv1x1_rows_12x32__avx512f_mt", supports=_rows_mt_supports, isa="avx512",
+kernel("Conv", "conv_rows_12x32__avx512f_mt", supports=_rows_mt_supports, isa="avx512",
        priority=1)(lambda node, ins, outs: _prepare_conv(node, ins, outs, plan_threads(),
                                                          "avx512", True))
 
@@ -87,8 +89,9 @@ def _prepare_conv(node, ins, outs, threads: int, isa: str = "avx2", rows: bool =
     wmat = np.asarray(w, np.float32).reshape(m, k)
     epi = dict(bias_row=bias, act=node.attrs.get("activation", ""),
                params=node.attrs.get("activation_params", []) or [], threads=threads, isa=isa)
-    if rows:     # W^T as the constant B panels; the image read in place
-        g = sg.SGemm(m, npix, k, packed_wt=sg.pack_b(np.ascontiguousarray(wmat.T)), **epi)
+    if rows:     # W^T as the constant B panels; the image read in place or im2col'd
+        g = sg.SGemm(m, npix, k, packed_wt=sg.pack_b(np.ascontiguousarray(wmat.T)), conv=None
+                     if direct else (c, h, wd, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow), **epi)
     else:
         g = sg.SGemm(m, npix, k, packed_a=sg.pack_a(wmat), direct_b=direct, conv=None if direct
                      else (c, h, wd, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow), **epi)

@@ -643,6 +643,39 @@ static void sg_gemm(long M, long N, long K, const sg_operand *a, const sg_operan
     sg_gemm_cols(M, N, K, a, b, conv, C, ldc, e, ws, tier, direct_b, 0, N);
 }
 
+/* The rows mode's B for a conv: the im2col made explicit, cols (K, N) row-major, row k
+ * tap (c, i, j) as in sg_conv, column n output pixel (n / OW, n % OW), zero where the tap
+ * falls in the padding. Rows [k0, k1) (threads split K); each output row of a tap is one
+ * zero run, one copy (unit stride: a plain loop the compiler vectorizes) and one zero run. */
+static void sg_im2col(const sg_conv *g, float *cols, long k0, long k1) {
+    const long N = (long)g->oh * g->ow, taps = (long)g->kh * g->kw;
+    for (long k = k0; k < k1; k++) {
+        const long c = k / taps, i = k / g->kw % g->kh, j = k % g->kw;
+        const long off = j * g->dw - g->pw;     /* input column of output column 0 */
+        /* output columns whose input column ox * sw + off is inside [0, W) */
+        long lo = off >= 0 ? 0 : (-off + g->sw - 1) / g->sw;
+        long hi = g->W - 1 - off < 0 ? 0 : (g->W - 1 - off) / g->sw + 1;
+        if (hi > g->ow) hi = g->ow;
+        if (lo > hi) lo = hi;
+        float *dst = cols + k * N;
+        for (long oy = 0; oy < g->oh; oy++, dst += g->ow) {
+            const long iy = oy * g->sh - g->ph + i * g->dh;
+            if (iy < 0 || iy >= g->H) {
+                memset(dst, 0, (size_t)g->ow * 4);
+                continue;
+            }
+            const float *restrict src = g->x + (c * g->H + iy) * g->W + off;
+            long ox = 0;
+            for (; ox < lo; ox++) dst[ox] = 0.f;
+            if (g->sw == 1)
+                for (; ox < hi; ox++) dst[ox] = src[ox];
+            else
+                for (; ox < hi; ox++) dst[ox] = src[ox * g->sw];
+            for (; ox < g->ow; ox++) dst[ox] = 0.f;
+        }
+    }
+}
+
 /* Rows mode (sg_gemm_rows_avx512): the AVX-512 tier only; SGemm refuses it on the others. */
 static inline void sg_gemm_rows(long M, long N, long K, const float *wt, const float *B, long ldb,
                          float *C, long ldc, const sg_epi *e, long m_lo, long m_hi) {
