@@ -37,7 +37,9 @@ def _mt_supports(node, ins, outs) -> bool:
     return plan_threads() > 1 and _conv_supports(node, ins, outs)
 
 
-ROWS_MAX_PIXELS = 1024   # rows mode measured slower from ~784 output pixels on (Zen 5)
+# rows mode offered up to this many output pixels (Zen 5: from ~784 on the column mode's
+# 32-pixel vectors are full and it was as fast or faster)
+ROWS_MAX_PIXELS = 1024
 
 
 def _is_direct(node, ins, outs) -> bool:
@@ -89,12 +91,12 @@ def _prepare_conv(node, ins, outs, threads: int, isa: str = "avx2", rows: bool =
     wmat = np.asarray(w, np.float32).reshape(m, k)
     epi = dict(bias_row=bias, act=node.attrs.get("activation", ""),
                params=node.attrs.get("activation_params", []) or [], threads=threads, isa=isa)
+    conv = None if direct else (c, h, wd, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow)
     if rows:     # W^T as the constant B panels; the image read in place or im2col'd
-        g = sg.SGemm(m, npix, k, packed_wt=sg.pack_b(np.ascontiguousarray(wmat.T)), conv=None
-                     if direct else (c, h, wd, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow), **epi)
+        g = sg.SGemm(m, npix, k, packed_wt=sg.pack_b(np.ascontiguousarray(wmat.T)), conv=conv,
+                     **epi)
     else:
-        g = sg.SGemm(m, npix, k, packed_a=sg.pack_a(wmat), direct_b=direct, conv=None if direct
-                     else (c, h, wd, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow), **epi)
+        g = sg.SGemm(m, npix, k, packed_a=sg.pack_a(wmat), direct_b=direct, conv=conv, **epi)
     has_z = len(ins) > 3 and ins[3] is not None
     gemm = g.run_images    # whole batch in one call, x / out / z as given (C-contiguous)
     ws = scratch.bytes_(g.workspace_bytes)
