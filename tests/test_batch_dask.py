@@ -38,7 +38,11 @@ def test_score_array_matches_one_process_and_loads_once_per_worker(client):
     got = score_array(client, DEMO_MODEL, da.from_array(x, chunks=(90, 1, 8, 8)),
                       batch=32).compute()
     want = edgenn.InferenceSession(DEMO_MODEL).run(None, {"image": x})[0]
-    np.testing.assert_array_equal(got, want)
+    # each worker tunes its own plans (and a batch of 32 is not the whole array): where timing picks
+    # another of the equally exact conv kernels, its float32 sums round differently, a few
+    # ulps per layer (eps = 1.2e-7) through the net and its softmax; 1e-5 is ~80 eps
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-9)
+    assert np.array_equal(got.argmax(1), want.argmax(1))
     loads = client.run(lambda: __import__("edgenn.batch.dask", fromlist=["_"]).LOADS[0])
     assert len(loads) == 2 and all(n == 1 for n in loads.values()), loads
     # a second job reuses the workers' sessions
