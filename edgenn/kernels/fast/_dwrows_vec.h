@@ -2,23 +2,14 @@
  * DWR_* macros defined. */
 
 /* Plane x (H, W) into the phase plane P (_phases.h's layout) in vectors: stride 1 copies
- * rows, stride 2 deinterleaves even / odd columns (DWR_DEINTERLEAVE: 2 L inputs -> L + L);
- * tails and other strides through phases_fill_plane. */
+ * rows (L floats, then 4, then singles), stride 2 deinterleaves even / odd columns
+ * (DWR_DEINTERLEAVE: 2 L inputs -> L + L); short stride-2 rows and other strides through
+ * phases_fill_plane. */
 DWR_ATTR __attribute__((always_inline))
 static inline void DWR_FILL(const dwr_args *a, const float *x, float *P)
 {
     const long W = a->W, Wq = a->Wq, pl = a->PL, SW = a->SW;
-    if (SW == 1 && W < 2 * DWR_L) {      /* short rows: 4-float pieces, then singles */
-        for (long iy = 0; iy < a->H; iy++) {
-            const float *s = x + iy * W;
-            float *d = P + (a->PT + iy) * Wq + pl;
-            long ix = 0;
-            for (; ix + 4 <= W; ix += 4) _mm_storeu_ps(d + ix, _mm_loadu_ps(s + ix));
-            for (; ix < W; ix++) d[ix] = s[ix];
-        }
-        return;
-    }
-    if (SW > 2 || W < 2 * DWR_L) {
+    if (SW > 2 || (SW == 2 && W < 2 * DWR_L)) {
         phases_fill_plane(x, P, a->H, W, Wq, a->PT, pl, SW);
         return;
     }
@@ -28,6 +19,7 @@ static inline void DWR_FILL(const dwr_args *a, const float *x, float *P)
         long ix = 0;
         if (SW == 1) {
             for (; ix + DWR_L <= W; ix += DWR_L) DWR_STOREU(d + pl + ix, DWR_LOAD(s + ix));
+            for (; ix + 4 <= W; ix += 4) _mm_storeu_ps(d + pl + ix, _mm_loadu_ps(s + ix));
             for (; ix < W; ix++) d[pl + ix] = s[ix];
             continue;
         }
@@ -192,19 +184,18 @@ DWR_ATTR static void DWR_PLANES(const dwr_args *a, float *P, long p0, long p1)
             float *yr = yp + oy * a->OW;
             const float *zr = zp ? zp + oy * a->OW : NULL;
             const int spill = oy == a->OH - 1 || in_place;
-            for (long v0 = 0; v0 < nvec; v0 += 4) {   /* the general kernel: tiles of 4 */
-                const long nv = nvec - v0 < 4 ? nvec - v0 : 4, ox0 = v0 * DWR_L;
-                const float *zo = zr ? zr + ox0 : NULL;
-                if (nv == 4)
-                    DWR_TILE(a, q + ox0, wc, b, toff, T, a->OW - ox0, yr + ox0, zo, lo, hi, spill, 4);
-                else
-                    DWR_TILE(a, q + ox0, wc, b, toff, T, a->OW - ox0, yr + ox0, zo, lo, hi, spill, 1);
-                if (nv < 4 && nv > 1)    /* the rest of a short last tile, one at a time */
-                    for (long v = 1; v < nv; v++) {
-                        const long o = ox0 + DWR_L * v;
-                        DWR_TILE(a, q + o, wc, b, toff, T, a->OW - o, yr + o,
-                                 zr ? zr + o : NULL, lo, hi, spill, 1);
-                    }
+            for (long v0 = 0; v0 < nvec; v0 += 4) {   /* the general kernel: tiles of 4, */
+                if (nvec - v0 >= 4) {                   /* a short last one vector by vector */
+                    const long o = v0 * DWR_L;
+                    DWR_TILE(a, q + o, wc, b, toff, T, a->OW - o, yr + o, zr ? zr + o : NULL,
+                             lo, hi, spill, 4);
+                    continue;
+                }
+                for (long v = v0; v < nvec; v++) {
+                    const long o = v * DWR_L;
+                    DWR_TILE(a, q + o, wc, b, toff, T, a->OW - o, yr + o, zr ? zr + o : NULL,
+                             lo, hi, spill, 1);
+                }
             }
         }
     }
