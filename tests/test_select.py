@@ -166,21 +166,23 @@ def test_two_thread_session_times_both_pools_once(pooled_relu_kernels, monkeypat
 
 def test_pool_timing_interleaves_the_plans(monkeypatch):
     """The two pools' plans are timed round by round, alternately (a burst of load hits
-    both), each after its own warm-up, never while the other pool's workers spin."""
+    both), each sample the second of two runs in a row (the first wakes the pool's
+    sleeping workers), never while OpenBLAS's workers spin: after a plan that called BLAS
+    the timing waits for them, after one that did not it does not."""
     from edgenn.runtime import session as session_mod
     order = []
     monkeypatch.setattr(session_mod, "_run", lambda plan, threads, feeds, names:
                         order.append(plan.pool))
-    monkeypatch.setattr(session_mod, "_let_blas_idle", lambda pool: order.append(f"idle-{pool}"))
+    monkeypatch.setattr(session_mod.thread_control, "wait_blas_idle",
+                        lambda: order.append("idle"))
 
     class FakePlan:
         def __init__(self, pool):
             self.pool, self.input_specs, self.output_refs = pool, [("float32", (2,))], {}
+            self.uses_blas = pool == "blas"
     times = session_mod._time_plans({"blas": FakePlan("blas"), "omp": FakePlan("omp")}, 2,
                                     rounds=3)
-    # after every BLAS-pool run, OpenBLAS's spinning workers are let go to sleep first
-    assert order == ["blas", "idle-blas", "omp", "idle-omp"] + \
-        ["blas", "idle-blas", "omp", "idle-omp"] * 3
+    assert order == ["blas", "blas", "idle", "omp", "omp"] * 3
     assert set(times) == {"blas", "omp"} and all(t >= 0 for t in times.values())
 
 
@@ -215,7 +217,10 @@ def test_blas_idle_wait_only_after_blas_runs(monkeypatch):
     from edgenn.runtime import session as session_mod
     slept = []
     monkeypatch.setattr("time.sleep", slept.append)
-    session_mod._let_blas_idle("omp")
-    session_mod._let_blas_idle("blas")
+    class FakePlan:
+        def __init__(self, uses_blas):
+            self.uses_blas = uses_blas
+    session_mod._let_blas_idle(FakePlan(False))
+    session_mod._let_blas_idle(FakePlan(True))
     from edgenn.runtime import threads
     assert slept == [threads.BLAS_SPIN_S] and threads.BLAS_SPIN_S >= 0.1

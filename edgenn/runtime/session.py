@@ -121,7 +121,9 @@ class InferenceSession:
         (mixed, each pool's spinning idle workers starve the other's: measured 2-9x slower);
         both are timed whole and the faster is kept, the decision cached per CPU."""
         from . import tunecache
-        key = "pool|" + tunecache.graph_key(self.graph, shapes)
+        # "-steady": decided by _time_plans' steady-state samples (the older "pool|"
+        # entries were timed right after a pause and favour one thread: not reused)
+        key = "pool-steady|" + tunecache.graph_key(self.graph, shapes)
         cache = tunecache.load(self.threads) if self.tune != "off" else {}
         known = cache.get(key, {}).get("pool") if self.tune == "cached" else None
         if self.tune == "off" or known in ("blas", "omp"):
@@ -217,32 +219,39 @@ def _run(plan: Plan, threads: int, feeds, outputs, timings=None) -> list[np.ndar
 
 
 def _time_plans(plans: dict[str, Plan], threads: int, rounds: int = 7) -> dict[str, float]:
-    """Median seconds of a whole run of each plan on zero inputs (after one warm-up run
-    each), the rounds interleaved across the plans: a burst of load on a shared machine
-    then slows every plan alike instead of deciding (and caching) the choice. Seen on a
-    2-core guest timing the pools one after the other: the OpenMP plan measured 1.3x
-    slower while the second core was busy, and MobileNetV2 ran 10 ms instead of 7.5."""
+    """Median seconds of a whole run of each plan on zero inputs in the steady state of
+    back-to-back calls, the rounds interleaved across the plans: a burst of load on a
+    shared machine then slows every plan alike instead of deciding (and caching) the
+    choice. Seen on a 2-core guest timing the pools one after the other: the OpenMP plan
+    measured 1.3x slower while the second core was busy, and MobileNetV2 ran 10 ms
+    instead of 7.5.
+
+    Each sample is the second of two runs in a row: after the pause for OpenBLAS's
+    spinning workers (_let_blas_idle) the other core's vCPU is asleep, and the first run
+    after it pays for waking it (and for cold caches). Timed alone, that first run made a
+    one-layer 1x1 conv's OpenMP plan read 1.5-5.7 ms for its 0.15 ms steady state (the
+    one-thread plan: 0.26 -> 0.53; AMD EPYC 26/2 (Zen 5), 2 threads), so every small graph
+    was given the one-thread plan, and a family's 2-thread probe layers ran on one core."""
     import time
     args = {}
     for pool, plan in plans.items():
         feeds = [np.zeros(shape, dtype) for dtype, shape in plan.input_specs]
         args[pool] = (plan, feeds, list(plan.output_refs))
-        _run(plan, threads, feeds, args[pool][2])
-        _let_blas_idle(pool)
     samples = {pool: [] for pool in plans}
     for _ in range(rounds):
         for pool, (plan, feeds, names) in args.items():
+            _run(plan, threads, feeds, names)
             t0 = time.perf_counter()
             _run(plan, threads, feeds, names)
             samples[pool].append(time.perf_counter() - t0)
-            _let_blas_idle(pool)
+            _let_blas_idle(plan)
     return {pool: float(np.median(s)) for pool, s in samples.items()}
 
 
-def _let_blas_idle(pool: str) -> None:
-    """After a run of a BLAS-pool plan, wait until OpenBLAS's workers sleep (threads.
+def _let_blas_idle(plan: Plan) -> None:
+    """After a run of a plan that called BLAS, wait until OpenBLAS's workers sleep (threads.
     wait_blas_idle), so the next plan timed runs on free cores: alternating the plans had
     ResNet-18's OpenMP plan timed at 31.9 ms (12.6 alone) on Zen 5 at 2 threads, the BLAS
     plan chosen and cached. Steady state never mixes the pools."""
-    if pool == "blas":
+    if plan.uses_blas:
         thread_control.wait_blas_idle()
