@@ -280,11 +280,14 @@ def test_predict_scales_class_by_class():
         pytest.approx(want)
     with pytest.raises(ValueError):
         probe.predict(prof, host, {})
-    # anchors: measured / predicted ratios at both ends, interpolated in log weight bytes
-    base = [1.0, 2.0, 4.0]
-    fixed = probe.anchored(base, [1e6, 4e6, 16e6], {0: 1.0, 2: 8.0})
-    assert fixed == pytest.approx([1.0, 2.0 * 2 ** 0.5, 8.0])
-    assert probe.anchored(base, [1e6, 4e6, 16e6], {}) == base
+    # anchors: measured / predicted ratios, interpolated in log predicted latency, held
+    # flat beyond the outermost anchors
+    base = [1.0, 2.0, 4.0, 8.0]
+    fixed = probe.anchored(base, {0: 1.0, 2: 8.0})
+    assert fixed == pytest.approx([1.0, 2.0 * 2 ** 0.5, 8.0, 16.0])
+    assert probe.anchored(base, {}) == base
+    assert probe.anchor_members([5.0, 1.0, 3.0, 9.0, 2.0]) == [1, 2, 3]
+    assert probe.anchor_members([1.0, 1.0]) == [0, 1]
 
 
 def test_choose_honours_latency_accuracy_and_size(digits_family):

@@ -134,8 +134,8 @@ class Family:
     # -- the device --------------------------------------------------------------------------
     def probe(self, threads: int = 1, again: bool = False) -> dict:
         """This device's probe: {"layers": member index -> {kernel class: ms of its probe
-        layer here}, "anchors": member index -> ms of its whole run here (the smallest and
-        the largest member), "seconds": what probing took}. Timed once per (threads, tier)
+        layer here}, "anchors": member index -> ms of its whole run here (the fastest,
+        middle and slowest member on the build host), "seconds": what probing took}. Timed once per (threads, tier)
         and kept (`again`: timed anew, as when the machine's load changed); layers of the
         same signature are timed once. Each figure is the fastest of PROBE_ROUNDS rounds
         (each a median), as the build host's are (build.host_figures): on a shared
@@ -145,11 +145,10 @@ class Family:
         if again or key not in self._probes:
             t0 = time.perf_counter()
             graphs, sig_of = self.probe_graphs()
-            ends = {min(self.members, key=lambda m: m.bytes).index,
-                    max(self.members, key=lambda m: m.bytes).index}
+            ends = probe.anchor_members([m.profile.latency_ms for m in self.members])
             whole = {i: (self._session(self.members[i], threads), probe.random_feeds(
                 [(v.name, v.dtype, self.members[i].input_shapes[v.name])
-                 for v in self.members[i].graph.inputs])) for i in sorted(ends)}
+                 for v in self.members[i].graph.inputs])) for i in ends}
             # the fastest of a few rounds: the machine's speed when nothing contends for it
             planned = probe.Layers(graphs, threads)
             timed = {sig: float("inf") for sig in graphs}
@@ -193,7 +192,7 @@ class Family:
         dev = self.probe(threads, again)
         base = [probe.predict(m.profile, m.probe_ms, dev["layers"][m.index])
                 for m in self.members]
-        return probe.anchored(base, [m.bytes for m in self.members], dev["anchors"])
+        return probe.anchored(base, dev["anchors"])
 
     def choose(self, latency_ms: float | None = None, accuracy: float | None = None,
                size: float | None = None, threads: int = 1,

@@ -195,21 +195,31 @@ def overhead_ms(threads: int, steps: int = 32, seconds: float = PROBE_SECONDS) -
     return float(np.median(out)) * 1e3
 
 
-def anchored(base: list[float], weights: list[float], anchors: dict[int, float]) -> list[float]:
+def anchor_members(host_ms: list[float]) -> list[int]:
+    """The members whose whole runs anchor the prediction (`anchored`): the fastest, the
+    middle and the slowest on the build host (fewer when members tie)."""
+    order = sorted(range(len(host_ms)), key=lambda i: host_ms[i])
+    return sorted({order[0], order[len(order) // 2], order[-1]}) if order else []
+
+
+def anchored(base: list[float], anchors: dict[int, float]) -> list[float]:
     """Layer-based predictions `base` corrected by the anchors (member index -> its whole
     run measured on the device): each anchor's measured / predicted ratio, interpolated
-    between the anchors in log weight bytes (`weights`, per member). The layer probes
-    run each layer alone, its weights in cache; a whole model streams all of them, so
-    the memory system (and its contention on a shared machine) weighs on a member in
-    proportion to its footprint, which the anchors, the smallest and largest member,
-    measure at both ends."""
-    pts = sorted((np.log(max(weights[i], 1.0)), np.log(ms / base[i]))
+    between the anchors in log predicted latency. The layer probes run each layer alone,
+    its weights in cache and its threads started; a whole model streams all its weights,
+    syncs its threads once per layer and meets the machine's load of the moment, which
+    shifts small and large members differently. Measured (AMD EPYC 26/2 (Zen 5),
+    MobileNetV2 family, 4 devices: avx512vnni / avx2 x 1 / 2 threads): layer probes alone
+    -35% .. +49% per member; anchored at the two ends in log weight bytes (an int8 and an
+    fp32 member of one geometry are 4x apart there, yet scale alike) -29% .. +45%; at the
+    fastest, middle and slowest member in log predicted latency -6% .. +14% but one member
+    at 2 threads (+40%, on a machine whose 2-thread speed drifts by 1.4x between runs)."""
+    pts = sorted((np.log(base[i]), np.log(ms / base[i]))
                  for i, ms in anchors.items() if base[i] > 0 and ms > 0)
     if not pts:
         return list(base)
     xs, ys = [p[0] for p in pts], [p[1] for p in pts]
-    return [b * float(np.exp(np.interp(np.log(max(w, 1.0)), xs, ys)))
-            for b, w in zip(base, weights)]
+    return [b * float(np.exp(np.interp(np.log(b), xs, ys))) if b > 0 else b for b in base]
 
 
 def predict(host: Profile, host_ms: dict[str, float], device_ms: dict[str, float]) -> float:
