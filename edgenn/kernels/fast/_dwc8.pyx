@@ -44,10 +44,17 @@ cdef extern from "_dwc8.h" nogil:
     int dwc8_run_groups(int avx2, const float *x, const float *w8, const float *b8,
                         const long *off, const float *z, float *y, float *Q, float *obuf,
                         const dwc8_geom *g, int g0, int g1)
+    long dwc8_obuf_floats(int OH, int OW)
 
 
 cdef bint _avx2 = edgenn_isa_x86(EDGENN_ISA_AVX2)
 HAS_AVX2 = _avx2
+
+
+def obuf_floats(int OH, int OW) -> int:
+    """Floats of dwc8's output buffer per thread: a row (OW, 8), or a small plane's whole
+    (OH*OW, 8) (unpacked flat, _dwc8.h)."""
+    return dwc8_obuf_floats(OH, OW)
 
 
 def pool8(const float[:, :, :, ::1] x, const long[::1] off, const float[:, ::1] cnt,
@@ -144,7 +151,8 @@ def dwc8(const float[:, :, :, ::1] x, const float[:, :, ::1] w8, const float[:, 
          int mode, float p0, float p1, bint has_z, bint avx2):
     """x (N, C, H, W) -> y (N, C, OH, OW); z like y when has_z (else any 4-D array);
     w8 (ceil(C/8), T, 8), b8 (ceil(C/8), 8), off (T,); per thread t (Q.shape[0] OpenMP
-    threads, each a range of the channel groups) Q[t] (>= Hp*Wp*8, zeroed), obuf[t] (OW*8)."""
+    threads, each a range of the channel groups) Q[t] (>= Hp*Wp*8, zeroed), obuf[t]
+    (>= obuf_floats(OH, OW))."""
     cdef dwc8_geom g
     g.kind, g.cnt = 0, NULL
     g.N, g.C, g.H, g.W = x.shape[0], x.shape[1], x.shape[2], x.shape[3]
@@ -155,6 +163,9 @@ def dwc8(const float[:, :, :, ::1] x, const float[:, :, ::1] w8, const float[:, 
     cdef int use_avx2 = avx2 and _avx2
     cdef int nt = Q.shape[0], groups = (g.C + 7) // 8, t
     cdef int per = (groups + nt - 1) // nt
+    if Q.shape[1] < <long>Hp * Wp * 8 or obuf.shape[1] < dwc8_obuf_floats(g.OH, g.OW) \
+            or obuf.shape[0] < nt:
+        raise ValueError("dwc8: scratch smaller than the geometry needs")
     if nt == 1:
         with nogil:
             dwc8_run(use_avx2, &x[0, 0, 0, 0], &w8[0, 0, 0], &b8[0, 0], &off[0], zp,

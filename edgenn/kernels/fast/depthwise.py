@@ -120,7 +120,7 @@ def prepare_c8_mt(node, ins, outs):
 
 
 def _prepare_c8(node, ins, outs, threads: int):
-    from ._dwc8 import dwc8
+    from ._dwc8 import dwc8, obuf_floats
     x, w, y = ins[0], ins[1].value, outs[0]
     c, _, kh, kw = w.shape
     h, wd, oh, ow = x.shape[2], x.shape[3], y.shape[2], y.shape[3]
@@ -134,9 +134,10 @@ def _prepare_c8(node, ins, outs, threads: int):
     if len(ins) > 2 and ins[2] is not None:
         b8[:c] = ins[2].value
     b8 = b8.reshape(groups, 8)
-    # per thread: the padded plane of 8 lanes (borders stay zero), an output row
+    # per thread: the padded plane of 8 lanes (borders stay zero), an output row (a small
+    # plane: all its rows)
     q = scratch.array((threads, hp * wp * 8), np.float32, persistent=True, fill=0.0)
-    obuf = scratch.array((threads, ow * 8), np.float32)
+    obuf = scratch.array((threads, obuf_floats(oh, ow)), np.float32)
     has_z = len(ins) > 3 and ins[3] is not None
     mode, p0, p1 = act_params(node)
     dummy = np.zeros((1, 1, 1, 1), np.float32)
