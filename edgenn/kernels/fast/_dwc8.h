@@ -47,27 +47,6 @@ static void dwc8_pack(const float *xb, int c0, int nl, float *Q, const dwc8_geom
     }
 }
 
-/* r[0..7] <- its 8x8 transpose. */
-EDGENN_AVX2
-static inline void dwc8_transpose8(__m256 r[8])
-{
-    __m256 t[8], u[8];
-    for (int k = 0; k < 8; k += 2) {
-        t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]);
-        t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
-    }
-    for (int k = 0; k < 8; k += 4) {
-        u[k] = _mm256_shuffle_ps(t[k], t[k + 2], 0x44);
-        u[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], 0xEE);
-        u[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0x44);
-        u[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0xEE);
-    }
-    for (int k = 0; k < 4; k++) {
-        r[k] = _mm256_permute2f128_ps(u[k], u[k + 4], 0x20);
-        r[k + 4] = _mm256_permute2f128_ps(u[k], u[k + 4], 0x31);
-    }
-}
-
 /* Planes narrower than one vector (W < 8) are packed, and output planes with OW < 8
  * unpacked, as one flat run of H*W pixels, eight at a time through a transpose (a 7-wide
  * row was 56 scalar moves). Interleaved in one process, Clip 3x3, 1 thread: 960x7x7
@@ -101,7 +80,7 @@ static void dwc8_pack_flat_avx2(const float *xb, int c0, float *Q, const dwc8_ge
             i = plane - 8;
         for (int l = 0; l < 8; l++)
             r[l] = _mm256_loadu_ps(src + l * plane + i);
-        dwc8_transpose8(r);
+        simd_transpose8_ps(r);
         int iy = (int)(i / W), ix = (int)(i % W);
         for (int p = 0; p < 8; p++, ix++) {
             while (ix >= W) {
@@ -137,7 +116,7 @@ static void dwc8_pack_avx2(const float *xb, int c0, float *Q, const dwc8_geom *g
                 ix = W - 8;
             for (int l = 0; l < 8; l++)
                 r[l] = _mm256_loadu_ps(s + l * plane + ix);
-            dwc8_transpose8(r);
+            simd_transpose8_ps(r);
             for (int p = 0; p < 8; p++)
                 _mm256_storeu_ps(dst + (ix + p) * 8, r[p]);
         }
@@ -157,7 +136,7 @@ static void dwc8_unpack_flat_avx2(const float *obuf, float *yb, int c0, const dw
             i = plane - 8;
         for (int p = 0; p < 8; p++)
             r[p] = _mm256_loadu_ps(obuf + (i + p) * 8);
-        dwc8_transpose8(r);
+        simd_transpose8_ps(r);
         for (int l = 0; l < 8; l++)
             _mm256_storeu_ps(d + l * plane + i, r[l]);
     }
@@ -191,7 +170,7 @@ static void dwc8_unpack_row_avx2(const float *obuf, float *yb, int c0, int oy,
             ox = OW - 8;
         for (int p = 0; p < 8; p++)
             r[p] = _mm256_loadu_ps(obuf + (ox + p) * 8);
-        dwc8_transpose8(r);
+        simd_transpose8_ps(r);
         for (int l = 0; l < 8; l++)
             _mm256_storeu_ps(d + l * plane + ox, r[l]);
     }
