@@ -14,7 +14,9 @@ A shared machine's speed drops for seconds at a time (by up to 1.8x on the one t
 written on: a busy neighbour), so, as the family's own figures are, each measurement is
 the fastest of `--rounds` rounds (each a block's median), probes and blocks interleaved;
 the prediction is the median of the rounds' probes. Prints per device: the probe's time,
-each member's predicted / measured latency and the error, the targets met.
+each member's predicted / measured latency and the error, the same error taken round by
+round (each round's prediction against that round's measurement: the prediction's own
+error, apart from the machine's drift between rounds), the targets met.
 
     python scripts/check_family_devices.py /tmp/escale/mobilenet_v2.ennf
 """
@@ -56,6 +58,9 @@ def on_device(path: str, threads: int, rounds: int, targets: int) -> dict:
                          for s, f, p in zip(sessions, feeds, preds[-1])])
     pred = [float(v) for v in np.median(preds, axis=0)]
     measured = [float(v) for v in np.min(measures, axis=0)]
+    # each round's prediction against that round's measurement (the same machine state):
+    # the error a prediction makes, apart from the machine's drift between rounds
+    paired = [float(v) for v in np.median(np.array(preds) / np.array(measures) - 1, axis=0)]
     checks = []
     for target in np.geomspace(min(pred), max(pred) * 1.2, targets):
         with warnings.catch_warnings():
@@ -74,7 +79,7 @@ def on_device(path: str, threads: int, rounds: int, targets: int) -> dict:
                        "ok_unverified": bool(fits(first.index))})
     return {"device": f"{isa.describe()}, {threads} thread(s)",
             "probe_s": float(np.median(probe_s)), "predicted": pred, "measured": measured,
-            "checks": checks}
+            "paired": paired, "checks": checks}
 
 
 def main() -> int:
@@ -108,6 +113,7 @@ def main() -> int:
             r = json.loads(out.stdout.strip().splitlines()[-1])
             pred, meas = np.array(r["predicted"]), np.array(r["measured"])
             errs = pred / meas - 1
+            same = np.array(r["paired"])
             worst = max(worst, float(np.max(np.abs(errs))))
             met = sum(c["ok"] for c in r["checks"])
             unreachable = sum(not c["reachable"] for c in r["checks"])
@@ -118,10 +124,12 @@ def main() -> int:
                   f"{met}/{len(r['checks'])} by select ({unreachable} below the fastest member "
                   f"here: met if it picks the fastest; {looks} changed by its check run; "
                   f"{raw}/{len(r['checks'])} by the prediction alone); prediction error median "
-                  f"{np.median(np.abs(errs)):.1%}, worst {np.max(np.abs(errs)):.1%}")
-            print("  member  predicted ms  measured ms  error")
+                  f"{np.median(np.abs(errs)):.1%}, worst {np.max(np.abs(errs)):.1%}; "
+                  f"round by round: median {np.median(np.abs(same)):.1%}, worst "
+                  f"{np.max(np.abs(same)):.1%}")
+            print("  member  predicted ms  measured ms  error  same-round error")
             for k, e in enumerate(errs):
-                print(f"  {k:6} {pred[k]:13.3f} {meas[k]:12.3f} {e:+7.1%}")
+                print(f"  {k:6} {pred[k]:13.3f} {meas[k]:12.3f} {e:+7.1%}  {same[k]:+15.1%}")
             for c in r["checks"]:
                 if not c["ok"]:
                     print(f"  MISSED: target {c['target']:.3f} ms -> member {c['member']} "
