@@ -123,23 +123,30 @@ static void dwc8_pack_avx2(const float *xb, int c0, float *Q, const dwc8_geom *g
     }
 }
 
-/* Whole small output planes (OW < DWC8_FLAT_MAX_W, OH*OW >= 8): obuf (OH*OW, 8) to the
- * eight NCHW planes c0.., eight flat pixels at a time (the tail block overlapping). */
+/* n >= 8 pixels of obuf (n, 8) to the eight planes d, d + plane, ...: eight pixels at a
+ * time through a transpose, the tail block ending at the last pixel (overlapping). A row
+ * (dwc8_unpack_row_avx2), or a whole small plane (dwc8_unpack_flat_avx2). */
 EDGENN_AVX2
-static void dwc8_unpack_flat_avx2(const float *obuf, float *yb, int c0, const dwc8_geom *g)
+static inline void dwc8_unpack_run_avx2(const float *obuf, float *d, long n, long plane)
 {
-    const long plane = (long)g->OH * g->OW;
-    float *d = yb + (long)c0 * plane;
     __m256 r[8];
-    for (long i = 0; i < plane; i += 8) {
-        if (i > plane - 8)
-            i = plane - 8;
+    for (long i = 0; i < n; i += 8) {
+        if (i > n - 8)
+            i = n - 8;
         for (int p = 0; p < 8; p++)
             r[p] = _mm256_loadu_ps(obuf + (i + p) * 8);
         simd_transpose8_ps(r);
         for (int l = 0; l < 8; l++)
             _mm256_storeu_ps(d + l * plane + i, r[l]);
     }
+}
+
+/* Whole small output planes (dwc8_flat_out): obuf (OH*OW, 8) to the planes c0.. . */
+EDGENN_AVX2
+static void dwc8_unpack_flat_avx2(const float *obuf, float *yb, int c0, const dwc8_geom *g)
+{
+    const long plane = (long)g->OH * g->OW;
+    dwc8_unpack_run_avx2(obuf, yb + (long)c0 * plane, plane, plane);
 }
 
 /* Floats of obuf: OH*OW*8 where the output goes through it whole (dwc8_flat_out), else
@@ -158,22 +165,13 @@ static void dwc8_unpack_row_avx2(const float *obuf, float *yb, int c0, int oy,
     const long plane = (long)g->OH * g->OW;
     const int OW = g->OW;
     float *d = yb + (long)c0 * plane + (long)oy * OW;
-    __m256 r[8];
     if (OW < 8) {                       /* (masked stores are slow on AMD) */
         for (int l = 0; l < 8; l++)
             for (int ox = 0; ox < OW; ox++)
                 d[l * plane + ox] = obuf[ox * 8 + l];
         return;
     }
-    for (int ox = 0; ox < OW; ox += 8) {
-        if (ox > OW - 8)
-            ox = OW - 8;
-        for (int p = 0; p < 8; p++)
-            r[p] = _mm256_loadu_ps(obuf + (ox + p) * 8);
-        simd_transpose8_ps(r);
-        for (int l = 0; l < 8; l++)
-            _mm256_storeu_ps(d + l * plane + ox, r[l]);
-    }
+    dwc8_unpack_run_avx2(obuf, d, OW, plane);
 }
 
 static double dwc8_sigmoid(double v)
