@@ -56,6 +56,15 @@ static void dwc8_pack(const float *xb, int c0, int nl, float *Q, const dwc8_geom
  * tail already, and the flat run's per-pixel cell stores cost more. */
 #define DWC8_FLAT_MAX_W 8
 
+/* r[p] <- pixel p's eight channels: 8 pixels from each of the 8 planes s, s + plane, ... */
+EDGENN_AVX2 static inline __attribute__((always_inline)) void dwc8_gather8_avx2(
+        const float *s, long plane, __m256 r[8])
+{
+    for (int l = 0; l < 8; l++)
+        r[l] = _mm256_loadu_ps(s + l * plane);
+    simd_transpose8_ps(r);
+}
+
 /* Is the input plane packed flat (dwc8_pack_flat_avx2)? / the output unpacked flat? */
 static inline int dwc8_flat_dims(int H, int W)
 {
@@ -78,9 +87,7 @@ static void dwc8_pack_flat_avx2(const float *xb, int c0, float *Q, const dwc8_ge
     for (long i = 0; i < plane; i += 8) {
         if (i > plane - 8)
             i = plane - 8;
-        for (int l = 0; l < 8; l++)
-            r[l] = _mm256_loadu_ps(src + l * plane + i);
-        simd_transpose8_ps(r);
+        dwc8_gather8_avx2(src + i, plane, r);
         int iy = (int)(i / W), ix = (int)(i % W);
         for (int p = 0; p < 8; p++, ix++) {
             while (ix >= W) {
@@ -114,9 +121,7 @@ static void dwc8_pack_avx2(const float *xb, int c0, float *Q, const dwc8_geom *g
         for (int ix = 0; ix < W; ix += 8) {
             if (ix > W - 8)
                 ix = W - 8;
-            for (int l = 0; l < 8; l++)
-                r[l] = _mm256_loadu_ps(s + l * plane + ix);
-            simd_transpose8_ps(r);
+            dwc8_gather8_avx2(s + ix, plane, r);
             for (int p = 0; p < 8; p++)
                 _mm256_storeu_ps(dst + (ix + p) * 8, r[p]);
         }
