@@ -116,7 +116,8 @@ def test_large(portable):
 def test_every_epilogue(act, params, portable):
     rng = np.random.default_rng(3)
     for (m, n, k), mode in itertools.product([(6, 16, 8), (13, 37, 20), (20, 50, 700),
-                                              (40, 49, 64)], _modes(portable)):
+                                              (40, 49, 64), (1, 70, 700), (2, 37, 20)],
+                                             _modes(portable)):
         a = (rng.standard_normal((m, k)) / np.sqrt(k) * 3).astype(np.float32)
         b = rng.standard_normal((k, n)).astype(np.float32)
         br = rng.standard_normal(m).astype(np.float32)
@@ -125,7 +126,7 @@ def test_every_epilogue(act, params, portable):
         y = a.astype(np.float64) @ b + br[:, None] + bc[None, :] + z
         if act == "PRelu":            # slopes negative, 0, 1, > 1, then ordinary
             slopes = rng.standard_normal(m).astype(np.float32)
-            slopes[:4] = [-0.7, 0.0, 1.0, 2.5]
+            slopes[:4] = [-0.7, 0.0, 1.0, 2.5][:m]
             params, want = list(slopes), np.where(y >= 0, y, y * slopes[:, None])
         else:
             want = apply_activation(y, act, params)
@@ -269,6 +270,30 @@ def test_threaded_columns_match_one_thread(threads):
             g.run_images(x, y, z)
             outs.append(y)
         np.testing.assert_array_equal(outs[0], outs[1])
+
+
+@pytest.mark.parametrize("tier", PATHS)
+@pytest.mark.parametrize("threads", [2, 3])
+def test_threads_over_a_constant_b_match_one_thread(tier, threads):
+    """A constant B (a Gemm's weights): run() splits the columns over the threads, bit for
+    bit one thread's result; a batch-1 classifier, ragged panels, K past one block; 1 and 2
+    rows run as GEMVs (SG_GEMV_ROWS), 3 and 7 through the tiles."""
+    lib, isa = _lib(tier)
+    rng = np.random.default_rng(8)
+    for rows, kk, n in [(1, 1280, 1000), (2, 17, 65), (1, 3, 1), (2, 400, 33), (3, 17, 65),
+                        (7, 400, 64)]:
+        a = rng.standard_normal((rows, kk)).astype(np.float32)
+        b = rng.standard_normal((kk, n)).astype(np.float32)
+        bc = rng.standard_normal(n).astype(np.float32)
+        outs = []
+        for t in (1, threads):
+            g = lib.SGemm(rows, n, kk, packed_b=lib.pack_b(b), bias_col=bc, act="Relu",
+                          threads=t, isa=isa)
+            out = np.full((rows, n), np.nan, np.float32)
+            g.run(a, out)
+            outs.append(out)
+        np.testing.assert_array_equal(outs[0], outs[1])
+        assert _rel(outs[0], np.maximum(a.astype(np.float64) @ b + bc, 0)) <= 1e-5
 
 
 @pytest.mark.parametrize("tier", PATHS)

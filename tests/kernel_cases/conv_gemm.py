@@ -186,6 +186,19 @@ def gemm_cases():
             rng.standard_normal((7, 20)).astype(np.float32),
             rng.standard_normal((20, 33)).astype(np.float32),
             rng.standard_normal(33).astype(np.float32)]
+    # wide outputs (the threaded kernels split them: >= 4 column panels), a batch-1
+    # classifier, a ragged last panel, leading dims, a residual Z
+    for (lead, k, n), trans_b, (act, params) in itertools.product(
+            [((1,), 40, 1000), ((3,), 17, 65), ((2, 5), 33, 97), ((1,), 300, 64)], (0, 1),
+            ACTS[:3]):
+        attrs = dict(alpha=0.7, beta=1.3, transA=0, transB=trans_b, activation=act,
+                     activation_params=params)
+        inputs = [rng.standard_normal(lead + (k,)).astype(np.float32),
+                  rng.standard_normal((n, k) if trans_b else (k, n)).astype(np.float32),
+                  rng.standard_normal(n).astype(np.float32)]
+        if trans_b:
+            inputs.append(rng.standard_normal(lead + (n,)).astype(np.float32))
+        yield Node("Gemm", ["a", "b", "c", "z"][:len(inputs)], ["y"], attrs, "gemm"), inputs
     a = rng.standard_normal((6, 4)).astype(np.float32)  # transA, no C
     yield Node("Gemm", ["a", "b"], ["y"], dict(alpha=1.0, beta=1.0, transA=1, transB=0),
                "gemm"), [a, rng.standard_normal((6, 3)).astype(np.float32)]

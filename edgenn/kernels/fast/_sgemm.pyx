@@ -54,6 +54,9 @@ cdef extern from "sgemm.h" nogil:
     void sg_gemm_cols(long M, long N, long K, const sg_operand *a, const sg_operand *b,
                       const sg_conv *conv, float *C, long ldc, const sg_epi *e, float *ws,
                       int tier, int direct_b, long j0, long j1)
+    void sg_gemm_bconst_cols(long M, long N, long K, const sg_operand *a, const sg_operand *b,
+                             float *C, long ldc, const sg_epi *e, float *ws, int tier,
+                             long j0, long j1)
     void sg_gemm_rows(long M, long N, long K, const float *wt, const float *B, long ldb,
                       float *C, long ldc, const sg_epi *e, long m_lo, long m_hi)
     void sg_im2col(const sg_conv *g, float *cols, long k0, long k1)
@@ -143,7 +146,8 @@ cdef class SGemm:
     params as in the fused Conv/Gemm attrs (PRelu: one slope per row of A); force_portable
     skips the AVX2 path.
     threads > 1: run_images splits the columns (output pixels) into that many contiguous
-    NR-aligned ranges, one OpenMP thread each with its own workspace.
+    NR-aligned ranges, one OpenMP thread each with its own workspace. B constant (a Gemm's
+    weights): run() splits the columns over the threads.
     ws: a caller's workspace of workspace_bytes (None: the object's own, see _workspace.pxi)."""
     cdef long M, N, K, wsize, chunk
     cdef int threads
@@ -215,7 +219,7 @@ cdef class SGemm:
         # (rows mode: 2 * NR-aligned rows each, whole 32-channel panel pairs)
         step = 2 * SG_NR if self.rows else SG_NR
         panels = ((M if self.rows else N) + step - 1) // step
-        self.threads = max(1, min(threads, panels // 2)) if self.a_is_const else 1
+        self.threads = max(1, min(threads, panels // 2))
         self.chunk = (panels + self.threads - 1) // self.threads * step
         self.own_ws = None
         self.tier = tier_of(isa, force_portable)
@@ -341,6 +345,7 @@ cdef class SGemm:
         cdef sg_epi e = self.epi
         cdef const sg_conv *gp = NULL
         cdef sg_conv g
+        cdef int t
         assert out.shape[0] == self.M and out.shape[1] == self.N
         if self.M == 0 or self.N == 0:
             return
@@ -385,6 +390,11 @@ cdef class SGemm:
             elif self.a_is_const:
                 sg_gemm(self.M, self.N, self.K, &self.const_op, &var, gp, c, ldc, &e, wsp,
                         self.tier, self.direct_b)
-            else:
-                sg_gemm(self.M, self.N, self.K, &var, &self.const_op, NULL, c, ldc, &e, wsp,
-                        self.tier, 0)
+            elif self.threads == 1:   # B constant (few rows: GEMVs, sgemm.h)
+                sg_gemm_bconst_cols(self.M, self.N, self.K, &var, &self.const_op, c, ldc, &e,
+                                    wsp, self.tier, 0, self.N)
+            else:       # B constant: the columns split, A packed by each thread
+                for t in prange(self.threads, num_threads=self.threads, schedule="static"):
+                    sg_gemm_bconst_cols(self.M, self.N, self.K, &var, &self.const_op, c, ldc,
+                                        &e, wsp + t * self.wsize, self.tier, t * self.chunk,
+                                        min(self.N, (t + 1) * self.chunk))

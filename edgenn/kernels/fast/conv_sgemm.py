@@ -141,7 +141,11 @@ def _gemm_supports(node, ins, outs) -> bool:
     return bias is not None and not (bias[2] is not None and has_z)
 
 
-def prepare_gemm(node, ins, outs, isa: str = "avx2"):
+def _gemm_mt_supports(node, ins, outs) -> bool:
+    return plan_threads() > 1 and outs[0].shape[-1] >= 4 * 16 and _gemm_supports(node, ins, outs)
+
+
+def prepare_gemm(node, ins, outs, isa: str = "avx2", threads: int = 1):
     sg = _sgemm()
     at = node.attrs
     trans_a = bool(at.get("transA", 0))
@@ -152,7 +156,7 @@ def prepare_gemm(node, ins, outs, isa: str = "avx2"):
     bias_row, bias_col, const_z = _gemm_bias(node, ins, outs)
     g = sg.SGemm(rows, n, k, packed_b=sg.pack_b(bmat), bias_row=bias_row, bias_col=bias_col,
                  act=at.get("activation", ""), params=at.get("activation_params", []) or [],
-                 isa=isa)
+                 isa=isa, threads=threads)
     has_z = len(ins) > 3 and ins[3] is not None
     gemm = g.run
     ws = scratch.bytes_(g.workspace_bytes)
@@ -167,3 +171,10 @@ def prepare_gemm(node, ins, outs, isa: str = "avx2"):
 kernel("Gemm", "gemm_sgemm", supports=_gemm_supports)(prepare_gemm)
 kernel("Gemm", "gemm_sgemm_12x32__avx512f", supports=_gemm_supports, isa="avx512", priority=1)(
     lambda node, ins, outs: prepare_gemm(node, ins, outs, isa="avx512"))
+# *_mt: the output columns split over the session's threads (a batch-1 classifier's 1000
+# outputs: each thread streams half the weights)
+kernel("Gemm", "gemm_sgemm_mt", supports=_gemm_mt_supports)(
+    lambda node, ins, outs: prepare_gemm(node, ins, outs, threads=plan_threads()))
+kernel("Gemm", "gemm_sgemm_12x32__avx512f_mt", supports=_gemm_mt_supports, isa="avx512",
+       priority=1)(lambda node, ins, outs: prepare_gemm(node, ins, outs, isa="avx512",
+                                                        threads=plan_threads()))
