@@ -638,26 +638,40 @@ static void sg_gemm_cols(long M, long N, long K, const sg_operand *a, const sg_o
 
 /* ---------------------------------------------------------------- few rows, B constant */
 #define SG_GEMV_ROWS 2   /* rows of A up to which a constant-B product runs as GEMVs */
+#define SG_GEMV_KB 64    /* k per partial sum (sg_gemv_avx2_t) */
 #if SG_X86
 /* One row a (k-th value at a[k * acs]) times NP consecutive packed B panels (panel p at
  * bp + p * b_ps, full K) into C's columns n0 .. n0 + 16 NP (fewer at N's end: `left`):
  * 2 NP accumulators, so up to 8 independent FMA chains where the 6 x 16 tile with one
- * row has 2, and no K blocks (the tile path added each 320-row block into C). 1 x 1280 @
- * 1280 x 1000 (MobileNetV2's classifier), 1 thread: 457 -> 122 us; 2 rows 429 -> 178 us
- * (AMD EPYC 25/1, Zen 3, interleaved builds). Epilogue as the tile's (sg_row_out). */
+ * row has 2. K in blocks of SG_GEMV_KB, each block's sums added to a running total: a
+ * float32 error bound of (KB + K / KB) eps instead of the tile's (384 + K / 384) eps;
+ * one chain over all of K (or the tile's 384-blocks) left a TFLite pose model's
+ * ill-conditioned output farther from float64 than LiteRT's (2.5e-4 vs 2.0e-4 relative).
+ * 1 x 1280 @ 1280 x 1000 (MobileNetV2's classifier), 1 thread: 400 -> 97 us; 2 rows
+ * 456 -> 215 us (AMD EPYC 25/1, Zen 3, interleaved builds; OpenBLAS's sgemv 70-110 us).
+ * Epilogue as the tile's (sg_row_out). */
 SG_AVX2 static inline __attribute__((always_inline)) void sg_gemv_avx2_t(
         long K, const float *a, long acs, const float *bp, long b_ps, float *c,
         const sg_epi *e, long m, long n0, long left, const int NP) {
     __m256 acc[8];
-    for (int i = 0; i < 2 * NP; i++) acc[i] = _mm256_setzero_ps();
-    for (long k = 0; k < K; k++) {
-        const __m256 av = _mm256_broadcast_ss(a + k * acs);
-        for (int p = 0; p < NP; p++) {
-            const float *b = bp + p * b_ps + k * SG_NR;
-            acc[2 * p] = _mm256_fmadd_ps(av, _mm256_loadu_ps(b), acc[2 * p]);
-            acc[2 * p + 1] = _mm256_fmadd_ps(av, _mm256_loadu_ps(b + 8), acc[2 * p + 1]);
+    float tot[8 * 8];
+    const long kb = SG_GEMV_KB;
+    for (long k0 = 0; k0 < K; k0 += kb) {   /* blocks of kb sums, then added to the total */
+        const long k1 = K - k0 < kb ? K : k0 + kb;
+        for (int i = 0; i < 2 * NP; i++) acc[i] = _mm256_setzero_ps();
+        for (long k = k0; k < k1; k++) {
+            const __m256 av = _mm256_broadcast_ss(a + k * acs);
+            for (int p = 0; p < NP; p++) {
+                const float *b = bp + p * b_ps + k * SG_NR;
+                acc[2 * p] = _mm256_fmadd_ps(av, _mm256_loadu_ps(b), acc[2 * p]);
+                acc[2 * p + 1] = _mm256_fmadd_ps(av, _mm256_loadu_ps(b + 8), acc[2 * p + 1]);
+            }
         }
+        for (int i = 0; i < 2 * NP; i++)
+            _mm256_storeu_ps(tot + 8 * i, k0 ? _mm256_add_ps(acc[i], _mm256_loadu_ps(tot + 8 * i))
+                                             : acc[i]);
     }
+    for (int i = 0; i < 2 * NP; i++) acc[i] = _mm256_loadu_ps(tot + 8 * i);
     for (int p = 0; p < NP; p++) {
         const long n = left - p * SG_NR;
         if (n >= SG_NR) {
