@@ -80,8 +80,8 @@ static inline int dwc8_flat_out(const dwc8_geom *g) { return dwc8_flat_dims(g->O
 EDGENN_AVX2
 static void dwc8_pack_flat_avx2(const float *xb, int c0, float *Q, const dwc8_geom *g)
 {
-    const float *src = xb + (long)c0 * g->H * g->W;
     const long plane = (long)g->H * g->W;
+    const float *src = xb + (long)c0 * plane;
     const int W = g->W;
     __m256 r[8];
     for (long i = 0; i < plane; i += 8) {
@@ -441,10 +441,8 @@ static int dwc8_run_groups(int avx2, const float *x, const float *w8, const floa
         const float *zb = z ? z + (long)b * g->C * plane : NULL;
         for (int gi = g0; gi < g1; gi++) {
             const int c0 = gi * 8, nl = g->C - c0 < 8 ? g->C - c0 : 8;
-            if (avx2 && nl == 8 && dwc8_flat_in(g))
-                dwc8_pack_flat_avx2(xb, c0, Q, g);
-            else if (avx2 && nl == 8)
-                dwc8_pack_avx2(xb, c0, Q, g);
+            if (avx2 && nl == 8)
+                (dwc8_flat_in(g) ? dwc8_pack_flat_avx2 : dwc8_pack_avx2)(xb, c0, Q, g);
             else
                 dwc8_pack(xb, c0, nl, Q, g);
             if (g->kind == KIND_CONV && avx2) {
