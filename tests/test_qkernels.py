@@ -86,13 +86,12 @@ def check_all_paths(node, inputs, const):
 
 
 def _can_flat(node, inputs) -> bool:
-    """QConvKernel's flat plans: one group, no residual input, not a direct 1x1 (stride 1,
-    no padding: it reads its rows in place already)."""
+    """QConvKernel's flat plans: one group, not a direct 1x1 (stride 1, no padding: it
+    reads its rows in place already)."""
     w = inputs[3]
     direct = w.shape[2:] == (1, 1) and not any(node.attrs.get("pads", [0] * 4)) and \
         all(v == 1 for v in node.attrs.get("strides", [1, 1]))
-    return (not direct and node.attrs.get("group", 1) == 1
-            and (len(inputs) < 10 or inputs[9] is None))
+    return not direct and node.attrs.get("group", 1) == 1
 
 
 def _ids(cases):
@@ -389,13 +388,15 @@ FLAT_GEOMS = [  # (n, C, H, W, M, k, stride, pad, dilation, group): group 1
 
 
 @pytest.mark.parametrize("geom", FLAT_GEOMS)
-@pytest.mark.parametrize("out", ["u8", "f32"])
+@pytest.mark.parametrize("out", ["u8", "f32", "u8+residual"])
 def test_flat_plans_match_the_reference(geom, out):
     """Every computed column the flat plan drops is dropped, every kept one is the gathered
-    plan's byte, on each tier and thread count (the threads split the flat columns)."""
+    plan's byte, on each tier and thread count (the threads split the flat columns); a
+    residual is read through its copy in the flat layout."""
     rng = np.random.default_rng(sum(geom))
-    node, inputs, const = qconv_case(rng, geom, "Relu" if out == "u8" else "",
-                                     y_quant=out == "u8", bits=8)
+    node, inputs, const = qconv_case(rng, geom, "Relu" if out != "f32" else "",
+                                     y_quant=out != "f32", bits=8,
+                                     residual=out == "u8+residual")
     ins = _infos(inputs, const)
     outs = infer_node(node, ins, fold=False)
     want = _reference(node, inputs)
@@ -422,6 +423,8 @@ def test_flat_is_chosen_where_the_dropped_columns_are_few():
         assert run.flat == flat, geom
     node, inputs, const = qconv_case(rng, (1, 8, 56, 56, 8, 3, 1, 1, 1, 1), residual=True)
     ins = _infos(inputs, const)
-    assert not qconv.prepare_gemm(node, ins, infer_node(node, ins, fold=False)).flat
+    assert qconv.prepare_gemm(node, ins, infer_node(node, ins, fold=False)).flat
+    node, inputs, const = qconv_case(rng, (1, 8, 56, 56, 8, 3, 1, 1, 1, 4))   # 4 groups
+    ins = _infos(inputs, const)
     with pytest.raises(ValueError, match="flat"):
         qconv.prepare_gemm(node, ins, infer_node(node, ins, fold=False), flat=True)

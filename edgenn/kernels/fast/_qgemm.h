@@ -330,10 +330,14 @@ static qg_ukr_t qg_pick_ukr(int flavor, int wide, int use_avx2) {
 
 /* Interleave rows r[0..kg) (kg = 4 u8 rows, or 2 rows widened to s16) of n8 columns
  * (n8 a multiple of 8, every row readable for n8 bytes) into the group-`g` slots of
- * consecutive B panels: dst + p * pstride holds columns 8p..8p+7. */
+ * consecutive B panels: dst + p * pstride holds columns 8p..8p+7. pairs (u8 only, the
+ * AVX-512 VNNI conv kernels): panels 2q and 2q + 1 share one slot of 64 bytes per group,
+ * columns 16q..16q+7 then 16q+8..16q+15, at dst + 2q * pstride (the caller steps dst by
+ * 64 bytes per group instead of 32). */
 static void qg_interleave(const uint8_t *const *r, int wide, long n8, uint8_t *dst,
-                          long pstride) {
+                          long pstride, int pairs) {
     long j = 0;
+    const long second = pairs ? 32 : pstride;   /* where columns 8..15 of a 16-step go */
 #if QE_X86
     const __m128i zero = _mm_setzero_si128();
     if (!wide) {
@@ -346,8 +350,8 @@ static void qg_interleave(const uint8_t *const *r, int wide, long n8, uint8_t *d
             __m128i lo23 = _mm_unpacklo_epi8(r2, r3), hi23 = _mm_unpackhi_epi8(r2, r3);
             _mm_storeu_si128((__m128i *)dst, _mm_unpacklo_epi16(lo01, lo23));
             _mm_storeu_si128((__m128i *)(dst + 16), _mm_unpackhi_epi16(lo01, lo23));
-            _mm_storeu_si128((__m128i *)(dst + pstride), _mm_unpacklo_epi16(hi01, hi23));
-            _mm_storeu_si128((__m128i *)(dst + pstride + 16), _mm_unpackhi_epi16(hi01, hi23));
+            _mm_storeu_si128((__m128i *)(dst + second), _mm_unpacklo_epi16(hi01, hi23));
+            _mm_storeu_si128((__m128i *)(dst + second + 16), _mm_unpackhi_epi16(hi01, hi23));
         }
         if (j < n8) {   /* one last panel of 8 */
             __m128i r0 = _mm_loadl_epi64((const __m128i *)(r[0] + j));
@@ -367,12 +371,14 @@ static void qg_interleave(const uint8_t *const *r, int wide, long n8, uint8_t *d
         _mm_storeu_si128((__m128i *)(dst + 16), _mm_unpackhi_epi16(r0, r1));
     }
 #else
-    for (; j < n8; j += 8, dst += pstride) {
+    for (; j < n8; j += 8) {
+        uint8_t *d8 = pairs ? dst + (j / 16) * 2 * pstride + (j % 16 ? 32 : 0)
+                            : dst + (j / 8) * pstride;
         for (int c = 0; c < 8; c++) {
             if (!wide) {
-                for (int q = 0; q < 4; q++) dst[c * 4 + q] = r[q][j + c];
+                for (int q = 0; q < 4; q++) d8[c * 4 + q] = r[q][j + c];
             } else {
-                int16_t *d = (int16_t *)dst;
+                int16_t *d = (int16_t *)d8;
                 d[c * 2] = r[0][j + c];
                 d[c * 2 + 1] = r[1][j + c];
             }
@@ -555,10 +561,12 @@ static void qg_im2col_row(const qg_conv *g, long k, long j0, long n, uint8_t *ds
  * row_off, or NULL): pixels numbered over the pitch, row k read in place at xp + flat[k]
  * (the padded image, or a phase plane); otherwise rows are gathered from the padded image
  * (qg_conv_fill_padded first, in every case but direct). rowbuf: kg rows of n8 + 16 bytes. zrow:
- * n8 + 16 zero bytes (rows past K). */
+ * n8 + 16 zero bytes (rows past K). pairs: qg_interleave's pair layout (the AVX-512 VNNI
+ * kernels; a last unpaired panel leaves its partner's bytes unwritten: their sums are
+ * dropped). */
 static void qg_pack_b_conv(const qg_conv *g, long K, long G, int wide, int direct,
                            const long *flat, long j0, long nv, uint8_t *dst, uint8_t *rowbuf,
-                           const uint8_t *zrow) {
+                           const uint8_t *zrow, int pairs) {
     const int kg = wide ? 2 : 4;
     const long n8 = (nv + 7) / 8 * 8, plane = (long)g->H * g->W;
     const int in_place = direct && j0 + n8 <= plane;
@@ -583,7 +591,8 @@ static void qg_pack_b_conv(const qg_conv *g, long K, long G, int wide, int direc
                 rows[q] = rb;
             }
         }
-        qg_interleave(rows, wide, n8, dst + grp * QG_BBYTES, G * QG_BBYTES);
+        qg_interleave(rows, wide, n8, dst + grp * QG_BBYTES * (pairs ? 2 : 1), G * QG_BBYTES,
+                      pairs);
     }
 }
 
@@ -817,6 +826,13 @@ static inline int qv_int_out(const qe_epi *e, const uint8_t *z) {
     return !e->float_path && !e->per_col && !e->out_f32 && !z;
 }
 
+/* The float epilogues qv_ukr_conv_6x32_fz computes in registers (u8 out, per-row
+ * constants, residual / float bias optional, Relu / Clip or none, no post affine). */
+static inline int qv_float_out(const qe_epi *e) {
+    return e->float_path && !e->per_col && !e->out_f32 && !e->post
+           && (e->act == QE_NONE || e->act == QE_RELU || e->act == QE_CLIP);
+}
+
 QE_AVX2 static void qv_tile_out(const int32_t *acc, int mr, long nvalid, const qe_epi *e,
                                 long m0, long n0, char *y, long ld, const uint8_t *z,
                                 int avx512) {
@@ -852,9 +868,15 @@ static long qg_conv_block(long N, long G) {
     return ((n8 + nb - 1) / nb + step - 1) / step * step;
 }
 
+/* Bytes of the packed B block: whole panel pairs (the pair layout's last pair is read
+ * whole even where its second panel is past the block). */
+static long qg_conv_bblk_bytes(const qg_conv_plan *p) {
+    return (p->nc + 2 * QG_NR - 1) / (2 * QG_NR) * (2 * QG_NR) * p->G * 4;
+}
+
 /* Workspace bytes: packed B block + kg row buffers + a zero row. */
 static long qg_conv_workspace(const qg_conv_plan *p) {
-    return p->nc * p->G * 4 + 5 * (p->nc + 16) + 64;
+    return qg_conv_bblk_bytes(p) + 5 * (p->nc + 16) + 64;
 }
 
 /* Output pixels [jb, je) of one image, one group: y (M, N) (u8 or float, row stride N
@@ -867,14 +889,14 @@ static void qg_conv_cols(const qg_conv_plan *p, const uint8_t *wp, const qg_conv
     const long M = p->M, N = p->Nf, G = p->G, es = e->out_f32 ? 4 : 1;
     const int flavor_wide = p->wide;
     qg_ukr_t ukr = qg_pick_ukr(QG_CONV, flavor_wide, p->use_avx2);
-    uint8_t *bblk = ws, *rowbuf = ws + p->nc * G * 4;
+    uint8_t *bblk = ws, *rowbuf = ws + qg_conv_bblk_bytes(p);
     uint8_t *zrow = rowbuf + 4 * (p->nc + 16);
     memset(zrow, 0, p->nc + 16);
     for (long j0 = jb; j0 < je; j0 += p->nc) {
         long nv = je - j0 < p->nc ? je - j0 : p->nc;
         long np = (nv + QG_NR - 1) / QG_NR;
         qg_pack_b_conv(g, p->K, G, p->wide, p->direct, p->flat ? p->row_off : NULL, j0, nv, bblk,
-                       rowbuf, zrow);
+                       rowbuf, zrow, p->use_vnni == QG_VNNI_AVX512);
         for (long m0 = 0; m0 < M; m0 += QG_MR) {   /* the A panel stays in L1 */
             int mr = M - m0 < QG_MR ? (int)(M - m0) : QG_MR;
 #if QE_X86 && QV_HAVE
@@ -882,6 +904,7 @@ static void qg_conv_cols(const qg_conv_plan *p, const uint8_t *wp, const qg_conv
                 int32_t acc[QV_PANELS * QV_MR * QG_NR];
                 const int avx512 = p->use_vnni == QG_VNNI_AVX512;
                 const int int_out = avx512 && qv_int_out(e, z);
+                const int float_out = avx512 && qv_float_out(e);
                 const uint8_t *ap = wp + (m0 / QG_MR) * G * QG_ABYTES;
                 for (long pj = 0; pj < np; pj += QV_PANELS) {
                     int npan = np - pj < QV_PANELS ? (int)(np - pj) : QV_PANELS;
@@ -891,6 +914,13 @@ static void qg_conv_cols(const qg_conv_plan *p, const uint8_t *wp, const qg_conv
                         qv_ukr_conv_6x32_u8(G, ap, bblk + pj * G * QG_BBYTES, G * QG_BBYTES,
                                             npan, mr, nvalid, e, m0,
                                             (uint8_t *)y + m0 * N + n0, N);
+                        continue;
+                    }
+                    if (float_out) {   /* the float epilogue (residual) in registers */
+                        qv_ukr_conv_6x32_fz(G, ap, bblk + pj * G * QG_BBYTES, G * QG_BBYTES,
+                                            npan, mr, nvalid, e, m0,
+                                            (uint8_t *)y + m0 * N + n0,
+                                            z ? z + m0 * N + n0 : NULL, N);
                         continue;
                     }
                     (avx512 ? qv_ukr_conv_6x32 : QG_QA_CONV)(
@@ -949,13 +979,32 @@ static void qg_conv_compact(const qg_conv_plan *p, const qg_conv *g, const char 
     }
 }
 
+/* flat plans with a residual: z (M, oh, ow) u8 -> zf (M, Nf) in the computed columns'
+ * layout (the inverse of qg_conv_compact; the pitch - ow columns between rows are left as
+ * they are: their outputs are dropped). */
+static void qg_conv_expand(const qg_conv_plan *p, const qg_conv *g, const uint8_t *z,
+                           uint8_t *zf) {
+    const long row = g->ow, pitch = qg_conv_pitch(g);
+    for (long m = 0; m < p->M; m++) {
+        const uint8_t *src = z + m * g->oh * row;
+        uint8_t *dst = zf + m * p->Nf;
+        for (long oy = 0; oy < g->oh; oy++, src += row, dst += pitch) {
+            if (row >= 16) qg_copy_run(dst, src, (int)row, 0);
+            else memcpy(dst, src, (size_t)row);
+        }
+    }
+}
+
 /* The whole image on the calling thread; yf: the flat plan's computed columns (M x Nf
- * elements), NULL otherwise (and for flat plans whose pitch is ow: written into y). */
+ * elements), NULL otherwise (and for flat plans whose pitch is ow: written into y); zf:
+ * with a residual z, its copy in that layout (M x Nf bytes). */
 static void qg_conv_run(const qg_conv_plan *p, const uint8_t *wp, const qg_conv *g,
-                        const qe_epi *e, void *y, const uint8_t *z, uint8_t *ws, void *yf) {
+                        const qe_epi *e, void *y, const uint8_t *z, uint8_t *ws, void *yf,
+                        uint8_t *zf) {
     if (!p->direct) qg_conv_fill_padded(g);
     if (p->flat && yf) {   /* (yf NULL: the columns are y's own layout, pitch == ow) */
-        qg_conv_cols(p, wp, g, e, yf, NULL, ws, 0, p->Nf);
+        if (z) qg_conv_expand(p, g, z, zf);
+        qg_conv_cols(p, wp, g, e, yf, z ? zf : NULL, ws, 0, p->Nf);
         qg_conv_compact(p, g, (const char *)yf, (char *)y, e->out_f32 ? 4 : 1);
         return;
     }

@@ -80,7 +80,10 @@ cdef extern from "_qgemm.h" nogil:
     void qg_conv_cols(const qg_conv_plan *p, const uint8_t *wp, const qg_conv *g,
                       const qe_epi *e, void *y, const uint8_t *z, uint8_t *ws, long jb, long je)
     void qg_conv_run(const qg_conv_plan *p, const uint8_t *wp, const qg_conv *g,
-                     const qe_epi *e, void *y, const uint8_t *z, uint8_t *ws, void *yf)
+                     const qe_epi *e, void *y, const uint8_t *z, uint8_t *ws, void *yf,
+                     uint8_t *zf)
+    void qg_conv_expand(const qg_conv_plan *p, const qg_conv *g, const uint8_t *z,
+                        uint8_t *zf)
     void qg_conv_compact(const qg_conv_plan *p, const qg_conv *g, const char *yf, char *y,
                          long es)
     void qg_conv_row_offsets(const qg_conv *g, long K, long *off)
@@ -274,6 +277,7 @@ cdef class QConvKernel:
     cdef DynamicScale dyn
     cdef object own_ws, own_pad
     cdef long group, Mtot, Ctot, gstride, xsize, ysize, wsize, chunk, padsize, flatsize
+    cdef long zflatsize
     cdef int out_f32, threads
 
     def __init__(self, cnp.ndarray wpacked, bint wide, geom, long group, long M, dict epi,
@@ -298,16 +302,16 @@ cdef class QConvKernel:
         # the padded image (per context): borders hold the zero point, the interior is
         # copied per call; a 64-byte header says which zero point the borders hold
         self.padsize = 0 if self.plan.direct else qg_conv_padded_size(&self.geo)
-        # flat (one group, no residual): im2col rows read in place over the padded width
-        # (strided convs: over their phase planes' width), the pitch - ow columns between
-        # rows computed and dropped. By default where they are at most FLAT_WASTE of a row;
-        # flat=True / False forces it (tests).
-        can_flat = (not self.plan.direct and group == 1 and not epi["has_z"]
+        # flat (one group): im2col rows read in place over the padded width (strided
+        # convs: over their phase planes' width), the pitch - ow columns between rows
+        # computed and dropped (a residual is first copied into the same layout). By
+        # default where they are at most FLAT_WASTE of a row; flat=True / False forces it.
+        can_flat = (not self.plan.direct and group == 1
                     and self.geo.sh <= 64 and self.geo.sw <= 16)   # qg_conv_fill_phases' tables
         if flat is None:
             flat = can_flat and qg_conv_pitch(&self.geo) - self.geo.ow <= FLAT_WASTE * self.geo.ow
         elif flat and not can_flat:
-            raise ValueError("flat: group-1 convs without a residual only")
+            raise ValueError("flat: group-1 convs only")
         self.geo.phased = flat and (self.geo.sh > 1 or self.geo.sw > 1)
         if self.geo.phased:
             self.padsize = qg_conv_phase_size(&self.geo)
@@ -322,6 +326,8 @@ cdef class QConvKernel:
         # the computed columns, unless they are the output's own layout (pitch == ow)
         self.flatsize = (self.plan.M * self.plan.Nf * (4 if self.out_f32 else 1) + 63) // 64 * 64 \
             if flat and self.plan.Nf != self.plan.N else 0
+        self.zflatsize = (self.plan.M * self.plan.Nf + 63) // 64 * 64 \
+            if self.flatsize and epi["has_z"] else 0
         self.plan.nc = qg_conv_block(self.plan.Nf, self.plan.G)
         self.gstride = (self.plan.M + QG_MR - 1) // QG_MR * self.plan.G * QG_MR * 4
         wp = np.ascontiguousarray(wpacked).view(np.uint8).ravel()
@@ -356,8 +362,9 @@ cdef class QConvKernel:
     def padded_bytes(self):
         """Persistent workspace (kept between the calls of one context, zeroed at first):
         the zero-point padded image and its header, then (flat plans) the computed
-        columns; 0 for direct 1x1 convs."""
-        return 64 + (self.padsize + 63) // 64 * 64 + self.flatsize if self.padsize else 0
+        columns and the residual in their layout; 0 for direct 1x1 convs."""
+        return (64 + (self.padsize + 63) // 64 * 64 + self.flatsize + self.zflatsize
+                if self.padsize else 0)
 
     @property
     def flat(self):
@@ -385,6 +392,7 @@ cdef class QConvKernel:
         cdef char *wsb = _ws_data(ws, self.workspace_bytes, "QConv")
         cdef uint8_t *pb = NULL
         cdef char *yf = NULL
+        cdef uint8_t *zf = NULL
         if self.padsize:
             if xpad is None:
                 if self.own_pad is None:
@@ -405,6 +413,7 @@ cdef class QConvKernel:
             g.xp = pb + 64
             if self.flatsize:
                 yf = <char *>pb + 64 + (self.padsize + 63) // 64 * 64
+                zf = <uint8_t *>yf + self.flatsize
         x, z = _contig(x), _contig(z)
         cdef long n = x.shape[0] if x.ndim else 0
         cdef const uint8_t *zp = _conv_io(x, y, z, n, self.xsize, self.ysize, self.out_f32,
@@ -417,6 +426,7 @@ cdef class QConvKernel:
         cdef long xg = <long>self.geo.C * self.geo.H * self.geo.W
         cdef long yg = self.plan.M * self.plan.N
         cdef int t
+        cdef const uint8_t *zc
         with nogil:
             for b in range(n):
                 for gi in range(self.group):
@@ -425,19 +435,20 @@ cdef class QConvKernel:
                     e.mult = mult0 + gi * self.plan.M
                     if self.epi.fadd != NULL:
                         e.fadd = self.epi.fadd + gi * self.plan.M
+                    zc = zp + b * self.ysize + gi * yg if zp != NULL else NULL
                     if self.threads == 1:
                         qg_conv_run(&self.plan, wp + gi * self.gstride, &g, &e,
-                                    yp + (b * self.ysize + gi * yg) * es,
-                                    zp + b * self.ysize + gi * yg if zp != NULL else NULL, wsu,
-                                    yf)
+                                    yp + (b * self.ysize + gi * yg) * es, zc, wsu, yf, zf)
                         continue
                     if not self.plan.direct:
                         qg_conv_fill_padded(&g)
+                    if yf != NULL and zc != NULL:   # the residual in the flat layout
+                        qg_conv_expand(&self.plan, &g, zc, zf)
+                        zc = zf
                     for t in prange(self.threads, num_threads=self.threads, schedule="static"):
                         qg_conv_cols(&self.plan, wp + gi * self.gstride, &g, &e,
                                      yf if yf != NULL else yp + (b * self.ysize + gi * yg) * es,
-                                     zp + b * self.ysize + gi * yg if zp != NULL else NULL,
-                                     wsu + t * self.wsize, t * self.chunk,
+                                     zc, wsu + t * self.wsize, t * self.chunk,
                                      min(self.plan.Nf, (t + 1) * self.chunk))
                     if yf != NULL:
                         qg_conv_compact(&self.plan, &g, <const char *>yf,

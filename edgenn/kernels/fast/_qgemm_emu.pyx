@@ -13,7 +13,7 @@ cdef extern from *:
     #include "_qgemm_vnni.h"
     #include "_qgemm_avxvnni.h"
     #define QV_DP_BROKEN(c, v, s) _mm512_dpbusd_epi32(c, v, _mm512_srai_epi32(s, 1))
-    QV_UKR(qv_ukr_conv_6x32_broken, QV_DP_BROKEN)
+    QV_UKR(qv_ukr_conv_6x32_broken, QV_DP_BROKEN, 1)
     #define QA_DP_BROKEN(c, v, s) QA_DPBUSD(c, v, _mm256_srai_epi32(s, 1))
     QA_UKR(qa_ukr_conv_6x32_broken, QA_DP_BROKEN)
     typedef void (*qv_ukr_t)(long, const uint8_t *, const uint8_t *, long, int, int32_t *);

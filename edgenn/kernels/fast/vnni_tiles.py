@@ -19,6 +19,8 @@ def tile(lane: str, kind: str, a, b, ng: int, bps: int, npan: int,
     b = np.ascontiguousarray(b, np.uint8).ravel()
     if not 1 <= npan <= 4 or a.size < ng * 24 or b.size < (npan - 1) * bps + ng * 32:
         raise ValueError("panels too small")
+    if tier == "avx512vnni" and kind != "gemm":   # the conv kernels read panel pairs
+        b, bps = _pairs(b, ng, bps, npan), ng * 32
     pad = np.zeros(64, np.uint8)   # never read; keeps &a[0] valid for empty panels (ng 0)
     a, b = np.concatenate([a, pad]), np.concatenate([b, pad])
     out = np.zeros((4, 6, 8), np.int32)
@@ -30,3 +32,13 @@ def tile(lane: str, kind: str, a, b, ng: int, bps: int, npan: int,
             raise ValueError(f"this CPU (or EDGENN_MAX_ISA) has no {tier}")
     mod.vnni_ukr_into(KINDS[kind] + TIERS[tier], a, b, ng, bps, npan, out.reshape(-1))
     return out
+
+
+def _pairs(b, ng: int, bps: int, npan: int) -> np.ndarray:
+    """4 panels bps bytes apart ([ng][32 bytes] each) -> the conv kernels' pair layout
+    (qg_interleave: panels 2h, 2h + 1 as [ng][64 bytes] at 2h * ng * 32); a panel past npan
+    is zeros (its sums are dropped)."""
+    panels = [b[q * bps:q * bps + ng * 32].reshape(ng, 32) if q < npan
+              else np.zeros((ng, 32), np.uint8) for q in range(4)]
+    return np.concatenate([np.concatenate(panels[2 * h:2 * h + 2], axis=1).ravel()
+                           for h in range(2)])
