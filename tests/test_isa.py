@@ -107,9 +107,9 @@ def _panels(rng, ng, fill):
     return np.full((ng, MR, 4), s, np.uint8), np.full((PANELS, ng, NR, 4), u, np.uint8)
 
 
-def _call(lane, kind, a, b, ng, npan, tier="avx512vnni"):
+def _call(lane, kind, a, b, ng, npan, tier="avx512vnni", rows=6):
     flat_b = b.reshape(PANELS, -1)
-    return vnni_tiles.tile(lane, kind, a, flat_b, ng, flat_b.shape[1], npan, tier)
+    return vnni_tiles.tile(lane, kind, a, flat_b, ng, flat_b.shape[1], npan, tier, rows)
 
 
 LANES = [("emulated", "avx512vnni"), ("emulated", "avxvnni")] + \
@@ -131,6 +131,25 @@ def test_vnni_microkernel_is_exact(lane, tier, kind, ng):
         for npan in (1, 2, 3, 4):
             got = _call(lane, kind, a, b, ng, npan, tier)
             assert np.array_equal(got[:npan], want[:npan]), (lane, tier, kind, ng, fill, npan)
+
+
+@pytest.mark.parametrize("lane", ["emulated"] + (["native"] if _qgemm.HAVE_VNNI else []))
+@pytest.mark.parametrize("rows", [6, 4, 2])
+@pytest.mark.parametrize("ng", [1, 5, 130])
+def test_vnni_conv_tile_shapes_are_exact(lane, rows, ng):
+    """The AVX-512 VNNI conv driver's tile shapes (rows 6 / 4 / 2 x 32 / 16 pixels, by the
+    rows and panels left): each gives the full tile's sums for its rows and panels and
+    writes no other row."""
+    rng = np.random.default_rng(rows * ng)
+    for fill in ("random", "min", "max"):
+        a, b = _panels(rng, ng, fill)
+        want = _reference("conv", a, b)
+        for npan in (1, 2, 3, 4):
+            got = _call(lane, "conv", a, b, ng, npan, rows=rows)
+            assert np.array_equal(got[:npan, :rows], want[:npan, :rows]), (lane, rows, fill, npan)
+            assert not got[:, rows:].any()
+    with pytest.raises(ValueError, match="4-row"):
+        _call("emulated", "gemm", a, b, ng, 4, rows=4)
 
 
 @pytest.mark.parametrize("tier", ["avx512vnni", "avxvnni"])

@@ -910,20 +910,19 @@ static void qg_conv_cols(const qg_conv_plan *p, const uint8_t *wp, const qg_conv
                     int npan = np - pj < QV_PANELS ? (int)(np - pj) : QV_PANELS;
                     long n0 = j0 + pj * QG_NR, nvalid = nv - pj * QG_NR;
                     if (nvalid > QV_PANELS * QG_NR) nvalid = QV_PANELS * QG_NR;
+                    const int shape = qvc_index(mr, npan);
                     if (int_out) {   /* requantized in registers, straight into y */
-                        qv_ukr_conv_6x32_u8(G, ap, bblk + pj * G * QG_BBYTES, G * QG_BBYTES,
-                                            npan, mr, nvalid, e, m0,
-                                            (uint8_t *)y + m0 * N + n0, N);
+                        qvc_u8[shape](G, ap, bblk + pj * G * QG_BBYTES, G * QG_BBYTES, npan, mr,
+                                      nvalid, e, m0, (uint8_t *)y + m0 * N + n0, N);
                         continue;
                     }
                     if (float_out) {   /* the float epilogue (residual) in registers */
-                        qv_ukr_conv_6x32_fz(G, ap, bblk + pj * G * QG_BBYTES, G * QG_BBYTES,
-                                            npan, mr, nvalid, e, m0,
-                                            (uint8_t *)y + m0 * N + n0,
-                                            z ? z + m0 * N + n0 : NULL, N);
+                        qvc_fz[shape](G, ap, bblk + pj * G * QG_BBYTES, G * QG_BBYTES, npan, mr,
+                                      nvalid, e, m0, (uint8_t *)y + m0 * N + n0,
+                                      z ? z + m0 * N + n0 : NULL, N);
                         continue;
                     }
-                    (avx512 ? qv_ukr_conv_6x32 : QG_QA_CONV)(
+                    (avx512 ? qvc_acc[shape] : QG_QA_CONV)(
                         G, ap, bblk + pj * G * QG_BBYTES, G * QG_BBYTES, npan, acc);
                     qv_tile_out(acc, mr, nvalid, e, m0, n0, (char *)y + (m0 * N + n0) * es, N,
                                 z ? z + m0 * N + n0 : NULL, avx512);

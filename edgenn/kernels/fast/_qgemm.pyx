@@ -678,22 +678,24 @@ cdef class QGemmKernel:
 cdef extern from *:
     """
     typedef void (*qv_ukr_t)(long, const uint8_t *, const uint8_t *, long, int, int32_t *);
-    static qv_ukr_t qv_native_pick(int which) {   /* 0, 1: AVX-512 VNNI; 3, 4: AVX-VNNI */
+    /* 0, 1: AVX-512 VNNI conv (the tile shape for rows x npan) and gemm; 3, 4: AVX-VNNI */
+    static qv_ukr_t qv_native_pick(int which, int rows, int npan) {
     #if QV_HAVE && QA_HAVE
-        return which == 0 ? qv_ukr_conv_6x32 : which == 1 ? qv_ukr_gemm_6x32
+        return which == 0 ? qvc_acc[qvc_index(rows, npan)] : which == 1 ? qv_ukr_gemm_6x32
              : which == 3 ? qa_ukr_conv_6x32 : qa_ukr_gemm_6x32;
     #else
-        (void)which;
+        (void)which; (void)rows; (void)npan;
         return 0;
     #endif
     }
     """
     ctypedef void (*qv_ukr_t)(long, const uint8_t *, const uint8_t *, long, int, int32_t *)
-    qv_ukr_t qv_native_pick(int which)
+    qv_ukr_t qv_native_pick(int which, int rows, int npan)
 
 
 def vnni_ukr_into(int which, const uint8_t[::1] a, const uint8_t[::1] b, long ng, long bps,
-                  int npan, int32_t[::1] out):
-    """Tests (vnni_tiles.tile checks the sizes): the native VNNI tile, which 0 conv, 1 gemm
-    (AVX-512 VNNI), 3 conv, 4 gemm (AVX-VNNI)."""
-    qv_native_pick(which)(ng, &a[0], &b[0], bps, npan, &out[0])
+                  int npan, int32_t[::1] out, int rows=6):
+    """Tests (vnni_tiles.tile checks the sizes): the native VNNI tile, which 0 conv (rows
+    6 / 4 / 2: the tile shape the conv driver takes for that many rows), 1 gemm (AVX-512
+    VNNI), 3 conv, 4 gemm (AVX-VNNI)."""
+    qv_native_pick(which, rows, npan)(ng, &a[0], &b[0], bps, npan, &out[0])

@@ -17,21 +17,23 @@ cdef extern from *:
     #define QA_DP_BROKEN(c, v, s) QA_DPBUSD(c, v, _mm256_srai_epi32(s, 1))
     QA_UKR(qa_ukr_conv_6x32_broken, QA_DP_BROKEN)
     typedef void (*qv_ukr_t)(long, const uint8_t *, const uint8_t *, long, int, int32_t *);
-    static qv_ukr_t qv_emu_pick(int which) {   /* 0-2: AVX-512 VNNI, 3-5: AVX-VNNI */
-        static const qv_ukr_t ukr[6] = {qv_ukr_conv_6x32, qv_ukr_gemm_6x32,
-                                        qv_ukr_conv_6x32_broken, qa_ukr_conv_6x32,
-                                        qa_ukr_gemm_6x32, qa_ukr_conv_6x32_broken};
-        return ukr[which];
+    /* 0-2: AVX-512 VNNI (conv: the tile shape for rows x npan), 3-5: AVX-VNNI */
+    static qv_ukr_t qv_emu_pick(int which, int rows, int npan) {
+        static const qv_ukr_t ukr[6] = {0, qv_ukr_gemm_6x32, qv_ukr_conv_6x32_broken,
+                                        qa_ukr_conv_6x32, qa_ukr_gemm_6x32,
+                                        qa_ukr_conv_6x32_broken};
+        return which == 0 ? qvc_acc[qvc_index(rows, npan)] : ukr[which];
     }
     """
     ctypedef void (*qv_ukr_t)(long, const uint8_t *, const uint8_t *, long, int, int32_t *)
-    qv_ukr_t qv_emu_pick(int which)
+    qv_ukr_t qv_emu_pick(int which, int rows, int npan)
+
 
 def vnni_ukr_into(int which, const uint8_t[::1] a, const uint8_t[::1] b, long ng, long bps,
-                  int npan, int32_t[::1] out):
-    """which 0 conv, 1 gemm, 2 the broken conv twin; 3-5 the same on AVX-VNNI
-    (vnni_tiles.tile checks the sizes)."""
-    qv_emu_pick(which)(ng, &a[0], &b[0], bps, npan, &out[0])
+                  int npan, int32_t[::1] out, int rows=6):
+    """which 0 conv (rows 6 / 4 / 2: the driver's tile shape for them), 1 gemm, 2 the
+    broken conv twin; 3-5 the same on AVX-VNNI (vnni_tiles.tile checks the sizes)."""
+    qv_emu_pick(which, rows, npan)(ng, &a[0], &b[0], bps, npan, &out[0])
 
 
 cdef extern from *:

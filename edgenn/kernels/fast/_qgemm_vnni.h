@@ -100,80 +100,53 @@ enum { QG_VNNI_NONE = 0, QG_VNNI_AVX512 = 1, QG_VNNI_AVX = 2 };
 /* conv: u8 pixels (v) x s8 weights (s); gemm: u8 activations (s) x s8 weights (v) */
 #define QV_DP_CONV(c, v, s) _mm512_dpbusd_epi32(c, v, s)
 #define QV_DP_GEMM(c, v, s) _mm512_dpbusd_epi32(c, s, v)
-QV_UKR(qv_ukr_conv_6x32, QV_DP_CONV, 1)   /* B: the conv's im2col block, panel pairs */
 QV_UKR(qv_ukr_gemm_6x32, QV_DP_GEMM, 0)   /* B: the packed constant weights' panels */
 
-#ifdef EDGENN_QEPI_H
-/* The conv kernel with the integer requantization of its mr x nvalid outputs applied to
- * the accumulators in registers (no s32 round trip through memory): the operations of
- * qv_tile_out_int (_qgemm.h: sum + bias, to float, times mult, min with 2^24, round to
- * nearest even, + zero point, clamp, u8), so the same bytes; y at row m0's first output
- * (row stride ld). For the plain integer epilogue only (no float path, residual, per
- * column constants or float output). */
-QV_TARGET static void qv_ukr_conv_6x32_u8(long ng, const uint8_t *a, const uint8_t *b,
-                                          long bps, int npan, int mr, long nvalid,
-                                          const qe_epi *e, long m0, uint8_t *y, long ld) {
-    QV_ACCUMULATE(QV_DP_CONV, 1)
-    const __m512 big = _mm512_set1_ps(16777216.f);
-    const __m512i zp = _mm512_set1_epi32(e->yzp);
-    const __m512i lo = _mm512_set1_epi32(qe_u8(e->lo)), hi = _mm512_set1_epi32(qe_u8(e->hi));
-    for (int h = 0; h < 2; h++) {
-        if (16 * h >= nvalid) break;
-        const long n = nvalid - 16 * h < 16 ? nvalid - 16 * h : 16;
-        const __mmask16 m = (__mmask16)(n == 16 ? 0xffff : (1u << n) - 1);
-#pragma GCC unroll 6
-        for (int r = 0; r < QV_MR; r++) {
-            if (r >= mr) break;
-            __m512i q = _mm512_add_epi32(c[r][h], _mm512_set1_epi32(e->bias[m0 + r]));
-            __m512 f = _mm512_min_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(q),
-                                                   _mm512_set1_ps(e->mult[m0 + r])), big);
-            q = _mm512_add_epi32(_mm512_cvtps_epi32(f), zp);
-            q = _mm512_min_epi32(_mm512_max_epi32(q, lo), hi);
-            _mm512_mask_cvtepi32_storeu_epi8(y + r * ld + 16 * h, m, q);
-        }
-    }
-}
+/* The conv kernels, one set per tile shape: rows 6 / 4 / 2 x 32 / 16 pixels
+ * (_qgemm_vnni_conv.h), picked per tile by qvc_index (a 2-row tail of 128 channels took
+ * a full 6-row tile's products, a last tile of <= 16 pixels a 32-pixel one's). */
+#define QVC_ROWS 6
+#define QVC_NV 2
+#include "_qgemm_vnni_conv.h"
+#undef QVC_NV
+#define QVC_NV 1
+#include "_qgemm_vnni_conv.h"
+#undef QVC_ROWS
+#undef QVC_NV
+#define QVC_ROWS 4
+#define QVC_NV 2
+#include "_qgemm_vnni_conv.h"
+#undef QVC_NV
+#define QVC_NV 1
+#include "_qgemm_vnni_conv.h"
+#undef QVC_ROWS
+#undef QVC_NV
+#define QVC_ROWS 2
+#define QVC_NV 2
+#include "_qgemm_vnni_conv.h"
+#undef QVC_NV
+#define QVC_NV 1
+#include "_qgemm_vnni_conv.h"
+#undef QVC_ROWS
+#undef QVC_NV
 
-/* The float epilogue (qe_vec8's operations, in its order, one rounding each) of the
- * conv kernel's mr x nvalid outputs, in registers: v = float(sum + bias) * S, + D (fadd),
- * + float(z - z_zp) * z_scale (residual z: u8, laid out as y), Relu or Clip, then
- * rint(v * inv_y) + y_zp clamped to [0, 255]. Per-row constants, u8 output, act QE_NONE /
- * QE_RELU / QE_CLIP, no post affine (qv_float_out says which epilogues qualify). */
-QV_TARGET static void qv_ukr_conv_6x32_fz(long ng, const uint8_t *a, const uint8_t *b,
-                                          long bps, int npan, int mr, long nvalid,
-                                          const qe_epi *e, long m0, uint8_t *y,
-                                          const uint8_t *z, long ld) {
-    QV_ACCUMULATE(QV_DP_CONV, 1)
-    const __m512 big = _mm512_set1_ps(16777216.f), zero = _mm512_setzero_ps();
-    const __m512 p0 = _mm512_set1_ps(e->p0), p1 = _mm512_set1_ps(e->p1);
-    const __m512 zs = _mm512_set1_ps(e->zscale), inv = _mm512_set1_ps(e->inv_y);
-    const __m512i yzp = _mm512_set1_epi32(e->yzp), zzp = _mm512_set1_epi32(e->zzp);
-    const __m512i u8max = _mm512_set1_epi32(255), izero = _mm512_setzero_si512();
-    const int act = e->act;
-    for (int h = 0; h < 2; h++) {
-        if (16 * h >= nvalid) break;
-        const long n = nvalid - 16 * h < 16 ? nvalid - 16 * h : 16;
-        const __mmask16 m = (__mmask16)(n == 16 ? 0xffff : (1u << n) - 1);
-#pragma GCC unroll 6
-        for (int r = 0; r < QV_MR; r++) {
-            if (r >= mr) break;
-            __m512i q = _mm512_add_epi32(c[r][h], _mm512_set1_epi32(e->bias[m0 + r]));
-            __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(e->mult[m0 + r]));
-            if (e->fadd) v = _mm512_add_ps(v, _mm512_set1_ps(e->fadd[m0 + r]));
-            if (z) {
-                __m512i zi = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, z + r * ld + 16 * h));
-                v = _mm512_add_ps(v, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(zi, zzp)),
-                                                   zs));
-            }
-            if (act == QE_RELU) v = _mm512_max_ps(v, zero);
-            else if (act == QE_CLIP) v = _mm512_min_ps(_mm512_max_ps(v, p0), p1);
-            v = _mm512_min_ps(_mm512_mul_ps(v, inv), big);
-            q = _mm512_add_epi32(_mm512_cvtps_epi32(v), yzp);
-            q = _mm512_min_epi32(_mm512_max_epi32(q, izero), u8max);
-            _mm512_mask_cvtepi32_storeu_epi8(y + r * ld + 16 * h, m, q);
-        }
-    }
+/* the tile shape for mr rows and npan panels: rows 6 / 4 / 2, then 32 / 16 pixels */
+static inline int qvc_index(int mr, int npan) {
+    return (mr <= 2 ? 4 : mr <= 4 ? 2 : 0) + (npan <= 2 ? 1 : 0);
 }
+typedef void (*qvc_acc_t)(long, const uint8_t *, const uint8_t *, long, int, int32_t *);
+static const qvc_acc_t qvc_acc[6] = {qvc_6x2_acc, qvc_6x1_acc, qvc_4x2_acc,
+                                     qvc_4x1_acc, qvc_2x2_acc, qvc_2x1_acc};
+#define qv_ukr_conv_6x32 qvc_6x2_acc   /* the full tile */
+#ifdef EDGENN_QEPI_H
+typedef void (*qvc_u8_t)(long, const uint8_t *, const uint8_t *, long, int, int, long,
+                         const qe_epi *, long, uint8_t *, long);
+typedef void (*qvc_fz_t)(long, const uint8_t *, const uint8_t *, long, int, int, long,
+                         const qe_epi *, long, uint8_t *, const uint8_t *, long);
+static const qvc_u8_t qvc_u8[6] = {qvc_6x2_u8, qvc_6x1_u8, qvc_4x2_u8,
+                                   qvc_4x1_u8, qvc_2x2_u8, qvc_2x1_u8};
+static const qvc_fz_t qvc_fz[6] = {qvc_6x2_fz, qvc_6x1_fz, qvc_4x2_fz,
+                                   qvc_4x1_fz, qvc_2x2_fz, qvc_2x1_fz};
 #endif
 #ifndef QV_KEEP_MACROS   /* the emulated test build defines a deliberately broken twin */
 #undef QV_UKR

@@ -10,9 +10,12 @@ TIERS = {"avx512vnni": 0, "avxvnni": 3}            # the kernels' numbers: KINDS
 
 
 def tile(lane: str, kind: str, a, b, ng: int, bps: int, npan: int,
-         tier: str = "avx512vnni") -> np.ndarray:
+         tier: str = "avx512vnni", rows: int = 6) -> np.ndarray:
     """lane "native" or "emulated"; a: one A panel (ng * 24 bytes), b: 4 B panels bps bytes
-    apart (ng * 32 bytes each), uint8 -> (4, 6, 8) int32 sums (panels past npan: zero)."""
+    apart (ng * 32 bytes each), uint8 -> (4, 6, 8) int32 sums (panels past npan, rows past
+    `rows`: zero). rows 6 / 4 / 2: the AVX-512 VNNI conv kernel of that tile shape."""
+    if rows not in (6, 4, 2) or (rows != 6 and (kind != "conv" or tier != "avx512vnni")):
+        raise ValueError(f"no {rows}-row {kind!r} kernel on {tier}")
     if kind not in KINDS or (kind == "conv_broken" and lane != "emulated"):
         raise ValueError(f"no {kind!r} kernel in the {lane} lane")
     a = np.ascontiguousarray(a, np.uint8).ravel()
@@ -30,7 +33,7 @@ def tile(lane: str, kind: str, a, b, ng: int, bps: int, npan: int,
         from . import _qgemm as mod
         if not (mod.HAVE_AVXVNNI if tier == "avxvnni" else mod.HAVE_VNNI):
             raise ValueError(f"this CPU (or EDGENN_MAX_ISA) has no {tier}")
-    mod.vnni_ukr_into(KINDS[kind] + TIERS[tier], a, b, ng, bps, npan, out.reshape(-1))
+    mod.vnni_ukr_into(KINDS[kind] + TIERS[tier], a, b, ng, bps, npan, out.reshape(-1), rows)
     return out
 
 

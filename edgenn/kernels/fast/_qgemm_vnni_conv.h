@@ -1,0 +1,135 @@
+/* The AVX-512 VNNI conv micro-kernels of one tile shape, included once per shape by
+ * _qgemm_vnni.h with QVC_ROWS (6, 4 or 2 weight rows: the full A panel, or the tail of
+ * M = 6q + 4 / 6q + 2 channels, 64 and 128 among them, without the dead rows' products)
+ * and QVC_NV (2 or 1 zmm of 16 pixels: 32 columns, or the last <= 16 of a block) defined.
+ *
+ * A: one 6-row weight panel, [ng][6 rows][4 bytes] (rows past QVC_ROWS not read);
+ * B: the im2col block's panel pairs (qg_interleave's pairs layout): pair h (columns 16h ..
+ * 16h + 15) at b + 2h * bps, [ng][64 bytes]; for NV = 2 a missing second pair (npan <= 2)
+ * re-reads the first, its sums dropped.
+ *   QVC_FN(acc): the s32 sums into out's [4 blocks][6 rows][8 columns] (rows < QVC_ROWS);
+ *   QVC_FN(u8):  the integer epilogue in registers (qv_int_out's epilogues);
+ *   QVC_FN(fz):  the float epilogue in registers (qv_float_out's: residual, float bias,
+ *                Relu / Clip), qe_vec8's operations in its order.
+ * u8 / fz: mr <= QVC_ROWS rows and nvalid <= 16 * QVC_NV columns of y from row m0's first
+ * output (row stride ld), z the residual in y's layout or NULL. */
+
+#define QVC_CAT_(a, b, c, d) a##_##b##x##c##_##d
+#define QVC_CAT(a, b, c, d) QVC_CAT_(a, b, c, d)
+#define QVC_FN(kind) QVC_CAT(qvc, QVC_ROWS, QVC_NV, kind)
+
+/* Sums the ng groups into named accumulators c<row><zmm> (the rows and zmm past the
+ * shape are never touched; an array indexed in the loop made GCC shuffle the 12 registers
+ * every iteration), then declares c[6][2] over them for the epilogues. */
+#define QVC_DP2(R, S)                                                                             \
+    c##R##0 = _mm512_dpbusd_epi32(c##R##0, v0, S);                                               \
+    if (QVC_NV > 1) c##R##1 = _mm512_dpbusd_epi32(c##R##1, v1, S);
+#define QVC_ACCUMULATE                                                                            \
+    __m512i c00 = _mm512_setzero_si512(), c01 = c00, c10 = c00, c11 = c00, c20 = c00,             \
+            c21 = c00, c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;          \
+    {                                                                                             \
+        const uint8_t *p1 = npan > 2 ? b + 2 * bps : b;                                           \
+        for (long g = 0; g < ng; g++, a += 4 * QV_MR) {                                           \
+            const __m512i v0 = _mm512_loadu_si512(b + 64 * g);                                    \
+            const __m512i v1 = QVC_NV > 1 ? _mm512_loadu_si512(p1 + 64 * g) : v0;                 \
+            __m512i s = _mm512_set1_epi32(*(const int32_t *)(a + 0));                             \
+            QVC_DP2(0, s)                                                                         \
+            s = _mm512_set1_epi32(*(const int32_t *)(a + 4));                                     \
+            QVC_DP2(1, s)                                                                         \
+            if (QVC_ROWS > 2) {                                                                   \
+                s = _mm512_set1_epi32(*(const int32_t *)(a + 8));                                 \
+                QVC_DP2(2, s)                                                                     \
+                s = _mm512_set1_epi32(*(const int32_t *)(a + 12));                                \
+                QVC_DP2(3, s)                                                                     \
+            }                                                                                     \
+            if (QVC_ROWS > 4) {                                                                   \
+                s = _mm512_set1_epi32(*(const int32_t *)(a + 16));                                \
+                QVC_DP2(4, s)                                                                     \
+                s = _mm512_set1_epi32(*(const int32_t *)(a + 20));                                \
+                QVC_DP2(5, s)                                                                     \
+            }                                                                                     \
+        }                                                                                         \
+    }                                                                                             \
+    const __m512i c[QV_MR][2] = {{c00, c01}, {c10, c11}, {c20, c21},                              \
+                                 {c30, c31}, {c40, c41}, {c50, c51}};
+
+QV_TARGET static void QVC_FN(acc)(long ng, const uint8_t *a, const uint8_t *b, long bps,
+                                  int npan, int32_t *out) {
+    QVC_ACCUMULATE
+    for (int r = 0; r < QVC_ROWS; r++)
+        for (int h = 0; h < QVC_NV; h++) {
+            _mm256_storeu_si256((__m256i *)(out + ((2 * h) * QV_MR + r) * 8),
+                                _mm512_castsi512_si256(c[r][h]));
+            _mm256_storeu_si256((__m256i *)(out + ((2 * h + 1) * QV_MR + r) * 8),
+                                _mm512_extracti64x4_epi64(c[r][h], 1));
+        }
+}
+
+#ifdef EDGENN_QEPI_H
+/* lane mask of the nvalid - 16 h columns of zmm h that exist (0: none) */
+static inline __mmask16 QVC_FN(mask)(long nvalid, int h) {
+    const long n = nvalid - 16 * h;
+    return (__mmask16)(n >= 16 ? 0xffff : n <= 0 ? 0 : (1u << n) - 1);
+}
+
+QV_TARGET static void QVC_FN(u8)(long ng, const uint8_t *a, const uint8_t *b, long bps,
+                                 int npan, int mr, long nvalid, const qe_epi *e, long m0,
+                                 uint8_t *y, long ld) {
+    QVC_ACCUMULATE
+    const __m512 big = _mm512_set1_ps(16777216.f);
+    const __m512i zp = _mm512_set1_epi32(e->yzp);
+    const __m512i lo = _mm512_set1_epi32(qe_u8(e->lo)), hi = _mm512_set1_epi32(qe_u8(e->hi));
+    for (int h = 0; h < QVC_NV; h++) {
+        const __mmask16 m = QVC_FN(mask)(nvalid, h);
+        if (!m) break;
+        _Pragma("GCC unroll 6") for (int r = 0; r < QVC_ROWS; r++) {
+            if (r >= mr) break;
+            __m512i q = _mm512_add_epi32(c[r][h], _mm512_set1_epi32(e->bias[m0 + r]));
+            __m512 f = _mm512_min_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(q),
+                                                   _mm512_set1_ps(e->mult[m0 + r])), big);
+            q = _mm512_add_epi32(_mm512_cvtps_epi32(f), zp);
+            q = _mm512_min_epi32(_mm512_max_epi32(q, lo), hi);
+            _mm512_mask_cvtepi32_storeu_epi8(y + r * ld + 16 * h, m, q);
+        }
+    }
+}
+
+QV_TARGET static void QVC_FN(fz)(long ng, const uint8_t *a, const uint8_t *b, long bps,
+                                 int npan, int mr, long nvalid, const qe_epi *e, long m0,
+                                 uint8_t *y, const uint8_t *z, long ld) {
+    QVC_ACCUMULATE
+    const __m512 big = _mm512_set1_ps(16777216.f), zero = _mm512_setzero_ps();
+    const __m512 p0 = _mm512_set1_ps(e->p0), p1 = _mm512_set1_ps(e->p1);
+    const __m512 zs = _mm512_set1_ps(e->zscale), inv = _mm512_set1_ps(e->inv_y);
+    const __m512i yzp = _mm512_set1_epi32(e->yzp), zzp = _mm512_set1_epi32(e->zzp);
+    const __m512i u8max = _mm512_set1_epi32(255), izero = _mm512_setzero_si512();
+    const int act = e->act;
+    for (int h = 0; h < QVC_NV; h++) {
+        const __mmask16 m = QVC_FN(mask)(nvalid, h);
+        if (!m) break;
+        _Pragma("GCC unroll 6") for (int r = 0; r < QVC_ROWS; r++) {
+            if (r >= mr) break;
+            __m512i q = _mm512_add_epi32(c[r][h], _mm512_set1_epi32(e->bias[m0 + r]));
+            __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(e->mult[m0 + r]));
+            if (e->fadd) v = _mm512_add_ps(v, _mm512_set1_ps(e->fadd[m0 + r]));
+            if (z) {
+                __m512i zi = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, z + r * ld + 16 * h));
+                v = _mm512_add_ps(v, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(zi, zzp)),
+                                                   zs));
+            }
+            if (act == QE_RELU) v = _mm512_max_ps(v, zero);
+            else if (act == QE_CLIP) v = _mm512_min_ps(_mm512_max_ps(v, p0), p1);
+            v = _mm512_min_ps(_mm512_mul_ps(v, inv), big);
+            q = _mm512_add_epi32(_mm512_cvtps_epi32(v), yzp);
+            q = _mm512_min_epi32(_mm512_max_epi32(q, izero), u8max);
+            _mm512_mask_cvtepi32_storeu_epi8(y + r * ld + 16 * h, m, q);
+        }
+    }
+}
+#endif
+
+#undef QVC_ACCUMULATE
+#undef QVC_DP2
+#undef QVC_FN
+#undef QVC_CAT
+#undef QVC_CAT_
