@@ -26,8 +26,10 @@ static void check(int ok, const char *what) {
 static uint32_t rng_state = 12345u;
 static uint32_t rnd(void) { rng_state = rng_state * 1664525u + 1013904223u; return rng_state >> 8; }
 
-/* out[p][r][j] = sum_g,q A[g][r][q] * B[p][g][j][q]; conv: A s8, B u8; gemm: A u8, B s8 */
-static void ref_tile(int conv, long ng, const uint8_t *a, const uint8_t *b, long bps,
+/* out[p][r][j] = sum_g,q A[g][r][q] * B[p][g][j][q]; conv: A s8, B u8; gemm: A u8, B s8.
+ * pairs: B in the VNNI conv kernels' pair layout (panels 2h, 2h + 1 interleaved per group,
+ * 64 bytes, pair h at 2h * bps), else panel after panel (bps bytes apart, 32 per group). */
+static void ref_tile(int conv, int pairs, long ng, const uint8_t *a, const uint8_t *b, long bps,
                      int npan, int32_t *out) {
     for (int p = 0; p < npan; p++)
         for (int r = 0; r < 6; r++)
@@ -36,7 +38,8 @@ static void ref_tile(int conv, long ng, const uint8_t *a, const uint8_t *b, long
                 for (long g = 0; g < ng; g++)
                     for (int q = 0; q < 4; q++) {
                         int av = conv ? (int8_t)a[g * 24 + r * 4 + q] : a[g * 24 + r * 4 + q];
-                        uint8_t braw = b[p * bps + g * 32 + j * 4 + q];
+                        uint8_t braw = pairs ? b[(p / 2) * 2 * bps + g * 64 + (p % 2) * 32 + j * 4 + q]
+                                             : b[p * bps + g * 32 + j * 4 + q];
                         int bv = conv ? braw : (int8_t)braw;
                         s += (int64_t)av * bv;
                     }
@@ -58,9 +61,13 @@ static void check_vnni(void) {
                 int32_t got[4 * 48], want[4 * 48];
                 int ok = 1;
                 for (int npan = 1; npan <= 4; npan++) {
-                    (conv ? qv_ukr_conv_6x32 : qv_ukr_gemm_6x32)(ng, a, b, bps, npan, got);
-                    ref_tile(conv, ng, a, b, bps, npan, want);
-                    for (int i = 0; i < npan * 48; i++) ok &= got[i] == want[i];
+                    ref_tile(conv, conv, ng, a, b, bps, npan, want);
+                    /* conv: every tile shape the driver picks (rows 6 / 4 / 2 x 32 / 16) */
+                    for (int rows = 6; rows >= (conv ? 2 : 6); rows -= 2) {
+                        (conv ? qvc_acc[qvc_index(rows, npan)] : qv_ukr_gemm_6x32)(ng, a, b, bps,
+                                                                                 npan, got);
+                        for (int i = 0; i < npan * 48; i++) ok &= i % 48 / 8 >= rows || got[i] == want[i];
+                    }
                 }
                 snprintf(what, sizeof what, "vnni %s 6x32 (SIMDe) ng=%ld fill=%d: exact",
                          conv ? "conv" : "gemm", ng, fill);
@@ -68,7 +75,7 @@ static void check_vnni(void) {
                 /* the portable u8 kernel (one 6 x 8 panel) on the same data */
                 int32_t acc[48];
                 qg_ukr_u8_c(ng, a, b, acc, conv ? QG_CONV : QG_GEMM);
-                ref_tile(conv, ng, a, b, bps, 1, want);
+                ref_tile(conv, 0, ng, a, b, bps, 1, want);
                 ok = 1;
                 for (int i = 0; i < 48; i++) ok &= acc[i] == want[i];
                 snprintf(what, sizeof what, "int8 portable 6x8 %s ng=%ld fill=%d: exact",

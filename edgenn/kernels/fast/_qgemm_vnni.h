@@ -138,7 +138,7 @@ typedef void (*qvc_acc_t)(long, const uint8_t *, const uint8_t *, long, int, int
 static const qvc_acc_t qvc_acc[6] = {qvc_6x2_acc, qvc_6x1_acc, qvc_4x2_acc,
                                      qvc_4x1_acc, qvc_2x2_acc, qvc_2x1_acc};
 #define qv_ukr_conv_6x32 qvc_6x2_acc   /* the full tile */
-#ifdef EDGENN_QEPI_H
+#if defined(EDGENN_QEPI_H) && QE_X86   /* the native build (SIMDe lacks masked byte loads) */
 typedef void (*qvc_u8_t)(long, const uint8_t *, const uint8_t *, long, int, int, long,
                          const qe_epi *, long, uint8_t *, long);
 typedef void (*qvc_fz_t)(long, const uint8_t *, const uint8_t *, long, int, int, long,

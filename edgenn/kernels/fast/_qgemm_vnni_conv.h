@@ -65,7 +65,7 @@ QV_TARGET static void QVC_FN(acc)(long ng, const uint8_t *a, const uint8_t *b, l
         }
 }
 
-#ifdef EDGENN_QEPI_H
+#if defined(EDGENN_QEPI_H) && QE_X86   /* the native build (SIMDe lacks masked byte loads) */
 /* lane mask of the nvalid - 16 h columns of zmm h that exist (0: none) */
 static inline __mmask16 QVC_FN(mask)(long nvalid, int h) {
     const long n = nvalid - 16 * h;
