@@ -444,14 +444,19 @@ static inline long sg_packed_b_size(long K, long N) { return (N + SG_NR - 1) / S
 typedef struct { long kc, mc, nc; } sg_blocks;
 
 /* KC: K in balanced blocks of <= 384 (a 16-column B micro-panel of kc rows stays in L1);
- * MC: the A block (mc x kc) in about 192 KiB of L2; NC: the packed B block in ~1 MiB. */
+ * MC: the A block (mc x kc) in about 192 KiB of L2 (up to a quarter more where that keeps
+ * M in one block), M in balanced blocks of whole 12-row tiles: a 126-row budget had cut
+ * MiniLM's 128 rows into 126 + 2, each 32-column tile then ending in a 6-row and a 2-row
+ * call (the 2 x 32 one has 4 accumulators: latency-bound); NC: the packed B block in
+ * ~1 MiB. */
 static sg_blocks sg_choose_blocks(long M, long N, long K) {
     sg_blocks b;
     long nk = (K + 383) / 384;
     b.kc = (K + nk - 1) / nk;
-    b.mc = (192 * 1024 / 4 / b.kc) / SG_MR * SG_MR;
-    if (b.mc < SG_MR) b.mc = SG_MR;
-    if (b.mc > M) b.mc = (M + SG_MR - 1) / SG_MR * SG_MR;
+    long mc = (192 * 1024 / 4 / b.kc) / SG_MR * SG_MR;
+    if (mc < SG_MR) mc = SG_MR;
+    long nm = M <= mc + mc / 4 ? 1 : (M + mc - 1) / mc;       /* blocks of M */
+    b.mc = ((M + nm - 1) / nm + 2 * SG_MR - 1) / (2 * SG_MR) * (2 * SG_MR);
     b.nc = (1024 * 1024 / 4 / b.kc) / SG_NR * SG_NR;
     if (b.nc < SG_NR) b.nc = SG_NR;
     if (b.nc > N) b.nc = (N + SG_NR - 1) / SG_NR * SG_NR;
