@@ -77,32 +77,37 @@ def test_softmax_special_rows(avx2):
     assert y[3, 2] < 1e-30 and abs(y[3].sum() - 1) < 1e-6
 
 
-@pytest.mark.parametrize("avx2", BUILDS)
+# the attention softmax: portable, AVX2, and (where the CPU has it) AVX-512 builds
+SMX_BUILDS = [(False, False)] + ([(True, False)] if _rowops.HAS_AVX2 else []) + \
+    ([(True, True)] if _rowops.HAS_AVX512 else [])
+
+
+@pytest.mark.parametrize("build", SMX_BUILDS)
 @pytest.mark.parametrize("kind", ["none", "add", "bool"])
 @pytest.mark.parametrize("mrows", [1, 6])
-def test_scale_mask_softmax(avx2, kind, mrows):
+def test_scale_mask_softmax(build, kind, mrows):
     rng = np.random.default_rng(1)
-    for T in (1, 8, 13, 130):
+    for T in (1, 8, 13, 16, 17, 130):
         s = rng.standard_normal((6, T)).astype(f32)
         if kind == "add":
             m = (rng.standard_normal((mrows, T)) * 4).astype(f32)
             z = s * f32(0.3) + np.resize(m, s.shape)
-            _rowops.scale_mask_softmax(s, 0.3, m, avx2)
+            _rowops.scale_mask_softmax(s, 0.3, m, *build)
         elif kind == "bool":
             m = rng.random((mrows, T)) < 0.6
             m[:, -1] = True
             z = np.where(np.resize(m, s.shape), s * f32(0.3), -np.inf)
-            _rowops.scale_bool_mask_softmax(s, 0.3, m.view(np.uint8), avx2)
+            _rowops.scale_bool_mask_softmax(s, 0.3, m.view(np.uint8), *build)
         else:
             z = s * f32(0.3)
-            _rowops.scale_mask_softmax(s, 0.3, None, avx2)
+            _rowops.scale_mask_softmax(s, 0.3, None, *build)
         e = np.exp(z - z.max(-1, keepdims=True))
         _close(s, e / e.sum(-1, keepdims=True))
 
 
-@pytest.mark.parametrize("avx2", BUILDS)
+@pytest.mark.parametrize("build", SMX_BUILDS)
 @pytest.mark.parametrize("T", [7, 16, 130])
-def test_masked_softmax_has_no_subnormals(avx2, T):
+def test_masked_softmax_has_no_subnormals(build, T):
     """A padding mask of -3.4e38 (torch's finfo.min, as exported BERTs carry) gives exactly
     0 at masked positions, as the reference, never a subnormal (which would slow the next
     GEMM ~100x on Intel cores); the kept positions still sum to 1."""
@@ -111,7 +116,7 @@ def test_masked_softmax_has_no_subnormals(avx2, T):
     m = np.zeros((1, T), f32)
     m[0, T // 2:] = np.finfo(np.float32).min
     want = REFERENCE["Softmax"]({"axis": -1}, [s * f32(0.2) + m])[0]
-    _rowops.scale_mask_softmax(s, 0.2, m, avx2)
+    _rowops.scale_mask_softmax(s, 0.2, m, *build)
     tiny = (s != 0) & (np.abs(s) < np.finfo(np.float32).tiny)
     assert not tiny.any() and (s[:, T // 2:] == 0).all()
     _close(s, want)
@@ -238,3 +243,19 @@ def test_dynamic_quantize_matches_reference(avx2):
             want_y, want_scale, want_zp = dynamic_quantize_linear({}, [x])
             assert np.float32(scale) == want_scale and zp == want_zp, (n, shift)
             np.testing.assert_array_equal(y, want_y)
+
+
+@pytest.mark.parametrize("build", SMX_BUILDS)
+@pytest.mark.parametrize("T", [5, 16, 37])
+def test_attention_softmax_nan_and_fully_masked_rows(build, T):
+    """A NaN score, or a row whose every position is masked out (all -inf), gives a NaN
+    row, as the reference's arithmetic does; the other rows are untouched by it."""
+    rng = np.random.default_rng(T)
+    s = rng.standard_normal((3, T)).astype(f32)
+    s[0, T // 2] = np.nan
+    keep = np.ones((3, T), bool)
+    keep[1] = False
+    want_row2 = np.exp(s[2] * f32(0.5) - (s[2] * f32(0.5)).max())
+    _rowops.scale_bool_mask_softmax(s, 0.5, keep.view(np.uint8), *build)
+    assert np.isnan(s[0]).all() and np.isnan(s[1]).all()
+    _close(s[2], want_row2 / want_row2.sum())

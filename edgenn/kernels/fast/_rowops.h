@@ -306,14 +306,77 @@ static void row_scale_mask_generic(float *row, long T, float scale, const void *
     }
 }
 
-static void rowops_scale_mask_softmax(int avx2, float *s, long R, long T, float scale,
+#if defined(EDGENN_HAS_AVX512_INTRINSICS) && !defined(EDGENN_SIMDE)
+/* The attention row in three passes of 16 lanes (AVX2: scale / mask, max, exp, normalize,
+ * four of 8): v = row * scale + mask (FMA, as row_scale_mask_avx2), or v * scale where
+ * kept and -inf elsewhere, with the maximum and the NaN check in the same pass; then
+ * row_softmax_avx2's steps (exp16 = exp8's steps, 0 below -87, the FLT_MIN flush); the
+ * ragged end by masked loads and stores. The sum's order differs from the AVX2 build's. */
+__attribute__((target("avx2,fma,avx512f,avx512bw,avx512vl,avx512dq")))
+static void row_scale_mask_softmax_avx512(float *y, long T, float scale, const void *mrow,
+                                          int kind)
+{
+    const __m512 sc = _mm512_set1_ps(scale), ninf = _mm512_set1_ps(-INFINITY);
+    __m512 mv = ninf;
+    __mmask16 bad = 0;
+    for (long j = 0; j < T; j += 16) {
+        const __mmask16 k = j + 16 <= T ? (__mmask16)0xffff : (__mmask16)((1u << (T - j)) - 1);
+        __m512 v = _mm512_maskz_loadu_ps(k, y + j);
+        if (kind == ROW_MASK_ADD) {
+            v = _mm512_fmadd_ps(v, sc, _mm512_maskz_loadu_ps(k, (const float *)mrow + j));
+        } else if (kind == ROW_MASK_BOOL) {
+            __m128i b = _mm_maskz_loadu_epi8(k, (const unsigned char *)mrow + j);
+            __mmask16 keep = _mm512_test_epi32_mask(_mm512_cvtepu8_epi32(b),
+                                                    _mm512_cvtepu8_epi32(b));
+            v = _mm512_mask_mul_ps(ninf, keep, v, sc);
+        } else {
+            v = _mm512_mul_ps(v, sc);
+        }
+        _mm512_mask_storeu_ps(y + j, k, v);
+        bad |= _mm512_mask_cmp_ps_mask(k, v, v, _CMP_UNORD_Q);
+        mv = _mm512_mask_max_ps(mv, k, mv, v);
+    }
+    const float m = _mm512_reduce_max_ps(mv);
+    if (bad || !isfinite(m)) {
+        for (long j = 0; j < T; j++)
+            y[j] = NAN;
+        return;
+    }
+    const __m512 mb = _mm512_set1_ps(m), lim = _mm512_set1_ps(-87.0f);
+    __m512 sv = _mm512_setzero_ps();
+    for (long j = 0; j < T; j += 16) {
+        const __mmask16 k = j + 16 <= T ? (__mmask16)0xffff : (__mmask16)((1u << (T - j)) - 1);
+        __m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, y + j), mb);
+        __m512 e = _mm512_maskz_mov_ps(k & _mm512_cmp_ps_mask(d, lim, _CMP_GE_OQ), simd_exp16(d));
+        _mm512_mask_storeu_ps(y + j, k, e);
+        sv = _mm512_add_ps(sv, e);
+    }
+    const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sv));
+    const __m512 tiny = _mm512_set1_ps(FLT_MIN);
+    for (long j = 0; j < T; j += 16) {
+        const __mmask16 k = j + 16 <= T ? (__mmask16)0xffff : (__mmask16)((1u << (T - j)) - 1);
+        __m512 p = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, y + j), inv);
+        _mm512_mask_storeu_ps(y + j, k,
+                              _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(p, tiny, _CMP_GE_OQ), p));
+    }
+}
+#endif
+
+/* tier: 0 the portable build, 1 AVX2, 2 AVX-512 (the caller checks the CPU) */
+static void rowops_scale_mask_softmax(int tier, float *s, long R, long T, float scale,
                                       const void *mask, long MS, int kind)
 {
     const long esize = kind == ROW_MASK_BOOL ? 1 : 4;
     for (long i = 0; i < R; i++) {
         float *row = s + i * T;
         const void *mrow = mask ? (const char *)mask + (i % MS) * T * esize : 0;
-        if (avx2) {
+#if defined(EDGENN_HAS_AVX512_INTRINSICS) && !defined(EDGENN_SIMDE)
+        if (tier >= 2) {
+            row_scale_mask_softmax_avx512(row, T, scale, mrow, mask ? kind : ROW_MASK_NONE);
+            continue;
+        }
+#endif
+        if (tier) {
             row_scale_mask_avx2(row, T, scale, mrow, mask ? kind : ROW_MASK_NONE);
             row_softmax_avx2(row, T);
         } else {

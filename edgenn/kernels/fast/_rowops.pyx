@@ -9,6 +9,7 @@ and the CPU has it, else the portable one) and releases the GIL."""
 cdef extern from "_cpu.h" nogil:
     int edgenn_isa_x86(int t)
     int EDGENN_ISA_AVX2
+    int EDGENN_ISA_AVX512
 
 cdef extern from "_rowops.h" nogil:
     int ROW_MASK_NONE, ROW_MASK_ADD, ROW_MASK_BOOL
@@ -33,7 +34,9 @@ cdef extern from "_rowops.h" nogil:
 
 
 cdef bint _avx2 = edgenn_isa_x86(EDGENN_ISA_AVX2)
+cdef bint _avx512 = edgenn_isa_x86(EDGENN_ISA_AVX512)
 HAS_AVX2 = _avx2
+HAS_AVX512 = _avx512   # the attention softmax's AVX-512 build (scale_mask_softmax)
 
 
 def softmax_rows(const float[:, ::1] x, float[:, ::1] y, bint avx2=True, bint log=False):
@@ -44,27 +47,32 @@ def softmax_rows(const float[:, ::1] x, float[:, ::1] y, bint avx2=True, bint lo
         rowops_softmax_rows(a, &x[0, 0], &y[0, 0], x.shape[0], x.shape[1], log)
 
 
+cdef int _smx_tier(bint avx2, bint avx512):
+    """The attention softmax's build: 2 AVX-512 (where allowed and present), 1 AVX2, 0."""
+    return 0 if not (avx2 and _avx2) else 2 if (avx512 and _avx512) else 1
+
+
 def scale_mask_softmax(float[:, ::1] s, float scale, const float[:, ::1] mask=None,
-                       bint avx2=True):
+                       bint avx2=True, bint avx512=True):
     """s (R, T) <- softmax(s * scale + mask) per row; mask (MS, T) float32 (row i uses
-    mask row i % MS) or None."""
+    mask row i % MS) or None. avx2 / avx512 False: the builds below (tests)."""
     cdef const float *mp = NULL
     cdef long ms = 1
     if mask is not None:
         assert mask.shape[1] == s.shape[1]
         mp, ms = &mask[0, 0], mask.shape[0]
-    cdef int a = avx2 and _avx2
+    cdef int a = _smx_tier(avx2, avx512)
     with nogil:
         rowops_scale_mask_softmax(a, &s[0, 0], s.shape[0], s.shape[1], scale, mp, ms,
                                   ROW_MASK_ADD)
 
 
 def scale_bool_mask_softmax(float[:, ::1] s, float scale, const unsigned char[:, ::1] keep,
-                            bint avx2=True):
+                            bint avx2=True, bint avx512=True):
     """s (R, T) <- softmax(where(keep, s * scale, -inf)) per row; keep (MS, T) a bool
     array viewed as uint8 (row i uses keep row i % MS)."""
     assert keep.shape[1] == s.shape[1]
-    cdef int a = avx2 and _avx2
+    cdef int a = _smx_tier(avx2, avx512)
     with nogil:
         rowops_scale_mask_softmax(a, &s[0, 0], s.shape[0], s.shape[1], scale, &keep[0, 0],
                                   keep.shape[0], ROW_MASK_BOOL)
