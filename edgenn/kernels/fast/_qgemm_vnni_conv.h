@@ -21,9 +21,10 @@
 /* Sums the ng groups into named accumulators c<row><zmm> (the rows and zmm past the
  * shape are never touched; an array indexed in the loop made GCC shuffle the 12 registers
  * every iteration), then declares c[6][2] over them for the epilogues. */
-#define QVC_DP2(R, S)                                                                             \
-    c##R##0 = _mm512_dpbusd_epi32(c##R##0, v0, S);                                               \
-    if (QVC_NV > 1) c##R##1 = _mm512_dpbusd_epi32(c##R##1, v1, S);
+#define QVC_ROW(R)                                                                                \
+    s = _mm512_set1_epi32(*(const int32_t *)(a + 4 * R));                                         \
+    c##R##0 = _mm512_dpbusd_epi32(c##R##0, v0, s);                                               \
+    if (QVC_NV > 1) c##R##1 = _mm512_dpbusd_epi32(c##R##1, v1, s);
 #define QVC_ACCUMULATE                                                                            \
     __m512i c00 = _mm512_setzero_si512(), c01 = c00, c10 = c00, c11 = c00, c20 = c00,             \
             c21 = c00, c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;          \
@@ -32,22 +33,10 @@
         for (long g = 0; g < ng; g++, a += 4 * QV_MR) {                                           \
             const __m512i v0 = _mm512_loadu_si512(b + 64 * g);                                    \
             const __m512i v1 = QVC_NV > 1 ? _mm512_loadu_si512(p1 + 64 * g) : v0;                 \
-            __m512i s = _mm512_set1_epi32(*(const int32_t *)(a + 0));                             \
-            QVC_DP2(0, s)                                                                         \
-            s = _mm512_set1_epi32(*(const int32_t *)(a + 4));                                     \
-            QVC_DP2(1, s)                                                                         \
-            if (QVC_ROWS > 2) {                                                                   \
-                s = _mm512_set1_epi32(*(const int32_t *)(a + 8));                                 \
-                QVC_DP2(2, s)                                                                     \
-                s = _mm512_set1_epi32(*(const int32_t *)(a + 12));                                \
-                QVC_DP2(3, s)                                                                     \
-            }                                                                                     \
-            if (QVC_ROWS > 4) {                                                                   \
-                s = _mm512_set1_epi32(*(const int32_t *)(a + 16));                                \
-                QVC_DP2(4, s)                                                                     \
-                s = _mm512_set1_epi32(*(const int32_t *)(a + 20));                                \
-                QVC_DP2(5, s)                                                                     \
-            }                                                                                     \
+            __m512i s;                                                                            \
+            QVC_ROW(0) QVC_ROW(1)                                                                 \
+            if (QVC_ROWS > 2) { QVC_ROW(2) QVC_ROW(3) }                                           \
+            if (QVC_ROWS > 4) { QVC_ROW(4) QVC_ROW(5) }                                           \
         }                                                                                         \
     }                                                                                             \
     const __m512i c[QV_MR][2] = {{c00, c01}, {c10, c11}, {c20, c21},                              \
@@ -66,6 +55,20 @@ QV_TARGET static void QVC_FN(acc)(long ng, const uint8_t *a, const uint8_t *b, l
 }
 
 #if defined(EDGENN_QEPI_H) && QE_X86   /* the native build (SIMDe lacks masked byte loads) */
+/* For each zmm h of valid columns (lane mask m) and row r < mr: q = sum + bias, BODY
+ * (which leaves the u8 value in q's lanes), stored at y's row r. */
+#define QVC_FOR_OUTPUTS(BODY)                                                                     \
+    for (int h = 0; h < QVC_NV; h++) {                                                            \
+        const __mmask16 m = QVC_FN(mask)(nvalid, h);                                              \
+        if (!m) break;                                                                            \
+        _Pragma("GCC unroll 6") for (int r = 0; r < QVC_ROWS; r++) {                              \
+            if (r >= mr) break;                                                                   \
+            __m512i q = _mm512_add_epi32(c[r][h], _mm512_set1_epi32(e->bias[m0 + r]));            \
+            BODY                                                                                  \
+            _mm512_mask_cvtepi32_storeu_epi8(y + r * ld + 16 * h, m, q);                          \
+        }                                                                                         \
+    }
+
 /* lane mask of the nvalid - 16 h columns of zmm h that exist (0: none) */
 static inline __mmask16 QVC_FN(mask)(long nvalid, int h) {
     const long n = nvalid - 16 * h;
@@ -79,19 +82,11 @@ QV_TARGET static void QVC_FN(u8)(long ng, const uint8_t *a, const uint8_t *b, lo
     const __m512 big = _mm512_set1_ps(16777216.f);
     const __m512i zp = _mm512_set1_epi32(e->yzp);
     const __m512i lo = _mm512_set1_epi32(qe_u8(e->lo)), hi = _mm512_set1_epi32(qe_u8(e->hi));
-    for (int h = 0; h < QVC_NV; h++) {
-        const __mmask16 m = QVC_FN(mask)(nvalid, h);
-        if (!m) break;
-        _Pragma("GCC unroll 6") for (int r = 0; r < QVC_ROWS; r++) {
-            if (r >= mr) break;
-            __m512i q = _mm512_add_epi32(c[r][h], _mm512_set1_epi32(e->bias[m0 + r]));
-            __m512 f = _mm512_min_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(q),
-                                                   _mm512_set1_ps(e->mult[m0 + r])), big);
-            q = _mm512_add_epi32(_mm512_cvtps_epi32(f), zp);
-            q = _mm512_min_epi32(_mm512_max_epi32(q, lo), hi);
-            _mm512_mask_cvtepi32_storeu_epi8(y + r * ld + 16 * h, m, q);
-        }
-    }
+    QVC_FOR_OUTPUTS(
+        __m512 f = _mm512_min_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(q),
+                                               _mm512_set1_ps(e->mult[m0 + r])), big);
+        q = _mm512_add_epi32(_mm512_cvtps_epi32(f), zp);
+        q = _mm512_min_epi32(_mm512_max_epi32(q, lo), hi);)
 }
 
 QV_TARGET static void QVC_FN(fz)(long ng, const uint8_t *a, const uint8_t *b, long bps,
@@ -104,32 +99,25 @@ QV_TARGET static void QVC_FN(fz)(long ng, const uint8_t *a, const uint8_t *b, lo
     const __m512i yzp = _mm512_set1_epi32(e->yzp), zzp = _mm512_set1_epi32(e->zzp);
     const __m512i u8max = _mm512_set1_epi32(255), izero = _mm512_setzero_si512();
     const int act = e->act;
-    for (int h = 0; h < QVC_NV; h++) {
-        const __mmask16 m = QVC_FN(mask)(nvalid, h);
-        if (!m) break;
-        _Pragma("GCC unroll 6") for (int r = 0; r < QVC_ROWS; r++) {
-            if (r >= mr) break;
-            __m512i q = _mm512_add_epi32(c[r][h], _mm512_set1_epi32(e->bias[m0 + r]));
-            __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(e->mult[m0 + r]));
-            if (e->fadd) v = _mm512_add_ps(v, _mm512_set1_ps(e->fadd[m0 + r]));
-            if (z) {
-                __m512i zi = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, z + r * ld + 16 * h));
-                v = _mm512_add_ps(v, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(zi, zzp)),
-                                                   zs));
-            }
-            if (act == QE_RELU) v = _mm512_max_ps(v, zero);
-            else if (act == QE_CLIP) v = _mm512_min_ps(_mm512_max_ps(v, p0), p1);
-            v = _mm512_min_ps(_mm512_mul_ps(v, inv), big);
-            q = _mm512_add_epi32(_mm512_cvtps_epi32(v), yzp);
-            q = _mm512_min_epi32(_mm512_max_epi32(q, izero), u8max);
-            _mm512_mask_cvtepi32_storeu_epi8(y + r * ld + 16 * h, m, q);
+    QVC_FOR_OUTPUTS(
+        __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(e->mult[m0 + r]));
+        if (e->fadd) v = _mm512_add_ps(v, _mm512_set1_ps(e->fadd[m0 + r]));
+        if (z) {
+            __m512i zi = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, z + r * ld + 16 * h));
+            v = _mm512_add_ps(v, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(zi, zzp)),
+                                               zs));
         }
-    }
+        if (act == QE_RELU) v = _mm512_max_ps(v, zero);
+        else if (act == QE_CLIP) v = _mm512_min_ps(_mm512_max_ps(v, p0), p1);
+        v = _mm512_min_ps(_mm512_mul_ps(v, inv), big);
+        q = _mm512_add_epi32(_mm512_cvtps_epi32(v), yzp);
+        q = _mm512_min_epi32(_mm512_max_epi32(q, izero), u8max);)
 }
 #endif
 
 #undef QVC_ACCUMULATE
-#undef QVC_DP2
+#undef QVC_ROW
+#undef QVC_FOR_OUTPUTS
 #undef QVC_FN
 #undef QVC_CAT
 #undef QVC_CAT_
