@@ -89,6 +89,22 @@ def test_key_separates_shapes_constness_and_threads(fake_relu_kernels, tmp_path)
     assert str(tmp_path) in tunecache._path(1)
 
 
+def test_a_rebuilt_kernel_module_is_timed_afresh(tmp_path):
+    """The cache file is keyed by the compiled modules' names, sizes and times: a rebuild
+    under the same version number (a source install between releases) does not inherit
+    choices timed on the old build."""
+    so = tmp_path / "_sgemm.so"
+    so.write_bytes(b"x" * 100)
+    other = tmp_path / "_qgemm.so"
+    other.write_bytes(b"y" * 50)
+    before = tunecache.files_digest([str(so), str(other)])
+    assert before == tunecache.files_digest([str(other), str(so)])   # order-free
+    so.write_bytes(b"x" * 101)                                       # rebuilt
+    assert tunecache.files_digest([str(so), str(other)]) != before
+    assert tunecache.files_digest([str(tmp_path / "missing.so")]) == tunecache.files_digest([])
+    assert f"-b{tunecache.build_digest()}-" in tunecache._path(1)
+
+
 def test_corrupt_cache_is_ignored(fake_relu_kernels):
     import os
     path = tunecache._path(1)

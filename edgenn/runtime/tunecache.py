@@ -1,13 +1,16 @@
-"""On-disk cache of autotuning results, one JSON file per CPU + edgenn version + threads.
+"""On-disk cache of autotuning results, one JSON file per CPU + edgenn version + kernel
+build + threads.
 
 Key of one entry: op, the attributes that change the work, input shapes/dtypes and which
 inputs are constant. The file name carries what must never mix: CPU name and features
-(edgenn's own probe, kernels/isa.py), edgenn version, thread count. A second load of the
+(edgenn's own probe, kernels/isa.py), edgenn version, the compiled kernels' build
+(build_digest), thread count. A second load of the
 same model does no timing.
 """
 from __future__ import annotations
 
 import functools
+import glob
 import hashlib
 import json
 import os
@@ -37,9 +40,33 @@ def cpu_signature() -> str:
     return f"{name}-{digest.hexdigest()[:10]}-{isa.active_tier()}"
 
 
+def files_digest(paths) -> str:
+    """A short digest of files' names, sizes and modification times (missing ones skipped)."""
+    h = hashlib.sha1()
+    for p in sorted(paths):
+        try:
+            st = os.stat(p)
+        except OSError:
+            continue
+        h.update(f"{os.path.basename(p)}|{st.st_size}|{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()[:8]
+
+
+@functools.lru_cache(maxsize=1)
+def build_digest() -> str:
+    """The compiled kernels' identity: a rebuilt extension module (a new kernel body under
+    an unchanged version number, as every source build between releases is) is timed
+    afresh instead of inheriting choices measured on the old build."""
+    from ..kernels import fast
+    here = os.path.dirname(fast.__file__)
+    return files_digest(glob.glob(os.path.join(here, "*.so")) +
+                        glob.glob(os.path.join(here, "*.pyd")))
+
+
 def _path(threads: int) -> str:
     from ..version import __version__
-    return os.path.join(cache_dir(), f"{cpu_signature()}-v{__version__}-t{threads}.json")
+    return os.path.join(cache_dir(), f"{cpu_signature()}-v{__version__}-b{build_digest()}"
+                                     f"-t{threads}.json")
 
 
 def _plain(value):
