@@ -78,7 +78,10 @@ def maxpool_int_cases():
     for dtype in (np.uint8, np.int8):
         for k, s, p, d, ceil, hw in [(3, 2, 1, 1, 0, 112), (3, 2, 1, 1, 0, 15), (2, 2, 0, 1, 0, 9),
                                      (3, 1, 1, 1, 0, 7), (3, 2, 0, 1, 1, 10), (3, 1, 2, 2, 0, 9),
-                                     (1, 1, 0, 1, 0, 5), (5, 3, 2, 1, 1, 11)]:
+                                     (1, 1, 0, 1, 0, 5), (5, 3, 2, 1, 1, 11),
+                                     # 3-wide stride-2 rows of 16, 17 and 32 outputs (the
+                                     # uint8 one-pass path: its last step overlaps)
+                                     (3, 2, 0, 1, 0, 33), (3, 2, 1, 1, 1, 32), (3, 2, 1, 1, 0, 63)]:
             info = np.iinfo(dtype)
             x = rng.integers(info.min, info.max, (2, 3, hw, hw + 1), dtype=dtype, endpoint=True)
             node = Node("MaxPool", ["x"], ["y"], {"kernel_shape": [k, k], "strides": [s, s],
