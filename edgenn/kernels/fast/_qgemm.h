@@ -821,12 +821,13 @@ static void qv_tile_out_int(const int32_t *acc, int mr, long nvalid, const qe_ep
  * columns n0 + 8q.., nvalid columns in all (from n0), mr rows from m0; y at the first
  * output (row stride ld elements), z the residual in the same layout or NULL. */
 /* The plain integer epilogue (requantize to u8, no float path, residual, per-column
- * constants or float output): the one qv_tile_out_int / qv_ukr_conv_6x32_u8 compute. */
+ * constants or float output): the one qv_tile_out_int and qvc_*_u8 (_qgemm_vnni_conv.h)
+ * compute. */
 static inline int qv_int_out(const qe_epi *e, const uint8_t *z) {
     return !e->float_path && !e->per_col && !e->out_f32 && !z;
 }
 
-/* The float epilogues qv_ukr_conv_6x32_fz computes in registers (u8 out, per-row
+/* The float epilogues qvc_*_fz (_qgemm_vnni_conv.h) compute in registers (u8 out, per-row
  * constants, residual / float bias optional, Relu / Clip or none, no post affine). */
 static inline int qv_float_out(const qe_epi *e) {
     return e->float_path && !e->per_col && !e->out_f32 && !e->post
