@@ -172,9 +172,11 @@ def default_cache_root() -> str:
 
 
 def host_key(threads: int) -> str:
-    from ..runtime.tunecache import cpu_signature
+    """Where measured latencies may be reused: this CPU and tier, threads, edgenn version
+    and kernel build (a rebuilt kernel's latencies are measured again)."""
+    from ..runtime.tunecache import build_digest, cpu_signature
     from ..version import __version__
-    return f"{cpu_signature()}-t{threads}-v{__version__}"
+    return f"{cpu_signature()}-t{threads}-v{__version__}-b{build_digest()}"
 
 
 def search(source: Graph, calib: Batches, data: Batches, *, latency: tuple | None = None,
