@@ -21,6 +21,7 @@ from threadpoolctl import threadpool_limits
 
 from edgenn.graph.infer import infer_node
 from edgenn.graph.ir import Node
+from edgenn.kernels import isa
 from edgenn.oplist import load_kernels
 from edgenn.registry import KERNELS, TensorInfo
 
@@ -101,7 +102,9 @@ def candidates(layer):
     c, h, w, m, k, s, p, g = geom
     node, ins, outs, inputs = int8_case(*geom)
     fns = {}
-    for spec in KERNELS["QConv"]:
+    for spec in KERNELS["QConv"]:   # the tiers this CPU has (Zen 4: AVX-512 VNNI, no AVX-VNNI)
+        if spec.isa and not isa.usable(spec.isa):
+            continue
         if spec.name.startswith("qconv_") and spec.supports(node, ins, outs):
             fns["int8:" + spec.name] = _runner(spec, node, ins, outs, inputs)
     fnode, fins, fouts, finputs = fp32_case(*geom)
