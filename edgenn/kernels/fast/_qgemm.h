@@ -800,8 +800,7 @@ static void qv_tile_out_int(const int32_t *acc, int mr, long nvalid, const qe_ep
     const __m512i zp = _mm512_set1_epi32(e->yzp);
     const __m512i lo = _mm512_set1_epi32(qe_u8(e->lo)), hi = _mm512_set1_epi32(qe_u8(e->hi));
     for (int h = 0; h < 2 && 16 * h < nvalid; h++) {
-        const long n = nvalid - 16 * h < 16 ? nvalid - 16 * h : 16;
-        const __mmask16 m = (__mmask16)(n == 16 ? 0xffff : (1u << n) - 1);
+        const __mmask16 m = qv_lanes16(nvalid - 16 * h);
         const int32_t *b0 = acc + (2 * h) * QV_MR * QG_NR, *b1 = b0 + QV_MR * QG_NR;
         for (int r = 0; r < mr; r++) {
             __m512i a = _mm512_inserti64x4(
@@ -963,36 +962,39 @@ static void qg_conv_row_offsets(const qg_conv *g, long K, long *off) {
     }
 }
 
-/* flat plans: y (M, oh, ow) <- the computed columns yf (M, Nf), es bytes per element
- * (rows of 16 bytes and more by inline 16-byte steps, the last one overlapping: rows are
- * short, 7-56 bytes in ResNet-18, so a memcpy call per row is mostly call overhead). */
-static void qg_conv_compact(const qg_conv_plan *p, const qg_conv *g, const char *yf, char *y,
-                            long es) {
+/* M planes of oh rows of ow elements (es bytes each), moved between the output's layout
+ * (rows ow apart, planes oh * ow) and the flat plan's computed columns (rows the pitch
+ * apart, planes Nf): to_flat 0 y <- yf (qg_conv_compact), 1 zf <- z (qg_conv_expand; the
+ * pitch - ow columns between rows are left as they are: their outputs are dropped). Rows
+ * of 16 bytes and more by inline 16-byte steps, the last one overlapping: rows are short,
+ * 7-56 bytes in ResNet-18, so a memcpy call per row is mostly call overhead. */
+static void qg_conv_repitch(const qg_conv_plan *p, const qg_conv *g, const char *src, char *dst,
+                            long es, int to_flat) {
     const long row = g->ow * es, pitch = qg_conv_pitch(g) * es;
+    const long sstep = to_flat ? row : pitch, dstep = to_flat ? pitch : row;
+    const long splane = (to_flat ? g->oh * g->ow : p->Nf) * es;
+    const long dplane = (to_flat ? p->Nf : g->oh * g->ow) * es;
     for (long m = 0; m < p->M; m++) {
-        const char *src = yf + m * p->Nf * es;
-        char *dst = y + m * g->oh * row;
-        for (long oy = 0; oy < g->oh; oy++, src += pitch, dst += row) {
-            if (row >= 16) qg_copy_run((uint8_t *)dst, (const uint8_t *)src, (int)row, 0);
-            else memcpy(dst, src, (size_t)row);
+        const char *s = src + m * splane;
+        char *d = dst + m * dplane;
+        for (long oy = 0; oy < g->oh; oy++, s += sstep, d += dstep) {
+            if (row >= 16) qg_copy_run((uint8_t *)d, (const uint8_t *)s, (int)row, 0);
+            else memcpy(d, s, (size_t)row);
         }
     }
 }
 
+/* flat plans: y (M, oh, ow) <- the computed columns yf (M, Nf), es bytes per element */
+static void qg_conv_compact(const qg_conv_plan *p, const qg_conv *g, const char *yf, char *y,
+                            long es) {
+    qg_conv_repitch(p, g, yf, y, es, 0);
+}
+
 /* flat plans with a residual: z (M, oh, ow) u8 -> zf (M, Nf) in the computed columns'
- * layout (the inverse of qg_conv_compact; the pitch - ow columns between rows are left as
- * they are: their outputs are dropped). */
+ * layout (the inverse of qg_conv_compact) */
 static void qg_conv_expand(const qg_conv_plan *p, const qg_conv *g, const uint8_t *z,
                            uint8_t *zf) {
-    const long row = g->ow, pitch = qg_conv_pitch(g);
-    for (long m = 0; m < p->M; m++) {
-        const uint8_t *src = z + m * g->oh * row;
-        uint8_t *dst = zf + m * p->Nf;
-        for (long oy = 0; oy < g->oh; oy++, src += row, dst += pitch) {
-            if (row >= 16) qg_copy_run(dst, src, (int)row, 0);
-            else memcpy(dst, src, (size_t)row);
-        }
-    }
+    qg_conv_repitch(p, g, (const char *)z, (char *)zf, 1, 1);
 }
 
 /* The whole image on the calling thread; yf: the flat plan's computed columns (M x Nf

@@ -9,11 +9,18 @@ from libc.stdint cimport int8_t, int16_t, int32_t, uint8_t
 cdef extern from *:
     """
     #define EDGENN_SIMDE 1
-    #define QV_KEEP_MACROS 1
+    #define QV_KEEP_MACROS 1   /* _qgemm_avxvnni.h keeps QA_UKR for the broken twin */
     #include "_qgemm_vnni.h"
     #include "_qgemm_avxvnni.h"
-    #define QV_DP_BROKEN(c, v, s) _mm512_dpbusd_epi32(c, v, _mm512_srai_epi32(s, 1))
-    QV_UKR(qv_ukr_conv_6x32_broken, QV_DP_BROKEN, 1)
+    /* the full conv tile with one weight operand halved, through the tiles' own template */
+    #define QVC_DP(c, v, s) _mm512_dpbusd_epi32(c, v, _mm512_srai_epi32(s, 1))
+    #define QVC_PREFIX qvc_broken
+    #define QVC_ROWS 6
+    #define QVC_NV 2
+    #include "_qgemm_vnni_conv.h"
+    #undef QVC_DP
+    #undef QVC_PREFIX
+    #define qv_ukr_conv_6x32_broken qvc_broken_6x2_acc
     #define QA_DP_BROKEN(c, v, s) QA_DPBUSD(c, v, _mm256_srai_epi32(s, 1))
     QA_UKR(qa_ukr_conv_6x32_broken, QA_DP_BROKEN)
     typedef void (*qv_ukr_t)(long, const uint8_t *, const uint8_t *, long, int, int32_t *);

@@ -12,19 +12,32 @@
  *   QVC_FN(fz):  the float epilogue in registers (qv_float_out's: residual, float bias,
  *                Relu / Clip), qe_vec8's operations in its order.
  * u8 / fz: mr <= QVC_ROWS rows and nvalid <= 16 * QVC_NV columns of y from row m0's first
- * output (row stride ld), z the residual in y's layout or NULL. */
+ * output (row stride ld), z the residual in y's layout or NULL.
+ * Optional: QVC_DP(c, v, s) the dot-product step (default vpdpbusd; the emulated test build
+ * instantiates a deliberately broken one) and QVC_PREFIX the functions' prefix (qvc).
+ * QVC_ROWS and QVC_NV are undefined at the end, so each instance is two defines and an
+ * include. */
 
+#ifdef QVC_DP
+#define QVC_DP_GIVEN 1
+#else
+#define QVC_DP(c, v, s) _mm512_dpbusd_epi32(c, v, s)
+#endif
+#ifndef QVC_PREFIX
+#define QVC_PREFIX qvc
+#define QVC_PREFIX_DEFAULT 1
+#endif
 #define QVC_CAT_(a, b, c, d) a##_##b##x##c##_##d
 #define QVC_CAT(a, b, c, d) QVC_CAT_(a, b, c, d)
-#define QVC_FN(kind) QVC_CAT(qvc, QVC_ROWS, QVC_NV, kind)
+#define QVC_FN(kind) QVC_CAT(QVC_PREFIX, QVC_ROWS, QVC_NV, kind)
 
 /* Sums the ng groups into named accumulators c<row><zmm> (the rows and zmm past the
  * shape are never touched; an array indexed in the loop made GCC shuffle the 12 registers
  * every iteration), then declares c[6][2] over them for the epilogues. */
 #define QVC_ROW(R)                                                                                \
     s = _mm512_set1_epi32(*(const int32_t *)(a + 4 * R));                                         \
-    c##R##0 = _mm512_dpbusd_epi32(c##R##0, v0, s);                                               \
-    if (QVC_NV > 1) c##R##1 = _mm512_dpbusd_epi32(c##R##1, v1, s);
+    c##R##0 = QVC_DP(c##R##0, v0, s);                                                            \
+    if (QVC_NV > 1) c##R##1 = QVC_DP(c##R##1, v1, s);
 #define QVC_ACCUMULATE                                                                            \
     __m512i c00 = _mm512_setzero_si512(), c01 = c00, c10 = c00, c11 = c00, c20 = c00,             \
             c21 = c00, c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;          \
@@ -59,7 +72,7 @@ QV_TARGET static void QVC_FN(acc)(long ng, const uint8_t *a, const uint8_t *b, l
  * (which leaves the u8 value in q's lanes), stored at y's row r. */
 #define QVC_FOR_OUTPUTS(BODY)                                                                     \
     for (int h = 0; h < QVC_NV; h++) {                                                            \
-        const __mmask16 m = QVC_FN(mask)(nvalid, h);                                              \
+        const __mmask16 m = qv_lanes16(nvalid - 16 * h);                                              \
         if (!m) break;                                                                            \
         _Pragma("GCC unroll 6") for (int r = 0; r < QVC_ROWS; r++) {                              \
             if (r >= mr) break;                                                                   \
@@ -68,12 +81,6 @@ QV_TARGET static void QVC_FN(acc)(long ng, const uint8_t *a, const uint8_t *b, l
             _mm512_mask_cvtepi32_storeu_epi8(y + r * ld + 16 * h, m, q);                          \
         }                                                                                         \
     }
-
-/* lane mask of the nvalid - 16 h columns of zmm h that exist (0: none) */
-static inline __mmask16 QVC_FN(mask)(long nvalid, int h) {
-    const long n = nvalid - 16 * h;
-    return (__mmask16)(n >= 16 ? 0xffff : n <= 0 ? 0 : (1u << n) - 1);
-}
 
 QV_TARGET static void QVC_FN(u8)(long ng, const uint8_t *a, const uint8_t *b, long bps,
                                  int npan, int mr, long nvalid, const qe_epi *e, long m0,
@@ -121,3 +128,14 @@ QV_TARGET static void QVC_FN(fz)(long ng, const uint8_t *a, const uint8_t *b, lo
 #undef QVC_FN
 #undef QVC_CAT
 #undef QVC_CAT_
+#ifdef QVC_DP_GIVEN
+#undef QVC_DP_GIVEN
+#else
+#undef QVC_DP
+#endif
+#ifdef QVC_PREFIX_DEFAULT
+#undef QVC_PREFIX
+#undef QVC_PREFIX_DEFAULT
+#endif
+#undef QVC_ROWS
+#undef QVC_NV

@@ -312,6 +312,11 @@ static void row_scale_mask_generic(float *row, long T, float scale, const void *
  * kept and -inf elsewhere, with the maximum and the NaN check in the same pass; then
  * row_softmax_avx2's steps (exp16 = exp8's steps, 0 below -87, the FLT_MIN flush); the
  * ragged end by masked loads and stores. The sum's order differs from the AVX2 build's. */
+/* lane mask of the first n (>= 16: all) of 16 */
+static inline __mmask16 row_lanes16(long n) {
+    return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
+}
+
 __attribute__((target("avx2,fma,avx512f,avx512bw,avx512vl,avx512dq")))
 static void row_scale_mask_softmax_avx512(float *y, long T, float scale, const void *mrow,
                                           int kind)
@@ -320,7 +325,7 @@ static void row_scale_mask_softmax_avx512(float *y, long T, float scale, const v
     __m512 mv = ninf;
     __mmask16 bad = 0;
     for (long j = 0; j < T; j += 16) {
-        const __mmask16 k = j + 16 <= T ? (__mmask16)0xffff : (__mmask16)((1u << (T - j)) - 1);
+        const __mmask16 k = row_lanes16(T - j);
         __m512 v = _mm512_maskz_loadu_ps(k, y + j);
         if (kind == ROW_MASK_ADD) {
             v = _mm512_fmadd_ps(v, sc, _mm512_maskz_loadu_ps(k, (const float *)mrow + j));
@@ -345,7 +350,7 @@ static void row_scale_mask_softmax_avx512(float *y, long T, float scale, const v
     const __m512 mb = _mm512_set1_ps(m), lim = _mm512_set1_ps(-87.0f);
     __m512 sv = _mm512_setzero_ps();
     for (long j = 0; j < T; j += 16) {
-        const __mmask16 k = j + 16 <= T ? (__mmask16)0xffff : (__mmask16)((1u << (T - j)) - 1);
+        const __mmask16 k = row_lanes16(T - j);
         __m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, y + j), mb);
         __m512 e = _mm512_maskz_mov_ps(k & _mm512_cmp_ps_mask(d, lim, _CMP_GE_OQ), simd_exp16(d));
         _mm512_mask_storeu_ps(y + j, k, e);
@@ -354,7 +359,7 @@ static void row_scale_mask_softmax_avx512(float *y, long T, float scale, const v
     const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sv));
     const __m512 tiny = _mm512_set1_ps(FLT_MIN);
     for (long j = 0; j < T; j += 16) {
-        const __mmask16 k = j + 16 <= T ? (__mmask16)0xffff : (__mmask16)((1u << (T - j)) - 1);
+        const __mmask16 k = row_lanes16(T - j);
         __m512 p = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, y + j), inv);
         _mm512_mask_storeu_ps(y + j, k,
                               _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(p, tiny, _CMP_GE_OQ), p));
