@@ -638,10 +638,12 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--budget", type=int, default=24, help="candidates to measure (24)")
     sc.add_argument("--minutes", type=float, help="and/or a time limit for the search")
     sc.add_argument("--members", type=int, default=6, help="at most this many members (6)")
-    sc.add_argument("--metric", choices=("auto", "accuracy", "top1", "cosine", "iou"),
+    sc.add_argument("--metric", choices=("auto", "accuracy", "top1", "cosine", "iou", "text"),
                     default="auto", help="fidelity: auto = accuracy with labels, else "
                                          "top-1 agreement for classifiers, else cosine; "
-                                         "iou: a detector's map > 0.3 against the source's")
+                                         "iou: a detector's map > 0.3 against the source's; "
+                                         "text: a CTC recognizer's greedy reading, 1 - "
+                                         "edit distance / length")
     sc.add_argument("--plot", metavar="PNG", help="draw the Pareto front (matplotlib)")
     sc.add_argument("--no-cache", action="store_true", help="measure everything again")
     data_options(sc)

@@ -149,6 +149,61 @@ def test_fidelity_of_sequences_and_maps():
     assert mask_iou([[a * 0]], [[b]]) is None                      # no text in the data
 
 
+def _recognizer(width=64, fixed_height=False):
+    """A CTC-recognizer-shaped net: x (1, 3, 16, width) -> conv 3x3 s2 -> relu -> mean over
+    H -> (1, T = width / 2, 8) -> MatMul (8 -> 5 classes, class 0 the blank) -> Softmax.
+    fixed_height: an 8 x 1 average pool first, so H below 16 is refused (as SVTR's)."""
+    w = lambda *s: (RNG.standard_normal(s) * (2.0 / np.prod(s[1:])) ** 0.5).astype(np.float32)
+    pool = [helper.make_node("AveragePool", ["r0"], ["r1"], kernel_shape=[8, 1])]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1] * 4, strides=[2, 2]),
+             helper.make_node("Relu", ["c1"], ["r0" if fixed_height else "r1"]),
+             *(pool if fixed_height else []),
+             helper.make_node("ReduceMean", ["r1"], ["m"], axes=[2], keepdims=0),  # (1, 8, T)
+             helper.make_node("Transpose", ["m"], ["t"], perm=[0, 2, 1]),          # (1, T, 8)
+             helper.make_node("MatMul", ["t", "wc"], ["l"]),
+             helper.make_node("Softmax", ["l"], ["y"], axis=-1)]
+    return edgenn.load(make_model(
+        nodes, [("x", np.float32, [1, 3, 16, width])], [("y", np.float32, [1, width // 2, 5])],
+        {"w1": w(8, 3, 3, 3), "b1": np.zeros(8, np.float32), "wc": w(8, 5) * 4},
+        opset=13).SerializeToString())
+
+
+def test_a_recognizers_sequence_scales_with_its_input():
+    g = _recognizer()
+    assert F.scaled_inputs(g, 0.5) == {"x": (1, 3, 8, 32)}
+    half = F.apply(g, F.Factors(resolution=0.5), Batches([{"x": _images(2, 64)[..., :16, :]}]))
+    assert half.outputs[0].shape == (1, 16, 5)                     # declared as it runs
+    y = edgenn.InferenceSession(half).run(None, {"x": _images(1, 64)[..., :8, :32]})[0]
+    assert y.shape == (1, 16, 5)
+    (back,) = F.resize_outputs([y], [np.zeros((1, 32, 5), np.float32)])
+    assert back.shape == (1, 32, 5)
+    assert np.allclose(back[:, ::2].sum(-1), 1.0, atol=1e-5)       # rows stay distributions
+    # a sequence of another length is only rescaled along T: other changes are refused
+    assert not F.rescaled((1, 32, 5), (1, 16, 4)) and F.rescaled((1, 32, 5), (1, 16, 5))
+    # where the graph fixes H, W alone scales
+    assert F.scaled_inputs(_recognizer(fixed_height=True), 0.5) == {"x": (1, 3, 16, 32)}
+
+
+def test_text_agreement_reads_ctc_strings():
+    from edgenn.scale.measure import ctc_strings, edit_distance, objective, text_agreement
+
+    def scores(*paths):              # one-hot (N, T, 4) scores of the class paths
+        return np.stack([np.eye(4, dtype=np.float32)[list(p)] for p in paths])
+    # repeats merge, blanks (0) separate and drop: 1 1 0 1 2 2 -> (1, 1, 2)
+    assert ctc_strings(scores((1, 1, 0, 1, 2, 2), (0, 0, 0, 0, 0, 3))) == [(1, 1, 2), (3,)]
+    assert edit_distance((1, 2, 3), (1, 3)) == 1 and edit_distance((), (2, 2)) == 2
+    assert edit_distance((1, 2, 3, 4), (2, 1, 3, 5)) == 3
+    ref = [[scores((1, 0, 2, 3))], [scores((3, 3, 0, 3))]]          # "123", "33"
+    same_text = [[scores((1, 1, 2, 3, 3, 0))], [scores((3, 0, 3))]]  # other T, same reading
+    assert text_agreement(ref, same_text) == 1.0
+    one_wrong = [[scores((1, 0, 2, 2))], [scores((3, 0, 3, 0))]]    # "12", "33"
+    assert text_agreement(ref, one_wrong) == pytest.approx(1 - 1 / 5)
+    assert text_agreement([[np.zeros((1, 4), np.float32)]], one_wrong) is None  # not CTC
+    assert objective("text", None, None, 0.5, None, 0.8) == 0.8
+    with pytest.raises(ValueError, match="CTC"):
+        objective("text", None, None, 0.5)
+
+
 def test_pareto_and_spread():
     pts = [_cand(1, 0.5), _cand(2, 0.7), _cand(2.5, 0.6), _cand(3, 0.9), _cand(4, 0.9),
            _cand(8, 0.95), _cand(16, 0.99)]

@@ -3,8 +3,10 @@ into a member, each with edgenn's own tools (issue #12, xNN's "scalable modeling
 
     resolution  input H and W scaled (CNNs whose outputs keep their shape, as a classifier
                 head after global pooling, or are dense maps at the input's resolution,
-                as a detector's: those are resized back for fidelity); calibration and
-                evaluation data resized; dynamic dims bound to the data's first
+                as a detector's, or sequences whose length follows the input's width, as
+                a CTC text recognizer's: those are resized back for fidelity); W alone
+                where the graph fixes H; calibration and evaluation data resized;
+                dynamic dims bound to the data's first
     width       channel pruning ratio (compress/channels.py, least-squares refit on the
                 calibration data), globally, and `width_late` for the later half of the
                 prunable groups (per stage)
@@ -122,23 +124,47 @@ def dense_match(ref_shape: tuple, shape: tuple) -> bool:
         and shape[2:] != ref_shape[2:]
 
 
+def sequence_match(ref_shape: tuple, shape: tuple) -> bool:
+    """An output of `shape` that is `ref_shape` at another input width: 3-D (N, T,
+    classes), the same batch and classes, another length (a CTC recognizer's scores)."""
+    return len(shape) == len(ref_shape) == 3 and shape[0] == ref_shape[0] \
+        and shape[2] == ref_shape[2] and shape[1] != ref_shape[1]
+
+
+def rescaled(ref_shape: tuple, shape: tuple) -> bool:
+    """An output that another resolution reshapes in a way fidelity can undo."""
+    return dense_match(ref_shape, shape) or sequence_match(ref_shape, shape)
+
+
 def scaled_inputs(graph: Graph, scale: float) -> dict[str, tuple] | None:
     """{input: new shape} at `scale`, or None when the model does not allow it: no image
     input, or an output whose shape would change other than as a dense map at the new
-    resolution (dense_match; fidelity resizes it back). Checked by shape inference."""
+    resolution or a sequence of another length (rescaled; fidelity resizes them back).
+    H and W are scaled, else W alone where the graph fixes H (a text recognizer's
+    height). Checked by shape inference."""
     if scale == 1.0:
         return {}
-    new = {}
-    for v in graph.inputs:
-        axes = image_axes(v)
-        if axes is None:
-            return None               # not an image, or too small to scale
-        shape = list(v.shape)
-        for a in axes:
-            shape[a] = _snap(shape[a], scale)
-        new[v.name] = tuple(shape)
+    axes = {v.name: image_axes(v) for v in graph.inputs}
+    if any(a is None for a in axes.values()):
+        return None                   # not an image, or too small to scale
+    for pick in (slice(None), slice(1, 2)):          # (H, W), else (W,)
+        new = {}
+        for v in graph.inputs:
+            shape = list(v.shape)
+            for a in axes[v.name][pick]:
+                shape[a] = _snap(shape[a], scale)
+            new[v.name] = tuple(shape)
+        allowed = _allowed(graph, new)
+        if allowed is not None:
+            return allowed
+    return None
+
+
+def _allowed(graph: Graph, new: dict[str, tuple]) -> dict[str, tuple] | None:
+    """`new` if shape inference takes it with every output kept or rescaled, {} if it is
+    the source's own shape (too small to scale at this step), else None."""
     if all(new[v.name] == tuple(v.shape) for v in graph.inputs):
-        return {}                     # too small to scale at this step: the source's own
+        return {}
     batch = {v.name: tuple(1 if not isinstance(d, int) else d for d in v.shape)
              for v in graph.inputs}
     try:
@@ -147,19 +173,21 @@ def scaled_inputs(graph: Graph, scale: float) -> dict[str, tuple] | None:
     except Exception:       # noqa: BLE001 - a shape rule refusing the new size: not allowed
         return None
     if any(o.name not in after or (before[o.name].shape != after[o.name].shape and not
-           dense_match(tuple(before[o.name].shape), tuple(after[o.name].shape)))
+           rescaled(tuple(before[o.name].shape), tuple(after[o.name].shape)))
            for o in graph.outputs):
         return None
     return new
 
 
 def resize_outputs(outs: list, ref: list) -> list:
-    """Each output of a member at another resolution resized (bilinear) to the source's
-    shape where it is a dense map (dense_match); the rest as they are."""
+    """Each output of a member at another resolution resized to the source's shape: a
+    dense map bilinear over (H, W), a sequence linearly over T; the rest as they are."""
     out = []
     for o, r in zip(outs, ref):
         if dense_match(tuple(r.shape), tuple(o.shape)):
             o = _resize_hw(o, (2, 3), r.shape[2], r.shape[3])
+        elif sequence_match(tuple(r.shape), tuple(o.shape)):
+            o = _resize_hw(o[:, :, None], (1, 2), r.shape[1], 1)[:, :, 0]   # (N, T, 1, C)
         out.append(o)
     return out
 
@@ -225,10 +253,10 @@ def apply(source: Graph, f: Factors, calib: Batches, threads: int = 1) -> Graph:
         infos = infer(g, {v.name: tuple(d if isinstance(d, int) else 1 for d in v.shape)
                           for v in g.inputs})
         g.outputs = [ValueInfo(o.name, o.dtype, tuple(
-            d if not isinstance(o.shape[k], int) or k < 2 else infos[o.name].shape[k]
-            for k, d in enumerate(o.shape))) if dense_match(tuple(o.shape),
-                                                            tuple(infos[o.name].shape))
-            else o for o in g.outputs]           # a dense map's declared size follows
+            d if not isinstance(d, int) else infos[o.name].shape[k]
+            for k, d in enumerate(o.shape))) if rescaled(tuple(o.shape),
+                                                         tuple(infos[o.name].shape))
+            else o for o in g.outputs]     # a dense map's or sequence's declared size follows
     late = f.width if f.width_late is None else f.width_late
     if f.width or late:
         found = channels.groups(g)
