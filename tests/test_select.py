@@ -79,6 +79,23 @@ def test_modes_off_and_full(fake_relu_kernels):
     assert full.reason.startswith("fastest measured") and len(fake_relu_kernels) == 3
 
 
+@pytest.mark.parametrize("approx_delay, winner", [(0.0018, "exact"), (0.0005, "approx")])
+def test_an_approximate_kernel_needs_a_margin(monkeypatch, tmp_path, approx_delay, winner):
+    """A candidate allowed an output step (lsb_tolerance) is bound only when it beats the
+    fastest exact one by APPROX_MARGIN: 2.0 ms exact against 1.8 ms approximate (1.25x
+    would be needed) keeps the exact one, against 0.5 ms binds the approximate one."""
+    monkeypatch.setenv("EDGENN_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(tunecache, "_loaded", {})
+    monkeypatch.setitem(KERNELS, "Relu", [
+        KernelSpec("Relu", "exact", relu_kernel(delay=0.002)),
+        KernelSpec("Relu", "approx", relu_kernel(delay=approx_delay), lsb_tolerance=1)])
+    assert 0.002 / 0.0018 < select.APPROX_MARGIN < 0.002 / 0.0005
+    node, ins, outs = node_and_infos()
+    choice = select.choose(node, ins, outs, tuner=select.Tuner(mode="full"))
+    assert choice.kernel == winner and set(choice.times) == {"exact", "approx"}
+    assert ("fastest exact" in choice.reason) == (winner == "exact")
+
+
 def test_key_separates_shapes_constness_and_threads(fake_relu_kernels, tmp_path):
     node, ins, _ = node_and_infos()
     k1 = tunecache.node_key(node, ins)

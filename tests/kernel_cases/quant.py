@@ -42,6 +42,8 @@ CONV_GEOMS = [
     (1, 10, 13, 13, 10, 3, 2, 0, 2, 10), (1, 4, 7, 7, 4, 3, 1, 1, 1, 4),
     (1, 4, 40, 66, 4, 3, 2, 1, 1, 4), (2, 3, 18, 35, 3, 3, 1, 1, 1, 3),
     (1, 9, 6, 30, 9, 3, 1, 1, 1, 9),         # depthwise rows of 30 (the rows kernels' tails)
+    (1, 3, 9, 12, 3, 5, 1, 2, 1, 3),         # depthwise 5x5 on a narrow plane (flat, any taps)
+    (1, 2, 80, 12, 2, 3, 1, 1, 1, 2),        # narrow and tall: more flat vectors than fmask
 ]
 
 

@@ -11,7 +11,9 @@
  * requantization fused, 16 outputs stored straight into y (the last vector of a row
  * overlapping the previous one). Narrower rows (7x7, 14x14 planes): with stride 1 the
  * output rows are flattened over the padded row pitch (a 7x7 plane is 4 vectors, not 7),
- * the sums go to a buffer, then through the shared epilogue.
+ * the sums go to a buffer, then through the shared epilogue; on AVX-512 the integer
+ * epilogue runs in registers instead, 16 lanes, the lanes of real outputs compressed to
+ * the front and stored as one run (qdw_channel_narrow).
  * On Zen1 vpmaddwd has the fp32 FMA's throughput (one pipe), so this is about as fast
  * as the fp32 depthwise kernel (dwc8), not faster: less memory, same multiplies.
  *
@@ -30,6 +32,7 @@
 #include "_qgemm_avxvnni.h"
 
 #define QDW_MAXT 1024        /* taps per window handled (kh * kw) */
+#define QDW_FMASKS 64        /* flat vectors whose lane masks a plan holds (1024 outputs) */
 
 typedef struct {
     int C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow;
@@ -42,6 +45,10 @@ typedef struct {
                                 or its AVX-VNNI (VEX) form; needs use_avx2 */
     long plane_elems;        /* per phase: Hp * Wl + 32 (slack for narrow-row stores) */
     long tap_off[QDW_MAXT];  /* int16 offset of tap t from an output's base */
+    int nflat;               /* flat, rows < 16 wide: vectors of 16 flat positions covering
+                                the plane (0: more than QDW_FMASKS) ... */
+    uint16_t fmask[QDW_FMASKS];  /* ... and per vector its lanes that are outputs (the
+                                others fall on the pitch's padding columns or past the end) */
 } qdw_plan;
 
 static long qdw_roundup(long a, long b) { return (a + b - 1) / b * b; }
@@ -71,6 +78,16 @@ static void qdw_setup(qdw_plan *p, long *plane_size, long *obuf_size) {
                                         + cj / p->sw;
         }
     *plane_size = p->plane_elems * p->sw + 64;   /* slack: flattened vectors read past */
+    long nflat = p->flat ? qdw_roundup((long)(p->oh - 1) * p->Wl + p->ow, 16) / 16 : 0;
+    p->nflat = nflat <= QDW_FMASKS ? (int)nflat : 0;
+    for (int v = 0; v < p->nflat; v++) {
+        unsigned m = 0;
+        for (int i = 0; i < 16; i++) {
+            long pos = (long)v * 16 + i;
+            if (pos / p->Wl < p->oh && pos % p->Wl < p->ow) m |= 1u << i;
+        }
+        p->fmask[v] = (uint16_t)m;
+    }
     long orows = p->flat ? (long)p->oh * p->Wl : (long)p->oh * qdw_roundup(p->ow, 16);
     *obuf_size = qdw_roundup(orows, 16) + 16;
 }
@@ -213,7 +230,11 @@ QE_AVX2 static inline void qdw_out16(__m256i alo, __m256i ahi, const qe_epi *e, 
 #define QDW_FN(name) name##_vnni
 #define QDW_ATTR QV_TARGET
 #define QDW_DOT(acc, pairs, w) _mm256_dpwssd_epi32(acc, pairs, w)
+#if !defined(EDGENN_SIMDE)
+#define QDW_NARROW16 1        /* native AVX-512 only: the masked byte stores */
+#endif
 #include "_qdw_sums.h"
+#undef QDW_NARROW16
 #undef QDW_FN
 #undef QDW_ATTR
 #undef QDW_DOT
@@ -256,6 +277,12 @@ static void qdw_run_channels(const qdw_plan *p, const uint8_t *x, const int8_t *
                 qdw_channel_direct_avx2(p, P, wc, e, c, yc, zc);
                 continue;
             }
+#if QV_HAVE && !defined(EDGENN_SIMDE)
+            if (p->use_vnni == QG_VNNI_AVX512 && !e->float_path && (!p->flat || p->nflat)) {
+                qdw_channel_narrow_vnni(p, P, wc, e, c, (uint8_t *)yc);
+                continue;
+            }
+#endif
             /* narrow rows, stride 1: all rows in one flattened sweep of pitch Wl */
             long rows = p->flat ? 1 : p->oh, n = p->flat ? (long)(p->oh - 1) * p->Wl + p->ow : p->ow;
             long pstride = (long)p->sh * p->Wl, opitch = p->flat ? p->Wl : qdw_roundup(p->ow, 16);

@@ -117,6 +117,57 @@ QDW_ATTR static void QDW_FN(qdw_channel_direct)(const qdw_plan *p, const int16_t
     }
 }
 #endif
+
+#if defined(QDW_NARROW16) && !defined(QDW_SUMS_ONLY)
+/* The requantized u8 outputs of the sums (alo, ahi: outputs 0-3 | 8-11, 4-7 | 12-15) in
+ * the lanes of k, stored from y as one run (AVX-512); -> the end of the run. Exactly
+ * qdw_out16's integer path: clamping in s32 equals its saturating packs (|q| <= 2^24,
+ * 0 <= lo <= hi <= 255). */
+QDW_ATTR static inline uint8_t *QDW_FN(qdw_store_lanes)(__m256i alo, __m256i ahi, __mmask16 k,
+                                                  __m512i bias, __m512 mult, __m512i zp,
+                                                  __m512i lo, __m512i hi, uint8_t *y) {
+    const __m512i acc = _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_permute2x128_si256(alo, ahi, 0x20)),
+        _mm256_permute2x128_si256(alo, ahi, 0x31), 1);
+    const __m512 f = _mm512_min_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(
+        _mm512_add_epi32(acc, bias)), mult), _mm512_set1_ps(16777216.f));
+    __m512i q = _mm512_add_epi32(_mm512_cvtps_epi32(f), zp);
+    q = _mm512_min_epi32(_mm512_max_epi32(q, lo), hi);
+    const int n = __builtin_popcount(k);
+    _mm_mask_storeu_epi8(y, (__mmask16)((1u << n) - 1),
+                         _mm512_cvtepi32_epi8(_mm512_maskz_compress_epi32(k, q)));
+    return y + n;
+}
+
+/* One channel, rows narrower than 16 outputs, integer epilogue, u8 y: per vector of 16
+ * outputs (flat: 16 consecutive positions of the row pitch, the plan's fmask its outputs;
+ * else one output row of ow) the sums requantized in registers, no s32 buffer. */
+QDW_ATTR static void QDW_FN(qdw_channel_narrow)(const qdw_plan *p, const int16_t *P,
+                                            const int32_t *wp, const qe_epi *e, long c,
+                                            uint8_t *y) {
+    const __m512i bias = _mm512_set1_epi32(e->bias[c]), zp = _mm512_set1_epi32(e->yzp),
+                  lo = _mm512_set1_epi32(e->lo), hi = _mm512_set1_epi32(e->hi);
+    const __m512 mult = _mm512_set1_ps(e->mult[c]);
+    const long nvec = p->flat ? p->nflat : p->oh, step = p->flat ? 16 : (long)p->sh * p->Wl;
+    const __mmask16 row = (__mmask16)((1u << p->ow) - 1);
+#define QDW_MASK(v) (p->flat ? (__mmask16)p->fmask[v] : row)
+    if (p->T == 9) {
+        QDW_3X3_CONSTS
+        for (long v = 0; v < nvec; v++) {
+            __m256i alo, ahi;
+            QDW_SUMS3X3(P + v * step, alo, ahi)
+            y = QDW_FN(qdw_store_lanes)(alo, ahi, QDW_MASK(v), bias, mult, zp, lo, hi, y);
+        }
+        return;
+    }
+    for (long v = 0; v < nvec; v++) {
+        __m256i alo, ahi;
+        QDW_FN(qdw_taps16)(p, P + v * step, wp, &alo, &ahi);
+        y = QDW_FN(qdw_store_lanes)(alo, ahi, QDW_MASK(v), bias, mult, zp, lo, hi, y);
+    }
+#undef QDW_MASK
+}
+#endif
 #undef QDW_3X3_CONSTS
 #undef QDW_PAIR
 #undef QDW_SUMS3X3
