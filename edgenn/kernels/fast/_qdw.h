@@ -197,23 +197,26 @@ QE_AVX2 static void qdw_pack_plane_avx2(const qdw_plan *p, const uint8_t *x, con
     }
 }
 
-/* The epilogue of 16 outputs of channel c given as (0-3 | 8-11, 4-7 | 12-15), stored at
- * y (residual z). Integer path inline: the two packs put the outputs back in order. */
-QE_AVX2 static inline void qdw_out16(__m256i alo, __m256i ahi, const qe_epi *e, long c,
-                                     __m256i bias, __m256 mult, __m256i zp16, __m128i lo8,
-                                     __m128i hi8, char *y, const uint8_t *z) {
-    if (!e->float_path) {
-        const __m256 big = _mm256_set1_ps(16777216.f);
-        __m256i qlo = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(
-            _mm256_add_epi32(alo, bias)), mult), big));
-        __m256i qhi = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(
-            _mm256_add_epi32(ahi, bias)), mult), big));
-        __m256i s16 = _mm256_adds_epi16(_mm256_packs_epi32(qlo, qhi), zp16);   /* 0-7 | 8-15 */
-        __m256i u8 = _mm256_permute4x64_epi64(_mm256_packus_epi16(s16, s16), 0x08);
-        __m128i v = _mm_min_epu8(_mm_max_epu8(_mm256_castsi256_si128(u8), lo8), hi8);
-        _mm_storeu_si128((__m128i *)y, v);
-        return;
-    }
+/* The integer epilogue of 16 outputs of channel c given as (0-3 | 8-11, 4-7 | 12-15),
+ * stored at y: the two packs put the outputs back in order. Always inlined (a call per 16
+ * outputs, its constants passed on the stack, was 40% of a 28x28 layer's time). */
+QE_AVX2 __attribute__((always_inline)) static inline void qdw_out16_int(
+        __m256i alo, __m256i ahi, __m256i bias, __m256 mult, __m256i zp16, __m128i lo8,
+        __m128i hi8, char *y) {
+    const __m256 big = _mm256_set1_ps(16777216.f);
+    __m256i qlo = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(
+        _mm256_add_epi32(alo, bias)), mult), big));
+    __m256i qhi = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(
+        _mm256_add_epi32(ahi, bias)), mult), big));
+    __m256i s16 = _mm256_adds_epi16(_mm256_packs_epi32(qlo, qhi), zp16);   /* 0-7 | 8-15 */
+    __m256i u8 = _mm256_permute4x64_epi64(_mm256_packus_epi16(s16, s16), 0x08);
+    __m128i v = _mm_min_epu8(_mm_max_epu8(_mm256_castsi256_si128(u8), lo8), hi8);
+    _mm_storeu_si128((__m128i *)y, v);
+}
+
+/* The float epilogue of those 16 outputs (residual z), u8 or float32 at y. */
+QE_AVX2 static void qdw_out16_float(__m256i alo, __m256i ahi, const qe_epi *e, long c, char *y,
+                                    const uint8_t *z) {
     const long es = e->out_f32 ? 4 : 1;
     qe_vec8(_mm256_permute2x128_si256(alo, ahi, 0x20), e, c, 0, y, z);
     qe_vec8(_mm256_permute2x128_si256(alo, ahi, 0x31), e, c, 0, y + 8 * es, z ? z + 8 : NULL);

@@ -3,8 +3,10 @@
  * QDW_DOT(acc, pairs, w) (acc + the s16 pair products of pairs and w, s32): AVX2 as
  * vpmaddwd + vpaddd, AVX-512 VNNI (with VL, 256-bit) as one vpdpwssd. The same integer
  * sums either way (exact: |x - zp| <= 255, |w| <= 128, no saturation).
- * Included inside _qdw.h's x86 section, after qdw_out16 and qdw_pack_plane_avx2; with
- * QDW_SUMS_ONLY, the sums alone (_qgemm_emu: the VNNI body on SIMDe, any CPU). */
+ * Included inside _qdw.h's x86 section, after qdw_out16_* and qdw_pack_plane_avx2; with
+ * QDW_SUMS_ONLY, the sums alone (_qgemm_emu: the VNNI body on SIMDe, any CPU); with
+ * QDW_NARROW16 (native AVX-512) the integer epilogue on 16 lanes and the narrow rows'
+ * fused path. */
 
 /* 16 outputs from the int16 plane at b: tap pairs (x0, x1) . (w0, w1) by vpmaddwd (exact:
  * |x - zp| <= 255, |w| <= 128). alo = outputs 0-3 | 8-11, ahi = 4-7 | 12-15 (lane order). */
@@ -39,15 +41,22 @@ QDW_ATTR static void QDW_FN(qdw_sums)(const qdw_plan *p, const int16_t *P, long 
 
 /* 3x3: the sums of the 16 outputs whose taps start at b, as (outputs 0-3 | 8-11,
  * 4-7 | 12-15); o: the nine tap offsets, w: the five weight pairs (the last one is tap 8
- * with 0). */
+ * with 0). Two chains per half, added at the end: a vpdpwssd chain over all five pairs
+ * was latency-bound (5 x 4-5 cycles per 16 outputs). */
 #define QDW_SUMS3X3(b, alo, ahi)                                                                   \
     {                                                                                              \
-        __m256i v0_, v1_;                                                                          \
+        __m256i v0_, v1_, blo_, bhi_;                                                              \
         v0_ = _mm256_loadu_si256((const __m256i *)((b) + o8));                                     \
         alo = _mm256_madd_epi16(_mm256_unpacklo_epi16(v0_, zero), w8);                             \
         ahi = _mm256_madd_epi16(_mm256_unpackhi_epi16(v0_, zero), w8);                             \
-        QDW_PAIR(b, o0, o1, w01, alo, ahi) QDW_PAIR(b, o2, o3, w23, alo, ahi)                      \
-        QDW_PAIR(b, o4, o5, w45, alo, ahi) QDW_PAIR(b, o6, o7, w67, alo, ahi)                      \
+        v0_ = _mm256_loadu_si256((const __m256i *)((b) + o0));                                     \
+        v1_ = _mm256_loadu_si256((const __m256i *)((b) + o1));                                     \
+        blo_ = _mm256_madd_epi16(_mm256_unpacklo_epi16(v0_, v1_), w01);                            \
+        bhi_ = _mm256_madd_epi16(_mm256_unpackhi_epi16(v0_, v1_), w01);                            \
+        QDW_PAIR(b, o2, o3, w23, alo, ahi) QDW_PAIR(b, o4, o5, w45, blo_, bhi_)                    \
+        QDW_PAIR(b, o6, o7, w67, alo, ahi)                                                         \
+        alo = _mm256_add_epi32(alo, blo_);                                                         \
+        ahi = _mm256_add_epi32(ahi, bhi_);                                                         \
     }
 #define QDW_PAIR(b, OA, OB, WV, alo, ahi)                                                          \
         v0_ = _mm256_loadu_si256((const __m256i *)((b) + OA));                                     \
@@ -76,6 +85,47 @@ QDW_ATTR static void QDW_FN(qdw_sums3x3)(const qdw_plan *p, const int16_t *P, lo
         }
 }
 
+#if defined(QDW_NARROW16) && !defined(QDW_SUMS_ONLY)
+/* The integer epilogue on 16 lanes (AVX-512): the sums (alo, ahi: outputs 0-3 | 8-11,
+ * 4-7 | 12-15) requantized, in order, clamped s32. Exactly qdw_out16_int: clamping in s32
+ * equals its saturating packs (|q| <= 2^24, 0 <= lo <= hi <= 255). */
+typedef struct { __m512i bias, zp, lo, hi; __m512 mult; } qdw_int16;
+
+QDW_ATTR static inline qdw_int16 QDW_FN(qdw_int16_of)(const qe_epi *e, long c) {
+    qdw_int16 k = {_mm512_set1_epi32(e->bias[c]), _mm512_set1_epi32(e->yzp),
+                   _mm512_set1_epi32(e->lo), _mm512_set1_epi32(e->hi), _mm512_set1_ps(e->mult[c])};
+    return k;
+}
+
+QDW_ATTR static inline __m512i QDW_FN(qdw_requant16)(__m256i alo, __m256i ahi, const qdw_int16 *k) {
+    const __m512i acc = _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_permute2x128_si256(alo, ahi, 0x20)),
+        _mm256_permute2x128_si256(alo, ahi, 0x31), 1);
+    const __m512 f = _mm512_min_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(
+        _mm512_add_epi32(acc, k->bias)), k->mult), _mm512_set1_ps(16777216.f));
+    const __m512i q = _mm512_add_epi32(_mm512_cvtps_epi32(f), k->zp);
+    return _mm512_min_epi32(_mm512_max_epi32(q, k->lo), k->hi);
+}
+
+/* Those outputs in the lanes of m, stored from y as one run; -> the end of the run. */
+QDW_ATTR static inline uint8_t *QDW_FN(qdw_store_lanes)(__m256i alo, __m256i ahi, __mmask16 m,
+                                                  const qdw_int16 *k, uint8_t *y) {
+    const int n = __builtin_popcount(m);
+    _mm_mask_storeu_epi8(y, (__mmask16)((1u << n) - 1), _mm512_cvtepi32_epi8(
+        _mm512_maskz_compress_epi32(m, QDW_FN(qdw_requant16)(alo, ahi, k))));
+    return y + n;
+}
+#define QDW_OUT_INT(alo, ahi, y) \
+    _mm_storeu_si128((__m128i *)(y), _mm512_cvtepi32_epi8(QDW_FN(qdw_requant16)(alo, ahi, &k16)))
+#define QDW_INT_CONSTS const qdw_int16 k16 = QDW_FN(qdw_int16_of)(&e, c);
+#else
+#define QDW_OUT_INT(alo, ahi, y) qdw_out16_int(alo, ahi, bias, mult, zp16, lo8, hi8, y)
+#define QDW_INT_CONSTS                                                                             \
+    const __m256i bias = _mm256_set1_epi32(e.bias[c]), zp16 = _mm256_set1_epi16((short)e.yzp);    \
+    const __m256 mult = _mm256_set1_ps(e.mult[c]);                                                 \
+    const __m128i lo8 = _mm_set1_epi8((char)qe_u8(e.lo)), hi8 = _mm_set1_epi8((char)qe_u8(e.hi));
+#endif
+
 #ifndef QDW_SUMS_ONLY   /* (the emulated test build takes the sums alone) */
 /* One channel, rows of at least 16 outputs: sums and epilogue fused, 16 outputs per step
  * stored straight into y (the last step of a row ends at OW, overlapping the previous). */
@@ -85,9 +135,7 @@ QDW_ATTR static void QDW_FN(qdw_channel_direct)(const qdw_plan *p, const int16_t
     const qe_epi e = *ep;
     const long es = e.out_f32 ? 4 : 1, pstride = (long)p->sh * p->Wl;
     const int ow = p->ow;
-    const __m256i bias = _mm256_set1_epi32(e.bias[c]), zp16 = _mm256_set1_epi16((short)e.yzp);
-    const __m256 mult = _mm256_set1_ps(e.mult[c]);
-    const __m128i lo8 = _mm_set1_epi8((char)qe_u8(e.lo)), hi8 = _mm_set1_epi8((char)qe_u8(e.hi));
+    QDW_INT_CONSTS
     if (p->T == 9) {
         QDW_3X3_CONSTS
         for (int oy = 0; oy < p->oh; oy++, P += pstride) {
@@ -97,8 +145,8 @@ QDW_ATTR static void QDW_FN(qdw_channel_direct)(const qdw_plan *p, const int16_t
                 if (ox > ow - 16) ox = ow - 16;
                 __m256i alo, ahi;
                 QDW_SUMS3X3(P + ox, alo, ahi)
-                qdw_out16(alo, ahi, &e, c, bias, mult, zp16, lo8, hi8, yr + ox * es,
-                          zr ? zr + ox : NULL);
+                if (e.float_path) qdw_out16_float(alo, ahi, &e, c, yr + ox * es, zr ? zr + ox : NULL);
+                else QDW_OUT_INT(alo, ahi, yr + ox);
             }
         }
         return;
@@ -111,43 +159,21 @@ QDW_ATTR static void QDW_FN(qdw_channel_direct)(const qdw_plan *p, const int16_t
             const int16_t *b = P + ox;
             __m256i alo, ahi;
             QDW_FN(qdw_taps16)(p, b, wp, &alo, &ahi);
-            qdw_out16(alo, ahi, &e, c, bias, mult, zp16, lo8, hi8, yr + ox * es,
-                      zr ? zr + ox : NULL);
+            if (e.float_path) qdw_out16_float(alo, ahi, &e, c, yr + ox * es, zr ? zr + ox : NULL);
+            else QDW_OUT_INT(alo, ahi, yr + ox);
         }
     }
 }
 #endif
 
 #if defined(QDW_NARROW16) && !defined(QDW_SUMS_ONLY)
-/* The requantized u8 outputs of the sums (alo, ahi: outputs 0-3 | 8-11, 4-7 | 12-15) in
- * the lanes of k, stored from y as one run (AVX-512); -> the end of the run. Exactly
- * qdw_out16's integer path: clamping in s32 equals its saturating packs (|q| <= 2^24,
- * 0 <= lo <= hi <= 255). */
-QDW_ATTR static inline uint8_t *QDW_FN(qdw_store_lanes)(__m256i alo, __m256i ahi, __mmask16 k,
-                                                  __m512i bias, __m512 mult, __m512i zp,
-                                                  __m512i lo, __m512i hi, uint8_t *y) {
-    const __m512i acc = _mm512_inserti64x4(
-        _mm512_castsi256_si512(_mm256_permute2x128_si256(alo, ahi, 0x20)),
-        _mm256_permute2x128_si256(alo, ahi, 0x31), 1);
-    const __m512 f = _mm512_min_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(
-        _mm512_add_epi32(acc, bias)), mult), _mm512_set1_ps(16777216.f));
-    __m512i q = _mm512_add_epi32(_mm512_cvtps_epi32(f), zp);
-    q = _mm512_min_epi32(_mm512_max_epi32(q, lo), hi);
-    const int n = __builtin_popcount(k);
-    _mm_mask_storeu_epi8(y, (__mmask16)((1u << n) - 1),
-                         _mm512_cvtepi32_epi8(_mm512_maskz_compress_epi32(k, q)));
-    return y + n;
-}
-
 /* One channel, rows narrower than 16 outputs, integer epilogue, u8 y: per vector of 16
  * outputs (flat: 16 consecutive positions of the row pitch, the plan's fmask its outputs;
  * else one output row of ow) the sums requantized in registers, no s32 buffer. */
 QDW_ATTR static void QDW_FN(qdw_channel_narrow)(const qdw_plan *p, const int16_t *P,
                                             const int32_t *wp, const qe_epi *e, long c,
                                             uint8_t *y) {
-    const __m512i bias = _mm512_set1_epi32(e->bias[c]), zp = _mm512_set1_epi32(e->yzp),
-                  lo = _mm512_set1_epi32(e->lo), hi = _mm512_set1_epi32(e->hi);
-    const __m512 mult = _mm512_set1_ps(e->mult[c]);
+    const qdw_int16 k16 = QDW_FN(qdw_int16_of)(e, c);
     const long nvec = p->flat ? p->nflat : p->oh, step = p->flat ? 16 : (long)p->sh * p->Wl;
     const __mmask16 row = (__mmask16)((1u << p->ow) - 1);
 #define QDW_MASK(v) (p->flat ? (__mmask16)p->fmask[v] : row)
@@ -156,18 +182,20 @@ QDW_ATTR static void QDW_FN(qdw_channel_narrow)(const qdw_plan *p, const int16_t
         for (long v = 0; v < nvec; v++) {
             __m256i alo, ahi;
             QDW_SUMS3X3(P + v * step, alo, ahi)
-            y = QDW_FN(qdw_store_lanes)(alo, ahi, QDW_MASK(v), bias, mult, zp, lo, hi, y);
+            y = QDW_FN(qdw_store_lanes)(alo, ahi, QDW_MASK(v), &k16, y);
         }
         return;
     }
     for (long v = 0; v < nvec; v++) {
         __m256i alo, ahi;
         QDW_FN(qdw_taps16)(p, P + v * step, wp, &alo, &ahi);
-        y = QDW_FN(qdw_store_lanes)(alo, ahi, QDW_MASK(v), bias, mult, zp, lo, hi, y);
+        y = QDW_FN(qdw_store_lanes)(alo, ahi, QDW_MASK(v), &k16, y);
     }
 #undef QDW_MASK
 }
 #endif
+#undef QDW_OUT_INT
+#undef QDW_INT_CONSTS
 #undef QDW_3X3_CONSTS
 #undef QDW_PAIR
 #undef QDW_SUMS3X3
