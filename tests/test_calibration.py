@@ -197,6 +197,17 @@ def test_quantize_weights_codes_and_scales():
     assert np.all(s >= 0.5)
     with pytest.raises(ValueError):
         cal.quantize_weights(w, 0, 4)
+    # dead filters of a trained model (PP-OCRv4 rec has them): weights so small that
+    # max |w| / qmax underflows float32; their codes are 0, no NaN reaches the cast
+    dead = w.copy()
+    dead[2] = 1e-42                              # subnormal weights
+    dead[5] = 3e-37                              # normal, but / 63 is below the smallest normal
+    with np.errstate(all="raise", under="ignore"):
+        for method in ("maxabs", "admm"):
+            q, s = cal.quantize_weights(dead, 0, 7, method)
+            assert np.all(q[[2, 5]] == 0) and np.all(np.isfinite(s)) and np.all(s > 0)
+            assert s[2] == s[5] == 1.0 and np.array_equal(q[0], cal.quantize_weights(
+                w, 0, 7, method)[0][0])
 
 
 def test_kl_on_a_small_tensor_merges_bins_or_keeps_min_max():

@@ -462,7 +462,11 @@ def quantize_weights(w: np.ndarray, axis: int, bits: int = 7, method: str = "max
     else:
         raise ValueError(f"unknown weight method {method!r}; choose 'maxabs' or 'admm'")
     scales = np.maximum(scales, min_scale)
-    scales = np.where(scales > 0, scales, 1.0).astype(np.float32)
+    # a channel of (near-)zero weights (a dead filter, max |w| / qmax below float32's
+    # smallest normal: its scale would underflow to 0 or a subnormal and w / s turn NaN or
+    # overflow) gets scale 1: its codes are 0, its weights exactly zero
+    tiny = np.finfo(np.float32).tiny
+    scales = np.where(scales >= tiny, scales, 1.0).astype(np.float32)
     shape = [1] * w.ndim
     shape[axis] = -1
     q = np.clip(np.rint(np.asarray(w, np.float32) / scales.reshape(shape)), -qmax, qmax)

@@ -25,8 +25,8 @@ from ..quant.observe import Runner
 from . import probe
 from .factors import resize_feeds, resize_outputs, scaled_inputs
 
-VERSION = 8      # of what a measurement holds: part of the cache key (8: sequences rescaled
-                 # and the text metric; 7: pattern pruning
+VERSION = 9      # of what a measurement holds: part of the cache key (9: dead filters'
+                 # weight scales; 8: sequences rescaled and the text metric; 7: pattern pruning
                  # by output-channel pairs and of strided convs)
 
 
