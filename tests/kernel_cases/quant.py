@@ -44,6 +44,8 @@ CONV_GEOMS = [
     (1, 9, 6, 30, 9, 3, 1, 1, 1, 9),         # depthwise rows of 30 (the rows kernels' tails)
     (1, 3, 9, 12, 3, 5, 1, 2, 1, 3),         # depthwise 5x5 on a narrow plane (flat, any taps)
     (1, 2, 80, 12, 2, 3, 1, 1, 1, 2),        # narrow and tall: more flat vectors than fmask
+    (1, 6, 17, 23, 6, 3, 2, 0, 1, 6),        # 3x3 stride 2, no padding, odd sides (u8 rows)
+    (1, 5, 3, 16, 5, 3, 1, 1, 1, 5),         # rows of exactly 16 outputs, 3 rows (u8 rows)
 ]
 
 

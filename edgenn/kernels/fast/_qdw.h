@@ -49,6 +49,9 @@ typedef struct {
                                 the plane (0: more than QDW_FMASKS) ... */
     uint16_t fmask[QDW_FMASKS];  /* ... and per vector its lanes that are outputs (the
                                 others fall on the pitch's padding columns or past the end) */
+    int u8rows;              /* 3x3, stride <= 2, no dilation, AVX-512 VNNI: the u8 plane
+                                read by vpdpbusd, a row of taps per instruction (qdw_u8.h) */
+    long Hu, Wu;             /* its rows and row pitch (bytes) */
 } qdw_plan;
 
 static long qdw_roundup(long a, long b) { return (a + b - 1) / b * b; }
@@ -88,6 +91,17 @@ static void qdw_setup(qdw_plan *p, long *plane_size, long *obuf_size) {
         }
         p->fmask[v] = (uint16_t)m;
     }
+    /* (planes of <= 8 columns at stride 1 stay on the flat int16 sweep, which packs more
+     * than one output row into 16 lanes: 960@7x7 41 us there, 55 on the u8 rows) */
+    p->u8rows = p->use_vnni == QG_VNNI_AVX512 && p->kh == 3 && p->kw == 3 && p->dh == 1
+                && p->dw == 1 && p->sw <= 2 && !(p->flat && p->ow <= 8);
+    p->Hu = (long)(p->oh - 1) * p->sh + 3;
+    if (p->Hu < p->ph + p->H) p->Hu = p->ph + p->H;
+    /* a block of 16 outputs at ox0 reads 16 bytes at sw * (ox0 + 4t), t < 4 */
+    p->Wu = (long)p->sw * (qdw_roundup(p->ow, 16) - 4) + 16;
+    if (p->Wu < p->pw + p->W) p->Wu = p->pw + p->W;
+    if (p->u8rows && (p->Hu * p->Wu + 64) / 2 + 1 > *plane_size)   /* int16 elements */
+        *plane_size = (p->Hu * p->Wu + 64) / 2 + 1;
     long orows = p->flat ? (long)p->oh * p->Wl : (long)p->oh * qdw_roundup(p->ow, 16);
     *obuf_size = qdw_roundup(orows, 16) + 16;
 }
@@ -237,6 +251,9 @@ QE_AVX2 static void qdw_out16_float(__m256i alo, __m256i ahi, const qe_epi *e, l
 #define QDW_NARROW16 1        /* native AVX-512 only: the masked byte stores */
 #endif
 #include "_qdw_sums.h"
+#if !defined(EDGENN_SIMDE)
+#include "_qdw_u8.h"
+#endif
 #undef QDW_NARROW16
 #undef QDW_FN
 #undef QDW_ATTR
@@ -260,6 +277,15 @@ static void qdw_run_channels(const qdw_plan *p, const uint8_t *x, const int8_t *
                              const int32_t *wp, const qe_epi *e, void *y, const uint8_t *z,
                              int16_t *P, int32_t *obuf, int c0, int c1) {
     const long es = e->out_f32 ? 4 : 1, ohw = (long)p->oh * p->ow;
+#if QV_HAVE && !defined(EDGENN_SIMDE)
+    if (p->u8rows && p->use_avx2 && !e->float_path) {   /* AVX-512 VNNI, u8 plane (qdw_u8.h) */
+        qdw_u8_fill(p, (uint8_t *)P);
+        for (int c = c0; c < c1; c++)
+            qdw_channel_u8rows(p, x + (long)c * p->H * p->W, (uint8_t *)P, w + (long)c * p->T, e,
+                               c, (uint8_t *)y + c * ohw);
+        return;
+    }
+#endif
     for (int c = c0; c < c1; c++) {
         const uint8_t *xc = x + (long)c * p->H * p->W;
         char *yc = (char *)y + c * ohw * es;

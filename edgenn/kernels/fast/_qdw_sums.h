@@ -97,14 +97,18 @@ QDW_ATTR static inline qdw_int16 QDW_FN(qdw_int16_of)(const qe_epi *e, long c) {
     return k;
 }
 
-QDW_ATTR static inline __m512i QDW_FN(qdw_requant16)(__m256i alo, __m256i ahi, const qdw_int16 *k) {
-    const __m512i acc = _mm512_inserti64x4(
-        _mm512_castsi256_si512(_mm256_permute2x128_si256(alo, ahi, 0x20)),
-        _mm256_permute2x128_si256(alo, ahi, 0x31), 1);
+/* 16 sums in order (acc) requantized, clamped s32. */
+QDW_ATTR static inline __m512i qdw_requant16_u8(__m512i acc, const qdw_int16 *k) {
     const __m512 f = _mm512_min_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(
         _mm512_add_epi32(acc, k->bias)), k->mult), _mm512_set1_ps(16777216.f));
     const __m512i q = _mm512_add_epi32(_mm512_cvtps_epi32(f), k->zp);
     return _mm512_min_epi32(_mm512_max_epi32(q, k->lo), k->hi);
+}
+
+QDW_ATTR static inline __m512i QDW_FN(qdw_requant16)(__m256i alo, __m256i ahi, const qdw_int16 *k) {
+    return qdw_requant16_u8(_mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_permute2x128_si256(alo, ahi, 0x20)),
+        _mm256_permute2x128_si256(alo, ahi, 0x31), 1), k);
 }
 
 /* Those outputs in the lanes of m, stored from y as one run; -> the end of the run. */

@@ -1,0 +1,73 @@
+/* The 3x3 int8 depthwise kernel on AVX-512 VNNI that reads the u8 plane itself (a row of
+ * three taps per vpdpbusd), for _qdw.h's plans with u8rows set (3x3, stride 1 or 2 across,
+ * any down, no dilation). Included by _qdw.h after the VNNI sums (qdw_requant16_vnni).
+ *
+ * The plane is copied into a zero-point-padded u8 plane U (Hu rows of Wu bytes: the
+ * padding holds x_zp, so no border case), and for 16 outputs ox0.. of an output row:
+ *   lane t (outputs ox0 + 4t .. + 3) = the 16 bytes of U's row at sw * (ox0 + 4t),
+ *   shuffled in the lane so output o's dword is its row's three taps and one more byte
+ *   (bytes sw*o .. sw*o + 3), then vpdpbusd with the broadcast (w0, w1, w2, 0):
+ * three loads-and-shuffles and three vpdpbusd per tap row set of 16 outputs, where the
+ * int16 path packs the plane to int16 first and needs nine loads, ten unpacks and ten
+ * multiply-adds. The sums are of x, not x - x_zp: x_zp * sum(w) is taken from the bias
+ * (exact: |sum| <= 9 * 255 * 128). Integer epilogue only (the float path stays int16). */
+
+/* Outputs [ox0, ox0 + 16) of one row of channel c: u rows of U at the output row's first
+ * tap row, wr the three (w0, w1, w2, 0) row weights. */
+#define QDW_U8_ROW(i)                                                                              \
+    {                                                                                              \
+        const uint8_t *r_ = u + (i) * Wu + (long)sw * ox0;                                         \
+        __m512i v_ = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)r_));                 \
+        v_ = _mm512_inserti32x4(v_, _mm_loadu_si128((const __m128i *)(r_ + 4 * sw)), 1);           \
+        v_ = _mm512_inserti32x4(v_, _mm_loadu_si128((const __m128i *)(r_ + 8 * sw)), 2);           \
+        v_ = _mm512_inserti32x4(v_, _mm_loadu_si128((const __m128i *)(r_ + 12 * sw)), 3);          \
+        acc = _mm512_dpbusd_epi32(acc, _mm512_shuffle_epi8(v_, taps), w##i);                       \
+    }
+
+QV_TARGET static void qdw_channel_u8rows(const qdw_plan *p, const uint8_t *x, uint8_t *U,
+                                         const int8_t *w, const qe_epi *e, long c, uint8_t *y) {
+    /* the plane into U's interior (the rest holds x_zp from qdw_u8_fill): 16 bytes per
+     * step, the last one masked (a memcpy call per row cost 8% on 28x28 planes) */
+    const int W = p->W, ow = p->ow, sw = p->sw, Wu = (int)p->Wu;
+    const __mmask16 wtail = (__mmask16)((1u << (W % 16)) - 1);
+    for (int iy = 0; iy < p->H; iy++) {
+        const uint8_t *src = x + (long)iy * W;
+        uint8_t *dst = U + (long)(iy + p->ph) * Wu + p->pw;
+        int ix = 0;
+        for (; ix + 16 <= W; ix += 16)
+            _mm_storeu_si128((__m128i *)(dst + ix), _mm_loadu_si128((const __m128i *)(src + ix)));
+        if (wtail) _mm_mask_storeu_epi8(dst + ix, wtail, _mm_maskz_loadu_epi8(wtail, src + ix));
+    }
+    int32_t wsum = 0, wd[3];
+    for (int i = 0; i < 3; i++) {
+        wd[i] = (int32_t)((uint32_t)(uint8_t)w[3 * i] | (uint32_t)(uint8_t)w[3 * i + 1] << 8
+                          | (uint32_t)(uint8_t)w[3 * i + 2] << 16);
+        wsum += w[3 * i] + w[3 * i + 1] + w[3 * i + 2];
+    }
+    const __m512i w0 = _mm512_set1_epi32(wd[0]), w1 = _mm512_set1_epi32(wd[1]),
+                  w2 = _mm512_set1_epi32(wd[2]);
+    const int s = sw;      /* lane bytes of output o (0-3): s*o .. s*o + 3 */
+    const __m512i taps = _mm512_broadcast_i32x4(_mm_setr_epi8(
+        0, 1, 2, 3, s, s + 1, s + 2, s + 3, 2 * s, 2 * s + 1, 2 * s + 2, 2 * s + 3,
+        3 * s, 3 * s + 1, 3 * s + 2, 3 * s + 3));
+    qdw_int16 k16 = qdw_int16_of_vnni(e, c);
+    k16.bias = _mm512_set1_epi32(e->bias[c] - (int32_t)p->xzp * wsum);
+    const int oh = p->oh;
+    const long ustep = (long)p->sh * Wu;
+    const __mmask16 otail = (__mmask16)((1u << (ow % 16)) - 1);
+    for (int oy = 0; oy < oh; oy++) {
+        const uint8_t *u = U + oy * ustep;
+        uint8_t *yr = y + (long)oy * ow;
+        for (int ox0 = 0; ox0 < ow; ox0 += 16) {
+            __m512i acc = _mm512_setzero_si512();
+            QDW_U8_ROW(0) QDW_U8_ROW(1) QDW_U8_ROW(2)
+            const __m128i q = _mm512_cvtepi32_epi8(qdw_requant16_u8(acc, &k16));
+            if (ox0 + 16 <= ow) _mm_storeu_si128((__m128i *)(yr + ox0), q);
+            else _mm_mask_storeu_epi8(yr + ox0, otail, q);
+        }
+    }
+}
+#undef QDW_U8_ROW
+
+/* U (Hu x Wu bytes) all x_zp: the padding of every channel's copy. */
+static void qdw_u8_fill(const qdw_plan *p, uint8_t *U) { memset(U, p->xzp, p->Hu * p->Wu + 64); }
