@@ -95,13 +95,15 @@ static void qdw_setup(qdw_plan *p, long *plane_size, long *obuf_size) {
      * than one output row into 16 lanes: 960@7x7 41 us there, 55 on the u8 rows) */
     p->u8rows = p->use_vnni == QG_VNNI_AVX512 && p->kh == 3 && p->kw == 3 && p->dh == 1
                 && p->dw == 1 && p->sw <= 2 && !(p->flat && p->ow <= 8);
-    p->Hu = (long)(p->oh - 1) * p->sh + 3;
-    if (p->Hu < p->ph + p->H) p->Hu = p->ph + p->H;
-    /* a block of 16 outputs at ox0 reads 16 bytes at sw * (ox0 + 4t), t < 4 */
-    p->Wu = (long)p->sw * (qdw_roundup(p->ow, 16) - 4) + 16;
-    if (p->Wu < p->pw + p->W) p->Wu = p->pw + p->W;
-    if (p->u8rows && (p->Hu * p->Wu + 64) / 2 + 1 > *plane_size)   /* int16 elements */
-        *plane_size = (p->Hu * p->Wu + 64) / 2 + 1;
+    if (p->u8rows) {
+        p->Hu = (long)(p->oh - 1) * p->sh + 3;
+        if (p->Hu < p->ph + p->H) p->Hu = p->ph + p->H;
+        /* a block of 16 outputs at ox0 reads 16 bytes at sw * (ox0 + 4t), t < 4 */
+        p->Wu = (long)p->sw * (qdw_roundup(p->ow, 16) - 4) + 16;
+        if (p->Wu < p->pw + p->W) p->Wu = p->pw + p->W;
+        if ((p->Hu * p->Wu + 64) / 2 + 1 > *plane_size)   /* int16 elements */
+            *plane_size = (p->Hu * p->Wu + 64) / 2 + 1;
+    }
     long orows = p->flat ? (long)p->oh * p->Wl : (long)p->oh * qdw_roundup(p->ow, 16);
     *obuf_size = qdw_roundup(orows, 16) + 16;
 }

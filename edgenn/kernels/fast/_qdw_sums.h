@@ -91,8 +91,9 @@ QDW_ATTR static void QDW_FN(qdw_sums3x3)(const qdw_plan *p, const int16_t *P, lo
  * equals its saturating packs (|q| <= 2^24, 0 <= lo <= hi <= 255). */
 typedef struct { __m512i bias, zp, lo, hi; __m512 mult; } qdw_int16;
 
-QDW_ATTR static inline qdw_int16 QDW_FN(qdw_int16_of)(const qe_epi *e, long c) {
-    qdw_int16 k = {_mm512_set1_epi32(e->bias[c]), _mm512_set1_epi32(e->yzp),
+/* channel c's constants; bias: its int32 constant (e->bias[c], or adjusted by the caller) */
+QDW_ATTR static inline qdw_int16 QDW_FN(qdw_int16_of)(const qe_epi *e, long c, int32_t bias) {
+    qdw_int16 k = {_mm512_set1_epi32(bias), _mm512_set1_epi32(e->yzp),
                    _mm512_set1_epi32(e->lo), _mm512_set1_epi32(e->hi), _mm512_set1_ps(e->mult[c])};
     return k;
 }
@@ -121,7 +122,7 @@ QDW_ATTR static inline uint8_t *QDW_FN(qdw_store_lanes)(__m256i alo, __m256i ahi
 }
 #define QDW_OUT_INT(alo, ahi, y) \
     _mm_storeu_si128((__m128i *)(y), _mm512_cvtepi32_epi8(QDW_FN(qdw_requant16)(alo, ahi, &k16)))
-#define QDW_INT_CONSTS const qdw_int16 k16 = QDW_FN(qdw_int16_of)(&e, c);
+#define QDW_INT_CONSTS const qdw_int16 k16 = QDW_FN(qdw_int16_of)(&e, c, e.bias[c]);
 #else
 #define QDW_OUT_INT(alo, ahi, y) qdw_out16_int(alo, ahi, bias, mult, zp16, lo8, hi8, y)
 #define QDW_INT_CONSTS                                                                             \
@@ -177,7 +178,7 @@ QDW_ATTR static void QDW_FN(qdw_channel_direct)(const qdw_plan *p, const int16_t
 QDW_ATTR static void QDW_FN(qdw_channel_narrow)(const qdw_plan *p, const int16_t *P,
                                             const int32_t *wp, const qe_epi *e, long c,
                                             uint8_t *y) {
-    const qdw_int16 k16 = QDW_FN(qdw_int16_of)(e, c);
+    const qdw_int16 k16 = QDW_FN(qdw_int16_of)(e, c, e->bias[c]);
     const long nvec = p->flat ? p->nflat : p->oh, step = p->flat ? 16 : (long)p->sh * p->Wl;
     const __mmask16 row = (__mmask16)((1u << p->ow) - 1);
 #define QDW_MASK(v) (p->flat ? (__mmask16)p->fmask[v] : row)

@@ -50,8 +50,7 @@ QV_TARGET static void qdw_channel_u8rows(const qdw_plan *p, const uint8_t *x, ui
     const __m512i taps = _mm512_broadcast_i32x4(_mm_setr_epi8(
         0, 1, 2, 3, s, s + 1, s + 2, s + 3, 2 * s, 2 * s + 1, 2 * s + 2, 2 * s + 3,
         3 * s, 3 * s + 1, 3 * s + 2, 3 * s + 3));
-    qdw_int16 k16 = qdw_int16_of_vnni(e, c);
-    k16.bias = _mm512_set1_epi32(e->bias[c] - (int32_t)p->xzp * wsum);
+    const qdw_int16 k16 = qdw_int16_of_vnni(e, c, e->bias[c] - (int32_t)p->xzp * wsum);
     const int oh = p->oh;
     const long ustep = (long)p->sh * Wu;
     const __mmask16 otail = (__mmask16)((1u << (ow % 16)) - 1);
