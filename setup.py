@@ -30,10 +30,17 @@ extensions = [
     Extension("edgenn.kernels.fast._dwc8", ["edgenn/kernels/fast/_dwc8.pyx"],
               include_dirs=["edgenn/kernels/fast", SIMDE], extra_compile_args=["-O3", "-fopenmp"],
               extra_link_args=["-fopenmp"],
-              depends=["edgenn/kernels/fast/_dwc8.h", "edgenn/kernels/fast/_pool_bytes.h",
-                       "edgenn/kernels/fast/_bytes.h",
-                       "edgenn/kernels/fast/_cpu.h",
+              depends=["edgenn/kernels/fast/_dwc8.h", "edgenn/kernels/fast/_dwc_vec.h",
+                       "edgenn/kernels/fast/_pool_bytes.h", "edgenn/kernels/fast/_bytes.h",
+                       "edgenn/kernels/fast/_cpu.h", "edgenn/kernels/fast/_simd.h",
                        "edgenn/kernels/fast/_pool_tiles.h"]),
+    # tests only: the c8 / c16 depthwise bodies (AVX2, AVX-512F) on SIMDe, any CPU
+    Extension("edgenn.kernels.fast._dwc8_emu", ["edgenn/kernels/fast/_dwc8_emu.pyx"],
+              include_dirs=["edgenn/kernels/fast", SIMDE], define_macros=[("EDGENN_SIMDE", "1")],
+              extra_compile_args=["-O1", "-fopenmp"], extra_link_args=["-fopenmp"],
+              depends=[f"edgenn/kernels/fast/{h}" for h in
+                       ("_dwc8.pyx", "_dwc8.h", "_dwc_vec.h", "_pool_bytes.h", "_bytes.h",
+                        "_pool_tiles.h", "_simd.h")]),
     Extension("edgenn.kernels.fast._rowops", ["edgenn/kernels/fast/_rowops.pyx"],
               include_dirs=["edgenn/kernels/fast", SIMDE],
               # no mul+add contraction: the quantize / QAdd passes must round as NumPy does

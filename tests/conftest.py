@@ -16,8 +16,8 @@ def _tier_lines() -> list[str]:
     return [f"edgenn CPU: {isa.describe()}",
             f"edgenn tiers native: {', '.join(isa.tiers())}; emulated through SIMDe: "
             f"avx512vnni + avxvnni int8 micro-kernels, depthwise sums{lacking}, avx2 + avx512 "
-            f"sgemm, spmm, recurrent, direct-conv and depthwise-rows kernels; arm64: "
-            f"cross-built, under qemu (tests/test_aarch64.py)"]
+            f"sgemm, spmm, recurrent, direct-conv, depthwise-rows and depthwise c8 / c16 "
+            f"kernels; arm64: cross-built, under qemu (tests/test_aarch64.py)"]
 
 
 def pytest_configure(config):

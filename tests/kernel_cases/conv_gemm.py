@@ -33,6 +33,12 @@ def conv_cases():
         (1, 20, 7, 7, 20, 3, 1, 1, 1, 20), (1, 9, 4, 4, 9, 3, 2, 1, 1, 9),
         (2, 11, 9, 6, 11, 3, 2, 1, 1, 11),
         (1, 9, 2, 3, 9, 3, 1, 1, 1, 9),
+        # 16 lanes (depthwise_c16): a 14x14 plane and 7x7 output flat with a channel tail,
+        # full groups on rows past 16 (stride 2, the tail block overlapping), 5x5 on
+        # 16-wide rows, a plane of 15 pixels under 16 columns (row-wise, scalar rows)
+        (1, 40, 14, 14, 40, 3, 1, 1, 1, 40), (1, 33, 13, 13, 33, 3, 2, 1, 1, 33),
+        (1, 32, 20, 37, 32, 3, 2, 1, 1, 32), (1, 48, 17, 16, 48, 5, 1, 2, 1, 48),
+        (1, 18, 3, 5, 18, 3, 1, 1, 1, 18),
         # 3x3 stride 1 (Winograd): sizes no tile divides, one channel, batch 2, pads 0/1/2
         (2, 1, 11, 7, 5, 3, 1, 0, 1, 1), (1, 2, 2, 3, 3, 3, 1, 2, 1, 1),
         (2, 4, 9, 14, 6, 3, 1, 1, 1, 1), (1, 5, 3, 4, 6, 3, 1, 0, 1, 1),

@@ -1,10 +1,10 @@
 # cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 # cython: language_level=3
-"""Depthwise 2-D convolution and pooling, eight channels per SIMD vector: the C loops of
-_dwc8.h.
+"""Depthwise 2-D convolution and pooling, 8 (AVX2) or 16 (AVX-512F) channels per SIMD
+vector: the C loops of _dwc8.h.
 
 dwc8(x, w8, b8, off, z, y, Q, obuf, ...) computes y = act(depthwise(x) + b + z) for the
-whole layer (depthwise.py, prepare_c8, packs the operands); pool8(...) MaxPool or
+whole layer (depthwise.py, prepare_c8, packs the operands for the tier's lanes); pool8(...) MaxPool or
 AveragePool (pool.py); maxpool_tiles_nchw(...) MaxPool with kernel == stride, no padding,
 on NCHW planes directly (_pool_tiles.h); maxpool_bytes(...) MaxPool of uint8 / int8
 planes (_pool_bytes.h)."""
@@ -14,7 +14,7 @@ from cython.parallel cimport prange
 
 cdef extern from "_cpu.h" nogil:
     int edgenn_isa_x86(int t)
-    int EDGENN_ISA_AVX2
+    int EDGENN_ISA_AVX2, EDGENN_ISA_AVX512
 
 cdef extern from "_pool_tiles.h" nogil:
     void maxpool_tiles(int avx2, const float *x, float *y, long P, long H, long W, int kh,
@@ -38,23 +38,39 @@ cdef extern from "_dwc8.h" nogil:
         int mode
         float p0, p1
         int has_z
-    int dwc8_run(int avx2, const float *x, const float *w8, const float *b8,
+        int L
+    int DWC_GENERIC, DWC_AVX2, DWC_AVX512, DWC_HAVE_16
+    int dwc8_run(int tier, const float *x, const float *w8, const float *b8,
                  const long *off, const float *z, float *y, float *Q, float *obuf,
                  const dwc8_geom *g)
-    int dwc8_run_groups(int avx2, const float *x, const float *w8, const float *b8,
+    int dwc8_run_groups(int tier, const float *x, const float *w8, const float *b8,
                         const long *off, const float *z, float *y, float *Q, float *obuf,
                         const dwc8_geom *g, int g0, int g1)
-    long dwc8_obuf_floats(int OH, int OW)
+    long dwc8_obuf_floats(int OH, int OW, int L)
 
+cdef extern from *:
+    """
+    #ifdef EDGENN_SIMDE
+    #define DWC_EMULATED 1
+    #else
+    #define DWC_EMULATED 0
+    #endif
+    """
+    int DWC_EMULATED
 
-cdef bint _avx2 = edgenn_isa_x86(EDGENN_ISA_AVX2)
+EMULATED = bool(DWC_EMULATED)
+cdef bint _avx2 = EMULATED or edgenn_isa_x86(EDGENN_ISA_AVX2)
+cdef bint _avx512 = DWC_HAVE_16 and (EMULATED or edgenn_isa_x86(EDGENN_ISA_AVX512))
 HAS_AVX2 = _avx2
+# lanes -> whether this CPU (or EDGENN_MAX_ISA) runs that width's vector body (in the
+# SIMDe-emulated build, _dwc8_emu, every width)
+HAVE = {8: bool(_avx2), 16: bool(_avx512)}
 
 
-def obuf_floats(int OH, int OW) -> int:
-    """Floats of dwc8's output buffer per thread: a row (OW, 8), or a small plane's whole
-    (OH*OW, 8) (unpacked flat, _dwc8.h)."""
-    return dwc8_obuf_floats(OH, OW)
+def obuf_floats(int OH, int OW, int L=8) -> int:
+    """Floats of dwc8's output buffer per thread: a row (OW, L), or a small plane's whole
+    (OH*OW, L) (unpacked flat, _dwc8.h)."""
+    return dwc8_obuf_floats(OH, OW, L)
 
 
 def pool8(const float[:, :, :, ::1] x, const long[::1] off, const float[:, ::1] cnt,
@@ -68,10 +84,10 @@ def pool8(const float[:, :, :, ::1] x, const long[::1] off, const float[:, ::1] 
     g.N, g.C, g.H, g.W = x.shape[0], x.shape[1], x.shape[2], x.shape[3]
     g.OH, g.OW, g.T = y.shape[2], y.shape[3], off.shape[0]
     g.sh, g.sw, g.ph, g.pw, g.Hp, g.Wp = sh, sw, ph, pw, Hp, Wp
-    g.mode, g.p0, g.p1, g.has_z = 0, 0, 0, 0
-    cdef int use_avx2 = avx2 and _avx2
+    g.mode, g.p0, g.p1, g.has_z, g.L = 0, 0, 0, 0, 8
+    cdef int tier = DWC_AVX2 if avx2 and _avx2 else DWC_GENERIC
     with nogil:
-        dwc8_run(use_avx2, &x[0, 0, 0, 0], NULL, NULL, &off[0], NULL, &y[0, 0, 0, 0], &Q[0],
+        dwc8_run(tier, &x[0, 0, 0, 0], NULL, NULL, &off[0], NULL, &y[0, 0, 0, 0], &Q[0],
                  &obuf[0], &g)
 
 
@@ -148,31 +164,36 @@ def global_pool(const float[:, ::1] x, float[::1] y, bint is_max):
 def dwc8(const float[:, :, :, ::1] x, const float[:, :, ::1] w8, const float[:, ::1] b8,
          const long[::1] off, const float[:, :, :, ::1] z, float[:, :, :, ::1] y,
          float[:, ::1] Q, float[:, ::1] obuf, int sh, int sw, int ph, int pw, int Hp, int Wp,
-         int mode, float p0, float p1, bint has_z, bint avx2):
+         int mode, float p0, float p1, bint has_z, bint vector):
     """x (N, C, H, W) -> y (N, C, OH, OW); z like y when has_z (else any 4-D array);
-    w8 (ceil(C/8), T, 8), b8 (ceil(C/8), 8), off (T,); per thread t (Q.shape[0] OpenMP
-    threads, each a range of the channel groups) Q[t] (>= Hp*Wp*8, zeroed), obuf[t]
-    (>= obuf_floats(OH, OW))."""
+    w8 (ceil(C/L), T, L), b8 (ceil(C/L), L), off (T,), L = 8 (AVX2) or 16 (AVX-512F) lanes;
+    per thread t (Q.shape[0] OpenMP threads, each a range of the channel groups) Q[t]
+    (>= Hp*Wp*L, zeroed), obuf[t] (>= obuf_floats(OH, OW, L)). vector False, or a width
+    this CPU (or EDGENN_MAX_ISA) lacks: the portable C loops, any L."""
     cdef dwc8_geom g
+    cdef int L = w8.shape[2]
+    if L not in HAVE or b8.shape[1] != L or w8.shape[1] != off.shape[0]:
+        raise ValueError("dwc8: 8 or 16 lanes, weights (groups, taps, lanes)")
     g.kind, g.cnt = 0, NULL
     g.N, g.C, g.H, g.W = x.shape[0], x.shape[1], x.shape[2], x.shape[3]
     g.OH, g.OW, g.T = y.shape[2], y.shape[3], off.shape[0]
     g.sh, g.sw, g.ph, g.pw, g.Hp, g.Wp = sh, sw, ph, pw, Hp, Wp
-    g.mode, g.p0, g.p1, g.has_z = mode, p0, p1, has_z
+    g.mode, g.p0, g.p1, g.has_z, g.L = mode, p0, p1, has_z, L
     cdef const float *zp = &z[0, 0, 0, 0] if has_z else NULL
-    cdef int use_avx2 = avx2 and _avx2
-    cdef int nt = Q.shape[0], groups = (g.C + 7) // 8, t
+    cdef int tier = (DWC_AVX512 if L == 16 else DWC_AVX2) if vector and HAVE[L] \
+        else DWC_GENERIC
+    cdef int nt = Q.shape[0], groups = (g.C + L - 1) // L, t
     cdef int per = (groups + nt - 1) // nt
-    if Q.shape[1] < <long>Hp * Wp * 8 or obuf.shape[1] < dwc8_obuf_floats(g.OH, g.OW) \
-            or obuf.shape[0] < nt:
+    if Q.shape[1] < <long>Hp * Wp * L or obuf.shape[1] < dwc8_obuf_floats(g.OH, g.OW, L) \
+            or obuf.shape[0] < nt or w8.shape[0] < groups or b8.shape[0] < groups:
         raise ValueError("dwc8: scratch smaller than the geometry needs")
     if nt == 1:
         with nogil:
-            dwc8_run(use_avx2, &x[0, 0, 0, 0], &w8[0, 0, 0], &b8[0, 0], &off[0], zp,
+            dwc8_run(tier, &x[0, 0, 0, 0], &w8[0, 0, 0], &b8[0, 0], &off[0], zp,
                      &y[0, 0, 0, 0], &Q[0, 0], &obuf[0, 0], &g)
         return
     with nogil:
         for t in prange(nt, num_threads=nt, schedule="static"):
-            dwc8_run_groups(use_avx2, &x[0, 0, 0, 0], &w8[0, 0, 0], &b8[0, 0], &off[0], zp,
+            dwc8_run_groups(tier, &x[0, 0, 0, 0], &w8[0, 0, 0], &b8[0, 0], &off[0], zp,
                             &y[0, 0, 0, 0], &Q[t, 0], &obuf[t, 0], &g, t * per,
                             min(groups, (t + 1) * per))

@@ -71,4 +71,33 @@ EDGENN_AVX2 static inline __attribute__((always_inline)) void simd_transpose8_ps
     }
 }
 
+#ifdef EDGENN_HAS_AVX512_INTRINSICS
+/* r[i] lane j <-> r[j] lane i (16 x 16 floats): pairs, quads, then 128-bit lanes. */
+EDGENN_AVX512 static inline __attribute__((always_inline)) void simd_transpose16_ps(__m512 r[16])
+{
+    __m512 t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {   /* u[i + j]: column j (+4, +8, +12) of rows i..i+3 */
+        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (int j = 0; j < 4; j++) {       /* 128-bit lane L of the four row groups */
+        __m512 e0 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88);
+        __m512 e1 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
+        __m512 o0 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xDD);
+        __m512 o1 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xDD);
+        t[j] = _mm512_shuffle_f32x4(e0, e1, 0x88);
+        t[j + 8] = _mm512_shuffle_f32x4(e0, e1, 0xDD);
+        t[j + 4] = _mm512_shuffle_f32x4(o0, o1, 0x88);
+        t[j + 12] = _mm512_shuffle_f32x4(o0, o1, 0xDD);
+    }
+    for (int i = 0; i < 16; i++) r[i] = t[i];
+}
+#endif
+
 #endif

@@ -7,7 +7,9 @@ while the output is still in registers or L1 (no extra pass over memory).
 Three algorithms, all registered (the selector times them):
 - depthwise_c8 (C, _dwc8.h; the default): eight channels interleaved per SIMD vector, so
   every tap of every output pixel is one AVX2 multiply-add whatever the stride, and small
-  planes (7x7, 14x14) cost no more per pixel than large ones. Single-threaded.
+  planes (7x7, 14x14) cost no more per pixel than large ones; depthwise_c16__avx512f the
+  same body on 16 channels per AVX-512 vector (half the multiply-adds, 16 x 16 transposes
+  to interleave). _mt twins split the channel groups over the session's threads.
 - depthwise_rows8__avx2 / depthwise_rows16__avx512f (C, _dwrows.h): straight on the NCHW
   planes, a row's output pixels in the vector lanes (8 or 16), no interleaving: faster
   than c8 on wide unit-stride planes (112x112, 56x56), offered only there.
@@ -79,12 +81,12 @@ class Polyphase:
         return self.ph, self.pw, self.sh, self.sw, self.hq, self.wq, self.rows
 
 
-def c8_plane(size, out, kernel, strides, pads, dil):
-    """Padded channel-interleaved plane of the c8 kernels (_dwc8.h): -> (Hp, Wp, tap
-    offsets ((i*dh)*Wp + j*dw)*8). It holds the whole padded input and every window."""
+def c8_plane(size, out, kernel, strides, pads, dil, lanes: int = 8):
+    """Padded channel-interleaved plane of the c8 / c16 kernels (_dwc8.h): -> (Hp, Wp, tap
+    offsets ((i*dh)*Wp + j*dw)*lanes). It holds the whole padded input and every window."""
     hp, wp = (max(i + p, (o - 1) * s + (k - 1) * d + 1)
               for i, p, o, s, k, d in zip(size, pads, out, strides, kernel, dil))
-    off = np.array([(i * dil[0] * wp + j * dil[1]) * 8
+    off = np.array([(i * dil[0] * wp + j * dil[1]) * lanes
                     for i in range(kernel[0]) for j in range(kernel[1])], np.int64)
     return hp, wp, off
 
@@ -119,32 +121,50 @@ def prepare_c8_mt(node, ins, outs):
     return _prepare_c8(node, ins, outs, min(plan_threads(), -(-ins[0].shape[1] // 8)))
 
 
-def _prepare_c8(node, ins, outs, threads: int):
-    from ._dwc8 import dwc8, obuf_floats
+def _c16_mt_supports(node, ins, outs) -> bool:
+    return plan_threads() > 1 and ins[0].shape[1] > 16 and _supports(node, ins, outs)
+
+
+# 16 channels per AVX-512 vector: the same loops (_dwc_vec.h), half the multiply-adds
+kernel("Conv", "depthwise_c16__avx512f", supports=_supports, isa="avx512", cost=c_cost)(
+    lambda node, ins, outs: _prepare_c8(node, ins, outs, 1, lanes=16))
+kernel("Conv", "depthwise_c16__avx512f_mt", supports=_c16_mt_supports, isa="avx512",
+       cost=c_cost)(
+    lambda node, ins, outs: _prepare_c8(node, ins, outs,
+                                        min(plan_threads(), -(-ins[0].shape[1] // 16)),
+                                        lanes=16))
+
+
+def _prepare_c8(node, ins, outs, threads: int, lanes: int = 8, lib=None):
+    """lanes 8 (AVX2) or 16 (AVX-512F) channels per vector; lib: the extension (tests pass
+    the SIMDe-emulated _dwc8_emu)."""
+    if lib is None:
+        from . import _dwc8 as lib
     x, w, y = ins[0], ins[1].value, outs[0]
     c, _, kh, kw = w.shape
     h, wd, oh, ow = x.shape[2], x.shape[3], y.shape[2], y.shape[3]
     strides, pads, dil = geometry(node, x.shape, w.shape, y.shape)
-    hp, wp, off = c8_plane((h, wd), (oh, ow), (kh, kw), strides, pads, dil)
-    groups = -(-c // 8)
-    w8 = np.zeros((groups * 8, kh * kw), np.float32)       # (channel, tap) -> (g, tap, lane)
+    hp, wp, off = c8_plane((h, wd), (oh, ow), (kh, kw), strides, pads, dil, lanes)
+    groups = -(-c // lanes)
+    w8 = np.zeros((groups * lanes, kh * kw), np.float32)   # (channel, tap) -> (g, tap, lane)
     w8[:c] = w.reshape(c, kh * kw)
-    w8 = np.require(w8.reshape(groups, 8, kh * kw).transpose(0, 2, 1), requirements="C")
-    b8 = np.zeros(groups * 8, np.float32)
+    w8 = np.require(w8.reshape(groups, lanes, kh * kw).transpose(0, 2, 1), requirements="C")
+    b8 = np.zeros(groups * lanes, np.float32)
     if len(ins) > 2 and ins[2] is not None:
         b8[:c] = ins[2].value
-    b8 = b8.reshape(groups, 8)
-    # per thread: the padded plane of 8 lanes (borders stay zero), an output row (a small
-    # plane: all its rows)
-    q = scratch.array((threads, hp * wp * 8), np.float32, persistent=True, fill=0.0)
-    obuf = scratch.array((threads, obuf_floats(oh, ow)), np.float32)
+    b8 = b8.reshape(groups, lanes)
+    # per thread: the padded plane of `lanes` lanes (borders stay zero), an output row (a
+    # small plane: all its rows)
+    q = scratch.array((threads, hp * wp * lanes), np.float32, persistent=True, fill=0.0)
+    obuf = scratch.array((threads, lib.obuf_floats(oh, ow, lanes)), np.float32)
     has_z = len(ins) > 3 and ins[3] is not None
     mode, p0, p1 = act_params(node)
     dummy = np.zeros((1, 1, 1, 1), np.float32)
+    dwc = lib.dwc8
 
     def run(inputs, outputs):
-        dwc8(inputs[0], w8, b8, off, inputs[3] if has_z else dummy, outputs[0], q.get(), obuf.get(),
-             *strides, *pads, hp, wp, mode, p0, p1, has_z, C8_AVX2)
+        dwc(inputs[0], w8, b8, off, inputs[3] if has_z else dummy, outputs[0], q.get(),
+            obuf.get(), *strides, *pads, hp, wp, mode, p0, p1, has_z, C8_AVX2)
     return run
 
 

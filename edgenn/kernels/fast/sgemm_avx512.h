@@ -22,32 +22,6 @@
 #define SG_MR2 (2 * SG_MR)   /* rows per tile: two A panels */
 #define SG_NR2 (2 * SG_NR)   /* columns per tile: two B panels */
 
-/* r[i] lane j <-> r[j] lane i (16 x 16 floats): pairs, quads, then 128-bit lanes. */
-SG_AVX512 static inline __attribute__((always_inline)) void sg_transpose16_avx512(__m512 r[16]) {
-    __m512 t[16];
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-    }
-    for (int i = 0; i < 16; i += 4) {   /* u[i + j]: column j (+4, +8, +12) of rows i..i+3 */
-        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
-        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
-        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-    }
-    for (int j = 0; j < 4; j++) {       /* 128-bit lane L of the four row groups */
-        __m512 e0 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88);
-        __m512 e1 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
-        __m512 o0 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xDD);
-        __m512 o1 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xDD);
-        t[j] = _mm512_shuffle_f32x4(e0, e1, 0x88);
-        t[j + 8] = _mm512_shuffle_f32x4(e0, e1, 0xDD);
-        t[j + 4] = _mm512_shuffle_f32x4(o0, o1, 0x88);
-        t[j + 12] = _mm512_shuffle_f32x4(o0, o1, 0xDD);
-    }
-    for (int i = 0; i < 16; i++) r[i] = t[i];
-}
-
 /* Rows-mode epilogue: the tile holds mr pixels (rows, columns n0.. of C) x nr channels
  * (columns, rows m0.. of C); per 16 channels a transpose gives each channel's pixels as
  * one vector: + bias_row, + Z, clamp in registers, one masked store of mr floats per
@@ -65,7 +39,7 @@ SG_AVX512 static inline __attribute__((always_inline)) void sg_rows_out_avx512(
         if (nh <= 0) break;
         __m512 r[16];
         for (int i = 0; i < 16; i++) r[i] = i < SG_MR2 ? acc[i][h] : _mm512_setzero_ps();
-        sg_transpose16_avx512(r);
+        simd_transpose16_ps(r);   /* _simd.h */
         for (int j = 0; j < nh; j++) {
             const long m = m0 + SG_NR * h + j;
             __m512 v = r[j];

@@ -1,0 +1,261 @@
+/* The vector body of _dwc8.h on DWC_L-float vectors: AVX2+FMA (8 lanes) and AVX-512F (16),
+ * included once per width with the DWC_* macros defined (DWC_FN names each function for
+ * its width). A group is DWC_L channels interleaved in Q (Hp, Wp, DWC_L); every tap of
+ * every output pixel is one DWC_L-lane multiply-add. */
+
+/* r[p] <- pixel p's DWC_L channels: DWC_L pixels from each of the planes s, s + plane, ... */
+DWC_ATTR static inline __attribute__((always_inline)) void DWC_FN(dwc_gather)(
+        const float *s, long plane, DWC_V r[DWC_L])
+{
+    for (int l = 0; l < DWC_L; l++)
+        r[l] = DWC_LOADU(s + l * plane);
+    DWC_TRANSPOSE(r);
+}
+
+/* A small plane of a full group as one flat run: DWC_L pixels at a time through a
+ * transpose (the tail block overlapping), each pixel's vector stored to its padded cell.
+ * Its own function, called instead of the row-wise pack below (a flag inside that one ran
+ * its 14x14 planes 4-5% slower, AMD EPYC 25/1 (Zen 3), 8 lanes). */
+DWC_ATTR static void DWC_FN(dwc_pack_flat)(const float *xb, int c0, float *Q,
+                                           const dwc8_geom *g)
+{
+    const long plane = (long)g->H * g->W;
+    const float *src = xb + (long)c0 * plane;
+    const int W = g->W;
+    DWC_V r[DWC_L];
+    for (long i = 0; i < plane; i += DWC_L) {
+        if (i > plane - DWC_L)
+            i = plane - DWC_L;
+        DWC_FN(dwc_gather)(src + i, plane, r);
+        int iy = (int)(i / W), ix = (int)(i % W);
+        for (int p = 0; p < DWC_L; p++, ix++) {
+            while (ix >= W) {
+                ix -= W;
+                iy++;
+            }
+            DWC_STOREU(Q + ((long)(iy + g->ph) * g->Wp + ix + g->pw) * DWC_L, r[p]);
+        }
+    }
+}
+
+/* dwc8_pack for a full group (nl == DWC_L), DWC_L pixels at a time through a transpose;
+ * the tail is one more block ending at the last pixel (overlapping writes are idempotent);
+ * rows narrower than a vector in scalar (small planes go flat instead: dwc8_flat_in). */
+DWC_ATTR static void DWC_FN(dwc_pack)(const float *xb, int c0, float *Q, const dwc8_geom *g)
+{
+    const long plane = (long)g->H * g->W;
+    const float *src = xb + (long)c0 * plane;
+    const int W = g->W;
+    for (int iy = 0; iy < g->H; iy++) {
+        float *dst = Q + ((long)(iy + g->ph) * g->Wp + g->pw) * DWC_L;
+        const float *s = src + (long)iy * W;
+        DWC_V r[DWC_L];
+        if (W < DWC_L) {                /* (masked loads measured slower here) */
+            for (int ix = 0; ix < W; ix++)
+                for (int l = 0; l < DWC_L; l++)
+                    dst[ix * DWC_L + l] = s[l * plane + ix];
+            continue;
+        }
+        for (int ix = 0; ix < W; ix += DWC_L) {
+            if (ix > W - DWC_L)
+                ix = W - DWC_L;
+            DWC_FN(dwc_gather)(s + ix, plane, r);
+            for (int p = 0; p < DWC_L; p++)
+                DWC_STOREU(dst + (ix + p) * DWC_L, r[p]);
+        }
+    }
+}
+
+/* n >= DWC_L pixels of obuf (n, DWC_L) to the planes d, d + plane, ...: DWC_L pixels at a
+ * time through a transpose, the tail block ending at the last pixel (overlapping). A row
+ * (dwc_unpack_row), or a whole small plane (dwc_unpack_flat). */
+DWC_ATTR static inline void DWC_FN(dwc_unpack_run)(const float *obuf, float *d, long n,
+                                                   long plane)
+{
+    DWC_V r[DWC_L];
+    for (long i = 0; i < n; i += DWC_L) {
+        if (i > n - DWC_L)
+            i = n - DWC_L;
+        for (int p = 0; p < DWC_L; p++)
+            r[p] = DWC_LOADU(obuf + (i + p) * DWC_L);
+        DWC_TRANSPOSE(r);
+        for (int l = 0; l < DWC_L; l++)
+            DWC_STOREU(d + l * plane + i, r[l]);
+    }
+}
+
+/* Whole small output planes (dwc8_flat_out): obuf (OH*OW, DWC_L) to the planes c0.. . */
+DWC_ATTR static void DWC_FN(dwc_unpack_flat)(const float *obuf, float *yb, int c0,
+                                             const dwc8_geom *g)
+{
+    const long plane = (long)g->OH * g->OW;
+    DWC_FN(dwc_unpack_run)(obuf, yb + (long)c0 * plane, plane, plane);
+}
+
+/* dwc8_unpack_row for a full group (nl == DWC_L); tails as in the pack. */
+DWC_ATTR static void DWC_FN(dwc_unpack_row)(const float *obuf, float *yb, int c0, int oy,
+                                            const dwc8_geom *g)
+{
+    const long plane = (long)g->OH * g->OW;
+    const int OW = g->OW;
+    float *d = yb + (long)c0 * plane + (long)oy * OW;
+    if (OW < DWC_L) {                   /* (masked stores are slow on AMD) */
+        for (int l = 0; l < DWC_L; l++)
+            for (int ox = 0; ox < OW; ox++)
+                d[l * plane + ox] = obuf[ox * DWC_L + l];
+        return;
+    }
+    DWC_FN(dwc_unpack_run)(obuf, d, OW, plane);
+}
+
+/* The activation of one accumulator vector, in registers (the cheap activations). */
+typedef struct { DWC_V zero, one, lo, hi, sixth, half; } DWC_FN(dwc_actc);
+
+DWC_ATTR __attribute__((always_inline))
+static inline DWC_V DWC_FN(dwc_act)(DWC_V v, int mode, const DWC_FN(dwc_actc) *k)
+{
+    /* constant first: max/min return their second operand on NaN, so NaN propagates
+     * as in the reference */
+    switch (mode) {
+    case ACT_RELU: return DWC_MAX(k->zero, v);
+    case ACT_CLIP: return DWC_MIN(k->hi, DWC_MAX(k->lo, v));
+    case ACT_HARDSIGMOID:
+        return DWC_MIN(k->one, DWC_MAX(k->zero, DWC_FMA(v, k->lo, k->hi)));
+    case ACT_HARDSWISH:
+        return DWC_MUL(v, DWC_MIN(k->one, DWC_MAX(k->zero, DWC_FMA(v, k->sixth, k->half))));
+    case ACT_LEAKYRELU:                 /* v >= 0 ? v : v * alpha */
+        return DWC_SELECT_GE0(v, DWC_MUL(v, k->lo), k->zero);
+    default: return v;
+    }
+}
+
+/* Row oy of one group into obuf (OW, DWC_L): taps (w: the nine 3x3 tap vectors when
+ * T == 9), + bias, then the activation in registers (mode; ACT_NONE when the caller still
+ * has to add a residual or apply a transcendental activation). */
+DWC_ATTR __attribute__((always_inline))
+static inline void DWC_FN(dwc_row)(const float *Q, const DWC_V *w, const float *wl,
+                                   DWC_V bias, const long *off, float *obuf, int oy,
+                                   int mode, const DWC_FN(dwc_actc) *k, const dwc8_geom *g)
+{
+    const int T = g->T, OW = g->OW;
+    const long sx = (long)g->sw * DWC_L;
+    const float *q = Q + (long)oy * g->sh * g->Wp * DWC_L;
+    if (T == 9) {                       /* 3x3: the taps held in registers */
+        const long o1 = off[1], o2 = off[2], o3 = off[3], o4 = off[4], o5 = off[5],
+            o6 = off[6], o7 = off[7], o8 = off[8];
+        for (int ox = 0; ox < OW; ox++, q += sx) {
+            DWC_V a = DWC_FMA(w[0], DWC_LOADU(q), bias);
+            DWC_V b = DWC_MUL(w[1], DWC_LOADU(q + o1));
+            a = DWC_FMA(w[2], DWC_LOADU(q + o2), a);
+            b = DWC_FMA(w[3], DWC_LOADU(q + o3), b);
+            a = DWC_FMA(w[4], DWC_LOADU(q + o4), a);
+            b = DWC_FMA(w[5], DWC_LOADU(q + o5), b);
+            a = DWC_FMA(w[6], DWC_LOADU(q + o6), a);
+            b = DWC_FMA(w[7], DWC_LOADU(q + o7), b);
+            a = DWC_FMA(w[8], DWC_LOADU(q + o8), a);
+            DWC_STOREU(obuf + ox * DWC_L, DWC_FN(dwc_act)(DWC_ADD(a, b), mode, k));
+        }
+        return;
+    }
+    int ox = 0;                         /* any kernel: four pixels, four FMA chains */
+    for (; ox + 4 <= OW; ox += 4, q += 4 * sx) {
+        DWC_V a0 = bias, a1 = bias, a2 = bias, a3 = bias;
+        for (int t = 0; t < T; t++) {
+            const DWC_V wt = DWC_LOADU(wl + t * DWC_L);
+            const float *p = q + off[t];
+            a0 = DWC_FMA(wt, DWC_LOADU(p), a0);
+            a1 = DWC_FMA(wt, DWC_LOADU(p + sx), a1);
+            a2 = DWC_FMA(wt, DWC_LOADU(p + 2 * sx), a2);
+            a3 = DWC_FMA(wt, DWC_LOADU(p + 3 * sx), a3);
+        }
+        DWC_STOREU(obuf + ox * DWC_L, DWC_FN(dwc_act)(a0, mode, k));
+        DWC_STOREU(obuf + (ox + 1) * DWC_L, DWC_FN(dwc_act)(a1, mode, k));
+        DWC_STOREU(obuf + (ox + 2) * DWC_L, DWC_FN(dwc_act)(a2, mode, k));
+        DWC_STOREU(obuf + (ox + 3) * DWC_L, DWC_FN(dwc_act)(a3, mode, k));
+    }
+    for (; ox < OW; ox++, q += sx) {
+        DWC_V a = bias;
+        for (int t = 0; t < T; t++)
+            a = DWC_FMA(DWC_LOADU(wl + t * DWC_L), DWC_LOADU(q + off[t]), a);
+        DWC_STOREU(obuf + ox * DWC_L, DWC_FN(dwc_act)(a, mode, k));
+    }
+}
+
+/* All output rows of one group (channels c0 .. c0+nl-1) into yb: rows, residual (zc:
+ * plane c0 of z, planes `plane` apart, or NULL), activation, scatter to the NCHW planes. */
+DWC_ATTR static inline __attribute__((always_inline)) void DWC_FN(dwc_group_t)(
+        const float *Q, const float *wl, const float *bl, const long *off, int nl,
+        const float *zc, float *obuf, float *yb, int c0, const dwc8_geom *g, const int flat)
+{
+    const long plane = (long)g->OH * g->OW;
+    const int OW = g->OW;
+    DWC_FN(dwc_actc) k = { DWC_SET1(0.0f), DWC_SET1(1.0f), DWC_SET1(g->p0), DWC_SET1(g->p1),
+                           DWC_SET1(1.0f / 6.0f), DWC_SET1(0.5f) };
+    DWC_V w[9];
+    for (int t = 0; t < 9 && t < g->T; t++)
+        w[t] = DWC_LOADU(wl + t * DWC_L);
+    const DWC_V bias = DWC_LOADU(bl);
+    /* activation in registers unless a residual comes first or it needs libm */
+    const int late = zc != NULL || g->mode == ACT_SIGMOID || g->mode == ACT_SILU
+        || g->mode == ACT_GELU;
+    const int mode = late ? ACT_NONE : g->mode;
+    for (int oy = 0; oy < g->OH; oy++) {
+        float *row = flat ? obuf + (long)oy * OW * DWC_L : obuf;
+        DWC_FN(dwc_row)(Q, w, wl, bias, off, row, oy, mode, &k, g);
+        if (late) {
+            if (zc)
+                for (int l = 0; l < nl; l++)
+                    for (int ox = 0; ox < OW; ox++)
+                        row[ox * DWC_L + l] += zc[l * plane + (long)oy * OW + ox];
+            dwc8_act_scalar(row, OW * DWC_L, g);
+        }
+        if (flat)
+            continue;
+        if (nl == DWC_L)
+            DWC_FN(dwc_unpack_row)(obuf, yb, c0, oy, g);
+        else
+            dwc8_unpack_row(obuf, yb, c0, nl, oy, g);
+    }
+    if (flat)
+        DWC_FN(dwc_unpack_flat)(obuf, yb, c0, g);
+}
+
+/* Two instances, so the row-wise one compiles as it did before the flat output existed:
+ * flat, every row kept in obuf and unpacked whole at the end (a full group, small output
+ * plane: dwc8_flat_out), else each row unpacked as it is done. */
+DWC_ATTR static void DWC_FN(dwc_group_flat)(const float *Q, const float *wl, const float *bl,
+        const long *off, const float *zc, float *obuf, float *yb, int c0, const dwc8_geom *g)
+{
+    DWC_FN(dwc_group_t)(Q, wl, bl, off, DWC_L, zc, obuf, yb, c0, g, 1);
+}
+
+DWC_ATTR static void DWC_FN(dwc_group)(const float *Q, const float *wl, const float *bl,
+        const long *off, int nl, const float *zc, float *obuf, float *yb, int c0,
+        const dwc8_geom *g)
+{
+    if (nl == DWC_L && dwc8_flat_out(g))
+        DWC_FN(dwc_group_flat)(Q, wl, bl, off, zc, obuf, yb, c0, g);
+    else
+        DWC_FN(dwc_group_t)(Q, wl, bl, off, nl, zc, obuf, yb, c0, g, 0);
+}
+
+/* Row oy of one group of MaxPool / AveragePool into obuf (OW, DWC_L). */
+DWC_ATTR static void DWC_FN(dwc_pool_row)(const float *Q, const long *off, float *obuf,
+                                          int oy, const dwc8_geom *g)
+{
+    const int T = g->T, OW = g->OW;
+    const long sx = (long)g->sw * DWC_L;
+    const float *q = Q + (long)oy * g->sh * g->Wp * DWC_L;
+    for (int ox = 0; ox < OW; ox++, q += sx) {
+        DWC_V a = DWC_LOADU(q + off[0]);
+        if (g->kind == KIND_MAX) {       /* max(v, a): v if v > a, as the reference */
+            for (int t = 1; t < T; t++)
+                a = DWC_MAX(DWC_LOADU(q + off[t]), a);
+        } else {
+            for (int t = 1; t < T; t++)
+                a = DWC_ADD(a, DWC_LOADU(q + off[t]));
+            a = DWC_DIV(a, DWC_SET1(g->cnt[(long)oy * OW + ox]));
+        }
+        DWC_STOREU(obuf + ox * DWC_L, a);
+    }
+}

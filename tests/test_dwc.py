@@ -1,0 +1,112 @@
+"""The channel-interleaved depthwise kernels (kernels/fast/_dwc8.h, one vector body
+_dwc_vec.h): 8 lanes (AVX2, depthwise_c8) and 16 (AVX-512F, depthwise_c16__avx512f), each
+natively where the CPU has the tier and on SIMDe (_dwc8_emu, any CPU), and the portable C
+loops, over the geometries the C code takes apart: channel counts with a tail group,
+planes packed flat (W < lanes) and row by row (with an overlapping tail block), outputs
+unpacked flat or row by row, rows under one vector, strides 1 / 2 / 3, dilation, 3x3
+(taps in registers) and 1x1 / 5x5 / 7x7 (any taps), batch 2, residual, every activation.
+Bound from the arithmetic: T products, the bias and z summed in float32 are within
+gamma_(T+2) = (T+2) eps / (1 - (T+2) eps) of the exact sum, relative to
+sum |w| |x| + |b| + |z| (Higham 2002 (3.5)); the activations are monotone and 1-Lipschitz
+or worse only by their slope (HardSwish's <= 1.5, LeakyRelu's alpha), which the bound
+takes; the transcendental ones (Sigmoid, SiLU, Gelu) add a few ulps of libm."""
+import numpy as np
+import pytest
+
+from edgenn.graph.ir import Node
+from edgenn.kernels.fast import _dwc8, _dwc8_emu, depthwise
+from edgenn.registry import REFERENCE, TensorInfo
+
+EPS = np.finfo(np.float32).eps
+# (extension, lanes, vector body?) - the portable loops run any lane count
+PATHS = [(_dwc8, lanes, True) for lanes in (8, 16) if _dwc8.HAVE[lanes]] + \
+    [(_dwc8_emu, 8, True), (_dwc8_emu, 16, True), (_dwc8, 8, False), (_dwc8, 16, False)]
+# n, c, h, w, k, stride, pad, dilation
+GEOMS = [(1, 20, 7, 7, 3, 1, 1, 1), (1, 40, 14, 14, 3, 1, 1, 1), (1, 33, 13, 13, 3, 2, 1, 1),
+         (1, 32, 20, 37, 3, 2, 1, 1), (2, 17, 9, 18, 3, 1, 1, 1), (1, 16, 17, 16, 5, 1, 2, 1),
+         (1, 18, 3, 5, 3, 1, 1, 1), (1, 9, 12, 11, 3, 1, 2, 2), (1, 24, 15, 15, 7, 3, 3, 1),
+         (1, 16, 8, 8, 1, 1, 0, 1), (1, 3, 2, 3, 3, 1, 1, 1), (1, 48, 4, 4, 3, 2, 1, 1)]
+ACTS = [("", []), ("Relu", []), ("Clip", [-0.5, 0.7]), ("HardSwish", []),
+        ("HardSigmoid", [0.2, 0.5]), ("LeakyRelu", [2.5]), ("Sigmoid", []), ("SiLU", []),
+        ("Gelu", [])]
+SLOPE = {"HardSwish": 1.5, "LeakyRelu": 2.5, "HardSigmoid": 0.2}
+
+
+def _case(rng, geom, act, params, residual):
+    n, c, h, w, k, s, p, d = geom
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = rng.standard_normal((c, 1, k, k)).astype(np.float32)
+    b = rng.standard_normal(c).astype(np.float32)
+    attrs = dict(group=c, strides=[s, s], pads=[p] * 4, dilations=[d, d], kernel_shape=[k, k],
+                 auto_pad="NOTSET", activation=act, activation_params=params)
+    conv = REFERENCE["Conv"]
+    plain = dict(attrs, activation="", activation_params=[])
+    f64 = [v.astype(np.float64) for v in (x, wt, b)]
+    exact = conv(plain, f64)[0]
+    mag = conv(plain, [np.abs(v) for v in f64])[0]
+    z = rng.standard_normal(exact.shape).astype(np.float32) if residual else None
+    if residual:
+        exact, mag = exact + z, mag + np.abs(z)
+    exact = conv(dict(attrs, kernel_shape=[1, 1], strides=[1, 1], pads=[0] * 4,
+                      dilations=[1, 1]), [exact, np.ones((c, 1, 1, 1)), np.zeros(c)])[0]
+    t = k * k + 2
+    bound = SLOPE.get(act, 1.0) * t * EPS / (1 - t * EPS) * mag + 8 * EPS * np.abs(exact) + 1e-30
+    ins = [x, wt, b] + ([z] if residual else [])
+    node = Node("Conv", ["x", "w", "b", "z"][:len(ins)], ["y"], attrs, "dw")
+    return node, ins, exact, bound
+
+
+def _run(node, ins, lib, lanes, vector, monkeypatch, broken=False):
+    infos = [TensorInfo(v.dtype.name, v.shape, v if i in (1, 2) else None)
+             for i, v in enumerate(ins)]
+    monkeypatch.setattr(depthwise, "C8_AVX2", vector)
+    x = ins[0]
+    n, c, h, w = x.shape
+    k = node.attrs["kernel_shape"][0]
+    s, p, d = node.attrs["strides"][0], node.attrs["pads"][0], node.attrs["dilations"][0]
+    oh, ow = ((h + 2 * p - d * (k - 1) - 1) // s + 1, (w + 2 * p - d * (k - 1) - 1) // s + 1)
+    out = TensorInfo("float32", (n, c, oh, ow))
+    if broken:          # weights of two lanes swapped: the check must see it
+        wt = ins[1].copy()
+        wt[[0, 1]] = wt[[1, 0]]
+        infos[1] = TensorInfo("float32", wt.shape, wt)
+    run = depthwise._prepare_c8(node, infos, [out], 2 if c > lanes else 1, lanes=lanes,
+                                lib=lib)
+    y = np.full(out.shape, np.nan, np.float32)
+    run(ins, [y])
+    return y
+
+
+@pytest.mark.parametrize("lib,lanes,vector", PATHS,
+                         ids=lambda v: getattr(v, "__name__", str(v)))
+def test_within_the_sum_bound(lib, lanes, vector, monkeypatch):
+    rng = np.random.default_rng(0)
+    for gi, geom in enumerate(GEOMS):
+        for ai, (act, params) in enumerate(ACTS):
+            if (gi + ai) % 3 and act not in ("", "Clip"):
+                continue                    # every activation on a third of the planes
+            for residual in (False, True):
+                node, ins, exact, bound = _case(rng, geom, act, params, residual)
+                y = _run(node, ins, lib, lanes, vector, monkeypatch)
+                assert np.all(np.abs(y - exact) <= bound), (lanes, vector, geom, act, residual)
+
+
+@pytest.mark.parametrize("lib", [_dwc8, _dwc8_emu], ids=lambda v: v.__name__)
+def test_both_widths_give_the_same_bits(lib, monkeypatch):
+    # the same sums in the same order on 8 and 16 lanes (3x3: two FMA chains joined last)
+    if not (lib.HAVE[8] and lib.HAVE[16]):
+        pytest.skip("this CPU (or EDGENN_MAX_ISA) lacks a width: the emulated twin runs both")
+    rng = np.random.default_rng(1)
+    for geom in GEOMS:
+        node, ins, _, _ = _case(rng, geom, "Clip", [-0.5, 0.7], True)
+        np.testing.assert_array_equal(_run(node, ins, lib, 8, True, monkeypatch),
+                                      _run(node, ins, lib, 16, True, monkeypatch), str(geom))
+
+
+@pytest.mark.parametrize("lanes", [8, 16])
+def test_the_check_is_not_vacuous(lanes, monkeypatch):
+    # one lane's weights taken from its neighbour (a lane-order slip in the packing): fails
+    rng = np.random.default_rng(2)
+    node, ins, exact, bound = _case(rng, GEOMS[2], "", [], False)
+    y = _run(node, ins, _dwc8_emu, lanes, True, monkeypatch, broken=True)
+    assert not np.all(np.abs(y - exact) <= bound)
