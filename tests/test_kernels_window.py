@@ -73,3 +73,18 @@ def test_maxpool_indices_left_to_reference():
     ins = [TensorInfo("float32", (1, 2, 4, 4))]
     outs = infer_node(node, ins, fold=False)
     assert not any(s.supports(node, ins, outs) for s in KERNELS["MaxPool"])
+
+
+@pytest.mark.parametrize("rows,size", [(1280, 49), (7, 3), (3, 1), (5, 12544), (2, 5), (9, 196)])
+def test_global_mean_vector_and_portable_give_the_same_bits(rows, size):
+    # _pool_tiles.h: the AVX2 build keeps the portable loop's four double lanes in one
+    # vector, so the same sums in the same order; both within float32 rounding of the mean
+    from edgenn.kernels.fast._dwc8 import global_pool
+    x = (np.random.default_rng(rows).standard_normal((rows, size)) * 100).astype(np.float32)
+    x[0, -1] = 1e30     # a tail value that dominates its row
+    vec, port = np.empty(rows, np.float32), np.empty(rows, np.float32)
+    global_pool(x, vec, False)
+    global_pool(x, port, False, False)
+    np.testing.assert_array_equal(vec, port)
+    exact = x.astype(np.float64).mean(axis=1)
+    assert np.all(np.abs(vec - exact) <= np.abs(exact) * 2 ** -23 + 1e-30)

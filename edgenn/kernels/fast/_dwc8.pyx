@@ -19,6 +19,7 @@ cdef extern from "_cpu.h" nogil:
 cdef extern from "_pool_tiles.h" nogil:
     void maxpool_tiles(int avx2, const float *x, float *y, long P, long H, long W, int kh,
                        int kw, float *row)
+    void global_mean_rows(int avx2, const float *x, float *y, long R, long S)
 
 cdef extern from "_pool_bytes.h" nogil:
     ctypedef unsigned char uint8_t
@@ -135,30 +136,30 @@ def maxpool_bytes(const unsigned char[:, :, ::1] x, unsigned char[:, :, ::1] y, 
                        dh, dw, &row[0])
 
 
-def global_pool(const float[:, ::1] x, float[::1] y, bint is_max):
-    """x (R, S) -> y (R,): mean (accumulated in double, four lanes) or max of each row."""
-    cdef Py_ssize_t R = x.shape[0], S = x.shape[1], S4 = S - S % 4, r, i
-    cdef double a0, a1, a2, a3
+def global_pool(const float[:, ::1] x, float[::1] y, bint is_max, bint avx2=True):
+    """x (R, S) -> y (R,): mean (accumulated in double, four lanes; _pool_tiles.h) or max
+    of each row. avx2 False: the portable loops (tests)."""
+    cdef Py_ssize_t R = x.shape[0], S = x.shape[1], r, i
     cdef float m, v
+    if y.shape[0] != R:
+        raise ValueError("global_pool: one output per row")
+    if R == 0:
+        return
+    if S == 0:
+        raise ValueError("global_pool: empty rows")
+    cdef int use_avx2 = avx2 and _avx2
+    if not is_max:
+        with nogil:
+            global_mean_rows(use_avx2, &x[0, 0], &y[0], R, S)
+        return
     with nogil:
         for r in range(R):
-            if is_max:
-                m = x[r, 0]
-                for i in range(1, S):
-                    v = x[r, i]
-                    if v > m:
-                        m = v
-                y[r] = m
-            else:
-                a0 = a1 = a2 = a3 = 0
-                for i in range(0, S4, 4):
-                    a0 += x[r, i]
-                    a1 += x[r, i + 1]
-                    a2 += x[r, i + 2]
-                    a3 += x[r, i + 3]
-                for i in range(S4, S):
-                    a0 += x[r, i]
-                y[r] = <float>(((a0 + a1) + (a2 + a3)) / S)
+            m = x[r, 0]
+            for i in range(1, S):
+                v = x[r, i]
+                if v > m:
+                    m = v
+            y[r] = m
 
 
 def dwc8(const float[:, :, :, ::1] x, const float[:, :, ::1] w8, const float[:, ::1] b8,

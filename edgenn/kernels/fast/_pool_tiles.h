@@ -88,4 +88,55 @@ static void maxpool_tiles(int avx2, const float *x, float *y, long P, long H, lo
     (void)avx2;
     maxpool_tiles_generic(x, y, P, H, W, kh, kw, row);
 }
+/* GlobalAveragePool's means: y[r] = float(((a0 + a1) + (a2 + a3)) / S) of each row of
+ * x (R, S), in double: lane j sums x[r, 4i + j], the tail past S - S % 4 into lane 0. The
+ * AVX2 build holds the four lanes in one vector (a float -> double conversion and one add
+ * per four values, the same sums in the same order, so the same bits): MobileNetV2's
+ * 1280 x 49 mean 44 -> 7 us (AMD EPYC 25/17). */
+static void global_mean_rows_generic(const float *x, float *y, long R, long S)
+{
+    const long S4 = S - S % 4;
+    for (long r = 0; r < R; r++, x += S) {
+        double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+        for (long i = 0; i < S4; i += 4) {
+            a0 += x[i];
+            a1 += x[i + 1];
+            a2 += x[i + 2];
+            a3 += x[i + 3];
+        }
+        for (long i = S4; i < S; i++)
+            a0 += x[i];
+        y[r] = (float)(((a0 + a1) + (a2 + a3)) / (double)S);
+    }
+}
+
+#if defined(__x86_64__) && !defined(EDGENN_SIMDE)
+EDGENN_AVX2 static void global_mean_rows_avx2(const float *x, float *y, long R, long S)
+{
+    const long S4 = S - S % 4;
+    for (long r = 0; r < R; r++, x += S) {
+        __m256d a = _mm256_setzero_pd();
+        for (long i = 0; i < S4; i += 4)
+            a = _mm256_add_pd(a, _mm256_cvtps_pd(_mm_loadu_ps(x + i)));
+        double l[4];
+        _mm256_storeu_pd(l, a);
+        for (long i = S4; i < S; i++)
+            l[0] += x[i];
+        y[r] = (float)(((l[0] + l[1]) + (l[2] + l[3])) / (double)S);
+    }
+}
+#endif
+
+static void global_mean_rows(int avx2, const float *x, float *y, long R, long S)
+{
+#if defined(__x86_64__) && !defined(EDGENN_SIMDE)
+    if (avx2) {
+        global_mean_rows_avx2(x, y, R, S);
+        return;
+    }
+#endif
+    (void)avx2;
+    global_mean_rows_generic(x, y, R, S);
+}
+
 #endif
