@@ -906,24 +906,26 @@ static void qg_conv_cols(const qg_conv_plan *p, const uint8_t *wp, const qg_conv
                 const int int_out = avx512 && qv_int_out(e, z);
                 const int float_out = avx512 && qv_float_out(e);
                 const uint8_t *ap = wp + (m0 / QG_MR) * G * QG_ABYTES;
-                for (long pj = 0; pj < np; pj += QV_PANELS) {
+                /* AVX-512: a last tile of 3 panels runs as 16 + 8 pixels (qvc_index) */
+                for (long pj = 0; pj < np;) {
                     int npan = np - pj < QV_PANELS ? (int)(np - pj) : QV_PANELS;
+                    if (avx512 && npan == 3) npan = 2;
                     long n0 = j0 + pj * QG_NR, nvalid = nv - pj * QG_NR;
-                    if (nvalid > QV_PANELS * QG_NR) nvalid = QV_PANELS * QG_NR;
+                    if (nvalid > npan * QG_NR) nvalid = npan * QG_NR;
                     const int shape = qvc_index(mr, npan);
+                    const uint8_t *bp = bblk + pj * G * QG_BBYTES;
+                    pj += npan;
                     if (int_out) {   /* requantized in registers, straight into y */
-                        qvc_u8[shape](G, ap, bblk + pj * G * QG_BBYTES, G * QG_BBYTES, npan, mr,
-                                      nvalid, e, m0, (uint8_t *)y + m0 * N + n0, N);
+                        qvc_u8[shape](G, ap, bp, G * QG_BBYTES, npan, mr, nvalid, e, m0,
+                                      (uint8_t *)y + m0 * N + n0, N);
                         continue;
                     }
                     if (float_out) {   /* the float epilogue (residual) in registers */
-                        qvc_fz[shape](G, ap, bblk + pj * G * QG_BBYTES, G * QG_BBYTES, npan, mr,
-                                      nvalid, e, m0, (uint8_t *)y + m0 * N + n0,
-                                      z ? z + m0 * N + n0 : NULL, N);
+                        qvc_fz[shape](G, ap, bp, G * QG_BBYTES, npan, mr, nvalid, e, m0,
+                                      (uint8_t *)y + m0 * N + n0, z ? z + m0 * N + n0 : NULL, N);
                         continue;
                     }
-                    (avx512 ? qvc_acc[shape] : QG_QA_CONV)(
-                        G, ap, bblk + pj * G * QG_BBYTES, G * QG_BBYTES, npan, acc);
+                    (avx512 ? qvc_acc[shape] : QG_QA_CONV)(G, ap, bp, G * QG_BBYTES, npan, acc);
                     qv_tile_out(acc, mr, nvalid, e, m0, n0, (char *)y + (m0 * N + n0) * es, N,
                                 z ? z + m0 * N + n0 : NULL, avx512);
                 }

@@ -14,11 +14,16 @@ cdef extern from *:
     #include "_qgemm_avxvnni.h"
     /* the full conv tile with one weight operand halved, through the tiles' own template */
     #define QVC_DP(c, v, s) _mm512_dpbusd_epi32(c, v, _mm512_srai_epi32(s, 1))
+    #define QVC_DP8(c, v, s) _mm256_dpbusd_epi32(c, v, _mm256_srai_epi32(s, 1))
     #define QVC_PREFIX qvc_broken
     #define QVC_ROWS 6
     #define QVC_NV 2
     #include "_qgemm_vnni_conv.h"
+    #define QVC_ROWS 6
+    #define QVC_NV 0
+    #include "_qgemm_vnni_conv.h"
     #undef QVC_DP
+    #undef QVC_DP8
     #undef QVC_PREFIX
     #define qv_ukr_conv_6x32_broken qvc_broken_6x2_acc
     #define QA_DP_BROKEN(c, v, s) QA_DPBUSD(c, v, _mm256_srai_epi32(s, 1))
@@ -29,6 +34,8 @@ cdef extern from *:
         static const qv_ukr_t ukr[6] = {0, qv_ukr_gemm_6x32, qv_ukr_conv_6x32_broken,
                                         qa_ukr_conv_6x32, qa_ukr_gemm_6x32,
                                         qa_ukr_conv_6x32_broken};
+        if (which == 2 && npan == 1)
+            return qvc_broken_6x0_acc;   /* the 8-pixel (ymm) tile's broken twin */
         return which == 0 ? qvc_acc[qvc_index(rows, npan)] : ukr[which];
     }
     """

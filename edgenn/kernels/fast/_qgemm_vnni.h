@@ -123,24 +123,38 @@ static inline __mmask16 qv_lanes16(long n) {
 #define QVC_ROWS 2
 #define QVC_NV 1
 #include "_qgemm_vnni_conv.h"
+#define QVC_ROWS 6
+#define QVC_NV 0
+#include "_qgemm_vnni_conv.h"
+#define QVC_ROWS 4
+#define QVC_NV 0
+#include "_qgemm_vnni_conv.h"
+#define QVC_ROWS 2
+#define QVC_NV 0
+#include "_qgemm_vnni_conv.h"
 
-/* the tile shape for mr rows and npan panels: rows 6 / 4 / 2, then 32 / 16 pixels */
+/* the tile shape for mr rows and npan (1 .. 4) panels of 8 pixels: rows 6 / 4 / 2, then
+ * 32 / 16 / 8 pixels (qvc_split: 3 panels run as 16 + 8) */
 static inline int qvc_index(int mr, int npan) {
-    return (mr <= 2 ? 4 : mr <= 4 ? 2 : 0) + (npan <= 2 ? 1 : 0);
+    const int rows = mr <= 2 ? 2 : mr <= 4 ? 1 : 0;
+    return npan == 1 ? 6 + rows : 2 * rows + (npan <= 2 ? 1 : 0);
 }
 typedef void (*qvc_acc_t)(long, const uint8_t *, const uint8_t *, long, int, int32_t *);
-static const qvc_acc_t qvc_acc[6] = {qvc_6x2_acc, qvc_6x1_acc, qvc_4x2_acc,
-                                     qvc_4x1_acc, qvc_2x2_acc, qvc_2x1_acc};
+static const qvc_acc_t qvc_acc[9] = {qvc_6x2_acc, qvc_6x1_acc, qvc_4x2_acc,
+                                     qvc_4x1_acc, qvc_2x2_acc, qvc_2x1_acc,
+                                     qvc_6x0_acc, qvc_4x0_acc, qvc_2x0_acc};
 #define qv_ukr_conv_6x32 qvc_6x2_acc   /* the full tile */
 #if defined(EDGENN_QEPI_H) && QE_X86   /* the native build (SIMDe lacks masked byte loads) */
 typedef void (*qvc_u8_t)(long, const uint8_t *, const uint8_t *, long, int, int, long,
                          const qe_epi *, long, uint8_t *, long);
 typedef void (*qvc_fz_t)(long, const uint8_t *, const uint8_t *, long, int, int, long,
                          const qe_epi *, long, uint8_t *, const uint8_t *, long);
-static const qvc_u8_t qvc_u8[6] = {qvc_6x2_u8, qvc_6x1_u8, qvc_4x2_u8,
-                                   qvc_4x1_u8, qvc_2x2_u8, qvc_2x1_u8};
-static const qvc_fz_t qvc_fz[6] = {qvc_6x2_fz, qvc_6x1_fz, qvc_4x2_fz,
-                                   qvc_4x1_fz, qvc_2x2_fz, qvc_2x1_fz};
+static const qvc_u8_t qvc_u8[9] = {qvc_6x2_u8, qvc_6x1_u8, qvc_4x2_u8,
+                                   qvc_4x1_u8, qvc_2x2_u8, qvc_2x1_u8,
+                                   qvc_6x0_u8, qvc_4x0_u8, qvc_2x0_u8};
+static const qvc_fz_t qvc_fz[9] = {qvc_6x2_fz, qvc_6x1_fz, qvc_4x2_fz,
+                                   qvc_4x1_fz, qvc_2x2_fz, qvc_2x1_fz,
+                                   qvc_6x0_fz, qvc_4x0_fz, qvc_2x0_fz};
 #endif
 #undef QV_UKR
 #undef QV_ACCUMULATE

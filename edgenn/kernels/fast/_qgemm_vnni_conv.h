@@ -1,7 +1,8 @@
 /* The AVX-512 VNNI conv micro-kernels of one tile shape, included once per shape by
  * _qgemm_vnni.h with QVC_ROWS (6, 4 or 2 weight rows: the full A panel, or the tail of
  * M = 6q + 4 / 6q + 2 channels, 64 and 128 among them, without the dead rows' products)
- * and QVC_NV (2 or 1 zmm of 16 pixels: 32 columns, or the last <= 16 of a block) defined.
+ * and QVC_NV (2 or 1 zmm of 16 pixels: 32 columns, or the last <= 16 of a block; 0: one
+ * panel of 8 pixels summed in ymm, a block's last <= 8) defined.
  *
  * A: one 6-row weight panel, [ng][6 rows][4 bytes] (rows past QVC_ROWS not read);
  * B: the im2col block's panel pairs (qg_interleave's pairs layout): pair h (columns 16h ..
@@ -11,9 +12,12 @@
  *   QVC_FN(u8):  the integer epilogue in registers (qv_int_out's epilogues);
  *   QVC_FN(fz):  the float epilogue in registers (qv_float_out's: residual, float bias,
  *                Relu / Clip), qe_vec8's operations in its order.
- * u8 / fz: mr <= QVC_ROWS rows and nvalid <= 16 * QVC_NV columns of y from row m0's first
- * output (row stride ld), z the residual in y's layout or NULL.
- * Optional: QVC_DP(c, v, s) the dot-product step (default vpdpbusd; the emulated test build
+ * u8 / fz: mr <= QVC_ROWS rows and nvalid <= 16 * QVC_NV (NV 0: 8) columns of y from row
+ * m0's first output (row stride ld), z the residual in y's layout or NULL.
+ * NV = 0 reads the first panel of b's pair (the first 32 of each group's 64 bytes); ymm
+ * vpdpbusd runs at twice the zmm rate on a Zen 4, so a 7x7 plane's last pixel (49 = 32 +
+ * 16 + 1) costs an eighth of a 32-pixel tile, not half of one.
+ * Optional: QVC_DP(c, v, s) / QVC_DP8 the zmm / ymm dot-product step (default vpdpbusd; the emulated test build
  * instantiates a deliberately broken one) and QVC_PREFIX the functions' prefix (qvc).
  * QVC_ROWS and QVC_NV are undefined at the end, so each instance is two defines and an
  * include. */
@@ -22,6 +26,11 @@
 #define QVC_DP_GIVEN 1
 #else
 #define QVC_DP(c, v, s) _mm512_dpbusd_epi32(c, v, s)
+#endif
+#ifdef QVC_DP8                      /* the ymm step of NV = 0 */
+#define QVC_DP8_GIVEN 1
+#else
+#define QVC_DP8(c, v, s) _mm256_dpbusd_epi32(c, v, s)
 #endif
 #ifndef QVC_PREFIX
 #define QVC_PREFIX qvc
@@ -34,6 +43,32 @@
 /* Sums the ng groups into named accumulators c<row><zmm> (the rows and zmm past the
  * shape are never touched; an array indexed in the loop made GCC shuffle the 12 registers
  * every iteration), then declares c[6][2] over them for the epilogues. */
+#define QVC_NVL (QVC_NV ? QVC_NV : 1)   /* zmm of sums per row in the epilogues */
+#if QVC_NV == 0
+#define QVC_ROW(R)                                                                                \
+    s = _mm256_set1_epi32(*(const int32_t *)(a + 4 * R));                                         \
+    h##R = QVC_DP8(h##R, v0, s);
+#define QVC_ACCUMULATE                                                                            \
+    __m256i h0 = _mm256_setzero_si256(), h1 = h0, h2 = h0, h3 = h0, h4 = h0, h5 = h0;             \
+    {                                                                                             \
+        (void)bps;                                                                                \
+        (void)npan;                                                                               \
+        for (long g = 0; g < ng; g++, a += 4 * QV_MR) {                                           \
+            const __m256i v0 = _mm256_loadu_si256((const __m256i *)(b + 64 * g));                 \
+            __m256i s;                                                                            \
+            QVC_ROW(0) QVC_ROW(1)                                                                 \
+            if (QVC_ROWS > 2) { QVC_ROW(2) QVC_ROW(3) }                                           \
+            if (QVC_ROWS > 4) { QVC_ROW(4) QVC_ROW(5) }                                           \
+        }                                                                                         \
+    }                                                                                             \
+    const __m512i zero_ = _mm512_setzero_si512();                                                 \
+    const __m512i c[QV_MR][2] = {{_mm512_inserti64x4(zero_, h0, 0), zero_},                       \
+                                 {_mm512_inserti64x4(zero_, h1, 0), zero_},                       \
+                                 {_mm512_inserti64x4(zero_, h2, 0), zero_},                       \
+                                 {_mm512_inserti64x4(zero_, h3, 0), zero_},                       \
+                                 {_mm512_inserti64x4(zero_, h4, 0), zero_},                       \
+                                 {_mm512_inserti64x4(zero_, h5, 0), zero_}};
+#else
 #define QVC_ROW(R)                                                                                \
     s = _mm512_set1_epi32(*(const int32_t *)(a + 4 * R));                                         \
     c##R##0 = QVC_DP(c##R##0, v0, s);                                                            \
@@ -55,11 +90,13 @@
     const __m512i c[QV_MR][2] = {{c00, c01}, {c10, c11}, {c20, c21},                              \
                                  {c30, c31}, {c40, c41}, {c50, c51}};
 
+#endif
+
 QV_TARGET static void QVC_FN(acc)(long ng, const uint8_t *a, const uint8_t *b, long bps,
                                   int npan, int32_t *out) {
     QVC_ACCUMULATE
     for (int r = 0; r < QVC_ROWS; r++)
-        for (int h = 0; h < QVC_NV; h++) {
+        for (int h = 0; h < QVC_NVL; h++) {
             _mm256_storeu_si256((__m256i *)(out + ((2 * h) * QV_MR + r) * 8),
                                 _mm512_castsi512_si256(c[r][h]));
             _mm256_storeu_si256((__m256i *)(out + ((2 * h + 1) * QV_MR + r) * 8),
@@ -71,7 +108,7 @@ QV_TARGET static void QVC_FN(acc)(long ng, const uint8_t *a, const uint8_t *b, l
 /* For each zmm h of valid columns (lane mask m) and row r < mr: q = sum + bias, BODY
  * (which leaves the u8 value in q's lanes), stored at y's row r. */
 #define QVC_FOR_OUTPUTS(BODY)                                                                     \
-    for (int h = 0; h < QVC_NV; h++) {                                                            \
+    for (int h = 0; h < QVC_NVL; h++) {                                                            \
         const __mmask16 m = qv_lanes16(nvalid - 16 * h);                                              \
         if (!m) break;                                                                            \
         _Pragma("GCC unroll 6") for (int r = 0; r < QVC_ROWS; r++) {                              \
@@ -133,9 +170,15 @@ QV_TARGET static void QVC_FN(fz)(long ng, const uint8_t *a, const uint8_t *b, lo
 #else
 #undef QVC_DP
 #endif
+#ifdef QVC_DP8_GIVEN
+#undef QVC_DP8_GIVEN
+#else
+#undef QVC_DP8
+#endif
 #ifdef QVC_PREFIX_DEFAULT
 #undef QVC_PREFIX
 #undef QVC_PREFIX_DEFAULT
 #endif
 #undef QVC_ROWS
 #undef QVC_NV
+#undef QVC_NVL
