@@ -14,9 +14,10 @@
  *                Relu / Clip), qe_vec8's operations in its order.
  * u8 / fz: mr <= QVC_ROWS rows and nvalid <= 16 * QVC_NV (NV 0: 8) columns of y from row
  * m0's first output (row stride ld), z the residual in y's layout or NULL.
- * NV = 0 reads the first panel of b's pair (the first 32 of each group's 64 bytes); ymm
- * vpdpbusd runs at twice the zmm rate on a Zen 4, so a 7x7 plane's last pixel (49 = 32 +
- * 16 + 1) costs an eighth of a 32-pixel tile, not half of one.
+ * NV = 0 reads the first panel of b's pair (the first 32 of each group's 64 bytes), so a
+ * block's last <= 8 pixels (a 7x7 plane's 49th, 14x14's last 4) take 8 lanes of sums, not
+ * 16 or 32: MobileNetV2's 7x7 1x1 layers 3-6% and ResNet-18's 14 -> 7 stride-2 3x3 7%
+ * faster (AMD EPYC 25/17, interleaved A/B of the layer).
  * Optional: QVC_DP(c, v, s) / QVC_DP8 the zmm / ymm dot-product step (default vpdpbusd; the emulated test build
  * instantiates a deliberately broken one) and QVC_PREFIX the functions' prefix (qvc).
  * QVC_ROWS and QVC_NV are undefined at the end, so each instance is two defines and an
