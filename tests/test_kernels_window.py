@@ -75,7 +75,8 @@ def test_maxpool_indices_left_to_reference():
     assert not any(s.supports(node, ins, outs) for s in KERNELS["MaxPool"])
 
 
-@pytest.mark.parametrize("rows,size", [(1280, 49), (7, 3), (3, 1), (5, 12544), (2, 5), (9, 196)])
+@pytest.mark.parametrize("rows,size", [(1280, 49), (7, 3), (3, 1), (5, 12544), (2, 5), (9, 196),
+                                       (4, 6), (3, 7)])
 def test_global_mean_vector_and_portable_give_the_same_bits(rows, size):
     # _pool_tiles.h: the AVX2 build keeps the portable loop's four double lanes in one
     # vector, so the same sums in the same order; both within float32 rounding of the mean

@@ -61,10 +61,23 @@ def test_matches_litert_on_a_photo(name):
             assert ours <= bound, (name, k, err, ours, bound, theirs)
 
 
+def _reduction(g, name: str, shape) -> int:
+    """The length of the dot products weight `name` feeds (1 for a bias or a scale)."""
+    for n in g.nodes:
+        if len(n.inputs) > 1 and n.inputs[1] == name and len(shape) > 1:
+            if n.op in ("Conv", "ConvTranspose"):
+                return int(np.prod(shape)) // shape[0 if n.op == "Conv" else 1]
+            if n.op == "MatMul":
+                return shape[-2]
+            if n.op == "Gemm":
+                return shape[1] if n.attrs.get("transB", 0) else shape[0]
+    return 1
+
+
 def _float64(p, feeds, rng=None) -> dict:
     """The model evaluated in float64 by edgenn's reference interpreter; with `rng`, every
-    float weight perturbed by sqrt(K) * 2^-24 relative with random signs (K: the weight's
-    size per output channel, the reduction it feeds): float32 arithmetic's backward error."""
+    float weight perturbed by sqrt(K) * 2^-24 relative with random signs (K: the length
+    of the dot products it feeds): float32 arithmetic's backward error."""
     from edgenn.graph.infer import execute
     from edgenn.graph.ir import Graph
     g = edgenn.load(str(p))
@@ -73,7 +86,7 @@ def _float64(p, feeds, rng=None) -> dict:
         if v.dtype == np.float32:
             v = v.astype(np.float64)
             if rng is not None and v.size:
-                k_len = v.size / v.shape[0] if v.ndim > 1 else 1
+                k_len = _reduction(g, k, v.shape)
                 v = v * (1 + rng.choice([-1.0, 1.0], v.shape) * np.sqrt(k_len) * 2.0 ** -24)
         consts[k] = v
     g64 = Graph(g.nodes, g.inputs, g.outputs, consts, g.meta)

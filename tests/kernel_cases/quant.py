@@ -46,7 +46,7 @@ CONV_GEOMS = [
     (1, 2, 80, 12, 2, 3, 1, 1, 1, 2),        # narrow and tall: more flat vectors than fmask
     (1, 6, 17, 23, 6, 3, 2, 0, 1, 6),        # 3x3 stride 2, no padding, odd sides (u8 rows)
     (1, 5, 3, 16, 5, 3, 1, 1, 1, 5),         # rows of exactly 16 outputs, 3 rows (u8 rows)
-    (1, 20, 9, 9, 20, 3, 1, 1, 1, 20),       # depthwise past 16 channels (c16: a tail of 4)
+    (1, 20, 9, 9, 20, 3, 1, 1, 1, 20),       # depthwise past 16 channels: a channel tail of 4
     (1, 36, 8, 18, 36, 3, 2, 1, 1, 36),      # two full 16-channel groups, stride 2
 ]
 

@@ -188,10 +188,13 @@ def dwc8(const float[:, :, :, ::1] x, const float[:, :, ::1] w8, const float[:, 
     if Q.shape[1] < <long>Hp * Wp * L or obuf.shape[1] < dwc8_obuf_floats(g.OH, g.OW, L) \
             or obuf.shape[0] < nt or w8.shape[0] < groups or b8.shape[0] < groups:
         raise ValueError("dwc8: scratch smaller than the geometry needs")
+    cdef int rc = 0
     if nt == 1:
         with nogil:
-            dwc8_run(tier, &x[0, 0, 0, 0], &w8[0, 0, 0], &b8[0, 0], &off[0], zp,
-                     &y[0, 0, 0, 0], &Q[0, 0], &obuf[0, 0], &g)
+            rc = dwc8_run(tier, &x[0, 0, 0, 0], &w8[0, 0, 0], &b8[0, 0], &off[0], zp,
+                          &y[0, 0, 0, 0], &Q[0, 0], &obuf[0, 0], &g)
+        if rc:
+            raise ValueError("dwc8: the tier and the lane count disagree")
         return
     with nogil:
         for t in prange(nt, num_threads=nt, schedule="static"):
