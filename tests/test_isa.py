@@ -152,6 +152,23 @@ def test_vnni_conv_tile_shapes_are_exact(lane, rows, ng):
         _call("emulated", "gemm", a, b, ng, 4, rows=4)
 
 
+@pytest.mark.parametrize("lane", ["emulated"] + (["native"] if _qgemm.HAVE_VNNI else []))
+@pytest.mark.parametrize("ng", [1, 7, 64])
+def test_implicit_gemm_tile_follows_the_group_offsets(lane, ng):
+    # the implicit-GEMM tiles (no packed block: group g's pixels at b + goff[g]) over every
+    # shape, with the groups stored out of order: the sums of the packed tile
+    rng = np.random.default_rng(ng)
+    order = rng.permutation(ng)
+    for fill in ("random", "min", "max"):
+        a, b = _panels(rng, ng, fill)
+        want = _reference("conv", a, b)
+        for rows in (6, 4, 2):
+            for npan in (1, 2, 3, 4):
+                got = vnni_tiles.implicit_tile(lane, a, b, ng, npan, order, rows)
+                assert np.array_equal(got[:npan, :rows], want[:npan, :rows]), \
+                    (lane, ng, fill, rows, npan)
+
+
 @pytest.mark.parametrize("tier", ["avx512vnni", "avxvnni"])
 def test_emulated_lane_catches_a_broken_kernel(tier):
     rng = np.random.default_rng(1)

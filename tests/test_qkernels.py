@@ -428,3 +428,68 @@ def test_flat_is_chosen_where_the_dropped_columns_are_few():
     ins = _infos(inputs, const)
     with pytest.raises(ValueError, match="flat"):
         qconv.prepare_gemm(node, ins, infer_node(node, ins, fold=False), flat=True)
+
+
+IMPLICIT_GEOMS = [    # stride 1, group 1, 4k channels: the implicit GEMM's convs
+    (1, 64, 7, 7, 70, 3, 1, 1, 1, 1),        # 7x7, a channel tail of 4
+    (2, 8, 9, 11, 13, 3, 1, 1, 1, 1),        # batch 2, odd sides
+    (1, 4, 12, 11, 5, 3, 1, 2, 2, 1),        # dilation 2, pad 2
+    (1, 16, 5, 6, 9, 5, 1, 2, 1, 1),         # 5x5
+    (1, 12, 20, 20, 40, 3, 1, 0, 1, 1),      # no padding: 18 x 18
+    (1, 32, 3, 3, 8, 3, 1, 1, 1, 1),         # a plane smaller than one tile
+    (1, 64, 56, 56, 16, 3, 1, 1, 1, 1),      # several pixel blocks
+]
+
+
+@pytest.mark.skipif(not _qgemm.HAVE_VNNI, reason="AVX-512 VNNI not on this CPU (or "
+                    "EDGENN_MAX_ISA): the implicit GEMM is that tier's")
+@pytest.mark.parametrize("geom", IMPLICIT_GEOMS)
+@pytest.mark.parametrize("out", ["u8", "f32", "u8+residual"])
+def test_implicit_gemm_is_the_packed_plan_bit_for_bit(geom, out):
+    """No im2col block: the tiles read the image laid out 4 channels per pixel at each
+    group's offset; the same bytes as the packed flat plan and the reference, any thread
+    count, every epilogue (integer, float with residual, float output)."""
+    rng = np.random.default_rng(sum(geom) + len(out))
+    node, inputs, const = qconv_case(rng, geom, "Relu" if out != "f32" else "",
+                                     y_quant=out != "f32", bits=8,
+                                     residual=out == "u8+residual")
+    ins = _infos(inputs, const)
+    outs = infer_node(node, ins, fold=False)
+    want = _reference(node, inputs)
+    packed = qconv.prepare_gemm(node, ins, outs, isa="avx512vnni", flat=True, implicit=False)
+    base = np.empty(outs[0].shape, outs[0].dtype)
+    packed(inputs, [base])
+    assert not packed.implicit
+    for threads in (1, 2, 3):
+        run = qconv.prepare_gemm(node, ins, outs, isa="avx512vnni", threads=threads,
+                                 implicit=True)
+        assert run.implicit and run.flat
+        got = np.full(outs[0].shape, 7, outs[0].dtype)
+        run(inputs, [got])
+        np.testing.assert_array_equal(got, base, f"threads={threads}")
+        assert_matches(got, want, node, f"implicit threads={threads}")
+
+
+@pytest.mark.skipif(not _qgemm.HAVE_VNNI, reason="AVX-512 VNNI not on this CPU (or "
+                    "EDGENN_MAX_ISA): the implicit GEMM is that tier's")
+def test_implicit_gemm_applies_only_where_it_computes_the_conv():
+    rng = np.random.default_rng(5)
+    for geom in [(1, 64, 56, 56, 64, 3, 1, 1, 1, 1), (1, 512, 7, 7, 512, 3, 1, 1, 1, 1)]:
+        node, inputs, const = qconv_case(rng, geom)     # ResNet-18's: chosen by default
+        ins = _infos(inputs, const)
+        outs = infer_node(node, ins, fold=False)
+        assert qconv.prepare_gemm(node, ins, outs, isa="avx512vnni").implicit, geom
+    for geom in [(1, 8, 3, 3, 8, 5, 1, 2, 1, 1),        # not flat: 4 dropped columns of 7
+                 (1, 6, 9, 9, 8, 3, 1, 1, 1, 1),        # channels not a multiple of 4
+                 (1, 8, 9, 9, 8, 3, 2, 1, 1, 1),        # stride 2 (phase planes)
+                 (1, 8, 9, 9, 8, 3, 1, 1, 1, 2),        # grouped
+                 (1, 8, 9, 9, 8, 1, 1, 0, 1, 1)]:       # 1x1 direct (read in place)
+        node, inputs, const = qconv_case(rng, geom)
+        ins = _infos(inputs, const)
+        outs = infer_node(node, ins, fold=False)
+        assert not qconv.prepare_gemm(node, ins, outs, isa="avx512vnni").implicit, geom
+    node, inputs, const = qconv_case(rng, (1, 6, 9, 9, 8, 3, 1, 1, 1, 1))
+    ins = _infos(inputs, const)
+    with pytest.raises(ValueError, match="implicit"):
+        qconv.prepare_gemm(node, ins, infer_node(node, ins, fold=False), isa="avx512vnni",
+                           implicit=True)

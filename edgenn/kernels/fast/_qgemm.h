@@ -401,6 +401,10 @@ typedef struct {
      * planes (Hq, Wq) of the padded image, phase (p, q) row u column v = padded (u sh + p,
      * v sw + q), so every tap is a stride-1 run of one phase plane (qg_conv_phase_size) */
     int phased, Hq, Wq;
+    /* nc4 (the implicit-GEMM plans: stride 1, C a multiple of 4): xp holds the padded
+     * image with 4 channels interleaved per pixel, (C/4, Hp, Wp, 4), so the 4 channels of
+     * one tap at 16 consecutive pixels are 64 consecutive bytes (qg_conv_fill_nc4) */
+    int nc4;
 } qg_conv;
 
 /* The row pitch of a flat plan's columns: strided convs, the phase planes' width Wq (the
@@ -478,10 +482,51 @@ static void qg_conv_fill_phases(const qg_conv *g) {
     }
 }
 
-/* Copy the image into the interior of the padded scratch (or its phase planes). */
+/* nc4: the image into the interior of the 4-channel-interleaved padded scratch, 16 pixels
+ * of 4 rows at a time through byte / word unpacks (qg_interleave's steps). */
+static void qg_conv_fill_nc4(const qg_conv *g) {
+    const long plane = (long)g->H * g->W;
+    for (int q = 0; q < g->C / 4; q++) {
+        const uint8_t *s0 = g->x + (long)4 * q * plane;
+        for (int iy = 0; iy < g->H; iy++) {
+            const uint8_t *r[4] = {s0 + (long)iy * g->W, s0 + plane + (long)iy * g->W,
+                                   s0 + 2 * plane + (long)iy * g->W,
+                                   s0 + 3 * plane + (long)iy * g->W};
+            uint8_t *d = g->xp + (((long)q * g->Hp + iy + g->ph) * g->Wp + g->pw) * 4;
+            int ix = 0;
+#if QE_X86
+            for (; ix + 16 <= g->W; ix += 16, d += 64) {
+                const __m128i r0 = _mm_loadu_si128((const __m128i *)(r[0] + ix));
+                const __m128i r1 = _mm_loadu_si128((const __m128i *)(r[1] + ix));
+                const __m128i r2 = _mm_loadu_si128((const __m128i *)(r[2] + ix));
+                const __m128i r3 = _mm_loadu_si128((const __m128i *)(r[3] + ix));
+                const __m128i lo01 = _mm_unpacklo_epi8(r0, r1), hi01 = _mm_unpackhi_epi8(r0, r1);
+                const __m128i lo23 = _mm_unpacklo_epi8(r2, r3), hi23 = _mm_unpackhi_epi8(r2, r3);
+                _mm_storeu_si128((__m128i *)d, _mm_unpacklo_epi16(lo01, lo23));
+                _mm_storeu_si128((__m128i *)(d + 16), _mm_unpackhi_epi16(lo01, lo23));
+                _mm_storeu_si128((__m128i *)(d + 32), _mm_unpacklo_epi16(hi01, hi23));
+                _mm_storeu_si128((__m128i *)(d + 48), _mm_unpackhi_epi16(hi01, hi23));
+            }
+#endif
+            for (; ix < g->W; ix++, d += 4) {
+                d[0] = r[0][ix];
+                d[1] = r[1][ix];
+                d[2] = r[2][ix];
+                d[3] = r[3][ix];
+            }
+        }
+    }
+}
+
+/* Copy the image into the interior of the padded scratch (or its phase planes, or the
+ * 4-channel-interleaved layout). */
 static void qg_conv_fill_padded(const qg_conv *g) {
     if (g->phased) {
         qg_conv_fill_phases(g);
+        return;
+    }
+    if (g->nc4) {
+        qg_conv_fill_nc4(g);
         return;
     }
     for (int c = 0; c < g->C; c++) {
@@ -785,6 +830,9 @@ typedef struct {
                                 (qg_conv_compact) */
     const long *row_off;     /* flat: row k's offset in the padded image (qg_conv_row_offsets) */
     long Nf;                 /* the columns computed: N, or the flat count */
+    const long *goff;        /* implicit GEMM (flat, the image nc4, AVX-512 VNNI): group g's
+                                bytes at xp + goff[g] + 4 * column, no B block packed; or
+                                NULL */
 } qg_conv_plan;
 
 #if QE_X86 && QV_HAVE
@@ -879,6 +927,43 @@ static long qg_conv_workspace(const qg_conv_plan *p) {
     return qg_conv_bblk_bytes(p) + 5 * (p->nc + 16) + 64;
 }
 
+#if QE_X86 && QV_HAVE
+/* The implicit-GEMM plans' block (qg_conv_plan.goff): pixels [j0, j0 + nv) of every
+ * channel, the tiles of qg_conv_cols' VNNI loop with B read in place from the nc4 image
+ * (xp + 4 * column, group g at + goff[g]). */
+static void qg_conv_cols_implicit(const qg_conv_plan *p, const uint8_t *wp, const qg_conv *g,
+                                  const qe_epi *e, void *y, const uint8_t *z, long j0, long nv) {
+    const long M = p->M, N = p->Nf, G = p->G, es = e->out_f32 ? 4 : 1;
+    const long np = (nv + QG_NR - 1) / QG_NR;
+    const int int_out = qv_int_out(e, z), float_out = qv_float_out(e);
+    int32_t acc[QV_PANELS * QV_MR * QG_NR];
+    for (long m0 = 0; m0 < M; m0 += QG_MR) {
+        const int mr = M - m0 < QG_MR ? (int)(M - m0) : QG_MR;
+        const uint8_t *ap = wp + (m0 / QG_MR) * G * QG_ABYTES;
+        for (long pj = 0; pj < np;) {   /* 32 / 16 / 8 pixels, 3 panels as 16 + 8 */
+            int npan = np - pj < QV_PANELS ? (int)(np - pj) : QV_PANELS;
+            if (npan == 3) npan = 2;
+            long n0 = j0 + pj * QG_NR, nvalid = nv - pj * QG_NR;
+            if (nvalid > npan * QG_NR) nvalid = npan * QG_NR;
+            const int shape = qvc_index(mr, npan);
+            const uint8_t *bp = g->xp + 4 * n0;
+            pj += npan;
+            if (int_out)
+                qvci_u8[shape](G, ap, bp, p->goff, npan, mr, nvalid, e, m0,
+                               (uint8_t *)y + m0 * N + n0, N);
+            else if (float_out)
+                qvci_fz[shape](G, ap, bp, p->goff, npan, mr, nvalid, e, m0,
+                               (uint8_t *)y + m0 * N + n0, z ? z + m0 * N + n0 : NULL, N);
+            else {
+                qvci_acc[shape](G, ap, bp, p->goff, npan, acc);
+                qv_tile_out(acc, mr, nvalid, e, m0, n0, (char *)y + (m0 * N + n0) * es, N,
+                            z ? z + m0 * N + n0 : NULL, 1);
+            }
+        }
+    }
+}
+#endif
+
 /* Output pixels [jb, je) of one image, one group: y (M, N) (u8 or float, row stride N
  * elements) = epilogue(W x im2col) with W packed at wp ([ceil(M/6)][G][24 bytes]); z (M, N)
  * residual or NULL. The padded image must be filled (qg_conv_fill_padded) before; threads
@@ -895,6 +980,12 @@ static void qg_conv_cols(const qg_conv_plan *p, const uint8_t *wp, const qg_conv
     for (long j0 = jb; j0 < je; j0 += p->nc) {
         long nv = je - j0 < p->nc ? je - j0 : p->nc;
         long np = (nv + QG_NR - 1) / QG_NR;
+#if QE_X86 && QV_HAVE
+        if (p->goff) {   /* implicit GEMM: the tiles read the nc4 image where it lies */
+            qg_conv_cols_implicit(p, wp, g, e, y, z, j0, nv);
+            continue;
+        }
+#endif
         qg_pack_b_conv(g, p->K, G, p->wide, p->direct, p->flat ? p->row_off : NULL, j0, nv, bblk,
                        rowbuf, zrow, p->use_vnni == QG_VNNI_AVX512);
         for (long m0 = 0; m0 < M; m0 += QG_MR) {   /* the A panel stays in L1 */

@@ -144,6 +144,44 @@ static const qvc_acc_t qvc_acc[9] = {qvc_6x2_acc, qvc_6x1_acc, qvc_4x2_acc,
                                      qvc_4x1_acc, qvc_2x2_acc, qvc_2x1_acc,
                                      qvc_6x0_acc, qvc_4x0_acc, qvc_2x0_acc};
 #define qv_ukr_conv_6x32 qvc_6x2_acc   /* the full tile */
+
+/* The implicit-GEMM twins (QVC_IMPLICIT, _qgemm_vnni_conv.h): B read from the image laid
+ * out 4 channels per pixel, group offsets goff, no packed block. */
+#define QVC_IMPLICIT 1
+#define QVC_PREFIX qvci
+#define QVC_ROWS 6
+#define QVC_NV 2
+#include "_qgemm_vnni_conv.h"
+#define QVC_ROWS 6
+#define QVC_NV 1
+#include "_qgemm_vnni_conv.h"
+#define QVC_ROWS 4
+#define QVC_NV 2
+#include "_qgemm_vnni_conv.h"
+#define QVC_ROWS 4
+#define QVC_NV 1
+#include "_qgemm_vnni_conv.h"
+#define QVC_ROWS 2
+#define QVC_NV 2
+#include "_qgemm_vnni_conv.h"
+#define QVC_ROWS 2
+#define QVC_NV 1
+#include "_qgemm_vnni_conv.h"
+#define QVC_ROWS 6
+#define QVC_NV 0
+#include "_qgemm_vnni_conv.h"
+#define QVC_ROWS 4
+#define QVC_NV 0
+#include "_qgemm_vnni_conv.h"
+#define QVC_ROWS 2
+#define QVC_NV 0
+#include "_qgemm_vnni_conv.h"
+#undef QVC_PREFIX
+#undef QVC_IMPLICIT
+typedef void (*qvci_acc_t)(long, const uint8_t *, const uint8_t *, const long *, int, int32_t *);
+static const qvci_acc_t qvci_acc[9] = {qvci_6x2_acc, qvci_6x1_acc, qvci_4x2_acc,
+                                       qvci_4x1_acc, qvci_2x2_acc, qvci_2x1_acc,
+                                       qvci_6x0_acc, qvci_4x0_acc, qvci_2x0_acc};
 #if defined(EDGENN_QEPI_H) && QE_X86   /* the native build (SIMDe lacks masked byte loads) */
 typedef void (*qvc_u8_t)(long, const uint8_t *, const uint8_t *, long, int, int, long,
                          const qe_epi *, long, uint8_t *, long);
@@ -155,6 +193,16 @@ static const qvc_u8_t qvc_u8[9] = {qvc_6x2_u8, qvc_6x1_u8, qvc_4x2_u8,
 static const qvc_fz_t qvc_fz[9] = {qvc_6x2_fz, qvc_6x1_fz, qvc_4x2_fz,
                                    qvc_4x1_fz, qvc_2x2_fz, qvc_2x1_fz,
                                    qvc_6x0_fz, qvc_4x0_fz, qvc_2x0_fz};
+typedef void (*qvci_u8_t)(long, const uint8_t *, const uint8_t *, const long *, int, int, long,
+                          const qe_epi *, long, uint8_t *, long);
+typedef void (*qvci_fz_t)(long, const uint8_t *, const uint8_t *, const long *, int, int, long,
+                          const qe_epi *, long, uint8_t *, const uint8_t *, long);
+static const qvci_u8_t qvci_u8[9] = {qvci_6x2_u8, qvci_6x1_u8, qvci_4x2_u8,
+                                     qvci_4x1_u8, qvci_2x2_u8, qvci_2x1_u8,
+                                     qvci_6x0_u8, qvci_4x0_u8, qvci_2x0_u8};
+static const qvci_fz_t qvci_fz[9] = {qvci_6x2_fz, qvci_6x1_fz, qvci_4x2_fz,
+                                     qvci_4x1_fz, qvci_2x2_fz, qvci_2x1_fz,
+                                     qvci_6x0_fz, qvci_4x0_fz, qvci_2x0_fz};
 #endif
 #undef QV_UKR
 #undef QV_ACCUMULATE

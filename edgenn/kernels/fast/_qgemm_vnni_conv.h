@@ -18,6 +18,10 @@
  * block's last <= 8 pixels (a 7x7 plane's 49th, 14x14's last 4) take 8 lanes of sums, not
  * 16 or 32: MobileNetV2's 7x7 1x1 layers 3-6% and ResNet-18's 14 -> 7 stride-2 3x3 7%
  * faster (AMD EPYC 25/17, interleaved A/B of the layer).
+ * QVC_IMPLICIT 1 (the implicit-GEMM instances, prefix qvci): b is the image itself, laid
+ * out with 4 channels interleaved per pixel (qg_conv_fill_nc4), and group g's 16 pixels
+ * are the 64 bytes at b + goff[g] (the 4 channels of one tap): no im2col block is packed,
+ * the argument after b is goff instead of bps.
  * Optional: QVC_DP(c, v, s) / QVC_DP8 the zmm / ymm dot-product step (default vpdpbusd; the emulated test build
  * instantiates a deliberately broken one) and QVC_PREFIX the functions' prefix (qvc).
  * QVC_ROWS and QVC_NV are undefined at the end, so each instance is two defines and an
@@ -45,6 +49,17 @@
  * shape are never touched; an array indexed in the loop made GCC shuffle the 12 registers
  * every iteration), then declares c[6][2] over them for the epilogues. */
 #define QVC_NVL (QVC_NV ? QVC_NV : 1)   /* zmm of sums per row in the epilogues */
+#if QVC_IMPLICIT
+#define QVC_P1 const long d1 = npan > 2 ? 64 : 0;
+#define QVC_BARG const long *goff
+#define QVC_B0(g) (b + goff[g])          /* group g's first 16 pixels */
+#define QVC_B1(g) (b + goff[g] + d1)     /* and the next 16 (the first again: npan <= 2) */
+#else
+#define QVC_P1 const uint8_t *p1 = npan > 2 ? b + 2 * bps : b; (void)p1;
+#define QVC_BARG long bps
+#define QVC_B0(g) (b + 64 * (g))
+#define QVC_B1(g) (p1 + 64 * (g))
+#endif
 #if QVC_NV == 0
 #define QVC_ROW(R)                                                                                \
     s = _mm256_set1_epi32(*(const int32_t *)(a + 4 * R));                                         \
@@ -52,10 +67,9 @@
 #define QVC_ACCUMULATE                                                                            \
     __m256i h0 = _mm256_setzero_si256(), h1 = h0, h2 = h0, h3 = h0, h4 = h0, h5 = h0;             \
     {                                                                                             \
-        (void)bps;                                                                                \
         (void)npan;                                                                               \
         for (long g = 0; g < ng; g++, a += 4 * QV_MR) {                                           \
-            const __m256i v0 = _mm256_loadu_si256((const __m256i *)(b + 64 * g));                 \
+            const __m256i v0 = _mm256_loadu_si256((const __m256i *)QVC_B0(g));                    \
             __m256i s;                                                                            \
             QVC_ROW(0) QVC_ROW(1)                                                                 \
             if (QVC_ROWS > 2) { QVC_ROW(2) QVC_ROW(3) }                                           \
@@ -78,10 +92,10 @@
     __m512i c00 = _mm512_setzero_si512(), c01 = c00, c10 = c00, c11 = c00, c20 = c00,             \
             c21 = c00, c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;          \
     {                                                                                             \
-        const uint8_t *p1 = npan > 2 ? b + 2 * bps : b;                                           \
+        QVC_P1                                                                                    \
         for (long g = 0; g < ng; g++, a += 4 * QV_MR) {                                           \
-            const __m512i v0 = _mm512_loadu_si512(b + 64 * g);                                    \
-            const __m512i v1 = QVC_NV > 1 ? _mm512_loadu_si512(p1 + 64 * g) : v0;                 \
+            const __m512i v0 = _mm512_loadu_si512(QVC_B0(g));                                     \
+            const __m512i v1 = QVC_NV > 1 ? _mm512_loadu_si512(QVC_B1(g)) : v0;                   \
             __m512i s;                                                                            \
             QVC_ROW(0) QVC_ROW(1)                                                                 \
             if (QVC_ROWS > 2) { QVC_ROW(2) QVC_ROW(3) }                                           \
@@ -93,7 +107,7 @@
 
 #endif
 
-QV_TARGET static void QVC_FN(acc)(long ng, const uint8_t *a, const uint8_t *b, long bps,
+QV_TARGET static void QVC_FN(acc)(long ng, const uint8_t *a, const uint8_t *b, QVC_BARG,
                                   int npan, int32_t *out) {
     QVC_ACCUMULATE
     for (int r = 0; r < QVC_ROWS; r++)
@@ -120,7 +134,7 @@ QV_TARGET static void QVC_FN(acc)(long ng, const uint8_t *a, const uint8_t *b, l
         }                                                                                         \
     }
 
-QV_TARGET static void QVC_FN(u8)(long ng, const uint8_t *a, const uint8_t *b, long bps,
+QV_TARGET static void QVC_FN(u8)(long ng, const uint8_t *a, const uint8_t *b, QVC_BARG,
                                  int npan, int mr, long nvalid, const qe_epi *e, long m0,
                                  uint8_t *y, long ld) {
     QVC_ACCUMULATE
@@ -134,7 +148,7 @@ QV_TARGET static void QVC_FN(u8)(long ng, const uint8_t *a, const uint8_t *b, lo
         q = _mm512_min_epi32(_mm512_max_epi32(q, lo), hi);)
 }
 
-QV_TARGET static void QVC_FN(fz)(long ng, const uint8_t *a, const uint8_t *b, long bps,
+QV_TARGET static void QVC_FN(fz)(long ng, const uint8_t *a, const uint8_t *b, QVC_BARG,
                                  int npan, int mr, long nvalid, const qe_epi *e, long m0,
                                  uint8_t *y, const uint8_t *z, long ld) {
     QVC_ACCUMULATE
@@ -183,3 +197,7 @@ QV_TARGET static void QVC_FN(fz)(long ng, const uint8_t *a, const uint8_t *b, lo
 #undef QVC_ROWS
 #undef QVC_NV
 #undef QVC_NVL
+#undef QVC_BARG
+#undef QVC_B0
+#undef QVC_B1
+#undef QVC_P1

@@ -59,17 +59,36 @@ def _gemm_supports(node, ins, outs) -> bool:
 SMALL_K = 48   # _qgemm.h QG_SMALL_K_GROUPS * 4: the 6 x 16 kernel, which takes no excess
 
 
+def implicit_rows(w_rows: np.ndarray, taps: int) -> np.ndarray:
+    """Conv weights (M, C * taps) in (c, tap) order -> (M, K) in the implicit GEMM's
+    (c / 4, tap, c % 4) order: each group of 4 K values is 4 channels of one tap, the 4
+    bytes one pixel holds in the 4-channel-interleaved image (C a multiple of 4)."""
+    m, k = w_rows.shape
+    if k % (4 * taps):
+        raise ValueError(f"implicit GEMM: {k // taps} input channels, not a multiple of 4")
+    return np.ascontiguousarray(
+        w_rows.reshape(m, k // taps // 4, 4, taps).transpose(0, 1, 3, 2).reshape(m, k))
+
+
 def prepare_gemm(node, ins, outs, force_portable=False, force_wide=False, threads=1,
-                 excess_limit=EXCESS_LIMIT, isa="avx2", flat=None):
+                 excess_limit=EXCESS_LIMIT, isa="avx2", flat=None, implicit=None):
     """-> run(inputs, outputs); force_wide / excess_limit: tests pin the portable build,
     the int16 path, the u8 + excess path (excess_limit=1); isa as qgemm.prepare_qgemm;
     flat: True / False forces the in-place im2col over the padded width on / off (None:
-    the kernel's own rule, where the dropped columns cost little)."""
+    the kernel's own rule, where the dropped columns cost little); implicit (AVX-512 VNNI,
+    flat stride-1 group-1 convs of 4k channels): no im2col block, the tiles read the image
+    laid out 4 channels per pixel (None: wherever it applies, _qgemm.implicit_ok)."""
     qg = _qgemm()
     w = np.asarray(ins[3].value, np.int8)
     m = w.shape[0]
-    group = int(node.attrs.get("group", 1))
     wrows = w.reshape(m, -1)                                   # (M, C/g*KH*KW)
+    group = int(node.attrs.get("group", 1))
+    if implicit is None:
+        implicit = (flat is not False and not force_portable
+                    and qg.implicit_ok(_geom(node, ins, outs), group, isa))
+    if implicit:
+        wrows = implicit_rows(wrows, w.shape[2] * w.shape[3])
+        flat = True
     if group > 1 or wrows.shape[1] <= SMALL_K:
         excess_limit = 0.0     # excess only on the group-1 6 x 8 sweep
     packed_rows, wide, excess = choose_path(wrows, MR, (m + MR - 1) // MR, force_wide,
@@ -83,13 +102,14 @@ def prepare_gemm(node, ins, outs, force_portable=False, force_wide=False, thread
     x_zp = 0 if dynamic else int(scalar(ins[2]))
     k = qg.QConvKernel(packed, wide, _geom(node, ins, outs), group, m, epi, x_zp,
                        force_portable=force_portable, threads=threads, excess=excess, isa=isa,
-                       flat=flat)
+                       flat=flat, implicit=implicit)
     if dynamic:
         k.set_dynamic(*dynamic_constants(ins, m, wsum))
     run = kernel_runner(k, opt(ins, 9) is not None, dynamic)
     run.wide = wide
     run.excess = excess is not None
     run.flat = k.flat
+    run.implicit = bool(implicit)
     return run
 
 

@@ -45,3 +45,31 @@ def _pairs(b, ng: int, bps: int, npan: int) -> np.ndarray:
               else np.zeros((ng, 32), np.uint8) for q in range(4)]
     return np.concatenate([np.concatenate(panels[2 * h:2 * h + 2], axis=1).ravel()
                            for h in range(2)])
+
+
+def implicit_tile(lane: str, a, b, ng: int, npan: int, order=None, rows: int = 6) -> np.ndarray:
+    """The implicit-GEMM conv tile (QVC_IMPLICIT): b as tile() takes it (4 panels [ng][32
+    bytes]) laid out as the nc4 image holds it, group g's 4 panels (32 pixels, 128 bytes)
+    together at goff[g], the groups stored in `order` (a permutation: the kernel must follow
+    goff, not assume the groups in sequence) -> (4, 6, 8) int32 sums as tile()'s."""
+    if rows not in (6, 4, 2) or not 1 <= npan <= 4:
+        raise ValueError("rows 6 / 4 / 2, npan 1 .. 4")
+    a = np.ascontiguousarray(a, np.uint8).ravel()
+    b = np.ascontiguousarray(b, np.uint8).reshape(4, ng, 32)
+    order = np.arange(ng) if order is None else np.asarray(order)
+    slots = np.empty(ng, np.int64)
+    slots[order] = np.arange(ng)               # group order[i] lives in slot i
+    img = np.zeros((max(ng, 1), 128 + 64), np.uint8)   # + 64: a row's slack, never summed
+    for grp in range(ng):
+        img[slots[grp], :128] = b[:, grp].ravel()
+    goff = (slots * img.shape[1]).astype(np.int64) if ng else np.zeros(1, np.int64)
+    a = np.concatenate([a, np.zeros(64, np.uint8)])
+    out = np.zeros((4, 6, 8), np.int32)
+    if lane == "emulated":
+        from . import _qgemm_emu as mod
+    else:
+        from . import _qgemm as mod
+        if not mod.HAVE_VNNI:
+            raise ValueError("this CPU (or EDGENN_MAX_ISA) has no avx512vnni")
+    mod.vnni_implicit_into(a, img.ravel(), goff, ng, npan, out.reshape(-1), rows)
+    return out
