@@ -61,7 +61,8 @@ extensions = [
               include_dirs=[np.get_include(), "edgenn/kernels/fast", SIMDE],
               extra_compile_args=["-O1"],
               depends=[f"edgenn/kernels/fast/{h}" for h in
-                       ("_qgemm_vnni.h", "_qgemm_vnni_conv.h", "_qgemm_avxvnni.h", "_qdw.h", "_qdw_sums.h",
+                       ("_qgemm_vnni.h", "_qgemm_vnni_conv.h", "_qgemm_vnni_conv_shapes.h",
+                        "_qgemm_implicit.pxi", "_qgemm_avxvnni.h", "_qdw.h", "_qdw_sums.h",
                         "_qepi.h",
                         "_qdw_decl.pxi")]),
     # direct convolution for few input channels, and its SIMDe-emulated twin for the tests
@@ -117,7 +118,9 @@ extensions = [
               extra_compile_args=["-O3", "-ffp-contract=off", "-fopenmp"],
               extra_link_args=["-fopenmp"],
               depends=[f"edgenn/kernels/fast/{h}" for h in
-                       ("_qgemm.h", "_qgemm_vnni.h", "_qgemm_vnni_conv.h", "_qgemm_avxvnni.h", "_bytes.h",
+                       ("_qgemm.h", "_qgemm_vnni.h", "_qgemm_vnni_conv.h",
+                        "_qgemm_vnni_conv_shapes.h", "_qgemm_implicit.pxi", "_qgemm_avxvnni.h",
+                        "_bytes.h",
                         "_cpu.h",
                         "_qdw.h", "_qdw_sums.h",
                         "_qepi.h", "_simd_math.h", "_workspace.pxi", "_qdw_decl.pxi")]),

@@ -387,19 +387,23 @@ FLAT_GEOMS = [  # (n, C, H, W, M, k, stride, pad, dilation, group): group 1
 ]
 
 
+def _output_case(rng, geom, out):
+    """A Relu QConv with 8-bit weights and the output `out` (u8, f32 or u8+residual) ->
+    (node, inputs, infos, output infos, the reference's output)."""
+    node, inputs, const = qconv_case(rng, geom, "Relu" if out != "f32" else "",
+                                     y_quant=out != "f32", bits=8,
+                                     residual=out == "u8+residual")
+    ins = _infos(inputs, const)
+    return node, inputs, ins, infer_node(node, ins, fold=False), _reference(node, inputs)
+
+
 @pytest.mark.parametrize("geom", FLAT_GEOMS)
 @pytest.mark.parametrize("out", ["u8", "f32", "u8+residual"])
 def test_flat_plans_match_the_reference(geom, out):
     """Every computed column the flat plan drops is dropped, every kept one is the gathered
     plan's byte, on each tier and thread count (the threads split the flat columns); a
     residual is read through its copy in the flat layout."""
-    rng = np.random.default_rng(sum(geom))
-    node, inputs, const = qconv_case(rng, geom, "Relu" if out != "f32" else "",
-                                     y_quant=out != "f32", bits=8,
-                                     residual=out == "u8+residual")
-    ins = _infos(inputs, const)
-    outs = infer_node(node, ins, fold=False)
-    want = _reference(node, inputs)
+    node, inputs, ins, outs, want = _output_case(np.random.default_rng(sum(geom)), geom, out)
     isas = ["avx2", "scalar"] + [m["isa"] for m in VNNI_MODES]
     for isa in isas:
         for threads in (1, 2, 3):
@@ -449,13 +453,8 @@ def test_implicit_gemm_is_the_packed_plan_bit_for_bit(geom, out):
     """No im2col block: the tiles read the image laid out 4 channels per pixel at each
     group's offset; the same bytes as the packed flat plan and the reference, any thread
     count, every epilogue (integer, float with residual, float output)."""
-    rng = np.random.default_rng(sum(geom) + len(out))
-    node, inputs, const = qconv_case(rng, geom, "Relu" if out != "f32" else "",
-                                     y_quant=out != "f32", bits=8,
-                                     residual=out == "u8+residual")
-    ins = _infos(inputs, const)
-    outs = infer_node(node, ins, fold=False)
-    want = _reference(node, inputs)
+    node, inputs, ins, outs, want = _output_case(np.random.default_rng(sum(geom) + len(out)),
+                                                 geom, out)
     packed = qconv.prepare_gemm(node, ins, outs, isa="avx512vnni", flat=True, implicit=False)
     base = np.empty(outs[0].shape, outs[0].dtype)
     packed(inputs, [base])

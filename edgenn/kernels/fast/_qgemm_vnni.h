@@ -105,33 +105,7 @@ QV_UKR(qv_ukr_gemm_6x32, QV_DP_GEMM)   /* B: the packed constant weights' panels
 static inline __mmask16 qv_lanes16(long n) {
     return (__mmask16)(n >= 16 ? 0xffff : n <= 0 ? 0 : (1u << n) - 1);
 }
-#define QVC_ROWS 6
-#define QVC_NV 2
-#include "_qgemm_vnni_conv.h"
-#define QVC_ROWS 6
-#define QVC_NV 1
-#include "_qgemm_vnni_conv.h"
-#define QVC_ROWS 4
-#define QVC_NV 2
-#include "_qgemm_vnni_conv.h"
-#define QVC_ROWS 4
-#define QVC_NV 1
-#include "_qgemm_vnni_conv.h"
-#define QVC_ROWS 2
-#define QVC_NV 2
-#include "_qgemm_vnni_conv.h"
-#define QVC_ROWS 2
-#define QVC_NV 1
-#include "_qgemm_vnni_conv.h"
-#define QVC_ROWS 6
-#define QVC_NV 0
-#include "_qgemm_vnni_conv.h"
-#define QVC_ROWS 4
-#define QVC_NV 0
-#include "_qgemm_vnni_conv.h"
-#define QVC_ROWS 2
-#define QVC_NV 0
-#include "_qgemm_vnni_conv.h"
+#include "_qgemm_vnni_conv_shapes.h"
 
 /* the tile shape for mr rows and npan (1 .. 4) panels of 8 pixels: rows 6 / 4 / 2, then
  * 32 / 16 / 8 pixels (qvc_split: 3 panels run as 16 + 8) */
@@ -149,33 +123,7 @@ static const qvc_acc_t qvc_acc[9] = {qvc_6x2_acc, qvc_6x1_acc, qvc_4x2_acc,
  * out 4 channels per pixel, group offsets goff, no packed block. */
 #define QVC_IMPLICIT 1
 #define QVC_PREFIX qvci
-#define QVC_ROWS 6
-#define QVC_NV 2
-#include "_qgemm_vnni_conv.h"
-#define QVC_ROWS 6
-#define QVC_NV 1
-#include "_qgemm_vnni_conv.h"
-#define QVC_ROWS 4
-#define QVC_NV 2
-#include "_qgemm_vnni_conv.h"
-#define QVC_ROWS 4
-#define QVC_NV 1
-#include "_qgemm_vnni_conv.h"
-#define QVC_ROWS 2
-#define QVC_NV 2
-#include "_qgemm_vnni_conv.h"
-#define QVC_ROWS 2
-#define QVC_NV 1
-#include "_qgemm_vnni_conv.h"
-#define QVC_ROWS 6
-#define QVC_NV 0
-#include "_qgemm_vnni_conv.h"
-#define QVC_ROWS 4
-#define QVC_NV 0
-#include "_qgemm_vnni_conv.h"
-#define QVC_ROWS 2
-#define QVC_NV 0
-#include "_qgemm_vnni_conv.h"
+#include "_qgemm_vnni_conv_shapes.h"
 #undef QVC_PREFIX
 #undef QVC_IMPLICIT
 typedef void (*qvci_acc_t)(long, const uint8_t *, const uint8_t *, const long *, int, int32_t *);
