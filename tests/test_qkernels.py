@@ -342,8 +342,9 @@ def test_realistic_8bit_weights_take_u8_plus_excess(op):
 # -- run-time activation scale (onnxruntime's quantize_dynamic form) -------------------------------
 
 @pytest.mark.parametrize("geom", [(1, 5, 9, 8, 7, 3, 1, 1, 1, 1), (2, 6, 9, 9, 6, 3, 2, 1, 1, 6),
-                                  (1, 16, 7, 7, 13, 5, 1, 2, 1, 1), (1, 4, 6, 6, 6, 3, 1, 1, 1, 2)],
-                         ids=["3x3_pad", "dw_s2", "5x5_pad2", "grouped"])
+                                  (1, 16, 7, 7, 13, 5, 1, 2, 1, 1), (1, 4, 6, 6, 6, 3, 1, 1, 1, 2),
+                                  (1, 8, 9, 8, 7, 3, 1, 1, 1, 1)],
+                         ids=["3x3_pad", "dw_s2", "5x5_pad2", "grouped", "3x3_4k"])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_dynamic_scale_changes_every_call(geom, threads):
     """One prepared kernel, several calls with a new x_scale / x_zp each: the per-channel
@@ -353,18 +354,21 @@ def test_dynamic_scale_changes_every_call(geom, threads):
     ins = _infos(inputs, const)
     outs = infer_node(node, ins, fold=False)
     depthwise = qconv._is_depthwise(node, ins)
-    for portable in SIMD:
+    modes = [dict(force_portable=p) for p in SIMD] + VNNI_MODES   # VNNI: the implicit GEMM
+    for mode in modes:                                            # for 3x3_4k
+        portable = mode.get("force_portable", False)
         if depthwise:
-            run = qconv.prepare_depthwise(node, ins, outs, force_portable=portable,
-                                          threads=threads)
+            run = qconv.prepare_depthwise(node, ins, outs, threads=threads, **mode)
         else:
-            run = qconv.prepare_gemm(node, ins, outs, force_portable=portable, threads=threads)
+            run = qconv.prepare_gemm(node, ins, outs, threads=threads, **mode)
+            assert run.implicit == (mode.get("isa") == "avx512vnni" and geom[1] == 8)
         for x_zp, scale in ((0, 0.02), (255, 0.5), (117, 0.003), (117, 0.04)):
             inputs[1], inputs[2] = np.array(np.float32(scale)), np.array(np.uint8(x_zp))
             inputs[0] = rng.integers(0, 256, inputs[0].shape, dtype=np.uint8)
             got = np.empty(outs[0].shape, np.float32)
             run(inputs, [got])
-            assert_matches(got, _reference(node, inputs), node, f"zp {x_zp} portable={portable}")
+            assert_matches(got, _reference(node, inputs), node,
+                           f"zp {x_zp} portable={portable} {mode}")
 
 
 # -- flat plans: the im2col read in place over the padded width ---------------------------------

@@ -114,7 +114,7 @@ _VNNI_NAME = {number: isa for isa, (number, _) in _VNNI.items()}
 
 
 def implicit_ok(geom, long group, str isa) -> bool:
-    """Whether a QConv of geometry geom (QConvKernel's) would run its default flat plan
+    """Whether a QConv of geometry geom (QConvKernel's) would run its default flat plan:
     stride 1, group 1, with 4k channels per group on AVX-512 VNNI: where the implicit GEMM
     (no im2col block: QConvKernel(implicit=True)) applies. It ran those layers 3-8% faster
     than the packed block (ResNet-18's 3x3 convs, AMD EPYC 25/17)."""
@@ -355,7 +355,9 @@ cdef class QConvKernel:
             goff = np.array([((q * self.geo.Hp + ri) * self.geo.Wp + rj) * 4
                              for q in range(self.geo.C // 4) for ri, rj in taps], np.int64)
             self.plan.goff = <const long *>cnp.PyArray_DATA(goff)
-            self.padsize += 192         # a last tile reads up to 31 columns past the plane
+            # a last tile reads up to 7 pixels (28 bytes) past the last quad's plane: inside
+            # the padded size's 64 bytes of slack; 192 more kept as a margin
+            self.padsize += 192
         self.out_f32 = epi["out_f32"]
         # the computed columns, unless they are the output's own layout (pitch == ow)
         self.flatsize = (self.plan.M * self.plan.Nf * (4 if self.out_f32 else 1) + 63) // 64 * 64 \

@@ -87,6 +87,8 @@ def prepare_gemm(node, ins, outs, force_portable=False, force_wide=False, thread
         implicit = (flat is not False and not force_portable
                     and qg.implicit_ok(_geom(node, ins, outs), group, isa))
     if implicit:
+        if flat is False:
+            raise ValueError("implicit GEMM: its plans are flat (flat=False asked)")
         wrows = implicit_rows(wrows, w.shape[2] * w.shape[3])
         flat = True
     if group > 1 or wrows.shape[1] <= SMALL_K:
