@@ -127,7 +127,13 @@ def implicit_ok(geom, long group, str isa) -> bool:
     if g.kh == 1 and g.kw == 1 and g.ph == 0 and g.pw == 0 and g.oh == g.H and g.ow == g.W:
         return False                                # direct: read in place already
     qg_conv_padded_size(&g)
-    return qg_conv_pitch(&g) - g.ow <= FLAT_WASTE * g.ow
+    return _flat_by_default(&g)
+
+
+cdef bint _flat_by_default(qg_conv *g):
+    """The default flat rule (Hp, Wp computed): the dropped columns are at most FLAT_WASTE
+    of a row."""
+    return qg_conv_pitch(g) - g.ow <= FLAT_WASTE * g.ow
 
 
 cdef int _use_vnni(str isa, bint wide, excess) except -1:
@@ -328,7 +334,7 @@ cdef class QConvKernel:
         can_flat = (not self.plan.direct and group == 1
                     and self.geo.sh <= 64 and self.geo.sw <= 16)   # qg_conv_fill_phases' tables
         if flat is None:
-            flat = can_flat and qg_conv_pitch(&self.geo) - self.geo.ow <= FLAT_WASTE * self.geo.ow
+            flat = can_flat and _flat_by_default(&self.geo)
         elif flat and not can_flat:
             raise ValueError("flat: group-1 convs only")
         self.geo.phased = flat and (self.geo.sh > 1 or self.geo.sw > 1)

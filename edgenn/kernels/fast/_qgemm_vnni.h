@@ -107,6 +107,9 @@ static inline __mmask16 qv_lanes16(long n) {
 }
 #include "_qgemm_vnni_conv_shapes.h"
 
+/* The nine shapes' functions of one family and kind, in qvc_index's order */
+#define QVC_SHAPES(P, K) P##_6x2_##K, P##_6x1_##K, P##_4x2_##K, P##_4x1_##K, P##_2x2_##K, \
+    P##_2x1_##K, P##_6x0_##K, P##_4x0_##K, P##_2x0_##K
 /* the tile shape for mr rows and npan (1 .. 4) panels of 8 pixels: rows 6 / 4 / 2, then
  * 32 / 16 / 8 pixels (qvc_split: 3 panels run as 16 + 8) */
 static inline int qvc_index(int mr, int npan) {
@@ -114,9 +117,7 @@ static inline int qvc_index(int mr, int npan) {
     return npan == 1 ? 6 + rows : 2 * rows + (npan <= 2 ? 1 : 0);
 }
 typedef void (*qvc_acc_t)(long, const uint8_t *, const uint8_t *, long, int, int32_t *);
-static const qvc_acc_t qvc_acc[9] = {qvc_6x2_acc, qvc_6x1_acc, qvc_4x2_acc,
-                                     qvc_4x1_acc, qvc_2x2_acc, qvc_2x1_acc,
-                                     qvc_6x0_acc, qvc_4x0_acc, qvc_2x0_acc};
+static const qvc_acc_t qvc_acc[9] = {QVC_SHAPES(qvc, acc)};
 #define qv_ukr_conv_6x32 qvc_6x2_acc   /* the full tile */
 
 /* The implicit-GEMM twins (QVC_IMPLICIT, _qgemm_vnni_conv.h): B read from the image laid
@@ -127,31 +128,22 @@ static const qvc_acc_t qvc_acc[9] = {qvc_6x2_acc, qvc_6x1_acc, qvc_4x2_acc,
 #undef QVC_PREFIX
 #undef QVC_IMPLICIT
 typedef void (*qvci_acc_t)(long, const uint8_t *, const uint8_t *, const long *, int, int32_t *);
-static const qvci_acc_t qvci_acc[9] = {qvci_6x2_acc, qvci_6x1_acc, qvci_4x2_acc,
-                                       qvci_4x1_acc, qvci_2x2_acc, qvci_2x1_acc,
-                                       qvci_6x0_acc, qvci_4x0_acc, qvci_2x0_acc};
+static const qvci_acc_t qvci_acc[9] = {QVC_SHAPES(qvci, acc)};
 #if defined(EDGENN_QEPI_H) && QE_X86   /* the native build (SIMDe lacks masked byte loads) */
 typedef void (*qvc_u8_t)(long, const uint8_t *, const uint8_t *, long, int, int, long,
                          const qe_epi *, long, uint8_t *, long);
 typedef void (*qvc_fz_t)(long, const uint8_t *, const uint8_t *, long, int, int, long,
                          const qe_epi *, long, uint8_t *, const uint8_t *, long);
-static const qvc_u8_t qvc_u8[9] = {qvc_6x2_u8, qvc_6x1_u8, qvc_4x2_u8,
-                                   qvc_4x1_u8, qvc_2x2_u8, qvc_2x1_u8,
-                                   qvc_6x0_u8, qvc_4x0_u8, qvc_2x0_u8};
-static const qvc_fz_t qvc_fz[9] = {qvc_6x2_fz, qvc_6x1_fz, qvc_4x2_fz,
-                                   qvc_4x1_fz, qvc_2x2_fz, qvc_2x1_fz,
-                                   qvc_6x0_fz, qvc_4x0_fz, qvc_2x0_fz};
+static const qvc_u8_t qvc_u8[9] = {QVC_SHAPES(qvc, u8)};
+static const qvc_fz_t qvc_fz[9] = {QVC_SHAPES(qvc, fz)};
 typedef void (*qvci_u8_t)(long, const uint8_t *, const uint8_t *, const long *, int, int, long,
                           const qe_epi *, long, uint8_t *, long);
 typedef void (*qvci_fz_t)(long, const uint8_t *, const uint8_t *, const long *, int, int, long,
                           const qe_epi *, long, uint8_t *, const uint8_t *, long);
-static const qvci_u8_t qvci_u8[9] = {qvci_6x2_u8, qvci_6x1_u8, qvci_4x2_u8,
-                                     qvci_4x1_u8, qvci_2x2_u8, qvci_2x1_u8,
-                                     qvci_6x0_u8, qvci_4x0_u8, qvci_2x0_u8};
-static const qvci_fz_t qvci_fz[9] = {qvci_6x2_fz, qvci_6x1_fz, qvci_4x2_fz,
-                                     qvci_4x1_fz, qvci_2x2_fz, qvci_2x1_fz,
-                                     qvci_6x0_fz, qvci_4x0_fz, qvci_2x0_fz};
+static const qvci_u8_t qvci_u8[9] = {QVC_SHAPES(qvci, u8)};
+static const qvci_fz_t qvci_fz[9] = {QVC_SHAPES(qvci, fz)};
 #endif
+#undef QVC_SHAPES
 #undef QV_UKR
 #undef QV_ACCUMULATE
 #undef QV_PAIR
