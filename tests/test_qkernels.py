@@ -467,6 +467,8 @@ def test_implicit_gemm_is_the_packed_plan_bit_for_bit(geom, out):
         run = qconv.prepare_gemm(node, ins, outs, isa="avx512vnni", threads=threads,
                                  implicit=True)
         assert run.implicit and run.flat
+        # no B block or row buffers: 64 bytes per thread (the packed plan: 37-186 KB here)
+        assert run.kernel.workspace_bytes <= 64 * threads < packed.kernel.workspace_bytes
         got = np.full(outs[0].shape, 7, outs[0].dtype)
         run(inputs, [got])
         np.testing.assert_array_equal(got, base, f"threads={threads}")

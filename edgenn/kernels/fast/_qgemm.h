@@ -924,6 +924,7 @@ static long qg_conv_bblk_bytes(const qg_conv_plan *p) {
 
 /* Workspace bytes: packed B block + kg row buffers + a zero row. */
 static long qg_conv_workspace(const qg_conv_plan *p) {
+    if (p->goff) return 64;   /* implicit GEMM: no B block, no row buffers */
     return qg_conv_bblk_bytes(p) + 5 * (p->nc + 16) + 64;
 }
 
@@ -974,18 +975,19 @@ static void qg_conv_cols(const qg_conv_plan *p, const uint8_t *wp, const qg_conv
     const long M = p->M, N = p->Nf, G = p->G, es = e->out_f32 ? 4 : 1;
     const int flavor_wide = p->wide;
     qg_ukr_t ukr = qg_pick_ukr(QG_CONV, flavor_wide, p->use_avx2);
+#if QE_X86 && QV_HAVE
+    if (p->goff) {   /* implicit GEMM: the tiles read the nc4 image where it lies (no ws) */
+        for (long j0 = jb; j0 < je; j0 += p->nc)
+            qg_conv_cols_implicit(p, wp, g, e, y, z, j0, je - j0 < p->nc ? je - j0 : p->nc);
+        return;
+    }
+#endif
     uint8_t *bblk = ws, *rowbuf = ws + qg_conv_bblk_bytes(p);
     uint8_t *zrow = rowbuf + 4 * (p->nc + 16);
     memset(zrow, 0, p->nc + 16);
     for (long j0 = jb; j0 < je; j0 += p->nc) {
         long nv = je - j0 < p->nc ? je - j0 : p->nc;
         long np = (nv + QG_NR - 1) / QG_NR;
-#if QE_X86 && QV_HAVE
-        if (p->goff) {   /* implicit GEMM: the tiles read the nc4 image where it lies */
-            qg_conv_cols_implicit(p, wp, g, e, y, z, j0, nv);
-            continue;
-        }
-#endif
         qg_pack_b_conv(g, p->K, G, p->wide, p->direct, p->flat ? p->row_off : NULL, j0, nv, bblk,
                        rowbuf, zrow, p->use_vnni == QG_VNNI_AVX512);
         for (long m0 = 0; m0 < M; m0 += QG_MR) {   /* the A panel stays in L1 */
