@@ -929,38 +929,41 @@ static long qg_conv_workspace(const qg_conv_plan *p) {
 }
 
 #if QE_X86 && QV_HAVE
-/* The implicit-GEMM plans' block (qg_conv_plan.goff): pixels [j0, j0 + nv) of every
- * channel, the tiles of qg_conv_cols' VNNI loop with B read in place from the nc4 image
- * (xp + 4 * column, group g at + goff[g]). */
-static void qg_conv_cols_implicit(const qg_conv_plan *p, const uint8_t *wp, const qg_conv *g,
-                                  const qe_epi *e, void *y, const uint8_t *z, long j0, long nv) {
-    const long M = p->M, N = p->Nf, G = p->G, es = e->out_f32 ? 4 : 1;
+/* One A panel's 6 x 32 VNNI tiles (mr rows from m0, ap) over the pixels [j0, j0 + nv) of a
+ * block: B packed in bblk, or (implicit-GEMM plans, qg_conv_plan.goff) read in place from
+ * the nc4 image (xp + 4 * column, group g at + goff[g]). AVX-512: a last tile of 3 panels
+ * runs as 16 + 8 pixels (qvc_index); integer and float epilogues in registers. */
+static void qv_conv_tiles(const qg_conv_plan *p, const qg_conv *g, const uint8_t *ap,
+                          const uint8_t *bblk, int mr, long m0, long j0, long nv,
+                          const qe_epi *e, void *y, const uint8_t *z) {
+    const long N = p->Nf, G = p->G, es = e->out_f32 ? 4 : 1, bs = G * QG_BBYTES;
     const long np = (nv + QG_NR - 1) / QG_NR;
-    const int int_out = qv_int_out(e, z), float_out = qv_float_out(e);
+    const int avx512 = p->use_vnni == QG_VNNI_AVX512;
+    const int int_out = avx512 && qv_int_out(e, z), float_out = avx512 && qv_float_out(e);
     int32_t acc[QV_PANELS * QV_MR * QG_NR];
-    for (long m0 = 0; m0 < M; m0 += QG_MR) {
-        const int mr = M - m0 < QG_MR ? (int)(M - m0) : QG_MR;
-        const uint8_t *ap = wp + (m0 / QG_MR) * G * QG_ABYTES;
-        for (long pj = 0; pj < np;) {   /* 32 / 16 / 8 pixels, 3 panels as 16 + 8 */
-            int npan = np - pj < QV_PANELS ? (int)(np - pj) : QV_PANELS;
-            if (npan == 3) npan = 2;
-            long n0 = j0 + pj * QG_NR, nvalid = nv - pj * QG_NR;
-            if (nvalid > npan * QG_NR) nvalid = npan * QG_NR;
-            const int shape = qvc_index(mr, npan);
-            const uint8_t *bp = g->xp + 4 * n0;
-            pj += npan;
-            if (int_out)
-                qvci_u8[shape](G, ap, bp, p->goff, npan, mr, nvalid, e, m0,
-                               (uint8_t *)y + m0 * N + n0, N);
-            else if (float_out)
-                qvci_fz[shape](G, ap, bp, p->goff, npan, mr, nvalid, e, m0,
-                               (uint8_t *)y + m0 * N + n0, z ? z + m0 * N + n0 : NULL, N);
-            else {
-                qvci_acc[shape](G, ap, bp, p->goff, npan, acc);
-                qv_tile_out(acc, mr, nvalid, e, m0, n0, (char *)y + (m0 * N + n0) * es, N,
-                            z ? z + m0 * N + n0 : NULL, 1);
-            }
+    for (long pj = 0; pj < np;) {
+        int npan = np - pj < QV_PANELS ? (int)(np - pj) : QV_PANELS;
+        if (avx512 && npan == 3) npan = 2;
+        long n0 = j0 + pj * QG_NR, nvalid = nv - pj * QG_NR;
+        if (nvalid > npan * QG_NR) nvalid = npan * QG_NR;
+        const int shape = qvc_index(mr, npan);
+        const uint8_t *bp = p->goff ? g->xp + 4 * n0 : bblk + pj * bs;
+        uint8_t *yo = (uint8_t *)y + m0 * N + n0;
+        const uint8_t *zo = z ? z + m0 * N + n0 : NULL;
+        pj += npan;
+        if (int_out) {   /* requantized in registers, straight into y */
+            if (p->goff) qvci_u8[shape](G, ap, bp, p->goff, npan, mr, nvalid, e, m0, yo, N);
+            else qvc_u8[shape](G, ap, bp, bs, npan, mr, nvalid, e, m0, yo, N);
+            continue;
         }
+        if (float_out) {   /* the float epilogue (residual) in registers */
+            if (p->goff) qvci_fz[shape](G, ap, bp, p->goff, npan, mr, nvalid, e, m0, yo, zo, N);
+            else qvc_fz[shape](G, ap, bp, bs, npan, mr, nvalid, e, m0, yo, zo, N);
+            continue;
+        }
+        if (p->goff) qvci_acc[shape](G, ap, bp, p->goff, npan, acc);
+        else (avx512 ? qvc_acc[shape] : QG_QA_CONV)(G, ap, bp, bs, npan, acc);
+        qv_tile_out(acc, mr, nvalid, e, m0, n0, (char *)y + (m0 * N + n0) * es, N, zo, avx512);
     }
 }
 #endif
@@ -978,7 +981,10 @@ static void qg_conv_cols(const qg_conv_plan *p, const uint8_t *wp, const qg_conv
 #if QE_X86 && QV_HAVE
     if (p->goff) {   /* implicit GEMM: the tiles read the nc4 image where it lies (no ws) */
         for (long j0 = jb; j0 < je; j0 += p->nc)
-            qg_conv_cols_implicit(p, wp, g, e, y, z, j0, je - j0 < p->nc ? je - j0 : p->nc);
+            for (long m0 = 0; m0 < M; m0 += QG_MR)
+                qv_conv_tiles(p, g, wp + (m0 / QG_MR) * G * QG_ABYTES, NULL,
+                              M - m0 < QG_MR ? (int)(M - m0) : QG_MR, m0, j0,
+                              je - j0 < p->nc ? je - j0 : p->nc, e, y, z);
         return;
     }
 #endif
@@ -994,34 +1000,8 @@ static void qg_conv_cols(const qg_conv_plan *p, const uint8_t *wp, const qg_conv
             int mr = M - m0 < QG_MR ? (int)(M - m0) : QG_MR;
 #if QE_X86 && QV_HAVE
             if (p->use_vnni) {   /* 6 x 32 tiles along the block's pixels */
-                int32_t acc[QV_PANELS * QV_MR * QG_NR];
-                const int avx512 = p->use_vnni == QG_VNNI_AVX512;
-                const int int_out = avx512 && qv_int_out(e, z);
-                const int float_out = avx512 && qv_float_out(e);
-                const uint8_t *ap = wp + (m0 / QG_MR) * G * QG_ABYTES;
-                /* AVX-512: a last tile of 3 panels runs as 16 + 8 pixels (qvc_index) */
-                for (long pj = 0; pj < np;) {
-                    int npan = np - pj < QV_PANELS ? (int)(np - pj) : QV_PANELS;
-                    if (avx512 && npan == 3) npan = 2;
-                    long n0 = j0 + pj * QG_NR, nvalid = nv - pj * QG_NR;
-                    if (nvalid > npan * QG_NR) nvalid = npan * QG_NR;
-                    const int shape = qvc_index(mr, npan);
-                    const uint8_t *bp = bblk + pj * G * QG_BBYTES;
-                    pj += npan;
-                    if (int_out) {   /* requantized in registers, straight into y */
-                        qvc_u8[shape](G, ap, bp, G * QG_BBYTES, npan, mr, nvalid, e, m0,
-                                      (uint8_t *)y + m0 * N + n0, N);
-                        continue;
-                    }
-                    if (float_out) {   /* the float epilogue (residual) in registers */
-                        qvc_fz[shape](G, ap, bp, G * QG_BBYTES, npan, mr, nvalid, e, m0,
-                                      (uint8_t *)y + m0 * N + n0, z ? z + m0 * N + n0 : NULL, N);
-                        continue;
-                    }
-                    (avx512 ? qvc_acc[shape] : QG_QA_CONV)(G, ap, bp, G * QG_BBYTES, npan, acc);
-                    qv_tile_out(acc, mr, nvalid, e, m0, n0, (char *)y + (m0 * N + n0) * es, N,
-                                z ? z + m0 * N + n0 : NULL, avx512);
-                }
+                qv_conv_tiles(p, g, wp + (m0 / QG_MR) * G * QG_ABYTES, bblk, mr, m0, j0, nv, e,
+                              y, z);
                 continue;
             }
 #endif
