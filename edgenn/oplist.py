@@ -11,7 +11,8 @@ import importlib
 FAMILIES = ("elementwise", "reduce", "nn", "tensor", "fused", "quant", "recurrent",
             "control")
 # ops that exist only inside edgenn (produced by passes), so they need no ONNX converter
-INTERNAL_OPS = ("FusedAttention", "QConv", "QGemm", "QAdd", "QGather", "AttentionMaskBias")
+INTERNAL_OPS = ("FusedAttention", "QConv", "QGemm", "QAdd", "QGather", "AttentionMaskBias",
+                "ExpandDepthwise")
 _loaded: set[str] = set()
 
 

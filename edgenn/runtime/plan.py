@@ -20,6 +20,7 @@ from ..oplist import load_kernels
 from ..registry import TensorInfo
 from . import limits, memory
 from .context import ContextPool, scratch_name
+from .fuse_steps import expand_depthwise_candidates, pair_step
 from .select import Choice, Tuner, choose
 
 # ops whose output is the input's bytes under another shape: planned as views, no step
@@ -231,14 +232,30 @@ def _build(graph: Graph, shapes: dict[str, tuple[int, ...]], reference: bool,
             return ("const", infos[name].value)
         return ("tensor", name)
 
+    def info(names):
+        return [infos[i] if i else None for i in names]
+
     steps, handles = [], []
     sizes: dict[str, int] = {}          # transient scratch -> bytes
+    pairs = {} if reference else expand_depthwise_candidates(steps_nodes, root, output_names)
+    ahead: dict[int, tuple[Node, object]] = {}   # step -> (node, choice) made a step early
     for k, n in enumerate(steps_nodes):
-        ins = [infos[i] if i else None for i in n.inputs]
-        outs = [infos[o] if o else None for o in n.outputs]
-        choice = choose(n, ins, outs, reference=reference, tuner=tuner)
+        if k in ahead:
+            n, choice = ahead.pop(k)
+        else:
+            choice = choose(n, info(n.inputs), info(n.outputs), reference=reference,
+                            tuner=tuner)
         if tuner is not None and tuner.progress is not None:
             tuner.progress(k + 1, len(steps_nodes))
+        if k in pairs and n is steps_nodes[k]:   # this conv and the next as one step?
+            nxt, c2, fused = pair_step(pairs[k], choice, lambda m, **kw: choose(
+                m, info(m.inputs), info(m.outputs), tuner=tuner, **kw))
+            ahead[k + 1] = (nxt, c2)
+            if fused:    # it runs at k + 1: its input is read there, the middle is gone
+                del first[n.outputs[0]], last[n.outputs[0]]
+                x = root.get(nxt.inputs[0], nxt.inputs[0])
+                last[x] = max(last.get(x, -1), k + 1)
+                continue
         for h in choice.scratch:
             h.slot = len(handles)
             handles.append(h)

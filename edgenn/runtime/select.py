@@ -101,7 +101,11 @@ def _prepared(spec, node, ins, outs, names, reason, times=None) -> Choice:
     return Choice(spec.name, run, names, reason, dict(times or {}), handles, spec.pool)
 
 
-def choose(node: Node, ins, outs, reference: bool = False, tuner: Tuner | None = None) -> Choice:
+def choose(node: Node, ins, outs, reference: bool = False, tuner: Tuner | None = None,
+           always_time: bool = False) -> Choice:
+    """The kernel for `node`: by the tuner's measurement (or its cache) where several
+    apply; always_time: measured even when one kernel alone applies (the planner compares
+    its time with other steps', runtime/fuse_steps.py)."""
     specs = KERNELS.get(node.op, [])
     names = [s.name for s in specs] + ["reference"]
     if reference:
@@ -114,7 +118,7 @@ def choose(node: Node, ins, outs, reference: bool = False, tuner: Tuner | None =
     if not capable:
         return Choice("reference", reference_runner(node), names, "no specialised kernel applies")
     capable = _prune_by_cost(capable, node, ins, outs)
-    if len(capable) == 1:
+    if len(capable) == 1 and not always_time:
         return _prepared(capable[0], node, ins, outs, names, "only capable kernel")
     tuner = tuner or Tuner(mode="off")
     # the candidate set is part of the key: a new kernel (or tier) gets timed, not skipped

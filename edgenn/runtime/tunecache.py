@@ -74,6 +74,8 @@ def _plain(value):
         return value.tolist()
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
+    if isinstance(value, dict):     # a fused step's attributes per half
+        return {k: _plain(v) for k, v in sorted(value.items())}
     if isinstance(value, (np.integer, np.floating)):
         return value.item()
     return value

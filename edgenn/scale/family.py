@@ -124,7 +124,8 @@ class Family:
             if not ok and bad is None:
                 bad = f"input {name!r}: shape {list(shape)} for {list(want[name])}"
         nodes = {n.name for n in g.nodes}
-        missing = [n for group in m.profile.probes.values() for n in group if n not in nodes]
+        missing = [n for group in m.profile.probes.values() for n in group
+                   if probe.step_nodes(n, nodes) is None]
         if missing and bad is None:
             bad = f"probe nodes {missing} are not in its graph"
         if bad:

@@ -99,17 +99,33 @@ def profile(session, feeds: dict, rounds: int = 20, warmup: int = 3) -> Profile:
     return Profile(float(np.median(whole)) * 1e3, total * 1e3, by_class, probes)
 
 
+def step_nodes(step_name: str, names: set) -> list[str] | None:
+    """The graph nodes (of `names`) a plan step stands for: its node, or the nodes "a+b"
+    of a step the planner fused (runtime/fuse_steps.py); None if they are not there."""
+    if step_name in names:
+        return [step_name]
+    parts = step_name.split("+")
+    return parts if all(p in names for p in parts) else None
+
+
 def layer_graph(graph: Graph, node_name: str, input_shapes: dict, infos=None) -> Graph:
-    """The node named `node_name` alone: its constant inputs kept, the others graph
-    inputs of the shapes they have in `graph` at `input_shapes` (`infos`: infer's result
-    for them, when already known)."""
-    node = next(n for n in graph.nodes if n.name == node_name)
+    """The node named `node_name` alone (a step the planner fused, "a+b": those nodes,
+    runtime/fuse_steps.py): its constant inputs kept, the others graph inputs of the
+    shapes they have in `graph` at `input_shapes` (`infos`: infer's result for them, when
+    already known)."""
+    names = step_nodes(node_name, {n.name for n in graph.nodes})
+    if names is None:
+        raise KeyError(f"no node {node_name!r} in the graph")
+    nodes = [next(n for n in graph.nodes if n.name == name) for name in names]
     infos = infos if infos is not None else infer(graph, input_shapes)
-    inputs = [ValueInfo(i, infos[i].dtype, tuple(infos[i].shape)) for i in node.inputs
-              if i and i not in graph.consts]
-    outputs = [ValueInfo(o, infos[o].dtype, tuple(infos[o].shape)) for o in node.outputs if o]
-    consts = {i: graph.consts[i] for i in node.inputs if i in graph.consts}
-    return Graph([node], list({v.name: v for v in inputs}.values()), outputs, consts,
+    inner = {o for n in nodes for o in n.outputs}
+    reads = [i for n in nodes for i in n.inputs if i and i not in inner]
+    inputs = [ValueInfo(i, infos[i].dtype, tuple(infos[i].shape)) for i in reads
+              if i not in graph.consts]
+    outputs = [ValueInfo(o, infos[o].dtype, tuple(infos[o].shape)) for o in nodes[-1].outputs
+               if o]
+    consts = {i: graph.consts[i] for i in reads if i in graph.consts}
+    return Graph(nodes, list({v.name: v for v in inputs}.values()), outputs, consts,
                  dict(graph.meta))
 
 

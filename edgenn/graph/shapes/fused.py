@@ -13,6 +13,10 @@ gives the key length T; mask is int32
     (B, T) 1 keep / 0 mask, or (B, S, T) the same per query;
 bias = 0 where kept, filter_value where masked, shaped (B, 1, 1, T) or (B, 1, S, T) to add
 to the (B, heads, S, T) scores.
+
+ExpandDepthwise(x, w1, b1, w2, b2, z) -> y, attrs "expand" and "depthwise" (each a Conv's
+attributes): the Conv (x, w1, b1) and the Conv of its output (w2, b2, z), as one step. Made
+by the planner only (runtime/fuse_steps.py), where its kernel measured faster.
 """
 from __future__ import annotations
 
@@ -20,8 +24,10 @@ import numpy as np
 
 from ...errors import GraphError
 from ...registry import TensorInfo, shape_rule
+from ..ir import Node
+from .nn import conv
 
-OPS = ("FusedAttention", "AttentionMaskBias")
+OPS = ("FusedAttention", "AttentionMaskBias", "ExpandDepthwise")
 
 
 @shape_rule("FusedAttention")
@@ -72,3 +78,13 @@ def attention_mask_bias(node, ins):
 
 
 CONST_INPUTS: dict = {}
+
+
+@shape_rule("ExpandDepthwise")
+def expand_depthwise(node, ins):
+    x, w1, b1, w2, b2, z = (list(ins) + [None] * 6)[:6]
+    first = Node("Conv", node.inputs[:3], ["t"], node.attrs["expand"], node.name)
+    (t,) = conv(first, [x, w1, b1])
+    second = Node("Conv", ["t"] + node.inputs[3:6], node.outputs, node.attrs["depthwise"],
+                  node.name)
+    return conv(second, [t, w2, b2, z])

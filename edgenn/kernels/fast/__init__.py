@@ -9,7 +9,7 @@ os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(
     os.environ.get("EDGENN_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".cache", "edgenn")),
     "numba"))
 
-from . import conv, depthwise, gemm  # noqa: E402,F401  (registration)
+from . import conv, depthwise, expand_depthwise, gemm  # noqa: E402,F401  (registration)
 from . import winograd  # noqa: E402,F401  (registration)
 from . import rows  # noqa: E402,F401  (C FusedAttention, LayerNorm, Softmax, Gelu, Sigmoid, Erf)
 from . import transformer  # noqa: E402,F401  (FusedAttention, LayerNormalization, Softmax, Gelu)

@@ -29,6 +29,15 @@ enum { ACT_NONE, ACT_RELU, ACT_CLIP, ACT_HARDSIGMOID, ACT_HARDSWISH, ACT_SIGMOID
 
 enum { KIND_CONV, KIND_MAX, KIND_AVG };
 
+/* The 1x1 conv fused in front of a depthwise conv (MobileNet's expansion): the group's
+ * padded plane Q is computed from x (N, K, H, W) instead of packed from its planes. */
+typedef struct {
+    int K;                          /* input channels of the 1x1 conv */
+    const float *w;                 /* (G, K, L): channel g*L+l's weight of input k, lane l */
+    const float *b;                 /* (G, L); both zero past C */
+    int mode; float p0, p1;         /* its activation: one computed in registers */
+} dwc8_expand;
+
 typedef struct {
     int kind;                       /* depthwise conv, MaxPool or AveragePool */
     const float *cnt;               /* AveragePool: counted cells of each window (OH, OW) */
@@ -37,6 +46,7 @@ typedef struct {
     int mode; float p0, p1;         /* activation code and params */
     int has_z;
     int L;                          /* lanes per group: 8 or 16 (the tier's width) */
+    const dwc8_expand *ex;          /* KIND_CONV: a fused 1x1 conv first, or NULL */
 } dwc8_geom;
 
 enum { DWC_GENERIC = 0, DWC_AVX2 = 1, DWC_AVX512 = 2 };   /* the tiers of dwc8_run */
@@ -90,27 +100,52 @@ static double dwc8_sigmoid(double v)
 
 /* Scalar activation of n floats in place: the fallback build, and the transcendental
  * activations of both builds. */
-static void dwc8_act_scalar(float *a, int n, const dwc8_geom *g)
+static inline float dwc8_act1(float v, int mode, float p0, float p1)
 {
-    const float p0 = g->p0, p1 = g->p1;
-    for (int i = 0; i < n; i++) {
-        float v = a[i], t;
-        switch (g->mode) {
-        case ACT_RELU: a[i] = v < 0.0f ? 0.0f : v; break;
-        case ACT_CLIP: v = v < p0 ? p0 : v; a[i] = v > p1 ? p1 : v; break;
-        case ACT_HARDSIGMOID:
-            t = v * p0 + p1; t = t < 0.0f ? 0.0f : t; a[i] = t > 1.0f ? 1.0f : t; break;
-        case ACT_HARDSWISH:
-            t = v * (1.0f / 6.0f) + 0.5f; t = t < 0.0f ? 0.0f : t; t = t > 1.0f ? 1.0f : t;
-            a[i] = v * t; break;
-        case ACT_SIGMOID: a[i] = (float)dwc8_sigmoid(v); break;
-        case ACT_SILU: a[i] = (float)(v * dwc8_sigmoid(v)); break;
-        case ACT_LEAKYRELU: a[i] = v >= 0.0f ? v : v * p0; break;
-        case ACT_GELU: a[i] = (float)(0.5 * v * (1.0 + erf(v * 0.7071067811865476))); break;
-        default: break;
-        }
+    float t;
+    switch (mode) {
+    case ACT_RELU: return v < 0.0f ? 0.0f : v;
+    case ACT_CLIP: v = v < p0 ? p0 : v; return v > p1 ? p1 : v;
+    case ACT_HARDSIGMOID:
+        t = v * p0 + p1; t = t < 0.0f ? 0.0f : t; return t > 1.0f ? 1.0f : t;
+    case ACT_HARDSWISH:
+        t = v * (1.0f / 6.0f) + 0.5f; t = t < 0.0f ? 0.0f : t; t = t > 1.0f ? 1.0f : t;
+        return v * t;
+    case ACT_SIGMOID: return (float)dwc8_sigmoid(v);
+    case ACT_SILU: return (float)(v * dwc8_sigmoid(v));
+    case ACT_LEAKYRELU: return v >= 0.0f ? v : v * p0;
+    case ACT_GELU: return (float)(0.5 * v * (1.0 + erf(v * 0.7071067811865476)));
+    default: return v;
     }
 }
+
+static void dwc8_act_scalar(float *a, int n, const dwc8_geom *g)
+{
+    for (int i = 0; i < n; i++)
+        a[i] = dwc8_act1(a[i], g->mode, g->p0, g->p1);
+}
+
+/* Q's interior for group gi <- the fused 1x1 conv of image xb (K, H, W), portable C:
+ * per pixel and lane, bias + the K products in order, then the activation. */
+static void dwc8_expand_generic(const float *xb, int gi, float *Q, const dwc8_geom *g)
+{
+    const dwc8_expand *ex = g->ex;
+    const long plane = (long)g->H * g->W;
+    const int L = g->L;
+    const float *w = ex->w + (long)gi * ex->K * L, *b = ex->b + (long)gi * L;
+    for (int iy = 0; iy < g->H; iy++)
+        for (int ix = 0; ix < g->W; ix++) {
+            float *dst = Q + ((long)(iy + g->ph) * g->Wp + ix + g->pw) * L;
+            const float *xp = xb + (long)iy * g->W + ix;
+            for (int l = 0; l < L; l++) {
+                float a = b[l];
+                for (int k = 0; k < ex->K; k++)
+                    a += w[k * L + l] * xp[k * plane];
+                dst[l] = dwc8_act1(a, ex->mode, ex->p0, ex->p1);
+            }
+        }
+}
+
 
 /* Scatter lanes l < nl of the row buffer (OW, L) to row oy of planes c0+l of yb. */
 static void dwc8_unpack_row(const float *obuf, float *yb, int c0, int nl, int oy,
@@ -125,6 +160,9 @@ static void dwc8_unpack_row(const float *obuf, float *yb, int c0, int nl, int oy
     }
 }
 
+/* the fused 1x1 conv's weights prefetched this many vectors ahead (a group's come from
+ * L3 in a model; in one layer timed alone they sit in L2) */
+#define DWC_EXPAND_PF 48
 #define DWC_CAT_(n, w) n##_##w
 #define DWC_CAT(n, w) DWC_CAT_(n, w)
 #define DWC_FN(n) DWC_CAT(n, DWC_WIDTH)
@@ -143,6 +181,11 @@ static void dwc8_unpack_row(const float *obuf, float *yb, int c0, int nl, int oy
 #define DWC_MAX _mm256_max_ps
 #define DWC_MIN _mm256_min_ps
 #define DWC_TRANSPOSE simd_transpose8_ps
+/* pixels per register tile of the fused 1x1 conv (dwc_expand): 12 accumulators, a weight
+ * and a broadcast in AVX2's 16 registers; tiles of any size 1 .. 12 */
+#define DWC_EXPAND_PX 12
+#define DWC_EXPAND_TAILS DWC_TAIL(1) DWC_TAIL(2) DWC_TAIL(3) DWC_TAIL(4) DWC_TAIL(5) \
+    DWC_TAIL(6) DWC_TAIL(7) DWC_TAIL(8) DWC_TAIL(9) DWC_TAIL(10) DWC_TAIL(11) DWC_TAIL(12)
 /* v >= 0 ? v : neg (NaN: neg) */
 #define DWC_SELECT_GE0(v, neg, zero) _mm256_blendv_ps(neg, v, _mm256_cmp_ps(v, zero, _CMP_GE_OQ))
 #include "_dwc_vec.h"
@@ -161,6 +204,8 @@ static void dwc8_unpack_row(const float *obuf, float *yb, int c0, int nl, int oy
 #undef DWC_MIN
 #undef DWC_TRANSPOSE
 #undef DWC_SELECT_GE0
+#undef DWC_EXPAND_PX
+#undef DWC_EXPAND_TAILS
 #ifdef EDGENN_HAS_AVX512_INTRINSICS
 /* AVX-512F: 16 floats */
 #define DWC_HAVE_16 1
@@ -178,6 +223,9 @@ static void dwc8_unpack_row(const float *obuf, float *yb, int c0, int nl, int oy
 #define DWC_MAX _mm512_max_ps
 #define DWC_MIN _mm512_min_ps
 #define DWC_TRANSPOSE simd_transpose16_ps
+#define DWC_EXPAND_PX 12
+#define DWC_EXPAND_TAILS DWC_TAIL(1) DWC_TAIL(2) DWC_TAIL(3) DWC_TAIL(4) DWC_TAIL(5) \
+    DWC_TAIL(6) DWC_TAIL(7) DWC_TAIL(8) DWC_TAIL(9) DWC_TAIL(10) DWC_TAIL(11) DWC_TAIL(12)
 #define DWC_SELECT_GE0(v, neg, zero) \
     _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, zero, _CMP_GE_OQ), neg, v)
 #include "_dwc_vec.h"
@@ -249,6 +297,22 @@ static void dwc8_pack_full(int tier, const float *xb, int c0, float *Q, const dw
     (flat ? dwc_pack_flat_avx2 : dwc_pack_avx2)(xb, c0, Q, g);
 }
 
+/* The fused 1x1 conv of group gi into Q, on the tier's vector body (any group: the weights
+ * are zero past C) or the portable loops. */
+static void dwc8_expand_any(int tier, const float *xb, int gi, float *Q, const dwc8_geom *g)
+{
+#if DWC_HAVE_16
+    if (tier == DWC_AVX512) {
+        dwc_expand_avx512(xb, gi, Q, g);
+        return;
+    }
+#endif
+    if (tier == DWC_AVX2)
+        dwc_expand_avx2(xb, gi, Q, g);
+    else
+        dwc8_expand_generic(xb, gi, Q, g);
+}
+
 static void dwc8_unpack_row_full(int tier, const float *obuf, float *yb, int c0, int oy,
                                  const dwc8_geom *g)
 {
@@ -280,13 +344,15 @@ static int dwc8_run_groups(int tier, const float *x, const float *wl, const floa
     if ((tier == DWC_AVX2 && L != 8) || (tier == DWC_AVX512 && L != 16) || L < 1 || L > 16)
         return -1;
     for (int b = 0; b < g->N; b++) {
-        const float *xb = x + (long)b * g->C * g->H * g->W;
+        const float *xb = x + (long)b * (g->ex ? g->ex->K : g->C) * g->H * g->W;
         float *yb = y + (long)b * g->C * plane;
         const float *zb = z ? z + (long)b * g->C * plane : NULL;
         for (int gi = g0; gi < g1; gi++) {
             const int c0 = gi * L, nl = g->C - c0 < L ? g->C - c0 : L;
             const int full = tier != DWC_GENERIC && nl == L;
-            if (full)
+            if (g->ex)                  /* a fused 1x1 conv computes the group's plane */
+                dwc8_expand_any(tier, xb, gi, Q, g);
+            else if (full)
                 dwc8_pack_full(tier, xb, c0, Q, g);
             else
                 dwc8_pack(xb, c0, nl, Q, g);

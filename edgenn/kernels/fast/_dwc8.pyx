@@ -31,6 +31,12 @@ cdef extern from "_pool_bytes.h" nogil:
     long maxpool_bytes_row(long W, long OW, int kw, int sw, int pw, int dw)
 
 cdef extern from "_dwc8.h" nogil:
+    ctypedef struct dwc8_expand:
+        int K
+        const float *w
+        const float *b
+        int mode
+        float p0, p1
     ctypedef struct dwc8_geom:
         int kind
         const float *cnt
@@ -40,6 +46,7 @@ cdef extern from "_dwc8.h" nogil:
         float p0, p1
         int has_z
         int L
+        const dwc8_expand *ex
     int DWC_GENERIC, DWC_AVX2, DWC_AVX512, DWC_HAVE_16
     int dwc8_run(int tier, const float *x, const float *w8, const float *b8,
                  const long *off, const float *z, float *y, float *Q, float *obuf,
@@ -80,6 +87,7 @@ def pool8(const float[:, :, :, ::1] x, const long[::1] off, const float[:, ::1] 
     """MaxPool (is_max; Q pre-filled with -inf) or AveragePool (Q zeroed; cnt (OH, OW) the
     number of counted cells of each window): x (N, C, H, W) -> y (N, C, OH, OW)."""
     cdef dwc8_geom g
+    g.ex = NULL
     g.kind = 1 if is_max else 2
     g.cnt = &cnt[0, 0]
     g.N, g.C, g.H, g.W = x.shape[0], x.shape[1], x.shape[2], x.shape[3]
@@ -171,12 +179,46 @@ def dwc8(const float[:, :, :, ::1] x, const float[:, :, ::1] w8, const float[:, 
     per thread t (Q.shape[0] OpenMP threads, each a range of the channel groups) Q[t]
     (>= Hp*Wp*L, zeroed), obuf[t] (>= obuf_floats(OH, OW, L)). vector False, or a width
     this CPU (or EDGENN_MAX_ISA) lacks: the portable C loops, any L."""
+    if x.shape[1] != y.shape[1]:
+        raise ValueError("dwc8: x and y have the same channels")
+    _dwc8_run(x, NULL, w8, b8, off, z, y, Q, obuf, sh, sw, ph, pw, Hp, Wp, mode, p0, p1,
+              has_z, vector)
+
+
+def expand_dwc8(const float[:, :, :, ::1] x, const float[:, :, ::1] ew, const float[:, ::1] eb,
+                int emode, float ep0, float ep1, const float[:, :, ::1] w8,
+                const float[:, ::1] b8, const long[::1] off, const float[:, :, :, ::1] z,
+                float[:, :, :, ::1] y, float[:, ::1] Q, float[:, ::1] obuf, int sh, int sw,
+                int ph, int pw, int Hp, int Wp, int mode, float p0, float p1, bint has_z,
+                bint vector):
+    """dwc8 of a fused 1x1 conv's output: x (N, K, H, W) its input, ew (ceil(C/L), K, L)
+    its weights (zero past C), eb (ceil(C/L), L) its bias, emode / ep0 / ep1 its
+    activation (one of those computed in registers: none, Relu, Clip, HardSigmoid,
+    HardSwish, LeakyRelu); each group's padded plane is computed, never stored whole."""
+    cdef dwc8_expand ex
+    cdef int L = w8.shape[2]
+    if ew.shape[0] < w8.shape[0] or eb.shape[0] < w8.shape[0] or ew.shape[2] != L \
+            or eb.shape[1] != L or ew.shape[1] != x.shape[1] or emode in (5, 6, 8):
+        raise ValueError("expand_dwc8: weights (groups, K, lanes), an activation in registers")
+    ex.K, ex.w, ex.b = x.shape[1], &ew[0, 0, 0], &eb[0, 0]
+    ex.mode, ex.p0, ex.p1 = emode, ep0, ep1
+    _dwc8_run(x, &ex, w8, b8, off, z, y, Q, obuf, sh, sw, ph, pw, Hp, Wp, mode, p0, p1,
+              has_z, vector)
+
+
+cdef _dwc8_run(const float[:, :, :, ::1] x, const dwc8_expand *ex, const float[:, :, ::1] w8,
+               const float[:, ::1] b8, const long[::1] off, const float[:, :, :, ::1] z,
+               float[:, :, :, ::1] y, float[:, ::1] Q, float[:, ::1] obuf, int sh, int sw,
+               int ph, int pw, int Hp, int Wp, int mode, float p0, float p1, bint has_z,
+               bint vector):
     cdef dwc8_geom g
     cdef int L = w8.shape[2]
     if L not in HAVE or b8.shape[1] != L or w8.shape[1] != off.shape[0]:
         raise ValueError("dwc8: 8 or 16 lanes, weights (groups, taps, lanes)")
-    g.kind, g.cnt = 0, NULL
-    g.N, g.C, g.H, g.W = x.shape[0], x.shape[1], x.shape[2], x.shape[3]
+    if y.shape[0] != x.shape[0]:
+        raise ValueError("dwc8: x and y have the same batch")
+    g.kind, g.cnt, g.ex = 0, NULL, ex
+    g.N, g.C, g.H, g.W = x.shape[0], y.shape[1], x.shape[2], x.shape[3]
     g.OH, g.OW, g.T = y.shape[2], y.shape[3], off.shape[0]
     g.sh, g.sw, g.ph, g.pw, g.Hp, g.Wp = sh, sw, ph, pw, Hp, Wp
     g.mode, g.p0, g.p1, g.has_z, g.L = mode, p0, p1, has_z, L

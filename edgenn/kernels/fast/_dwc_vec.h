@@ -129,6 +129,63 @@ static inline DWC_V DWC_FN(dwc_act)(DWC_V v, int mode, const DWC_FN(dwc_actc) *k
     }
 }
 
+/* P pixels (xc: their first input plane, planes `plane` apart) of the fused 1x1 conv:
+ * each pixel's L channels bias + the K products in order (one broadcast input per pixel
+ * and k, one weight vector per k), the activation, each stored to its cell of Q (pixel
+ * (iy, ix) of the image onward, rows of W pixels in Q's rows of Wp cells). */
+DWC_ATTR __attribute__((always_inline))
+static inline void DWC_FN(dwc_expand_px)(const float *xc, long plane, const float *w, int K,
+                                         DWC_V bias, float *Q, int iy, int ix,
+                                         const dwc8_geom *g, int mode,
+                                         const DWC_FN(dwc_actc) *k, const int P)
+{
+    DWC_V acc[DWC_EXPAND_PX];
+    for (int p = 0; p < P; p++)
+        acc[p] = bias;
+    for (int c = 0; c < K; c++, xc += plane) {
+        const DWC_V wv = DWC_LOADU(w + (long)c * DWC_L);
+        __builtin_prefetch(w + (long)(c + DWC_EXPAND_PF) * DWC_L);
+        for (int p = 0; p < P; p++)
+            acc[p] = DWC_FMA(wv, DWC_SET1(xc[p]), acc[p]);
+    }
+    float *dst = Q + ((long)(iy + g->ph) * g->Wp + ix + g->pw) * DWC_L;
+    for (int p = 0; p < P; p++) {
+        DWC_STOREU(dst, DWC_FN(dwc_act)(acc[p], mode, k));
+        dst += DWC_L;
+        if (++ix == g->W) {             /* the next image row: past Q's padding cells */
+            ix = 0;
+            dst += (long)(g->Wp - g->W) * DWC_L;
+        }
+    }
+}
+
+/* Q's interior for group gi <- the fused 1x1 conv of image xb (K, H, W) (g->ex): the
+ * plane's H*W pixels as one run of register tiles of balanced sizes, <= DWC_EXPAND_PX
+ * (neither a row's nor the plane's tail is left to a short, latency-bound tile: 7x7 is 5
+ * tiles of 9-10, not 4 of 12 and one of 1). */
+DWC_ATTR static void DWC_FN(dwc_expand)(const float *xb, int gi, float *Q, const dwc8_geom *g)
+{
+    const dwc8_expand *ex = g->ex;
+    const long plane = (long)g->H * g->W;
+    const long ntile = (plane + DWC_EXPAND_PX - 1) / DWC_EXPAND_PX;
+    const int K = ex->K;
+    const float *w = ex->w + (long)gi * K * DWC_L;
+    const DWC_V bias = DWC_LOADU(ex->b + (long)gi * DWC_L);
+    DWC_FN(dwc_actc) k = { DWC_SET1(0.0f), DWC_SET1(1.0f), DWC_SET1(ex->p0), DWC_SET1(ex->p1),
+                           DWC_SET1(1.0f / 6.0f), DWC_SET1(0.5f) };
+    for (long t = 0; t < ntile; t++) {
+        const long i = t * plane / ntile;
+        const int iy = (int)(i / g->W), ix = (int)(i % g->W);
+        switch ((int)((t + 1) * plane / ntile - i)) {
+#define DWC_TAIL(n) case n: DWC_FN(dwc_expand_px)(xb + i, plane, w, K, bias, Q, iy, ix, g, \
+                                              ex->mode, &k, n); break;
+        DWC_EXPAND_TAILS
+#undef DWC_TAIL
+        default: break;
+        }
+    }
+}
+
 /* Row oy of one group into obuf (OW, DWC_L): taps (w: the nine 3x3 tap vectors when
  * T == 9), + bias, then the activation in registers (mode; ACT_NONE when the caller still
  * has to add a residual or apply a transcendental activation). */

@@ -140,32 +140,54 @@ def _prepare_c8(node, ins, outs, threads: int, lanes: int = 8, lib=None):
     the SIMDe-emulated _dwc8_emu)."""
     if lib is None:
         from . import _dwc8 as lib
-    x, w, y = ins[0], ins[1].value, outs[0]
-    c, _, kh, kw = w.shape
-    h, wd, oh, ow = x.shape[2], x.shape[3], y.shape[2], y.shape[3]
-    strides, pads, dil = geometry(node, x.shape, w.shape, y.shape)
-    hp, wp, off = c8_plane((h, wd), (oh, ow), (kh, kw), strides, pads, dil, lanes)
-    groups = -(-c // lanes)
-    w8 = np.zeros((groups * lanes, kh * kw), np.float32)   # (channel, tap) -> (g, tap, lane)
-    w8[:c] = w.reshape(c, kh * kw)
-    w8 = np.require(w8.reshape(groups, lanes, kh * kw).transpose(0, 2, 1), requirements="C")
-    b8 = np.zeros(groups * lanes, np.float32)
-    if len(ins) > 2 and ins[2] is not None:
-        b8[:c] = ins[2].value
-    b8 = b8.reshape(groups, lanes)
-    # per thread: the padded plane of `lanes` lanes (borders stay zero), an output row (a
-    # small plane: all its rows)
-    q = scratch.array((threads, hp * wp * lanes), np.float32, persistent=True, fill=0.0)
-    obuf = scratch.array((threads, lib.obuf_floats(oh, ow, lanes)), np.float32)
-    has_z = len(ins) > 3 and ins[3] is not None
-    mode, p0, p1 = act_params(node)
-    dummy = np.zeros((1, 1, 1, 1), np.float32)
-    dwc = lib.dwc8
+    p = c8_parts(node, ins[1].value, ins, ins[0].shape, outs[0].shape, threads, lanes, lib)
+    dwc, dummy = lib.dwc8, np.zeros((1, 1, 1, 1), np.float32)
 
     def run(inputs, outputs):
-        dwc(inputs[0], w8, b8, off, inputs[3] if has_z else dummy, outputs[0], q.get(),
-            obuf.get(), *strides, *pads, hp, wp, mode, p0, p1, has_z, C8_AVX2)
+        dwc(inputs[0], p.w8, p.b8, p.off, inputs[3] if p.has_z else dummy, outputs[0],
+            p.q.get(), p.obuf.get(), *p.geom, p.mode, p.p0, p.p1, p.has_z, C8_AVX2)
     return run
+
+
+class C8Parts:
+    """What the c8 / c16 loops take for one depthwise conv: weights w8 (groups, taps,
+    lanes) and bias b8 (groups, lanes), zero past C; tap offsets; the per-thread padded
+    plane q and row buffer obuf (scratch handles); geom (sh, sw, ph, pw, Hp, Wp); the
+    fused activation (mode, p0, p1) and whether a residual is added."""
+
+
+def c8_parts(node, w, ins, xshape, yshape, threads: int, lanes: int, lib) -> C8Parts:
+    """The depthwise conv `node` (weights w (C, 1, KH, KW), inputs ins: bias at 2,
+    residual at 3) over x of xshape -> yshape, for the c8 / c16 loops (C8Parts)."""
+    c, _, kh, kw = w.shape
+    h, wd, oh, ow = xshape[2], xshape[3], yshape[2], yshape[3]
+    strides, pads, dil = geometry(node, xshape, w.shape, yshape)
+    hp, wp, off = c8_plane((h, wd), (oh, ow), (kh, kw), strides, pads, dil, lanes)
+    groups = -(-c // lanes)
+    p = C8Parts()
+    p.off, p.w8 = off, lane_major(w.reshape(c, kh * kw), lanes)    # (g, tap, lane)
+    p.b8 = np.zeros(groups * lanes, np.float32)
+    if len(ins) > 2 and ins[2] is not None:
+        p.b8[:c] = ins[2].value
+    p.b8 = p.b8.reshape(groups, lanes)
+    # per thread: the padded plane of `lanes` lanes (borders stay zero), an output row (a
+    # small plane: all its rows)
+    p.q = scratch.array((threads, hp * wp * lanes), np.float32, persistent=True, fill=0.0)
+    p.obuf = scratch.array((threads, lib.obuf_floats(oh, ow, lanes)), np.float32)
+    p.has_z = len(ins) > 3 and ins[3] is not None
+    p.mode, p.p0, p.p1 = act_params(node)
+    p.geom = (*strides, *pads, hp, wp)
+    return p
+
+
+def lane_major(rows: np.ndarray, lanes: int) -> np.ndarray:
+    """(C, T) per-channel rows -> (ceil(C/lanes), T, lanes) float32, channel g*lanes+l in
+    lane l of group g, zero past C."""
+    c, t = rows.shape
+    groups = -(-c // lanes)
+    out = np.zeros((groups * lanes, t), np.float32)
+    out[:c] = rows
+    return np.require(out.reshape(groups, lanes, t).transpose(0, 2, 1), requirements="C")
 
 
 ROWS_ACTIVATIONS = ("", "Relu", "Clip")
@@ -215,14 +237,21 @@ def _prepare_rows(node, ins, outs, threads: int, lanes: int, lib=None):
     return run
 
 
+def register_widths(op, widths, supports, mt_supports, prepare, cost=c_cost):
+    """One spec per (lanes, name, isa) of `widths`, prepare(node, ins, outs, threads,
+    lanes), and its *_mt twin on the session's threads."""
+    for lanes, name, isa in widths:
+        kernel(op, name, supports=supports, isa=isa, cost=cost)(
+            lambda node, ins, outs, lanes=lanes: prepare(node, ins, outs, 1, lanes))
+        kernel(op, name + "_mt", supports=mt_supports, isa=isa, cost=cost)(
+            lambda node, ins, outs, lanes=lanes: prepare(node, ins, outs, plan_threads(),
+                                                         lanes))
+
+
 # the rows kernels per width: AVX2 (8 lanes: 7x7 planes) and AVX-512F (16: 14x14 and up)
-for _lanes, _name, _isa in ((8, "depthwise_rows8__avx2", "avx2"),
-                            (16, "depthwise_rows16__avx512f", "avx512")):
-    kernel("Conv", _name, supports=_rows_supports, isa=_isa, cost=c_cost)(
-        lambda node, ins, outs, lanes=_lanes: _prepare_rows(node, ins, outs, 1, lanes))
-    kernel("Conv", _name + "_mt", supports=_rows_mt_supports, isa=_isa, cost=c_cost)(
-        lambda node, ins, outs, lanes=_lanes: _prepare_rows(node, ins, outs, plan_threads(),
-                                                            lanes))
+register_widths("Conv", ((8, "depthwise_rows8__avx2", "avx2"),
+                         (16, "depthwise_rows16__avx512f", "avx512")),
+                _rows_supports, _rows_mt_supports, _prepare_rows)
 
 
 @kernel("Conv", "depthwise_numba", supports=_supports,

@@ -6,6 +6,7 @@ import math
 import numpy as np
 
 from ...registry import reference
+from .nn import conv
 
 
 
@@ -45,3 +46,12 @@ def attention_mask_bias(attrs, inputs):
         keep = (mask != 0)[:, None, :, :]
     fill = np.float32(attrs.get("filter_value", -10000.0))
     return [np.where(keep, np.float32(0), fill).astype(np.float32)]
+
+
+@reference("ExpandDepthwise")
+def expand_depthwise(attrs, inputs):
+    """A 1x1 Conv, then the depthwise Conv of its output (kernels/fast/expand_depthwise.py):
+    inputs x, w1, b1, w2, b2, z (a residual of the second), attrs "expand" / "depthwise"."""
+    x, w1, b1, w2, b2, z = (list(inputs) + [None] * 6)[:6]
+    t = conv(attrs["expand"], [x, w1, b1])[0]
+    return conv(attrs["depthwise"], [t, w2, b2, z])

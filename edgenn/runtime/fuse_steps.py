@@ -1,0 +1,61 @@
+"""Plan-time fusion of step pairs, decided by measurement.
+
+A 1x1 Conv whose output nothing but the next step, a Conv, reads (an inverted residual's
+expansion and depthwise layers) may run as one ExpandDepthwise step
+(kernels/fast/expand_depthwise.py): the planner times it like any kernel and keeps it only
+where it beat the two layers' own best kernels together, so no plan gets slower for it.
+The graph is not changed: the pair exists only in the plan (a saved .enn, the quantizer and
+the pruner still see two Convs)."""
+from __future__ import annotations
+
+from collections import Counter
+
+from ..graph.ir import Node
+
+
+def expand_depthwise_candidates(steps_nodes: list[Node], root: dict[str, str],
+                                output_names: list[str]) -> dict[int, tuple[Node, Node]]:
+    """-> {k: (fused node, the second Conv)} for each step k, a Conv whose only output is
+    read by step k + 1 alone, a Conv taking it as its input x. Whether the kernels apply
+    (a 1x1 expansion, a depthwise conv) is the fused kernels' `supports`."""
+    readers = Counter(root.get(i, i) for n in steps_nodes for i in n.inputs if i)
+    kept = {root.get(o, o) for o in output_names}
+    found = {}
+    for k in range(len(steps_nodes) - 1):
+        a, b = steps_nodes[k], steps_nodes[k + 1]
+        if a.op != "Conv" or b.op != "Conv" or len(a.outputs) != 1:
+            continue
+        t = a.outputs[0]
+        if not t or not b.inputs or b.inputs[0] != t or readers[t] != 1 or t in kept:
+            continue
+        if any(a.inputs[3:]) or any(b.inputs[4:]):   # a residual into the first conv
+            continue
+        ai, bi = list(a.inputs) + [""] * 3, list(b.inputs) + [""] * 4
+        fused = Node("ExpandDepthwise", [ai[0], ai[1], ai[2], bi[1], bi[2], bi[3]],
+                     list(b.outputs), {"expand": dict(a.attrs), "depthwise": dict(b.attrs)},
+                     f"{a.name}+{b.name}")
+        found[k] = (fused, b)
+    return found
+
+
+def _time(choice):
+    return choice.times.get(choice.kernel)
+
+
+def fusion_pays(first, second, fused) -> bool:
+    """The fused step's measured time is below the two steps' together (each the time of
+    its chosen kernel); unmeasured (tuning off, the budget spent): no."""
+    times = [_time(c) for c in (first, second, fused)]
+    return fused.kernel != "reference" and None not in times and times[2] < times[0] + times[1]
+
+
+def pair_step(pair: tuple[Node, Node], first, choose_step):
+    """The step after a candidate's first conv (chosen: `first`): -> (node, choice, fused):
+    the fused node if its kernel measured faster than both convs' (fusion_pays), else the
+    second conv. choose_step(node, **kw): the planner's choice for a node."""
+    fused, second = pair
+    chosen = choose_step(second)
+    together = choose_step(fused, always_time=True)
+    if fusion_pays(first, chosen, together):
+        return fused, together, True
+    return second, chosen, False
