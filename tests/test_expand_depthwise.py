@@ -259,3 +259,15 @@ def test_a_fused_step_probes_as_its_two_nodes(tmp_path, monkeypatch):
         [step.node.outputs[0]]
     with pytest.raises(KeyError):
         probe.layer_graph(graph, "no+such", {"x": (1, 8, 16, 16)})
+
+
+def test_a_malformed_fused_node_is_a_graph_error():
+    from edgenn.errors import GraphError
+    from edgenn.graph.infer import infer_node
+    x, w = TensorInfo("float32", (1, 4, 5, 5)), TensorInfo("float32", (8, 4, 1, 1))
+    for attrs, inputs in (({"expand": 3, "depthwise": {}}, ["x", "w", "", "w", "", ""]),
+                          ({}, ["x", "w", "", "w", "", ""]),
+                          ({"expand": {}, "depthwise": {}}, ["x"])):
+        node = Node("ExpandDepthwise", inputs, ["y"], attrs, "bad")
+        with pytest.raises(GraphError, match="ExpandDepthwise"):
+            infer_node(node, [x, w, None, w, None, None][:len(inputs)], fold=False)

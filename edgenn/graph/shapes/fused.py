@@ -83,6 +83,10 @@ CONST_INPUTS: dict = {}
 @shape_rule("ExpandDepthwise")
 def expand_depthwise(node, ins):
     x, w1, b1, w2, b2, z = (list(ins) + [None] * 6)[:6]
+    if not all(isinstance(node.attrs.get(k), dict) for k in ("expand", "depthwise")) \
+            or len(node.inputs) < 6 or x is None or w1 is None or w2 is None:
+        raise GraphError(f"{node.op} node {node.name!r}: needs inputs x, w1, b1, w2, b2, z "
+                         "and the two Convs' attributes ('expand', 'depthwise')")
     first = Node("Conv", node.inputs[:3], ["t"], node.attrs["expand"], node.name)
     (t,) = conv(first, [x, w1, b1])
     second = Node("Conv", ["t"] + node.inputs[3:6], node.outputs, node.attrs["depthwise"],
