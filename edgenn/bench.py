@@ -6,7 +6,6 @@ every runtime alike; medians are the headline. Used by `edgenn bench` and bench/
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import tempfile
 import time
@@ -71,12 +70,18 @@ def mnn_runner(model, threads, shapes=None) -> Runner:
 
 
 def mnn_convert(model: str, out_dir: str) -> str:
-    exe = shutil.which("mnnconvert")
-    if exe is None:
-        raise RuntimeError("mnnconvert not found (pip install mnn)")
+    """MNN's ONNX converter (its `_tools` extension, in a child process). Not through the
+    `mnnconvert` script: that imports MNN's telemetry logger, which runs `pip install -U
+    aliyun-log-python-sdk` when it is missing, and that package's protobuf < 6 breaks onnx
+    (seen with MNN 3.6: onnx failed to import after the first MNN comparison)."""
+    import sys
     path = os.path.join(out_dir, "model.mnn")
-    subprocess.run([exe, "-f", "ONNX", "--modelFile", model, "--MNNModel", path,
-                    "--bizCode", "edgenn"], check=True, capture_output=True)
+    argv = ["mnnconvert", "-f", "ONNX", "--modelFile", model, "--MNNModel", path,
+            "--bizCode", "edgenn"]
+    done = subprocess.run([sys.executable, "-c", f"import _tools; _tools.mnnconvert({argv!r})"],
+                          capture_output=True, text=True)
+    if done.returncode != 0 or not os.path.exists(path):
+        raise RuntimeError(f"MNN's converter failed (pip install mnn?): {done.stderr[-500:]}")
     return path
 
 

@@ -24,7 +24,7 @@ from edgenn.compress.entropy_report import entropy_report
 from edgenn.compress.weights import compress_weights
 from edgenn.demo import DEMO_MODEL
 from edgenn.errors import ModelFormatError
-from edgenn.graph import entropy
+from edgenn.graph import compact, entropy
 from edgenn.graph import format as enn
 from edgenn.graph.ir import Graph, Node, ValueInfo
 
@@ -63,22 +63,24 @@ def _saved(tmp_path, consts, name="m.enn", entropy_on=True):
 
 
 def _table(path) -> dict:
-    data = open(path, "rb").read()
-    (n,) = struct.unpack_from("<Q", data, 0)
-    return json.loads(json.loads(data[8:8 + n])["__metadata__"]["graph"])["tensors"]
+    return enn.description(open(path, "rb").read())["tensors"]
 
 
 def test_round_trip_every_distribution_and_shape(tmp_path):
     consts = dict(CASES, floats=RNG.standard_normal((32, 32)).astype(np.float32))
     path = _saved(tmp_path, consts)
     back = edgenn.load(str(path)).consts
-    table = _table(path)
+    doc = enn.description(path.read_bytes())
+    table = doc["tensors"]
     for name, a in consts.items():
         assert back[name].dtype == a.dtype and np.array_equal(back[name], a), name
         if table[name]["codec"] != "raw":
             continue                                # mostly zeros: the sparse codec's blobs
         coded = bool(table[name].get("entropy"))
-        should = entropy.codable(a) and entropy.encode(a) is not None
+        packed = table[name]["blobs"]["data"] in doc["packed"]
+        # small blobs ride in the graph frame (coded with it), large ones are coded alone
+        assert packed == (a.nbytes < compact.PACK_BYTES), name
+        should = not packed and entropy.codable(a) and entropy.encode(a) is not None
         assert coded == should, name
     assert table["laplace narrow"].get("entropy")
     assert table["all zero"]["codec"] == table["sparse 90%"]["codec"] == "sparse"
@@ -144,14 +146,22 @@ def test_int8_quantized_model_coded_runs_identically(tmp_path):
 # -- hostile files ---------------------------------------------------------------------------
 
 def _rewrite(path, edit_table=None, edit_blob=None):
-    """Edit a saved .enn's tensor table and/or one blob's bytes, fixing the checksums so
-    only the coding is wrong."""
+    """Edit a saved .enn's tensor table and/or one stored blob's bytes, fixing the
+    checksums so only the coding is wrong (either layout)."""
     data = bytearray(open(path, "rb").read())
     (n,) = struct.unpack_from("<Q", data, 0)
     header = json.loads(data[8:8 + n])
-    meta = header["__metadata__"]
-    doc = json.loads(meta["graph"])
+    meta = header.pop("__metadata__")
     body = data[8 + n:]
+    compact_layout = meta["format_version"] == "2"
+    if compact_layout:
+        lo, hi = header.pop(compact.GRAPH_KEY)["data_offsets"]
+        payload = compact.decode_payload(np.frombuffer(bytes(body[lo:hi]), np.uint8),
+                                         int(meta["payload_bytes"])).tobytes()
+        doc = json.loads(payload[:int(meta["graph_bytes"])])
+        packed = payload[int(meta["graph_bytes"]):]
+    else:
+        doc = json.loads(meta["graph"])
     if edit_blob:
         key, fn = edit_blob
         lo, hi = header[key]["data_offsets"]
@@ -161,8 +171,28 @@ def _rewrite(path, edit_table=None, edit_blob=None):
                 e["crc32"][key] = enn._crc(bytes(body[lo:hi]))
     if edit_table:
         edit_table(doc["tensors"])
-    meta["graph"] = json.dumps(doc, separators=(",", ":"))
+    text = json.dumps(doc, separators=(",", ":"))
+    if compact_layout:
+        from safetensors.numpy import save
+        blobs = {k: np.frombuffer(bytes(body[slice(*v["data_offsets"])]), np.uint8)
+                 for k, v in header.items()}       # every stored blob as its bytes
+        payload = text.encode() + packed
+        blobs[compact.GRAPH_KEY] = np.frombuffer(entropy.compress(payload), np.uint8)
+        meta.update(graph_bytes=str(len(text.encode())), payload_bytes=str(len(payload)),
+                    payload_crc32=str(enn._crc(payload)))
+        data = save(blobs, metadata=meta)
+        # the blobs' dtypes as they were (saved above as bytes)
+        (n,) = struct.unpack_from("<Q", data, 0)
+        new = json.loads(data[8:8 + n])
+        for k, v in header.items():
+            new[k]["dtype"], new[k]["shape"] = v["dtype"], v["shape"]
+        raw = json.dumps(new, separators=(",", ":")).encode()
+        raw += b" " * (-len(raw) % 8)
+        open(path, "wb").write(struct.pack("<Q", len(raw)) + raw + data[8 + n:])
+        return
+    meta["graph"] = text
     meta["graph_crc32"] = str(enn._crc(meta["graph"].encode()))
+    header["__metadata__"] = meta
     raw = json.dumps(header, separators=(",", ":")).encode()
     raw += b" " * (-len(raw) % 8)
     open(path, "wb").write(struct.pack("<Q", len(raw)) + raw + bytes(body))

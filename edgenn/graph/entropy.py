@@ -55,11 +55,32 @@ def encode(array: np.ndarray) -> bytes | None:
     hit = _FROM_FILE.get(id(array))
     if hit is not None and hit[0]() is array:
         return hit[1]
+    frame = compress(np.ascontiguousarray(array).tobytes())
+    return frame if len(frame) < array.nbytes else None
+
+
+def compress(data: bytes) -> bytes:
+    """One zstd frame of `data` (level LEVEL, no frame checksum: the stored bytes have
+    their CRC-32)."""
     zstd = _zstd()
     options = {zstd.CompressionParameter.compression_level: LEVEL,
-               zstd.CompressionParameter.checksum_flag: 0}     # the blob has its CRC-32
-    frame = zstd.compress(np.ascontiguousarray(array).tobytes(), options=options)
-    return frame if len(frame) < array.nbytes else None
+               zstd.CompressionParameter.checksum_flag: 0}
+    return zstd.compress(data, options=options)
+
+
+def decompress(data: bytes, n: int) -> bytes:
+    """The `n` bytes one zstd frame holds; ValueError if it is corrupt, holds another
+    size or is followed by anything."""
+    zstd = _zstd()
+    try:
+        dec = zstd.ZstdDecompressor()
+        out = dec.decompress(data, max_length=n)
+        complete = dec.eof and not dec.unused_data
+    except (zstd.ZstdError, EOFError) as exc:
+        raise ValueError(f"corrupt zstd frame ({exc})") from None
+    if len(out) != n or not complete:
+        raise ValueError(f"zstd frame does not decode to the declared {n} bytes")
+    return out
 
 
 class Budget:
@@ -87,17 +108,8 @@ def decode(frame: np.ndarray, spec: dict, budget: Budget) -> np.ndarray:
         raise ValueError(f"bad shape {shape}")
     n = math.prod(shape) * dtype.itemsize
     budget.take(n)
-    zstd = _zstd()
     data = frame.tobytes()
-    try:
-        dec = zstd.ZstdDecompressor()
-        out = dec.decompress(data, max_length=n)
-        complete = dec.eof and not dec.unused_data
-    except (zstd.ZstdError, EOFError) as exc:
-        raise ValueError(f"corrupt zstd frame ({exc})") from None
-    if len(out) != n or not complete:
-        raise ValueError(f"zstd frame does not decode to the declared {n} bytes")
-    array = np.frombuffer(out, dtype=dtype).reshape(shape)   # read-only, as mapped blobs
+    array = np.frombuffer(decompress(data, n), dtype=dtype).reshape(shape)  # read-only
     _FROM_FILE[id(array)] = (weakref.ref(array), data)
     weakref.finalize(array, _FROM_FILE.pop, id(array), None)
     return array

@@ -23,6 +23,7 @@ from .ir import Graph
 
 FORMAT = "edgenn-family"
 MAX_MEMBERS = 64
+FAMILY_VERSION = 1
 
 
 def _key(array: np.ndarray) -> str:
@@ -55,7 +56,7 @@ def to_bytes(graphs: list[Graph], members: list[dict], doc: dict) -> bytes:
             table[name] = entry
         described.append({**member, "graph": enn.graph_to_json(graph, table)})
     text = json.dumps({**doc, "members": described}, sort_keys=True)
-    meta = {"format": FORMAT, "format_version": str(enn.FORMAT_VERSION), "family": text,
+    meta = {"format": FORMAT, "format_version": str(FAMILY_VERSION), "family": text,
             "family_crc32": str(enn._crc(text.encode()))}
     return enn._canonical(save(blobs, metadata=meta))
 

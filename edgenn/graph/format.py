@@ -15,6 +15,10 @@ Layout (safetensors: u64 header length, JSON header, raw little-endian tensor by
   is stored entropy-coded (graph/entropy.py; graph.meta["entropy_coding"] asks for it) and
   decoded first. Checksums are of the stored bytes.
 
+That is the plain layout (format version 1). An entropy-coded file uses the compact
+layout (version 2, graph/compact.py): the graph description and every blob under 4 KB in
+one zstd frame, larger blobs under short keys; the same tensor table and codecs.
+
 Reading memory-maps the file and wraps raw blobs with np.frombuffer: zero copies. Every
 length, offset, dtype and checksum is verified before use; nothing is unpickled or run.
 """
@@ -33,7 +37,8 @@ from ..errors import ModelFormatError
 from .ir import Graph, Node, ValueInfo
 
 FORMAT = "edgenn"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2        # the newest this edgenn reads; plain files are still written as 1
+PLAIN_VERSION = 1         # the layout above; 2 is graph/compact.py's (entropy-coded files)
 _ST_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "I64": "int64",
               "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8", "U16": "uint16",
               "U32": "uint32", "U64": "uint64", "BOOL": "bool"}
@@ -82,8 +87,10 @@ def _shape_json(shape):
     return None if shape is None else list(shape)
 
 
-def graph_to_json(graph: Graph, tensors: dict) -> str:
+def graph_to_json(graph: Graph, tensors: dict, packed: dict | None = None) -> str:
     doc = dict(_body_doc(graph), meta=graph.meta, tensors=tensors)
+    if packed is not None:
+        doc["packed"] = packed                 # the compact layout's small blobs
     return json.dumps(doc, separators=(",", ":"), default=_attr_to_json)
 
 
@@ -173,12 +180,13 @@ def encode_sparse(name: str, array: np.ndarray) -> tuple[dict, dict] | None:
              "crc32": {k: _crc(a.tobytes()) for k, a in arrays.items()}}, arrays)
 
 
-def entropy_code(entry: dict, arrays: dict) -> None:
-    """Store each integer blob of one entry as a zstd frame where that makes it smaller."""
+def entropy_code(entry: dict, arrays: dict, min_bytes: int = 0) -> None:
+    """Store each integer blob of one entry (of at least min_bytes) as a zstd frame where
+    that makes it smaller."""
     from . import entropy
     for role, key in entry["blobs"].items():
         a = arrays[key]
-        frame = entropy.encode(a) if entropy.codable(a) else None
+        frame = entropy.encode(a) if entropy.codable(a) and a.nbytes >= min_bytes else None
         if frame is not None:
             arrays[key] = np.frombuffer(frame, np.uint8)
             entry.setdefault("entropy", {})[role] = {"coder": entropy.CODER,
@@ -187,9 +195,10 @@ def entropy_code(entry: dict, arrays: dict) -> None:
             entry["crc32"][key] = _crc(arrays[key].tobytes())
 
 
-def stored_entries(graph: Graph):
+def stored_entries(graph: Graph, min_coded: int = 0):
     """-> (name, table entry, {blob key: stored array}) per constant, as to_bytes writes
-    them (codec, then entropy coding when graph.meta["entropy_coding"] asks for it)."""
+    them (codec, then entropy coding of the blobs of at least min_coded bytes when
+    graph.meta["entropy_coding"] asks for it)."""
     codecs = graph.meta.get("weight_codecs", {})
     coding = graph.meta.get("entropy_coding")
     if coding not in (None, "zstd"):
@@ -200,20 +209,44 @@ def stored_entries(graph: Graph):
         else:
             entry, entry_blobs = encode_sparse(name, array) or encode_raw(name, array)
         if coding:
-            entropy_code(entry, entry_blobs)
+            entropy_code(entry, entry_blobs, min_coded)
         yield name, entry, entry_blobs
 
 
 def to_bytes(graph: Graph) -> bytes:
+    """The .enn bytes of `graph`: the compact layout (graph/compact.py) when it asks for
+    entropy coding, else the plain one."""
     from safetensors.numpy import save
+    if graph.meta.get("entropy_coding"):
+        return _compact_bytes(graph)
     table, blobs = {}, {}
     for name, entry, entry_blobs in stored_entries(graph):
         table[name] = entry
         blobs.update(entry_blobs)
     text = graph_to_json(graph, table)
-    meta = {"format": FORMAT, "format_version": str(FORMAT_VERSION), "graph": text,
+    meta = {"format": FORMAT, "format_version": str(PLAIN_VERSION), "graph": text,
             "graph_crc32": str(_crc(text.encode()))}
     return _canonical(save(blobs, metadata=meta))
+
+
+def _compact_bytes(graph: Graph) -> bytes:
+    """Version 2: the graph description and the small blobs in one zstd frame, large
+    blobs coded one by one (graph/compact.py)."""
+    from safetensors.numpy import save
+
+    from . import compact
+    table, blobs = {}, {}
+    for name, entry, entry_blobs in stored_entries(graph, min_coded=compact.PACK_BYTES):
+        table[name] = entry
+        blobs.update(entry_blobs)
+    index, rest, packed = compact.pack(*compact.short_keys(table, blobs))
+    text = graph_to_json(graph, table, index).encode()
+    payload = text + packed
+    rest[compact.GRAPH_KEY] = np.frombuffer(compact.encode_payload(payload), np.uint8)
+    meta = {"format": FORMAT, "format_version": str(compact.VERSION),
+            "graph_bytes": str(len(text)), "payload_bytes": str(len(payload)),
+            "payload_crc32": str(_crc(payload))}
+    return _canonical(save(rest, metadata=meta))
 
 
 def _canonical(data: bytes) -> bytes:
@@ -250,9 +283,50 @@ def _fail(what: str, source: str) -> ModelFormatError:
 
 
 def from_buffer(buf, source: str = "<bytes>") -> Graph:
-    """Parse a .enn held in `buf` (bytes or mmap); tensors are zero-copy views into it."""
-    meta, blobs = read_container(buf, source, FORMAT, ("graph", "graph_crc32"))
-    return decode_graph(meta["graph"], meta["graph_crc32"], blobs, source)
+    """Parse a .enn held in `buf` (bytes or mmap); raw tensors are zero-copy views into it."""
+    meta, blobs = read_container(buf, source, FORMAT, ())
+    if int(meta["format_version"]) < 2:
+        if not all(isinstance(meta.get(k), str) for k in ("graph", "graph_crc32")):
+            raise _fail("corrupt header: metadata fields of the wrong type", source)
+        return decode_graph(meta["graph"], meta["graph_crc32"], blobs, source)
+    text, packed = _unpack(meta, blobs, source)
+    return decode_graph(text, None, blobs, source, packed)
+
+
+def _unpack(meta: dict, blobs: dict, source: str) -> tuple[str, np.ndarray]:
+    """A compact file's (graph description, packed bytes), checked; the graph frame is
+    taken out of `blobs`."""
+    from . import compact
+    try:
+        n, size, crc = (int(meta[k]) for k in ("graph_bytes", "payload_bytes",
+                                               "payload_crc32"))
+    except (KeyError, TypeError, ValueError):
+        raise _fail("corrupt header: compact layout fields missing or not integers",
+                    source) from None
+    frame = blobs.pop(compact.GRAPH_KEY, None)
+    if frame is None or not 0 <= n <= size:
+        raise _fail("corrupt header: no graph frame, or a graph larger than its payload",
+                    source)
+    try:
+        payload = compact.decode_payload(frame, size)
+    except ValueError as exc:
+        raise _fail(f"graph frame: {exc}", source) from None
+    if _crc(payload) != crc:
+        raise _fail("graph description checksum mismatch (file corrupted)", source)
+    try:
+        text = payload[:n].tobytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _fail(f"corrupt graph description ({exc})", source) from None
+    return text, payload[n:]
+
+
+def description(buf) -> dict:
+    """The graph description (nodes, tensor table, meta, ...) of a .enn held in `buf`,
+    parsed from either layout; for tools and tests that look inside files."""
+    meta, blobs = read_container(buf, "<bytes>", FORMAT, ())
+    text = meta["graph"] if int(meta["format_version"]) < 2 else \
+        _unpack(meta, blobs, "<bytes>")[0]
+    return json.loads(text)
 
 
 def read_container(buf, source: str, fmt: str, fields,
@@ -287,15 +361,19 @@ def read_container(buf, source: str, fmt: str, fields,
     return meta, _read_blobs(buf, header, 8 + n, size - 8 - n, source)
 
 
-def decode_graph(text: str, crc: str | None, blobs: dict, source: str) -> Graph:
+def decode_graph(text: str, crc: str | None, blobs: dict, source: str,
+                 packed: np.ndarray | None = None) -> Graph:
     """The Graph of a graph description `text` (checked against `crc`; None: a checksum
     covering more than `text` was checked already) whose tensor table names blobs of
-    `blobs` (entropy-coded ones are replaced in `blobs` by their decoding)."""
+    `blobs` (entropy-coded ones are replaced in `blobs` by their decoding) and, in the
+    compact layout, of the `packed` bytes its "packed" index places."""
     if crc is not None and str(_crc(text.encode())) != crc:
         raise _fail("graph description checksum mismatch (file corrupted)", source)
     try:
         doc = json.loads(text)
         _check_doc(doc)
+        if packed is not None or "packed" in doc:
+            _add_packed(doc.get("packed"), packed, blobs)
         checked = _entropy_decode(doc["tensors"], blobs, source)
         consts = {name: _decode(name, entry, blobs, source, name in checked)
                   for name, entry in doc["tensors"].items()}
@@ -307,6 +385,18 @@ def decode_graph(text: str, crc: str | None, blobs: dict, source: str) -> Graph:
         raise _fail(f"corrupt graph description ({type(exc).__name__}: {exc})", source) from None
     graph.validate()
     return graph
+
+
+def _add_packed(index, packed: np.ndarray | None, blobs: dict) -> None:
+    """The compact layout's packed blobs added to `blobs` (ValueError if malformed)."""
+    from . import compact
+    if packed is None:
+        raise ValueError("a packed index outside the compact layout")
+    unpacked = compact.unpacked(index if index is not None else {}, packed,
+                                set(_ST_DTYPES.values()))
+    if set(unpacked) & set(blobs):
+        raise ValueError("a packed blob shares its key with a stored one")
+    blobs.update(unpacked)
 
 
 def _read_blobs(buf, header: dict, start: int, size: int, source: str) -> dict:

@@ -1,0 +1,110 @@
+"""The compact .enn layout (format version 2), written when a file is entropy-coded.
+
+Why: in a plain .enn (version 1) the graph description is JSON text in the safetensors
+header and every constant, however small, is a header entry of its own. For small and
+int8 models that structure outweighs the weights: PP-OCR mobile cls int8 was 271 KB of
+which 138 KB header (327 blobs: each QConv's scales, zero points and int32 bias), the
+digits CNN int8 38.5 KB of which 30.5 KB header.
+
+Layout: one safetensors container whose header lists the blob GRAPH_KEY plus the large
+blobs under short keys ("0", "1", ...):
+  header["__metadata__"] = {"format": "edgenn", "format_version": "2",
+      "graph_bytes": n, "payload_bytes": m, "payload_crc32": crc32 of the payload}
+  GRAPH_KEY: a zstd frame of the payload = the graph description (JSON text, n bytes) then
+      the packed blobs: every blob of fewer than PACK_BYTES bytes, raw, each at an offset
+      aligned to ALIGN, listed in the description's "packed": {key: [dtype, shape, offset]}
+      (offset from the end of the text)
+The payload's CRC-32 covers the packed blobs: their table entries carry no checksum of
+their own. Larger blobs are stored as in version 1 (raw and memory-mapped, or int8 / uint8
+zstd-coded one frame each: graph/entropy.py). Decoding the payload is bounded like any
+coded blob (its declared size, within the expansion budget).
+"""
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+
+import numpy as np
+
+from . import entropy
+
+VERSION = 2
+GRAPH_KEY = "graph"
+PACK_BYTES = 4096         # blobs below this ride in the payload frame, coded together
+ALIGN = 8
+_FRAMES: OrderedDict[bytes, bytes] = OrderedDict()   # digest(payload) -> frame read
+_REMEMBERED = 8
+
+
+def short_keys(table: dict, blobs: dict) -> tuple[dict, dict]:
+    """The table and blobs with every blob key replaced by a short one ("0", "1", ...)."""
+    rename = {key: str(i) for i, key in enumerate(blobs)}
+    for entry in table.values():
+        entry["blobs"] = {role: rename[k] for role, k in entry["blobs"].items()}
+        entry["crc32"] = {rename[k]: crc for k, crc in entry["crc32"].items()}
+    return table, {rename[k]: a for k, a in blobs.items()}
+
+
+def pack(table: dict, blobs: dict) -> tuple[dict, dict, bytes]:
+    """Split blobs into the packed ones (small, not entropy-coded) and the rest.
+    -> (packed index {key: [dtype, shape, offset]}, the remaining blobs, packed bytes).
+    Packed blobs lose their per-blob checksum (the payload's covers them)."""
+    coded = {k for e in table.values() for role, k in e["blobs"].items()
+             if role in e.get("entropy", {})}
+    index, parts, rest, offset = {}, [], {}, 0
+    for key, a in blobs.items():
+        if a.nbytes >= PACK_BYTES or key in coded:
+            rest[key] = a
+            continue
+        pad = -offset % ALIGN
+        parts.append(b"\0" * pad)
+        offset += pad
+        index[key] = [a.dtype.name, list(a.shape), offset]
+        parts.append(np.ascontiguousarray(a).tobytes())
+        offset += a.nbytes
+    for entry in table.values():
+        entry["crc32"] = {k: c for k, c in entry["crc32"].items() if k not in index}
+    return index, rest, b"".join(parts)
+
+
+def encode_payload(payload: bytes) -> bytes:
+    """The payload's zstd frame (the very frame it was read from, when it was)."""
+    digest = hashlib.blake2b(payload, digest_size=16).digest()
+    frame = _FRAMES.get(digest)
+    return frame if frame is not None else entropy.compress(payload)
+
+
+def decode_payload(frame: np.ndarray, size: int) -> np.ndarray:
+    """The payload of a frame declared to hold `size` bytes: an aligned, read-only array.
+    ValueError if the frame is corrupt, another size, or implausibly large."""
+    if frame.dtype != np.uint8 or frame.ndim != 1:
+        raise ValueError("the graph frame is not a byte string")
+    entropy.Budget(frame.nbytes).take(size)
+    data = entropy.decompress(frame.tobytes(), size)
+    _FRAMES[hashlib.blake2b(data, digest_size=16).digest()] = frame.tobytes()
+    while len(_FRAMES) > _REMEMBERED:
+        _FRAMES.popitem(last=False)
+    out = np.frombuffer(data, np.uint8).copy()      # numpy's allocation: aligned
+    out.flags.writeable = False
+    return out
+
+
+def unpacked(index, data: np.ndarray, dtypes: set) -> dict:
+    """The packed blobs {key: read-only view of `data`}; ValueError for an entry that is
+    malformed, of another dtype than `dtypes`, or outside `data`."""
+    if not isinstance(index, dict):
+        raise ValueError("packed index is not an object")
+    out = {}
+    for key, spec in index.items():
+        if not (isinstance(spec, list) and len(spec) == 3 and spec[0] in dtypes
+                and isinstance(spec[1], list) and isinstance(spec[2], int)
+                and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
+                        for d in spec[1])):
+            raise ValueError(f"packed blob {key!r}: bad entry")
+        dtype, shape, offset = np.dtype(spec[0]), tuple(spec[1]), spec[2]
+        count = int(np.prod(shape, dtype=object))
+        if offset < 0 or offset % ALIGN or offset + count * dtype.itemsize > data.size:
+            raise ValueError(f"packed blob {key!r}: [{offset}, +{count * dtype.itemsize}) "
+                             f"outside the {data.size} packed bytes")
+        out[key] = data[offset:offset + count * dtype.itemsize].view(dtype).reshape(shape)
+    return out
