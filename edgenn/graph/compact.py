@@ -22,6 +22,7 @@ coded blob (its declared size, within the expansion budget).
 from __future__ import annotations
 
 import hashlib
+import math
 from collections import OrderedDict
 
 import numpy as np
@@ -97,14 +98,13 @@ def unpacked(index, data: np.ndarray, dtypes: set) -> dict:
     out = {}
     for key, spec in index.items():
         if not (isinstance(spec, list) and len(spec) == 3 and spec[0] in dtypes
-                and isinstance(spec[1], list) and isinstance(spec[2], int)
-                and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
-                        for d in spec[1])):
+                and isinstance(spec[1], list) and type(spec[2]) is int
+                and all(type(d) is int and d >= 0 for d in spec[1])):
             raise ValueError(f"packed blob {key!r}: bad entry")
-        dtype, shape, offset = np.dtype(spec[0]), tuple(spec[1]), spec[2]
-        count = int(np.prod(shape, dtype=object))
-        if offset < 0 or offset % ALIGN or offset + count * dtype.itemsize > data.size:
-            raise ValueError(f"packed blob {key!r}: [{offset}, +{count * dtype.itemsize}) "
-                             f"outside the {data.size} packed bytes")
-        out[key] = data[offset:offset + count * dtype.itemsize].view(dtype).reshape(shape)
+        dtype, offset = np.dtype(spec[0]), spec[2]
+        size = math.prod(spec[1]) * dtype.itemsize
+        if offset < 0 or offset % ALIGN or offset + size > data.size:
+            raise ValueError(f"packed blob {key!r}: [{offset}, +{size}) outside the "
+                             f"{data.size} packed bytes")
+        out[key] = data[offset:offset + size].view(dtype).reshape(spec[1])
     return out
