@@ -16,7 +16,7 @@ Layout (safetensors: u64 header length, JSON header, raw little-endian tensor by
   decoded first. Checksums are of the stored bytes.
 
 That is the plain layout (format version 1). An entropy-coded file uses the compact
-layout (version 2, graph/compact.py): the graph description and every blob under 4 KB in
+layout (version 2, graph/compact.py): the graph description and every blob under 16 KB in
 one zstd frame, larger blobs under short keys; the same tensor table and codecs.
 
 Reading memory-maps the file and wraps raw blobs with np.frombuffer: zero copies. Every
