@@ -74,3 +74,34 @@ def test_masks_hold_through_fine_tuning_and_the_export_runs_sparse():
     step_kernels = {s.choice.kernel for s in sess.plan.steps}
     offered = [n for s in sess.plan.steps for n in getattr(s.choice, "times", {}) or {}]
     assert step_kernels and any(n.startswith(("spmm", "spconv")) for n in offered + list(step_kernels))
+
+
+@pytest.mark.parametrize("loss", ["soft_ce", "mse"])
+def test_distill_brings_a_masked_student_back_to_its_teacher(loss):
+    """No labels: a classifier's 80%-masked copy, fine-tuned on unlabeled inputs to the
+    original's outputs, gets closer to them (KL over held-out inputs), masks held."""
+    import copy
+    torch.manual_seed(3)
+    teacher = torch.nn.Sequential(torch.nn.Linear(20, 64), torch.nn.ReLU(),
+                                  torch.nn.Linear(64, 64), torch.nn.ReLU(),
+                                  torch.nn.Linear(64, 5), torch.nn.Softmax(dim=1)).eval()
+    student = copy.deepcopy(teacher)
+    masked = torch_masks.apply(student, sparse_fc=0.8)
+    rng = np.random.default_rng(0)
+    x, held = (rng.standard_normal((n, 20)).astype(np.float32) for n in (2048, 512))
+
+    def kl():
+        with torch.no_grad():
+            t, s = teacher(torch.from_numpy(held)), student(torch.from_numpy(held))
+            return float((t * (torch.log(t + 1e-8) - torch.log(s + 1e-8))).sum(1).mean())
+    before = kl()
+    seen = []
+    losses = torch_masks.distill(student, teacher, x, epochs=6, lr=3e-3, loss=loss,
+                                 progress=lambda e, v: seen.append(e))
+    assert seen == list(range(6)) and len(losses) == 6 and not student.training
+    assert kl() < 0.3 * before, (before, kl())
+    for name, m in student.named_modules():
+        if name in masked:
+            assert torch.all(m.weight[m.weight_mask == 0] == 0)
+    with pytest.raises(ValueError, match="soft_ce"):
+        torch_masks.distill(student, teacher, x, loss="kl")

@@ -158,3 +158,36 @@ def test_int4_scales_are_stored_as_float16_when_they_fit():
     compress_weights(g, 4, min_elements=16)
     loaded = enn.from_buffer(enn.to_bytes(g))
     np.testing.assert_array_equal(loaded.consts["w"], g.consts["w"])
+
+
+@pytest.mark.parametrize("k, block, bits, want", [
+    (25, 64, 4, 26),      # a 5x5 depthwise row: one block (int4: even), not 64 codes
+    (9, 32, 8, 9),        # a 3x3 depthwise row, int8 blocks of any size
+    (200, 64, 4, 50),     # the largest divisor from 64 down to 32: no padding
+    (384, 32, 4, 32),     # a block that divides the row is kept
+    (1536, 128, 4, 128),
+    (131, 32, 4, 32),     # a prime: no divisor in range, the last block padded
+    (66, 64, 4, 64),      # its one divisor in [32, 64] is 33, odd: int4 pads instead
+    (66, 64, 8, 33),
+])
+def test_row_block_fits_the_row(k, block, bits, want):
+    from edgenn.compress.weights import row_block
+    got = row_block(k, block, bits)
+    assert got == want
+    assert bits != 4 or got % 2 == 0
+
+
+def test_short_rows_store_no_padding_codes():
+    """A (200, 50) 1x1 conv at block 64 (the PP-OCR cls SE layers' shape): one block per row
+    of 50 values, 5000 code bytes and 200 scales; at block 64 padded it took 6400 and 200."""
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((200, 50, 1, 1)).astype(np.float32)
+    nodes = [Node("Conv", ["x", "w"], ["y"], {"kernel_shape": [1, 1]}, "conv")]
+    g = Graph(nodes, [ValueInfo("x", "float32", (1, 50, 4, 4))],
+              [ValueInfo("y", "float32", (1, 200, 4, 4))], {"w": w})
+    report = compress_weights(g, 4, min_elements=16, block=64)
+    assert report["bytes_after"] == 200 * 50 // 2 + 200 * 2    # codes + float16 scales
+    assert g.meta["weight_codecs"]["w"]["block"] == 50
+    back = enn.from_buffer(enn.to_bytes(g)).consts["w"]
+    np.testing.assert_array_equal(back, g.consts["w"])
+    assert np.linalg.norm(back - w) < 0.15 * np.linalg.norm(w)     # int4: ~20 dB SQNR

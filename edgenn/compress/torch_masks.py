@@ -6,6 +6,8 @@ chain.py prunes without retraining). torch is an optional dependency, imported h
     zeros = torch_masks.apply(module, sparse=0.8, pattern=4, connectivity=0.5)
     ...fine-tune as usual: the masked weights stay zero...
     torch_masks.finalize(module)      # weight = weight * mask, plain parameters again
+    # or, without labels: torch_masks.distill(module, original, inputs) (the dense
+    # original as the teacher)
     edgenn.from_torch(module, example) / torch.onnx.export(...)
 
 The masks are edgenn's own (prune.py), chosen from the weights as they are when apply()
@@ -72,3 +74,40 @@ def finalize(module) -> None:
     for m in module.modules():
         if prune.is_pruned(m) and hasattr(m, "weight_mask"):
             prune.remove(m, "weight")
+
+
+def distill(student, teacher, inputs: np.ndarray, epochs: int = 4, lr: float = 3e-4,
+            batch: int = 64, loss: str = "soft_ce", seed: int = 0, progress=None) -> list:
+    """Fine-tune `student` (masked by apply(), or not) to reproduce `teacher` on unlabeled
+    `inputs` (N, ...) float32: knowledge distillation, so no labels are needed. loss
+    "soft_ce": cross-entropy to the teacher's output probabilities (classifiers ending in a
+    softmax); "mse": the outputs' squared error (logits, embeddings). Adam with a cosine
+    decay over all steps. progress(epoch, last batch loss) after each epoch.
+    -> the last batch loss of each epoch. Both modules end in eval mode."""
+    torch, _ = _torch()
+    if loss not in ("soft_ce", "mse"):
+        raise ValueError(f"loss must be 'soft_ce' or 'mse', not {loss!r}")
+    x = torch.from_numpy(np.ascontiguousarray(inputs, np.float32))
+    teacher.eval()
+    with torch.no_grad():
+        target = torch.cat([teacher(x[i:i + 256]) for i in range(0, len(x), 256)])
+    gen = torch.Generator().manual_seed(seed)
+    steps = epochs * -(-len(x) // batch)
+    opt = torch.optim.Adam(student.parameters(), lr=lr)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, max(steps, 1))
+    losses = []
+    for epoch in range(epochs):
+        student.train()
+        for b in torch.randperm(len(x), generator=gen).split(batch):
+            opt.zero_grad()
+            out = student(x[b])
+            value = (-(target[b] * torch.log(out + 1e-8)).sum(1).mean() if loss == "soft_ce"
+                     else torch.nn.functional.mse_loss(out, target[b]))
+            value.backward()
+            opt.step()
+            sched.step()
+        losses.append(value.item())
+        if progress:
+            progress(epoch, losses[-1])
+    student.eval()
+    return losses

@@ -45,6 +45,21 @@ def output_axis(graph: Graph, name: str) -> int | None:
     return axes.pop() if len(axes) == 1 else None
 
 
+def row_block(k: int, block: int, bits: int) -> int:
+    """The block (values per scale) for rows of k values, near `block` without padding:
+    a row no longer than a block is one block; else the largest divisor of k from block
+    down to block / 2, else `block` (the last block padded). int4 blocks are even (two
+    codes per byte). Padding had cost codes and scales: a 5x5 depthwise row of 25 values
+    took 64 codes at block 64, a 200-value row 256."""
+    even = (lambda b: b + b % 2) if bits == 4 else (lambda b: b)
+    if k <= block:
+        return even(k)
+    for d in range(block, (block + 1) // 2 - 1, -1):
+        if k % d == 0 and (bits != 4 or d % 2 == 0):
+            return d
+    return block
+
+
 def compress_weights(graph: Graph, bits: int = 8, min_elements: int = MIN_ELEMENTS,
                      names=None, fit: str = "admm", block: int | None = None, calib=None,
                      threads: int = 1) -> dict:
@@ -75,17 +90,16 @@ def compress_weights(graph: Graph, bits: int = 8, min_elements: int = MIN_ELEMEN
     by_gptq = len(hs)
     for name, axis in chosen.items():
         w = graph.consts[name]
+        k = w.size // w.shape[axis]
+        size = row_block(k, block or (qblock.INT4_BLOCK if bits == 4 else k), bits)
         if name in hs:
-            coded = gptq.coded(w, axis, hs.pop(name), bits,
-                               block or (qblock.INT4_BLOCK if bits == 4 else
-                                         int(np.prod(w.shape)) // w.shape[axis]))
+            coded = gptq.coded(w, axis, hs.pop(name), bits, size)
         else:
-            coded = encode(w, axis, bits, fit, block=block)
+            coded = encode(w, axis, bits, fit, block=size)
         graph.consts[name] = decoded = decode(coded["q"], coded["scale"], coded["meta"])
         qblock.remember(decoded, coded)
-        codecs[name] = {"bits": bits, "axis": coded["meta"]["axis"]}
-        if block:
-            codecs[name]["block"] = coded["meta"]["block"]
+        codecs[name] = {"bits": bits, "axis": coded["meta"]["axis"],
+                        "block": coded["meta"]["block"]}
         before += w.nbytes
         after += coded["q"].nbytes + coded["scale"].nbytes
     return {"tensors": len(chosen), "bytes_before": before, "bytes_after": after,
