@@ -137,6 +137,7 @@ def _edited(meta_edit=None, doc_edit=None, payload_edit=None, frame=None) -> byt
     if doc_edit:
         doc_edit(doc)
     text = json.dumps(doc).encode()
+    text += b" " * (-len(text) % compact.ALIGN)
     payload = text + packed
     if payload_edit:
         payload = payload_edit(payload)
@@ -185,15 +186,26 @@ def _key(doc, name):
      "outside"),
     (dict(doc_edit=lambda d: d["packed"][_key(d, "bias")].__setitem__(2, 4)), "outside"),
     (dict(doc_edit=lambda d: d["packed"][_key(d, "bias")].__setitem__(1, [1 << 62, 4])),
-     "outside"),
+     "bad shape"),
+    # a product of 300 4300-digit dims: refused before multiplying (it would take seconds)
+    (dict(doc_edit=lambda d: d["packed"][_key(d, "bias")].__setitem__(1, [10 ** 4299] * 300)),
+     "bad shape"),
     (dict(doc_edit=lambda d: d["packed"][_key(d, "bias")].__setitem__(0, "object")),
      "bad entry"),
     (dict(doc_edit=lambda d: d["packed"][_key(d, "bias")].__setitem__(1, [-1])),
-     "bad entry"),
+     "bad shape"),
+    (dict(doc_edit=lambda d: d["packed"][_key(d, "bias")].__setitem__(
+        2, d["packed"][_key(d, "scale")][2])), "overlap"),
+    (dict(doc_edit=lambda d: d["tensors"]["small int8"].update(
+        entropy={"data": {"coder": "zstd", "dtype": "uint8", "shape": [64]}})),
+     "packed in the graph frame"),
+    (dict(meta_edit=lambda m: m.update(payload_bytes="1e999")), "not integers"),
+    (dict(meta_edit=lambda m: m.update(graph_bytes=str(int(m["graph_bytes"]) - 1))),
+     "not padded"),
     (dict(doc_edit=lambda d: d.update(packed=[1])), "not an object"),
     (dict(doc_edit=lambda d: d["packed"].pop(_key(d, "bias"))), "corrupt graph"),
     (dict(doc_edit=lambda d: d["packed"].update(
-        {_key(d, "just at"): ["uint8", [1], 0]})), "shares its key"),
+        {_key(d, "just at"): ["uint8", [0], 0]})), "shares its key"),
 ])
 def test_inconsistent_compact_files_are_format_errors(kwargs, message):
     with pytest.raises(ModelFormatError, match=message):

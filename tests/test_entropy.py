@@ -190,9 +190,10 @@ def _rewrite(path, edit_table=None, edit_blob=None):
         from safetensors.numpy import save
         blobs = {k: np.frombuffer(bytes(body[slice(*v["data_offsets"])]), np.uint8)
                  for k, v in header.items()}       # every stored blob as its bytes
-        payload = text.encode() + packed
+        text = text.encode() + b" " * (-len(text.encode()) % compact.ALIGN)
+        payload = text + packed
         blobs[compact.GRAPH_KEY] = np.frombuffer(entropy.compress(payload), np.uint8)
-        meta.update(graph_bytes=str(len(text.encode())), payload_bytes=str(len(payload)),
+        meta.update(graph_bytes=str(len(text)), payload_bytes=str(len(payload)),
                     payload_crc32=str(enn._crc(payload)))
         data = save(blobs, metadata=meta)
         # the blobs' dtypes as they were (saved above as bytes)

@@ -131,6 +131,9 @@ def test_metadata_of_the_wrong_type(edit):
     lambda d: d.update(tensors=[]),
     lambda d: d["tensors"].update(w={"codec": "raw", "blobs": [], "crc32": {}}),
     lambda d: d.update(meta=None),
+    # a string dtype of 25M characters an element: 100 MB from a 400-byte file
+    lambda d: d["nodes"][0]["attrs"].update(
+        v={"__ndarray__": "U25000000", "shape": [1], "data": ["a"]}),
 ])
 def test_hostile_graph_description_with_a_valid_checksum(doc_edit):
     """A crafted file whose graph text has the right CRC but the wrong structure."""

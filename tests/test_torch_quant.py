@@ -76,3 +76,17 @@ def test_trained_on_the_grid_then_coded_without_loss(tmp_path):
 def test_bits_are_checked():
     with pytest.raises(ValueError, match="8 or 4"):
         torch_quant.apply(_net(), bits=3)
+
+
+def test_the_order_with_the_masks_is_checked():
+    net = _net()
+    torch_quant.apply(net, bits=4)
+    with pytest.raises(ValueError, match="before torch_quant.apply"):
+        torch_masks.apply(net, sparse=0.5, skip_first=False)
+    net = _net()
+    torch_masks.apply(net, sparse=0.5, skip_first=False)
+    torch_quant.apply(net, bits=4)
+    with pytest.raises(ValueError, match="torch_quant.finalize first"):
+        torch_masks.finalize(net)
+    with pytest.raises(ValueError, match="even"):
+        torch_quant.apply(_net(), bits=4, block=33)

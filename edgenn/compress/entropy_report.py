@@ -56,9 +56,10 @@ class EntropyReport:
                 f"({self.raw_bytes / max(self.decode_s, 1e-9) / 1e6:.0f} MB/s)"]
         shown = sorted(self.tensors, key=lambda t: -t.raw_bytes)[:top]
         for t in shown + ([self.group] if self.group and top else []):
+            n = max(t.symbols, 1)
             rows.append(f"  {t.name[:48]:48} {t.symbols:>10,} w  "
-                        f"{8 * t.coded_bytes / t.symbols:6.3f} b/w  "
-                        f"H {t.entropy_bits / t.symbols:6.3f}  {t.vs_entropy:6.4f}x")
+                        f"{8 * t.coded_bytes / n:6.3f} b/w  "
+                        f"H {t.entropy_bits / n:6.3f}  {t.vs_entropy:6.4f}x")
         return "\n".join(rows)
 
 

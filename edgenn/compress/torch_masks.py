@@ -42,6 +42,9 @@ def apply(module, sparse: float | None = None, sparse_fc: float | None = None,
     """Mask the module's layers in place (see the module doc) -> {layer name: fraction of
     its weights masked}."""
     torch, prune = _torch()
+    if _quantized(module):
+        raise ValueError("apply the masks before torch_quant.apply (the quantized weights "
+                         "are computed from the masked ones)")
     masked: dict[str, float] = {}
     first_pointwise = skip_first
     for name, m in module.named_modules():
@@ -71,9 +74,17 @@ def finalize(module) -> None:
     """Fold every mask apply() set into its weight (weight = weight * mask), leaving plain
     parameters for export or saving."""
     _, prune = _torch()
+    if _quantized(module):
+        raise ValueError("torch_quant.finalize first: it writes the quantized weights the "
+                         "masks then fold")
     for m in module.modules():
         if prune.is_pruned(m) and hasattr(m, "weight_mask"):
             prune.remove(m, "weight")
+
+
+def _quantized(module) -> bool:
+    """Whether torch_quant's hooks are on any layer of `module`."""
+    return any(hasattr(m, "_edgenn_fq") for m in module.modules())
 
 
 def distill(student, teacher, inputs: np.ndarray, epochs: int = 4, lr: float = 3e-4,
@@ -88,6 +99,10 @@ def distill(student, teacher, inputs: np.ndarray, epochs: int = 4, lr: float = 3
     if loss not in ("soft_ce", "mse"):
         raise ValueError(f"loss must be 'soft_ce' or 'mse', not {loss!r}")
     x = torch.from_numpy(np.ascontiguousarray(inputs, np.float32))
+    if len(x) == 0:
+        raise ValueError("distill needs inputs")
+    device = next(student.parameters()).device
+    x = x.to(device)
     teacher.eval()
     with torch.no_grad():
         target = torch.cat([teacher(x[i:i + 256]) for i in range(0, len(x), 256)])
@@ -99,6 +114,7 @@ def distill(student, teacher, inputs: np.ndarray, epochs: int = 4, lr: float = 3
     for epoch in range(epochs):
         student.train()
         for b in torch.randperm(len(x), generator=gen).split(batch):
+            b = b.to(device)
             opt.zero_grad()
             out = student(x[b])
             value = (-(target[b] * torch.log(out + 1e-8)).sum(1).mean() if loss == "soft_ce"

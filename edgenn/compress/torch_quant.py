@@ -13,13 +13,15 @@ zero, they round to code 0). torch is an optional dependency, imported here only
     export, then compress_weights(graph, 4, block=64, fit="maxabs"): the codes are the grid
     the module trained on (the max-abs scale of quantized weights is their own scale)
 
-Measured: tests/test_torch_quant.py, every layer's codes decode to the trained weights
-bit for bit; PP-OCR cls (scripts/compress_ppocr_cls.py) 43 of its 52 coded weights did:
-its classifier (a MatMul constant in onnx2torch's graph, not a layer, so not trained on
-the grid) was coded after training, and 8 squeeze-excite convs came out up to 8.5e-5
-apart (one float16 rounding of a scale: their training-time scales stayed float32).
-Export what you trained: fold BatchNorm into the convs before apply() (torch.onnx folds
-it at export, which would move the weights off the grid).
+Export what you trained: the codes are exact only for weights that reach the .enn as the
+module held them. Fold into the layers, before apply(), what would be folded later:
+BatchNorm (torch.onnx folds it at export) and a constant scale right after a conv (edgenn's
+load folds it into the weights: a HardSigmoid written as x * 0.2 + 0.5). Measured:
+tests/test_torch_quant.py, every layer's codes decode to the trained weights bit for bit;
+PP-OCR cls (scripts/compress_ppocr_cls.py) 43 of its 52 coded weights: its classifier (a
+MatMul constant in onnx2torch's graph, not a layer) was coded after training, and its 8
+squeeze-excite expand convs reached the .enn times the 0.2 of the HardSigmoid after them,
+their scales no longer exact in float16 (up to 8.5e-5 apart).
 """
 from __future__ import annotations
 
@@ -71,6 +73,8 @@ def apply(module, bits: int = 4, block: int | None = None, min_elements: int = 6
     torch = _torch()
     if bits not in QMAX:
         raise ValueError(f"bits must be 8 or 4, got {bits}")
+    if block is not None and (block < 1 or bits == 4 and block % 2):
+        raise ValueError(f"block must be a positive (for int4: even) count, got {block}")
     block = block or (INT4_BLOCK if bits == 4 else 1 << 30)
     names = []
     for name, m in module.named_modules():

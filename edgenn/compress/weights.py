@@ -90,7 +90,7 @@ def compress_weights(graph: Graph, bits: int = 8, min_elements: int = MIN_ELEMEN
     by_gptq = len(hs)
     for name, axis in chosen.items():
         w = graph.consts[name]
-        k = w.size // w.shape[axis]
+        k = w.size // max(w.shape[axis], 1)
         size = row_block(k, block or (qblock.INT4_BLOCK if bits == 4 else k), bits)
         if name in hs:
             coded = gptq.coded(w, axis, hs.pop(name), bits, size)

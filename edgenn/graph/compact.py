@@ -36,7 +36,8 @@ GRAPH_KEY = "graph"
 # above their entropy, PP-OCR v4 / v2 weights; the tensors under 16 KB of each
 # model cost 2.2-3.2% above their summed entropy inside the frame)
 PACK_BYTES = 16384
-ALIGN = 8
+ALIGN = 8                 # the text is padded to it, so packed offsets are aligned in memory
+PAYLOAD_SLACK = 16 << 20  # the payload may expand to 64 x its frame + this (graph/entropy.py)
 _FRAMES: OrderedDict[bytes, bytes] = OrderedDict()   # digest(payload) -> frame read
 _REMEMBERED = 8
 
@@ -84,7 +85,9 @@ def decode_payload(frame: np.ndarray, size: int) -> np.ndarray:
     ValueError if the frame is corrupt, another size, or implausibly large."""
     if frame.dtype != np.uint8 or frame.ndim != 1:
         raise ValueError("the graph frame is not a byte string")
-    entropy.Budget(frame.nbytes).take(size)
+    budget = entropy.Budget(frame.nbytes)
+    budget.left -= entropy.SLACK - min(PAYLOAD_SLACK, entropy.SLACK)
+    budget.take(size)
     data = entropy.decompress(frame.tobytes(), size)
     _FRAMES[hashlib.blake2b(data, digest_size=16).digest()] = frame.tobytes()
     while len(_FRAMES) > _REMEMBERED:
@@ -96,19 +99,23 @@ def decode_payload(frame: np.ndarray, size: int) -> np.ndarray:
 
 def unpacked(index, data: np.ndarray, dtypes: set) -> dict:
     """The packed blobs {key: read-only view of `data`}; ValueError for an entry that is
-    malformed, of another dtype than `dtypes`, or outside `data`."""
+    malformed, of another dtype than `dtypes`, outside `data` or overlapping another."""
     if not isinstance(index, dict):
         raise ValueError("packed index is not an object")
-    out = {}
+    out, spans = {}, []
     for key, spec in index.items():
         if not (isinstance(spec, list) and len(spec) == 3 and spec[0] in dtypes
-                and isinstance(spec[1], list) and type(spec[2]) is int
-                and all(type(d) is int and d >= 0 for d in spec[1])):
+                and isinstance(spec[1], list) and type(spec[2]) is int):
             raise ValueError(f"packed blob {key!r}: bad entry")
         dtype, offset = np.dtype(spec[0]), spec[2]
-        size = math.prod(spec[1]) * dtype.itemsize
+        size = entropy.element_count(spec[1]) * dtype.itemsize
         if offset < 0 or offset % ALIGN or offset + size > data.size:
             raise ValueError(f"packed blob {key!r}: [{offset}, +{size}) outside the "
                              f"{data.size} packed bytes")
         out[key] = data[offset:offset + size].view(dtype).reshape(spec[1])
+        spans.append((offset, offset + size, key))
+    spans.sort()
+    for (_, end, a), (start, _, b) in zip(spans, spans[1:]):
+        if start < end:
+            raise ValueError(f"packed blobs {a!r} and {b!r} overlap")
     return out

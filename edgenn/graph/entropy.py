@@ -91,6 +91,20 @@ def decompress(data: bytes, n: int) -> bytes:
     return out
 
 
+MAX_DIMS, MAX_DIM = 32, 1 << 40
+
+
+def element_count(shape) -> int:
+    """The number of elements of a declared shape; ValueError unless it is a list of at
+    most MAX_DIMS integers in [0, MAX_DIM] (checked before multiplying: a product of
+    hundreds of 4000-digit integers, a few hundred bytes once compressed, takes minutes)."""
+    dims = list(shape)
+    if len(dims) > MAX_DIMS or not all(type(d) is int and 0 <= d <= MAX_DIM for d in dims):
+        raise ValueError(f"bad shape (of {len(dims)} dims; at most {MAX_DIMS}, each an "
+                         f"integer in [0, 2^40])")
+    return math.prod(dims)
+
+
 class Budget:
     """How many decoded bytes one file may still produce (see module doc)."""
 
@@ -111,10 +125,8 @@ def decode(frame: np.ndarray, spec: dict, budget: Budget) -> np.ndarray:
     dtype = np.dtype(str(spec["dtype"]))
     if dtype.name not in CODED_DTYPES:
         raise ValueError(f"entropy-coded blobs are int8 / uint8, not {dtype}")
-    shape = tuple(int(d) for d in spec["shape"])
-    if min(shape, default=0) < 0:
-        raise ValueError(f"bad shape {shape}")
-    n = math.prod(shape) * dtype.itemsize
+    shape = tuple(spec["shape"])
+    n = element_count(shape) * dtype.itemsize
     budget.take(n)
     data = frame.tobytes()
     array = np.frombuffer(decompress(data, n), dtype=dtype).reshape(shape)  # read-only

@@ -43,6 +43,7 @@ _ST_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "I64": "int6
               "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8", "U16": "uint16",
               "U32": "uint32", "U64": "uint64", "BOOL": "bool"}
 MAX_HEADER = 256 << 20
+_ATTR_DTYPES = frozenset(_ST_DTYPES.values())   # numeric and bool: attribute arrays
 
 
 # -- graph <-> JSON --------------------------------------------------------------------------
@@ -67,6 +68,8 @@ def _attr_from_json(value):
         _check_body(doc)
         return _graph_of(doc, {}, {})
     if isinstance(value, dict) and "__ndarray__" in value:
+        if value["__ndarray__"] not in _ATTR_DTYPES:     # "U25000000": 100 MB an element
+            raise ValueError(f"attribute array of dtype {str(value['__ndarray__'])[:20]!r}")
         return np.array(value["data"], dtype=value["__ndarray__"]).reshape(value["shape"])
     if isinstance(value, list):
         return [_attr_from_json(v) for v in value]
@@ -241,6 +244,7 @@ def _compact_bytes(graph: Graph) -> bytes:
         blobs.update(entry_blobs)
     index, rest, packed = compact.pack(*compact.short_keys(table, blobs))
     text = graph_to_json(graph, table, index).encode()
+    text += b" " * (-len(text) % compact.ALIGN)     # packed blobs aligned in memory
     payload = text + packed
     rest[compact.GRAPH_KEY] = np.frombuffer(compact.encode_payload(payload), np.uint8)
     meta = {"format": FORMAT, "format_version": str(compact.VERSION),
@@ -297,16 +301,16 @@ def _unpack(meta: dict, blobs: dict, source: str) -> tuple[str, np.ndarray]:
     """A compact file's (graph description, packed bytes), checked; the graph frame is
     taken out of `blobs`."""
     from . import compact
-    try:
-        n, size, crc = (int(meta[k]) for k in ("graph_bytes", "payload_bytes",
-                                               "payload_crc32"))
-    except (KeyError, TypeError, ValueError):
+    fields = [meta.get(k) for k in ("graph_bytes", "payload_bytes", "payload_crc32")]
+    if not all(isinstance(v, str) and v.isascii() and v.isdigit() and len(v) <= 20
+               for v in fields):
         raise _fail("corrupt header: compact layout fields missing or not integers",
-                    source) from None
-    frame = blobs.pop(compact.GRAPH_KEY, None)
-    if frame is None or not 0 <= n <= size:
-        raise _fail("corrupt header: no graph frame, or a graph larger than its payload",
                     source)
+    n, size, crc = (int(v) for v in fields)
+    frame = blobs.pop(compact.GRAPH_KEY, None)
+    if frame is None or n > size or n % compact.ALIGN:
+        raise _fail("corrupt header: no graph frame, or a graph larger than its payload "
+                    "or not padded", source)
     try:
         payload = compact.decode_payload(frame, size)
     except ValueError as exc:
@@ -324,9 +328,12 @@ def description(buf) -> dict:
     """The graph description (nodes, tensor table, meta, ...) of a .enn held in `buf`,
     parsed from either layout; for tools and tests that look inside files."""
     meta, blobs = read_container(buf, "<bytes>", FORMAT, ())
-    text = meta["graph"] if int(meta["format_version"]) < 2 else \
+    text = meta.get("graph") if int(meta["format_version"]) < 2 else \
         _unpack(meta, blobs, "<bytes>")[0]
-    return json.loads(text)
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise _fail(f"corrupt graph description ({exc})", "<bytes>") from None
 
 
 def read_container(buf, source: str, fmt: str, fields,
@@ -372,9 +379,10 @@ def decode_graph(text: str, crc: str | None, blobs: dict, source: str,
     try:
         doc = json.loads(text)
         _check_doc(doc)
+        in_frame = set()
         if packed is not None or "packed" in doc:
-            _add_packed(doc.get("packed"), packed, blobs)
-        checked = _entropy_decode(doc["tensors"], blobs, source)
+            in_frame = _add_packed(doc.get("packed"), packed, blobs)
+        checked = _entropy_decode(doc["tensors"], blobs, source, in_frame)
         consts = {name: _decode(name, entry, blobs, source, name in checked)
                   for name, entry in doc["tensors"].items()}
         graph = graph_from_json(doc, consts)
@@ -387,8 +395,9 @@ def decode_graph(text: str, crc: str | None, blobs: dict, source: str,
     return graph
 
 
-def _add_packed(index, packed: np.ndarray | None, blobs: dict) -> None:
-    """The compact layout's packed blobs added to `blobs` (ValueError if malformed)."""
+def _add_packed(index, packed: np.ndarray | None, blobs: dict) -> set:
+    """The compact layout's packed blobs added to `blobs` (ValueError if malformed).
+    -> their keys."""
     from . import compact
     if packed is None:
         raise ValueError("a packed index outside the compact layout")
@@ -397,6 +406,7 @@ def _add_packed(index, packed: np.ndarray | None, blobs: dict) -> None:
     if set(unpacked) & set(blobs):
         raise ValueError("a packed blob shares its key with a stored one")
     blobs.update(unpacked)
+    return set(unpacked)
 
 
 def _read_blobs(buf, header: dict, start: int, size: int, source: str) -> dict:
@@ -434,11 +444,13 @@ def _check_crcs(name: str, entry: dict, blobs: dict, source: str) -> None:
             raise _fail(f"tensor {name!r}: checksum mismatch (file corrupted)", source)
 
 
-def _entropy_decode(table: dict, blobs: dict, source: str) -> set:
+def _entropy_decode(table: dict, blobs: dict, source: str, in_frame: set = frozenset()) -> set:
     """Replace every entropy-coded blob by its decoded array (checksums first), within
     one expansion budget for the whole file. -> the names whose checksums were checked.
     Each coded blob belongs to exactly one (tensor, role): a blob named twice would count
-    twice in the budget (a bomb could multiply it) or be decoded twice."""
+    twice in the budget (a bomb could multiply it) or be decoded twice. Blobs packed in
+    the compact layout's frame (`in_frame`) are never coded: their size is already a
+    decoded one, a frame inside would expand it twice."""
     coded = {name: e["entropy"] for name, e in table.items() if e.get("entropy")}
     if not coded:
         return set()
@@ -457,6 +469,9 @@ def _entropy_decode(table: dict, blobs: dict, source: str) -> set:
             key = entry["blobs"][role]
             if uses.get(key) != 1 or key not in blobs:
                 raise _fail(f"tensor {name!r}: coded blob {key!r} is missing or shared", source)
+            if key in in_frame:
+                raise _fail(f"tensor {name!r}: blob {key!r} is packed in the graph frame "
+                            f"and cannot be entropy-coded", source)
             if blobs[key].dtype != np.uint8 or blobs[key].ndim != 1:
                 raise _fail(f"tensor {name!r}: coded blob {key!r} is not a byte string", source)
             if key not in entry["crc32"]:
