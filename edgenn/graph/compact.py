@@ -17,7 +17,8 @@ blobs under short keys ("0", "1", ...):
 The payload's CRC-32 covers the packed blobs: their table entries carry no checksum of
 their own. Larger blobs are stored as in version 1 (raw and memory-mapped, or int8 / uint8
 zstd-coded one frame each: graph/entropy.py). Decoding the payload is bounded like any
-coded blob (its declared size, within the expansion budget).
+coded blob: exactly its declared size, at most 64x its frame + PAYLOAD_SLACK (16 MB).
+Packed blobs may not overlap, nor be entropy-coded (their size is a decoded one already).
 """
 from __future__ import annotations
 
