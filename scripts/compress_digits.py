@@ -19,7 +19,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from make_demo_model import DigitsNet  # noqa: E402
+from make_demo_model import DigitsNet, fit  # noqa: E402
 
 import edgenn  # noqa: E402
 from edgenn.compress import torch_masks, torch_quant  # noqa: E402
@@ -38,20 +38,7 @@ def data():
 
 
 def train(model, x, y, epochs: int, seed: int, lr: float) -> None:
-    import torch
-    torch.manual_seed(seed)
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
-    steps = epochs * -(-len(x) // 64)
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
-    xt, yt = torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))
-    model.train()
-    for _ in range(epochs):
-        for b in torch.randperm(len(x)).split(64):
-            opt.zero_grad()
-            torch.nn.functional.nll_loss(torch.log(model(xt[b]) + 1e-9), yt[b]).backward()
-            opt.step()
-            sched.step()
-    model.eval()
+    fit(model, x, y, epochs, seed, lr, cosine=True)
 
 
 def accuracy(run, x, y) -> float:

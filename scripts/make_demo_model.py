@@ -58,6 +58,29 @@ class DigitsNet(nn.Module):
         return torch.softmax(self.head(x), dim=1)
 
 
+def fit(model, x, y, epochs: int, seed: int | None = None, lr: float = 3e-3,
+        cosine: bool = False) -> None:
+    """Train `model` (softmax outputs) on images x, labels y: Adam, batches of 64, NLL
+    loss; reseeded first unless seed is None; a cosine learning-rate decay if asked.
+    Ends in eval mode. (Also the retraining loop of tests/test_torch_masks.py and
+    scripts/compress_digits.py.)"""
+    if seed is not None:
+        torch.manual_seed(seed)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, epochs * -(-len(x) // 64)) \
+        if cosine else None
+    xt, yt = torch.from_numpy(x), torch.from_numpy(np.asarray(y, np.int64))
+    model.train()
+    for _ in range(epochs):
+        for b in torch.randperm(len(x)).split(64):
+            opt.zero_grad()
+            nn.functional.nll_loss(torch.log(model(xt[b]) + 1e-9), yt[b]).backward()
+            opt.step()
+            if sched is not None:
+                sched.step()
+    model.eval()
+
+
 def main():
     torch.manual_seed(0)
     digits = load_digits()
@@ -66,16 +89,7 @@ def main():
     idx = np.random.default_rng(0).permutation(len(x))
     train, test = idx[:1500], idx[1500:]
     model = DigitsNet()
-    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
-    xt, yt = torch.from_numpy(x[train]), torch.from_numpy(y[train])
-    for epoch in range(30):
-        model.train()
-        for b in torch.randperm(len(train)).split(64):
-            opt.zero_grad()
-            logp = torch.log(model(xt[b]) + 1e-9)
-            nn.functional.nll_loss(logp, yt[b]).backward()
-            opt.step()
-    model.eval()
+    fit(model, x[train], y[train], 30)
     with torch.no_grad():
         acc = (model(torch.from_numpy(x[test])).argmax(1).numpy() == y[test]).mean()
     print(f"held-out accuracy: {acc:.4f} on {len(test)} images")
