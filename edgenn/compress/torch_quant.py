@@ -60,11 +60,14 @@ def fake_quant(w, bits: int, block: int):
     return w + (q - w).detach()
 
 
+def _pruned(m) -> bool:
+    """Whether torch_masks (torch.nn.utils.prune) holds this layer's weight."""
+    return hasattr(m, "weight_orig") and hasattr(m, "weight_mask")
+
+
 def _source(m):
     """The weight the layer computes with before quantization (a pruned one's masked)."""
-    if hasattr(m, "weight_orig") and hasattr(m, "weight_mask"):
-        return m.weight_orig * m.weight_mask
-    return m.weight_float
+    return m.weight_orig * m.weight_mask if _pruned(m) else m.weight_float
 
 
 def apply(module, bits: int = 4, block: int | None = None, min_elements: int = 64) -> list:
@@ -82,7 +85,7 @@ def apply(module, bits: int = 4, block: int | None = None, min_elements: int = 6
             continue
         if m.weight.numel() < min_elements:
             continue
-        if not (hasattr(m, "weight_orig") and hasattr(m, "weight_mask")):
+        if not _pruned(m):
             w = m._parameters.pop("weight")          # trained as weight_float from now on
             m.register_parameter("weight_float", w)
             m.weight = w.detach()

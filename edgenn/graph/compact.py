@@ -86,11 +86,10 @@ def decode_payload(frame: np.ndarray, size: int) -> np.ndarray:
     ValueError if the frame is corrupt, another size, or implausibly large."""
     if frame.dtype != np.uint8 or frame.ndim != 1:
         raise ValueError("the graph frame is not a byte string")
-    budget = entropy.Budget(frame.nbytes)
-    budget.left -= entropy.SLACK - min(PAYLOAD_SLACK, entropy.SLACK)
-    budget.take(size)
-    data = entropy.decompress(frame.tobytes(), size)
-    _FRAMES[hashlib.blake2b(data, digest_size=16).digest()] = frame.tobytes()
+    entropy.Budget(frame.nbytes, min(PAYLOAD_SLACK, entropy.SLACK)).take(size)
+    coded = frame.tobytes()
+    data = entropy.decompress(coded, size)
+    _FRAMES[hashlib.blake2b(data, digest_size=16).digest()] = coded
     while len(_FRAMES) > _REMEMBERED:
         _FRAMES.popitem(last=False)
     out = np.frombuffer(data, np.uint8).copy()      # numpy's allocation: aligned

@@ -108,8 +108,8 @@ def element_count(shape) -> int:
 class Budget:
     """How many decoded bytes one file may still produce (see module doc)."""
 
-    def __init__(self, coded_bytes: int):
-        self.left = EXPANSION * coded_bytes + SLACK
+    def __init__(self, coded_bytes: int, slack: int | None = None):
+        self.left = EXPANSION * coded_bytes + (SLACK if slack is None else slack)
 
     def take(self, n: int) -> None:
         if n > self.left:

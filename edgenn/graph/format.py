@@ -34,6 +34,7 @@ import zlib
 import numpy as np
 
 from ..errors import ModelFormatError
+from . import compact
 from .ir import Graph, Node, ValueInfo
 
 FORMAT = "edgenn"
@@ -236,8 +237,6 @@ def _compact_bytes(graph: Graph) -> bytes:
     """Version 2: the graph description and the small blobs in one zstd frame, large
     blobs coded one by one (graph/compact.py)."""
     from safetensors.numpy import save
-
-    from . import compact
     table, blobs = {}, {}
     for name, entry, entry_blobs in stored_entries(graph, min_coded=compact.PACK_BYTES):
         table[name] = entry
@@ -289,7 +288,7 @@ def _fail(what: str, source: str) -> ModelFormatError:
 def from_buffer(buf, source: str = "<bytes>") -> Graph:
     """Parse a .enn held in `buf` (bytes or mmap); raw tensors are zero-copy views into it."""
     meta, blobs = read_container(buf, source, FORMAT, ())
-    if int(meta["format_version"]) < 2:
+    if int(meta["format_version"]) < compact.VERSION:
         if not all(isinstance(meta.get(k), str) for k in ("graph", "graph_crc32")):
             raise _fail("corrupt header: metadata fields of the wrong type", source)
         return decode_graph(meta["graph"], meta["graph_crc32"], blobs, source)
@@ -300,7 +299,6 @@ def from_buffer(buf, source: str = "<bytes>") -> Graph:
 def _unpack(meta: dict, blobs: dict, source: str) -> tuple[str, np.ndarray]:
     """A compact file's (graph description, packed bytes), checked; the graph frame is
     taken out of `blobs`."""
-    from . import compact
     fields = [meta.get(k) for k in ("graph_bytes", "payload_bytes", "payload_crc32")]
     if not all(isinstance(v, str) and v.isascii() and v.isdigit() and len(v) <= 20
                for v in fields):
@@ -328,7 +326,7 @@ def description(buf) -> dict:
     """The graph description (nodes, tensor table, meta, ...) of a .enn held in `buf`,
     parsed from either layout; for tools and tests that look inside files."""
     meta, blobs = read_container(buf, "<bytes>", FORMAT, ())
-    text = meta.get("graph") if int(meta["format_version"]) < 2 else \
+    text = meta.get("graph") if int(meta["format_version"]) < compact.VERSION else \
         _unpack(meta, blobs, "<bytes>")[0]
     try:
         return json.loads(text)
@@ -398,7 +396,6 @@ def decode_graph(text: str, crc: str | None, blobs: dict, source: str,
 def _add_packed(index, packed: np.ndarray | None, blobs: dict) -> set:
     """The compact layout's packed blobs added to `blobs` (ValueError if malformed).
     -> their keys."""
-    from . import compact
     if packed is None:
         raise ValueError("a packed index outside the compact layout")
     unpacked = compact.unpacked(index if index is not None else {}, packed,
