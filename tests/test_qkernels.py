@@ -5,6 +5,8 @@ int16 (wide) arithmetic. Bit-exact everywhere; one output step (u8) or float rou
 
 Cases: tests/kernel_cases/quant.py (also run by test_kernels_fast through the registry).
 """
+import itertools
+
 import numpy as np
 import pytest
 
@@ -355,13 +357,14 @@ def test_dynamic_scale_changes_every_call(geom, threads):
     outs = infer_node(node, ins, fold=False)
     depthwise = qconv._is_depthwise(node, ins)
     modes = [dict(force_portable=p) for p in SIMD] + VNNI_MODES   # VNNI: the implicit GEMM
-    for mode in modes:                                            # for 3x3_4k
+    four_k = geom[1] % 4 == 0 and geom[6] == 1 and geom[-1] == 1  # for 3x3_4k and 5x5_pad2
+    for mode in modes:
         portable = mode.get("force_portable", False)
         if depthwise:
             run = qconv.prepare_depthwise(node, ins, outs, threads=threads, **mode)
         else:
             run = qconv.prepare_gemm(node, ins, outs, threads=threads, **mode)
-            assert run.implicit == (mode.get("isa") == "avx512vnni" and geom[1] == 8)
+            assert run.implicit == (mode.get("isa") == "avx512vnni" and four_k)
         for x_zp, scale in ((0, 0.02), (255, 0.5), (117, 0.003), (117, 0.04)):
             inputs[1], inputs[2] = np.array(np.float32(scale)), np.array(np.uint8(x_zp))
             inputs[0] = rng.integers(0, 256, inputs[0].shape, dtype=np.uint8)
@@ -378,7 +381,7 @@ FLAT_GEOMS = [  # (n, C, H, W, M, k, stride, pad, dilation, group): group 1
     (2, 5, 9, 13, 7, 3, 1, 1, 1, 1),         # batch 2, K / M / N tails
     (1, 4, 12, 11, 5, 3, 1, 2, 2, 1),        # dilation 2, pad 2
     (1, 3, 10, 17, 6, 5, 1, 0, 1, 1),        # 5x5, no padding (Wp = W)
-    (1, 8, 7, 7, 12, 3, 1, 1, 1, 1),         # 7x7: 2 dropped columns of 9
+    (1, 8, 7, 7, 12, 3, 1, 1, 1, 1),         # 7x7: 1 dropped column of 8
     (1, 2, 3, 40, 6, 3, 1, 1, 1, 1),         # wide and short
     (1, 16, 8, 8, 8, 1, 1, 1, 1, 1),         # 1x1 with padding: not direct
     # strided: through the phase planes
@@ -420,9 +423,9 @@ def test_flat_plans_match_the_reference(geom, out):
 
 def test_flat_is_chosen_where_the_dropped_columns_are_few():
     rng = np.random.default_rng(3)
-    for geom, flat in [((1, 8, 56, 56, 8, 3, 1, 1, 1, 1), True),     # 2 of 58 columns
-                       ((1, 8, 7, 7, 8, 3, 1, 1, 1, 1), True),       # 2 of 9
-                       ((1, 8, 3, 3, 8, 5, 1, 2, 1, 1), False),      # 4 of 7
+    for geom, flat in [((1, 8, 56, 56, 8, 3, 1, 1, 1, 1), True),     # 1 of 57 columns
+                       ((1, 8, 7, 7, 8, 3, 1, 1, 1, 1), True),       # 1 of 8
+                       ((1, 8, 3, 3, 8, 5, 1, 2, 1, 1), False),      # 2 of 5
                        ((1, 8, 56, 56, 8, 3, 2, 1, 1, 1), True),     # stride 2: 1 of 29
                        ((1, 8, 4, 4, 8, 5, 2, 2, 1, 1), False)]:     # stride 2: 2 of 4
         node, inputs, const = qconv_case(rng, geom)
@@ -463,16 +466,16 @@ def test_implicit_gemm_is_the_packed_plan_bit_for_bit(geom, out):
     base = np.empty(outs[0].shape, outs[0].dtype)
     packed(inputs, [base])
     assert not packed.implicit
-    for threads in (1, 2, 3):
+    for threads, exact in itertools.product((1, 2, 3), (False, True)):
         run = qconv.prepare_gemm(node, ins, outs, isa="avx512vnni", threads=threads,
-                                 implicit=True)
-        assert run.implicit and run.flat
+                                 implicit=True, exact=exact)
+        assert run.implicit and run.flat and run.exact == exact
         # no B block or row buffers: 64 bytes per thread (the packed plan: 37-186 KB here)
         assert run.kernel.workspace_bytes <= 64 * threads < packed.kernel.workspace_bytes
         got = np.full(outs[0].shape, 7, outs[0].dtype)
         run(inputs, [got])
-        np.testing.assert_array_equal(got, base, f"threads={threads}")
-        assert_matches(got, want, node, f"implicit threads={threads}")
+        np.testing.assert_array_equal(got, base, f"threads={threads} exact={exact}")
+        assert_matches(got, want, node, f"implicit threads={threads} exact={exact}")
 
 
 @pytest.mark.skipif(not _qgemm.HAVE_VNNI, reason="AVX-512 VNNI not on this CPU (or "
@@ -484,7 +487,16 @@ def test_implicit_gemm_applies_only_where_it_computes_the_conv():
         ins = _infos(inputs, const)
         outs = infer_node(node, ins, fold=False)
         assert qconv.prepare_gemm(node, ins, outs, isa="avx512vnni").implicit, geom
-    for geom in [(1, 8, 3, 3, 8, 5, 1, 2, 1, 1),        # not flat: 4 dropped columns of 7
+    # the shifted image where it saves products: 14x14's 209 flat columns ran 13.5 zmm
+    # tiles per K group, its 196 pixels 12.5; 7x7 (55 -> 49) and 56x56 keep the flat one
+    for geom, exact in [((1, 256, 14, 14, 256, 3, 1, 1, 1, 1), True),
+                        ((1, 512, 7, 7, 512, 3, 1, 1, 1, 1), False),
+                        ((1, 64, 56, 56, 64, 3, 1, 1, 1, 1), False)]:
+        node, inputs, const = qconv_case(rng, geom)
+        ins = _infos(inputs, const)
+        run = qconv.prepare_gemm(node, ins, infer_node(node, ins, fold=False), isa="avx512vnni")
+        assert run.implicit and run.exact == exact, geom
+    for geom in [(1, 8, 3, 3, 8, 5, 1, 2, 1, 1),        # not flat: 2 dropped columns of 5
                  (1, 6, 9, 9, 8, 3, 1, 1, 1, 1),        # channels not a multiple of 4
                  (1, 8, 9, 9, 8, 3, 2, 1, 1, 1),        # stride 2 (phase planes)
                  (1, 8, 9, 9, 8, 3, 1, 1, 1, 2),        # grouped
@@ -498,3 +510,35 @@ def test_implicit_gemm_applies_only_where_it_computes_the_conv():
     with pytest.raises(ValueError, match="implicit"):
         qconv.prepare_gemm(node, ins, infer_node(node, ins, fold=False), isa="avx512vnni",
                            implicit=True)
+    with pytest.raises(ValueError, match="exact"):
+        qconv.prepare_gemm(node, ins, infer_node(node, ins, fold=False), isa="avx512vnni",
+                           exact=True)
+
+
+@pytest.mark.parametrize("geom", IMPLICIT_GEOMS)
+@pytest.mark.parametrize("shifted", [False, True])
+def test_implicit_gemm_image_is_the_padded_input(geom, shifted):
+    """The bytes the implicit tiles read, on every machine (the tiles themselves run on
+    SIMDe in tests/test_isa.py): the zero-point padded image 4 channels per pixel, its
+    rows sharing their padding (Wp = W + pw for a same conv), or once per kernel column
+    tj, shifted by tj * dw and ow wide; C / 4 quads, each group's 16 pixels contiguous."""
+    n, c, h, w, m, k, s, p, d, _ = geom
+    oh, ow = h + 2 * p - d * (k - 1), w + 2 * p - d * (k - 1)
+    x = np.random.default_rng(sum(geom)).integers(0, 255, (c, h, w), dtype=np.uint8)
+    img = _qgemm.nc4_image(x, (c, h, w, k, k, 1, 1, p, p, d, d, oh, ow), 255, shifted)
+    hp = img.shape[2 if shifted else 1]
+    padded = np.pad(x, ((0, 0), (p, hp - p - h), (p, p)), constant_values=255)
+    if shifted:
+        for tj in range(k):
+            want = padded[:, :, tj * d:tj * d + ow]               # (C, Hp, ow)
+            np.testing.assert_array_equal(
+                img[:, tj], want.reshape(c // 4, 4, hp, ow).transpose(0, 2, 3, 1))
+        return
+    wp = img.shape[2]
+    assert wp == (w + p if p and w + p >= ow else w + 2 * p)      # shared padding
+    # the flat reading: padded pixel (y, x) at y * Wp + x - (x >= Wp: the next row's pad)
+    flat = img.reshape(c // 4, -1, 4)
+    for y in range(oh + (k - 1) * d):                             # the rows a tap reads
+        for xx in range(ow + (k - 1) * d):
+            np.testing.assert_array_equal(flat[:, y * wp + xx, :],
+                                          padded[:, y, xx].reshape(c // 4, 4), f"{y} {xx}")

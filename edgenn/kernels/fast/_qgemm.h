@@ -405,12 +405,19 @@ typedef struct {
      * image with 4 channels interleaved per pixel, (C/4, Hp, Wp, 4), so the 4 channels of
      * one tap at 16 consecutive pixels are 64 consecutive bytes (qg_conv_fill_nc4) */
     int nc4;
+    /* shifted (nc4 only): xp holds the padded image once per kernel column tj, each copy
+     * ow pixels wide and shifted left by tj * dw, (C/4, kw, Hp, ow, 4): tap (ti, tj) of
+     * output pixel n = oy * ow + ox is copy tj's pixel n + ti * dh * ow, so the columns
+     * are the output's own pixels (pitch ow), none computed to be dropped
+     * (qg_conv_shifted_size) */
+    int shifted;
 } qg_conv;
 
 /* The row pitch of a flat plan's columns: strided convs, the phase planes' width Wq (the
  * output plus the farthest tap's phase offset); stride 1, the padded width Wp
  * (qg_conv_padded_size first). */
 static inline long qg_conv_pitch(const qg_conv *g) {
+    if (g->shifted) return g->ow;
     return g->sh > 1 || g->sw > 1 ? g->ow + (g->kw - 1) * g->dw / g->sw : g->Wp;
 }
 
@@ -421,13 +428,29 @@ static long qg_conv_phase_size(qg_conv *g) {
     return (long)g->C * g->sh * g->sw * g->Hq * g->Wq + 64;
 }
 
-/* Hp, Wp: every row / column a window reads, the bottom / right padding included. */
+/* Hp, Wp: every row / column a window reads, the bottom / right padding included.
+ * Stride 1 with right <= pw columns read right of the image (a "same" conv) and ow <=
+ * pw + W (a flat row of the output fits a row of the image): the rows share their
+ * padding, Wp = pw + W, a row's right padding being the next row's left one (one more row of padding at the bottom for the last row's), so a flat plan computes
+ * pw fewer dropped columns per row: a 7x7 3x3 plane 55 columns instead of 61, three zmm
+ * and a ymm tile instead of four zmm. */
 static long qg_conv_padded_size(qg_conv *g) {
     int need_h = (g->oh - 1) * g->sh + (g->kh - 1) * g->dh + 1;
     int need_w = (g->ow - 1) * g->sw + (g->kw - 1) * g->dw + 1;
+    int right = need_w - (g->pw + g->W);
     g->Hp = need_h > g->ph + g->H ? need_h : g->ph + g->H;
-    g->Wp = need_w > g->pw + g->W ? need_w : g->pw + g->W;
+    if (g->sh == 1 && g->sw == 1 && right > 0 && right <= g->pw && g->pw + g->W >= g->ow) {
+        g->Hp += 1;
+        g->Wp = g->pw + g->W;
+    } else {
+        g->Wp = need_w > g->pw + g->W ? need_w : g->pw + g->W;
+    }
     return (long)g->C * g->Hp * g->Wp + 64;
+}
+
+/* shifted (qg_conv_padded_size first, for Hp): the kw copies' bytes + 64 of slack. */
+static long qg_conv_shifted_size(const qg_conv *g) {
+    return (long)g->C * g->kw * g->Hp * g->ow + 64;
 }
 
 /* d[0 .. n) = s[0], s[step], ... reading only s[0 .. (n - 1) step] (step 2 vectorized:
@@ -482,37 +505,53 @@ static void qg_conv_fill_phases(const qg_conv *g) {
     }
 }
 
-/* nc4: the image into the interior of the 4-channel-interleaved padded scratch, 16 pixels
- * of 4 rows at a time through byte / word unpacks (qg_interleave's steps). */
+/* Pixels [ix, end) of 4 channel rows r, interleaved into d (4 bytes per pixel), 16 pixels
+ * at a time through byte / word unpacks (qg_interleave's steps). */
+static inline void qg_nc4_run(const uint8_t *const r[4], int ix, int end, uint8_t *d) {
+#if QE_X86
+    for (; ix + 16 <= end; ix += 16, d += 64) {
+        const __m128i r0 = _mm_loadu_si128((const __m128i *)(r[0] + ix));
+        const __m128i r1 = _mm_loadu_si128((const __m128i *)(r[1] + ix));
+        const __m128i r2 = _mm_loadu_si128((const __m128i *)(r[2] + ix));
+        const __m128i r3 = _mm_loadu_si128((const __m128i *)(r[3] + ix));
+        const __m128i lo01 = _mm_unpacklo_epi8(r0, r1), hi01 = _mm_unpackhi_epi8(r0, r1);
+        const __m128i lo23 = _mm_unpacklo_epi8(r2, r3), hi23 = _mm_unpackhi_epi8(r2, r3);
+        _mm_storeu_si128((__m128i *)d, _mm_unpacklo_epi16(lo01, lo23));
+        _mm_storeu_si128((__m128i *)(d + 16), _mm_unpackhi_epi16(lo01, lo23));
+        _mm_storeu_si128((__m128i *)(d + 32), _mm_unpacklo_epi16(hi01, hi23));
+        _mm_storeu_si128((__m128i *)(d + 48), _mm_unpackhi_epi16(hi01, hi23));
+    }
+#endif
+    for (; ix < end; ix++, d += 4) {
+        d[0] = r[0][ix];
+        d[1] = r[1][ix];
+        d[2] = r[2][ix];
+        d[3] = r[3][ix];
+    }
+}
+
+/* nc4: the image into the interior of the 4-channel-interleaved padded scratch (shifted:
+ * into each kernel column's copy, the pixels that copy holds). */
 static void qg_conv_fill_nc4(const qg_conv *g) {
     const long plane = (long)g->H * g->W;
+    const int copies = g->shifted ? g->kw : 1;
+    const long width = g->shifted ? g->ow : g->Wp;
     for (int q = 0; q < g->C / 4; q++) {
         const uint8_t *s0 = g->x + (long)4 * q * plane;
         for (int iy = 0; iy < g->H; iy++) {
             const uint8_t *r[4] = {s0 + (long)iy * g->W, s0 + plane + (long)iy * g->W,
                                    s0 + 2 * plane + (long)iy * g->W,
                                    s0 + 3 * plane + (long)iy * g->W};
-            uint8_t *d = g->xp + (((long)q * g->Hp + iy + g->ph) * g->Wp + g->pw) * 4;
-            int ix = 0;
-#if QE_X86
-            for (; ix + 16 <= g->W; ix += 16, d += 64) {
-                const __m128i r0 = _mm_loadu_si128((const __m128i *)(r[0] + ix));
-                const __m128i r1 = _mm_loadu_si128((const __m128i *)(r[1] + ix));
-                const __m128i r2 = _mm_loadu_si128((const __m128i *)(r[2] + ix));
-                const __m128i r3 = _mm_loadu_si128((const __m128i *)(r[3] + ix));
-                const __m128i lo01 = _mm_unpacklo_epi8(r0, r1), hi01 = _mm_unpackhi_epi8(r0, r1);
-                const __m128i lo23 = _mm_unpacklo_epi8(r2, r3), hi23 = _mm_unpackhi_epi8(r2, r3);
-                _mm_storeu_si128((__m128i *)d, _mm_unpacklo_epi16(lo01, lo23));
-                _mm_storeu_si128((__m128i *)(d + 16), _mm_unpackhi_epi16(lo01, lo23));
-                _mm_storeu_si128((__m128i *)(d + 32), _mm_unpacklo_epi16(hi01, hi23));
-                _mm_storeu_si128((__m128i *)(d + 48), _mm_unpackhi_epi16(hi01, hi23));
-            }
-#endif
-            for (; ix < g->W; ix++, d += 4) {
-                d[0] = r[0][ix];
-                d[1] = r[1][ix];
-                d[2] = r[2][ix];
-                d[3] = r[3][ix];
+            for (int tj = 0; tj < copies; tj++) {
+                /* image column ix lands at column ix + pw - shift of its copy */
+                const int shift = g->shifted ? tj * g->dw : 0;
+                int ix0 = shift - g->pw, ix1 = g->shifted ? g->ow + shift - g->pw : g->W;
+                if (ix0 < 0) ix0 = 0;
+                if (ix1 > g->W) ix1 = g->W;
+                if (ix0 >= ix1) continue;
+                uint8_t *d = g->xp + ((((long)q * copies + tj) * g->Hp + iy + g->ph) * width
+                                      + ix0 + g->pw - shift) * 4;
+                qg_nc4_run(r, ix0, ix1, d);
             }
         }
     }

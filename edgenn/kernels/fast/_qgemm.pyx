@@ -54,8 +54,9 @@ cdef extern from "_qgemm.h" nogil:
         uint8_t *xp
         int Hp, Wp
         int phased, Hq, Wq
-        int nc4
+        int nc4, shifted
     long qg_conv_padded_size(qg_conv *g)
+    long qg_conv_shifted_size(const qg_conv *g)
     long qg_conv_phase_size(qg_conv *g)
     long qg_conv_pitch(const qg_conv *g)
     ctypedef struct qg_excess_table:
@@ -105,6 +106,7 @@ cdef extern from "_qdw.h" nogil:
 
 MR, NR = QG_MR, QG_NR
 FLAT_WASTE = 0.5     # flat QConv plans where the dropped columns are <= this share of a row
+EXACT_GAIN = 0.05    # implicit-GEMM plans on the shifted image where it saves >= this share
 HAVE_AVX2 = bool(edgenn_isa_x86(EDGENN_ISA_AVX2))       # the one probe, EDGENN_MAX_ISA applied
 HAVE_VNNI = bool(edgenn_isa_x86(EDGENN_ISA_AVX512VNNI))
 HAVE_AVXVNNI = bool(QA_HAVE and edgenn_isa_x86(EDGENN_ISA_AVXVNNI))
@@ -113,12 +115,37 @@ _VNNI = {"avx512vnni": (QG_VNNI_AVX512, HAVE_VNNI), "avxvnni": (QG_VNNI_AVX, HAV
 _VNNI_NAME = {number: isa for isa, (number, _) in _VNNI.items()}
 
 
+def nc4_image(cnp.ndarray x, geom, int pad, bint shifted):
+    """Tests: the implicit GEMM's image of x (C, H, W) uint8 (C a multiple of 4) for the
+    stride-1 conv geometry geom (QConvKernel's), the borders holding pad -> (C/4, Hp, Wp,
+    4), or shifted (C/4, kw, Hp, ow, 4): the bytes its tiles read, filled as a call does."""
+    cdef qg_conv g
+    memset(&g, 0, sizeof(g))
+    (g.C, g.H, g.W, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.oh, g.ow) = geom
+    if x.dtype != np.uint8 or x.ndim != 3 or (x.shape[0], x.shape[1], x.shape[2]) != \
+            (g.C, g.H, g.W) or g.C % 4 or g.sh != 1 or g.sw != 1:
+        raise ValueError("nc4_image: x (C, H, W) uint8 with 4k channels, stride 1")
+    x = np.ascontiguousarray(x)
+    cdef long size = qg_conv_padded_size(&g)
+    g.nc4, g.shifted, g.pad = 1, shifted, pad
+    if shifted:
+        size = qg_conv_shifted_size(&g)
+    out = np.full(size, pad, np.uint8)
+    g.x = <const uint8_t *>cnp.PyArray_DATA(x)
+    g.xp = <uint8_t *>cnp.PyArray_DATA(out)
+    qg_conv_fill_padded(&g)
+    if shifted:
+        return out[:size - 64].reshape(g.C // 4, g.kw, g.Hp, g.ow, 4)
+    return out[:size - 64].reshape(g.C // 4, g.Hp, g.Wp, 4)
+
+
 def implicit_ok(geom, long group, str isa) -> bool:
     """Whether a QConv of geometry geom (QConvKernel's) would run its default flat plan:
     stride 1, group 1, with 4k channels per group on AVX-512 VNNI: where the implicit GEMM
     (no im2col block: QConvKernel(implicit=True)) applies. It ran those layers 3-8% faster
     than the packed block (ResNet-18's 3x3 convs, AMD EPYC 25/17)."""
     cdef qg_conv g
+    memset(&g, 0, sizeof(g))
     (g.C, g.H, g.W, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.oh, g.ow) = geom
     g.C = g.C // group
     if group != 1 or g.C % 4 or g.sh != 1 or g.sw != 1 or isa != "avx512vnni" \
@@ -134,6 +161,22 @@ cdef bint _flat_by_default(qg_conv *g):
     """The default flat rule (Hp, Wp computed): the dropped columns are at most FLAT_WASTE
     of a row."""
     return qg_conv_pitch(g) - g.ow <= FLAT_WASTE * g.ow
+
+
+cdef double _tile_cost(long n):
+    """zmm products per K group of a 6-row panel over n columns (qv_conv_tiles: 32-column
+    tiles; of the rest, 16 columns on one zmm and a last <= 8 on one ymm, half the cost)."""
+    cdef long rem = n % 32
+    return n // 32 * 2 + (2 if rem > 24 else 1.5 if rem > 16 else 1 if rem > 8
+                          else 0.5 if rem else 0)
+
+
+cdef bint _exact_pays(qg_conv *g, long nf):
+    """Whether the implicit GEMM takes the shifted image (kw copies, the columns exactly
+    the output's pixels) over the flat one (nf columns, pitch - ow dropped per row): where
+    it saves at least EXACT_GAIN of the products. It writes kw copies of the image per
+    call instead of one."""
+    return _tile_cost(<long>g.oh * g.ow) <= (1 - EXACT_GAIN) * _tile_cost(nf)
 
 
 cdef int _use_vnni(str isa, bint wide, excess) except -1:
@@ -307,7 +350,7 @@ cdef class QConvKernel:
 
     def __init__(self, cnp.ndarray wpacked, bint wide, geom, long group, long M, dict epi,
                  uint8_t x_zp, bint force_portable=False, int threads=1, excess=None,
-                 str isa="avx2", flat=None, bint implicit=False):
+                 str isa="avx2", flat=None, bint implicit=False, exact=None):
         (self.geo.C, self.geo.H, self.geo.W, self.geo.kh, self.geo.kw, self.geo.sh,
          self.geo.sw, self.geo.ph, self.geo.pw, self.geo.dh, self.geo.dw, self.geo.oh,
          self.geo.ow) = geom
@@ -356,14 +399,24 @@ cdef class QConvKernel:
                 raise ValueError("implicit GEMM: flat stride-1 group-1 convs of 4k channels "
                                  "on AVX-512 VNNI")
             self.geo.nc4 = 1
-            taps = [(ti * self.geo.dh, tj * self.geo.dw)
-                    for ti in range(self.geo.kh) for tj in range(self.geo.kw)]
-            goff = np.array([((q * self.geo.Hp + ri) * self.geo.Wp + rj) * 4
-                             for q in range(self.geo.C // 4) for ri, rj in taps], np.int64)
+            self.geo.shifted = _exact_pays(&self.geo, self.plan.Nf) if exact is None else exact
+            taps = [(ti, tj) for ti in range(self.geo.kh) for tj in range(self.geo.kw)]
+            if self.geo.shifted:   # copy tj, row ti * dh: the columns are the output's pixels
+                self.padsize = qg_conv_shifted_size(&self.geo)
+                self.plan.Nf = self.plan.N
+                goff = np.array([((q * self.geo.kw + tj) * self.geo.Hp + ti * self.geo.dh)
+                                 * self.geo.ow * 4
+                                 for q in range(self.geo.C // 4) for ti, tj in taps], np.int64)
+            else:
+                goff = np.array([((q * self.geo.Hp + ti * self.geo.dh) * self.geo.Wp
+                                  + tj * self.geo.dw) * 4
+                                 for q in range(self.geo.C // 4) for ti, tj in taps], np.int64)
             self.plan.goff = <const long *>cnp.PyArray_DATA(goff)
             # a last tile reads up to 7 pixels (28 bytes) past the last quad's plane: inside
             # the padded size's 64 bytes of slack; 192 more kept as a margin
             self.padsize += 192
+        elif exact:
+            raise ValueError("exact: implicit-GEMM plans only")
         self.out_f32 = epi["out_f32"]
         # the computed columns, unless they are the output's own layout (pitch == ow)
         self.flatsize = (self.plan.M * self.plan.Nf * (4 if self.out_f32 else 1) + 63) // 64 * 64 \
@@ -411,6 +464,11 @@ cdef class QConvKernel:
     @property
     def flat(self):
         return bool(self.plan.flat)
+
+    @property
+    def exact(self):
+        """Whether the plan computes exactly the output's pixels (the shifted image)."""
+        return bool(self.geo.shifted)
 
     def set_dynamic(self, w_scale, wsum, bias):
         """Per-call x_scale / x_zp from now on (see DynamicScale): w_scale, wsum, bias (M,)."""
