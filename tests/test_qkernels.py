@@ -441,6 +441,15 @@ def test_flat_is_chosen_where_the_dropped_columns_are_few():
         qconv.prepare_gemm(node, ins, infer_node(node, ins, fold=False), flat=True)
 
 
+STRIDED_IMPLICIT_GEOMS = [    # on the shifted image: strided, group 1, 4k channels
+    (1, 64, 56, 56, 24, 3, 2, 1, 1, 1),      # ResNet's 3x3 stride 2
+    (2, 8, 15, 13, 7, 3, 2, 1, 1, 1),        # odd sides, batch 2
+    (1, 16, 14, 14, 12, 1, 2, 0, 1, 1),      # 1x1 stride 2 (the downsample)
+    (1, 4, 17, 19, 5, 3, 3, 0, 1, 1),        # stride 3, no padding
+    (1, 8, 20, 21, 6, 3, 2, 2, 2, 1),        # stride 2, dilation 2
+    (1, 12, 9, 40, 8, 5, 2, 2, 1, 1),        # 5x5 stride 2 on a wide plane (vector fill)
+]
+
 IMPLICIT_GEOMS = [    # stride 1, group 1, 4k channels: the implicit GEMM's convs
     (1, 64, 7, 7, 70, 3, 1, 1, 1, 1),        # 7x7, a channel tail of 4
     (2, 8, 9, 11, 13, 3, 1, 1, 1, 1),        # batch 2, odd sides
@@ -454,7 +463,7 @@ IMPLICIT_GEOMS = [    # stride 1, group 1, 4k channels: the implicit GEMM's conv
 
 @pytest.mark.skipif(not _qgemm.HAVE_VNNI, reason="AVX-512 VNNI not on this CPU (or "
                     "EDGENN_MAX_ISA): the implicit GEMM is that tier's")
-@pytest.mark.parametrize("geom", IMPLICIT_GEOMS)
+@pytest.mark.parametrize("geom", IMPLICIT_GEOMS + STRIDED_IMPLICIT_GEOMS)
 @pytest.mark.parametrize("out", ["u8", "f32", "u8+residual"])
 def test_implicit_gemm_is_the_packed_plan_bit_for_bit(geom, out):
     """No im2col block: the tiles read the image laid out 4 channels per pixel at each
@@ -466,7 +475,8 @@ def test_implicit_gemm_is_the_packed_plan_bit_for_bit(geom, out):
     base = np.empty(outs[0].shape, outs[0].dtype)
     packed(inputs, [base])
     assert not packed.implicit
-    for threads, exact in itertools.product((1, 2, 3), (False, True)):
+    strided = geom[6] > 1            # strided convs: the shifted image only
+    for threads, exact in itertools.product((1, 2, 3), (True,) if strided else (False, True)):
         run = qconv.prepare_gemm(node, ins, outs, isa="avx512vnni", threads=threads,
                                  implicit=True, exact=exact)
         assert run.implicit and run.flat and run.exact == exact
@@ -491,14 +501,15 @@ def test_implicit_gemm_applies_only_where_it_computes_the_conv():
     # tiles per K group, its 196 pixels 12.5; 7x7 (55 -> 49) and 56x56 keep the flat one
     for geom, exact in [((1, 256, 14, 14, 256, 3, 1, 1, 1, 1), True),
                         ((1, 512, 7, 7, 512, 3, 1, 1, 1, 1), False),
-                        ((1, 64, 56, 56, 64, 3, 1, 1, 1, 1), False)]:
+                        ((1, 64, 56, 56, 64, 3, 1, 1, 1, 1), False),
+                        ((1, 8, 9, 9, 8, 3, 2, 1, 1, 1), True),      # strided: always
+                        ((1, 64, 56, 56, 128, 1, 2, 0, 1, 1), True)]:
         node, inputs, const = qconv_case(rng, geom)
         ins = _infos(inputs, const)
         run = qconv.prepare_gemm(node, ins, infer_node(node, ins, fold=False), isa="avx512vnni")
         assert run.implicit and run.exact == exact, geom
     for geom in [(1, 8, 3, 3, 8, 5, 1, 2, 1, 1),        # not flat: 2 dropped columns of 5
                  (1, 6, 9, 9, 8, 3, 1, 1, 1, 1),        # channels not a multiple of 4
-                 (1, 8, 9, 9, 8, 3, 2, 1, 1, 1),        # stride 2 (phase planes)
                  (1, 8, 9, 9, 8, 3, 1, 1, 1, 2),        # grouped
                  (1, 8, 9, 9, 8, 1, 1, 0, 1, 1)]:       # 1x1 direct (read in place)
         node, inputs, const = qconv_case(rng, geom)
@@ -513,27 +524,38 @@ def test_implicit_gemm_applies_only_where_it_computes_the_conv():
     with pytest.raises(ValueError, match="exact"):
         qconv.prepare_gemm(node, ins, infer_node(node, ins, fold=False), isa="avx512vnni",
                            exact=True)
+    node, inputs, const = qconv_case(rng, (1, 8, 9, 9, 8, 3, 2, 1, 1, 1))
+    ins = _infos(inputs, const)
+    with pytest.raises(ValueError, match="exact"):
+        qconv.prepare_gemm(node, ins, infer_node(node, ins, fold=False), isa="avx512vnni",
+                           implicit=True, exact=False)
 
 
-@pytest.mark.parametrize("geom", IMPLICIT_GEOMS)
-@pytest.mark.parametrize("shifted", [False, True])
+@pytest.mark.parametrize("geom,shifted", [(g, False) for g in IMPLICIT_GEOMS] +
+                         [(g, True) for g in IMPLICIT_GEOMS + STRIDED_IMPLICIT_GEOMS])
 def test_implicit_gemm_image_is_the_padded_input(geom, shifted):
     """The bytes the implicit tiles read, on every machine (the tiles themselves run on
     SIMDe in tests/test_isa.py): the zero-point padded image 4 channels per pixel, its
-    rows sharing their padding (Wp = W + pw for a same conv), or once per kernel column
-    tj, shifted by tj * dw and ow wide; C / 4 quads, each group's 16 pixels contiguous."""
+    rows sharing their padding (Wp = W + pw for a same conv), or (shifted) per row phase
+    pi and kernel column tj the padded rows u * sh + pi at columns ox * sw + tj * dw;
+    C / 4 quads, each group's 16 pixels contiguous."""
     n, c, h, w, m, k, s, p, d, _ = geom
-    oh, ow = h + 2 * p - d * (k - 1), w + 2 * p - d * (k - 1)
+    oh, ow = (h + 2 * p - d * (k - 1) - 1) // s + 1, (w + 2 * p - d * (k - 1) - 1) // s + 1
     x = np.random.default_rng(sum(geom)).integers(0, 255, (c, h, w), dtype=np.uint8)
-    img = _qgemm.nc4_image(x, (c, h, w, k, k, 1, 1, p, p, d, d, oh, ow), 255, shifted)
-    hp = img.shape[2 if shifted else 1]
-    padded = np.pad(x, ((0, 0), (p, hp - p - h), (p, p)), constant_values=255)
+    img = _qgemm.nc4_image(x, (c, h, w, k, k, s, s, p, p, d, d, oh, ow), 255, shifted)
     if shifted:
-        for tj in range(k):
-            want = padded[:, :, tj * d:tj * d + ow]               # (C, Hp, ow)
+        hq = img.shape[3]
+        assert img.shape == (c // 4, s, k, oh + (k - 1) * d // s, ow, 4)
+        big = np.pad(x, ((0, 0), (p, hq * s + p), (p, ow * s + k * d + p)),
+                     constant_values=255)                           # padded, with room
+        for pi, tj in itertools.product(range(s), range(k)):
+            want = big[:, pi:pi + hq * s:s, tj * d:tj * d + ow * s:s]   # (C, Hq, ow)
             np.testing.assert_array_equal(
-                img[:, tj], want.reshape(c // 4, 4, hp, ow).transpose(0, 2, 3, 1))
+                img[:, pi, tj], want.reshape(c // 4, 4, hq, ow).transpose(0, 2, 3, 1),
+                f"phase {pi} column {tj}")
         return
+    hp = img.shape[1]
+    padded = np.pad(x, ((0, 0), (p, hp - p - h), (p, p)), constant_values=255)
     wp = img.shape[2]
     assert wp == (w + p if p and w + p >= ow else w + 2 * p)      # shared padding
     # the flat reading: padded pixel (y, x) at y * Wp + x - (x >= Wp: the next row's pad)

@@ -405,10 +405,11 @@ typedef struct {
      * image with 4 channels interleaved per pixel, (C/4, Hp, Wp, 4), so the 4 channels of
      * one tap at 16 consecutive pixels are 64 consecutive bytes (qg_conv_fill_nc4) */
     int nc4;
-    /* shifted (nc4 only): xp holds the padded image once per kernel column tj, each copy
-     * ow pixels wide and shifted left by tj * dw, (C/4, kw, Hp, ow, 4): tap (ti, tj) of
-     * output pixel n = oy * ow + ox is copy tj's pixel n + ti * dh * ow, so the columns
-     * are the output's own pixels (pitch ow), none computed to be dropped
+    /* shifted (nc4 only): xp holds, per row phase pi < sh and kernel column tj, the
+     * padded image's rows u sh + pi (u < Hq) at columns ox sw + tj dw (ox < ow),
+     * (C/4, sh, kw, Hq, ow, 4): tap (ti, tj) of output pixel n = oy * ow + ox is pixel
+     * n + (ti dh / sh) ow of copy (ti dh % sh, tj), so the columns are the output's own
+     * pixels (pitch ow), none computed to be dropped, strided convs included
      * (qg_conv_shifted_size) */
     int shifted;
 } qg_conv;
@@ -448,9 +449,10 @@ static long qg_conv_padded_size(qg_conv *g) {
     return (long)g->C * g->Hp * g->Wp + 64;
 }
 
-/* shifted (qg_conv_padded_size first, for Hp): the kw copies' bytes + 64 of slack. */
-static long qg_conv_shifted_size(const qg_conv *g) {
-    return (long)g->C * g->kw * g->Hp * g->ow + 64;
+/* shifted: Hq -> the sh * kw copies' bytes + 64 of slack. */
+static long qg_conv_shifted_size(qg_conv *g) {
+    g->Hq = g->oh + (g->kh - 1) * g->dh / g->sh;
+    return (long)g->C * g->sh * g->kw * g->Hq * g->ow + 64;
 }
 
 /* d[0 .. n) = s[0], s[step], ... reading only s[0 .. (n - 1) step] (step 2 vectorized:
@@ -507,51 +509,109 @@ static void qg_conv_fill_phases(const qg_conv *g) {
 
 /* Pixels [ix, end) of 4 channel rows r, interleaved into d (4 bytes per pixel), 16 pixels
  * at a time through byte / word unpacks (qg_interleave's steps). */
-static inline void qg_nc4_run(const uint8_t *const r[4], int ix, int end, uint8_t *d) {
 #if QE_X86
-    for (; ix + 16 <= end; ix += 16, d += 64) {
-        const __m128i r0 = _mm_loadu_si128((const __m128i *)(r[0] + ix));
-        const __m128i r1 = _mm_loadu_si128((const __m128i *)(r[1] + ix));
-        const __m128i r2 = _mm_loadu_si128((const __m128i *)(r[2] + ix));
-        const __m128i r3 = _mm_loadu_si128((const __m128i *)(r[3] + ix));
-        const __m128i lo01 = _mm_unpacklo_epi8(r0, r1), hi01 = _mm_unpackhi_epi8(r0, r1);
-        const __m128i lo23 = _mm_unpacklo_epi8(r2, r3), hi23 = _mm_unpackhi_epi8(r2, r3);
-        _mm_storeu_si128((__m128i *)d, _mm_unpacklo_epi16(lo01, lo23));
-        _mm_storeu_si128((__m128i *)(d + 16), _mm_unpackhi_epi16(lo01, lo23));
-        _mm_storeu_si128((__m128i *)(d + 32), _mm_unpacklo_epi16(hi01, hi23));
-        _mm_storeu_si128((__m128i *)(d + 48), _mm_unpackhi_epi16(hi01, hi23));
-    }
+/* 16 pixels of 4 channels (one vector each) -> d, 4 bytes per pixel */
+static inline void qg_nc4_store16(__m128i r0, __m128i r1, __m128i r2, __m128i r3, uint8_t *d) {
+    const __m128i lo01 = _mm_unpacklo_epi8(r0, r1), hi01 = _mm_unpackhi_epi8(r0, r1);
+    const __m128i lo23 = _mm_unpacklo_epi8(r2, r3), hi23 = _mm_unpackhi_epi8(r2, r3);
+    _mm_storeu_si128((__m128i *)d, _mm_unpacklo_epi16(lo01, lo23));
+    _mm_storeu_si128((__m128i *)(d + 16), _mm_unpackhi_epi16(lo01, lo23));
+    _mm_storeu_si128((__m128i *)(d + 32), _mm_unpacklo_epi16(hi01, hi23));
+    _mm_storeu_si128((__m128i *)(d + 48), _mm_unpackhi_epi16(hi01, hi23));
+}
+
+/* the even bytes of s[0 .. 32) */
+static inline __m128i qg_even16(const uint8_t *s) {
+    const __m128i lo = _mm_set1_epi16(0xff);
+    return _mm_packus_epi16(_mm_and_si128(_mm_loadu_si128((const __m128i *)s), lo),
+                            _mm_and_si128(_mm_loadu_si128((const __m128i *)(s + 16)), lo));
+}
 #endif
-    for (; ix < end; ix++, d += 4) {
-        d[0] = r[0][ix];
-        d[1] = r[1][ix];
-        d[2] = r[2][ix];
-        d[3] = r[3][ix];
+
+#if QE_X86
+/* n bytes (a multiple of 4, < 64) s -> d in 16 / 8 / 4-byte moves */
+static inline void qg_store_words(uint8_t *d, const uint8_t *s, int n) {
+    for (; n >= 16; n -= 16, d += 16, s += 16) memcpy(d, s, 16);
+    if (n >= 8) memcpy(d, s, 8), d += 8, s += 8, n -= 8;
+    if (n >= 4) memcpy(d, s, 4);
+}
+#endif
+
+/* n pixels of 4 channel rows r (ascending in memory) from column ix, every step-th,
+ * interleaved into d (4 bytes per pixel); the rows are read only below end (the image's
+ * end: a chunk may read past its row into the next). Steps 1 and 2 16 pixels at a time
+ * through byte / word unpacks (qg_interleave's steps), a last chunk of < 16 written
+ * through a buffer: ResNet's rows are 7-56 pixels, and byte by byte their rest was a
+ * third of the fill. */
+static inline void qg_nc4_gather(const uint8_t *const r[4], int ix, int step, int n,
+                                 const uint8_t *end, uint8_t *d) {
+    int t = 0;
+#if QE_X86
+    /* a chunk from pixel t reads r[3] + ix + t step .. + 16 step - 1 (step 2: 32 bytes) */
+    if (step <= 2)
+        for (; t < n && r[3] + ix + (long)(t + 16) * step <= end; t += 16, d += 64) {
+            __m128i v[4];
+            for (int c = 0; c < 4; c++)
+                v[c] = step == 1 ? _mm_loadu_si128((const __m128i *)(r[c] + ix + t))
+                                 : qg_even16(r[c] + ix + 2 * t);
+            if (n - t >= 16) {
+                qg_nc4_store16(v[0], v[1], v[2], v[3], d);
+            } else {
+                uint8_t out[64];
+                qg_nc4_store16(v[0], v[1], v[2], v[3], out);
+                qg_store_words(d, out, (n - t) * 4);
+            }
+        }
+#endif
+    (void)end;
+    for (; t < n; t++, d += 4) {
+        const long i = ix + (long)t * step;
+        d[0] = r[0][i];
+        d[1] = r[1][i];
+        d[2] = r[2][i];
+        d[3] = r[3][i];
     }
 }
 
-/* nc4: the image into the interior of the 4-channel-interleaved padded scratch (shifted:
- * into each kernel column's copy, the pixels that copy holds). */
+/* nc4: the image into the interior of the 4-channel-interleaved padded scratch. */
 static void qg_conv_fill_nc4(const qg_conv *g) {
     const long plane = (long)g->H * g->W;
-    const int copies = g->shifted ? g->kw : 1;
-    const long width = g->shifted ? g->ow : g->Wp;
+    const uint8_t *end = g->x + g->C * plane;
     for (int q = 0; q < g->C / 4; q++) {
         const uint8_t *s0 = g->x + (long)4 * q * plane;
         for (int iy = 0; iy < g->H; iy++) {
             const uint8_t *r[4] = {s0 + (long)iy * g->W, s0 + plane + (long)iy * g->W,
                                    s0 + 2 * plane + (long)iy * g->W,
                                    s0 + 3 * plane + (long)iy * g->W};
-            for (int tj = 0; tj < copies; tj++) {
-                /* image column ix lands at column ix + pw - shift of its copy */
-                const int shift = g->shifted ? tj * g->dw : 0;
-                int ix0 = shift - g->pw, ix1 = g->shifted ? g->ow + shift - g->pw : g->W;
-                if (ix0 < 0) ix0 = 0;
-                if (ix1 > g->W) ix1 = g->W;
-                if (ix0 >= ix1) continue;
-                uint8_t *d = g->xp + ((((long)q * copies + tj) * g->Hp + iy + g->ph) * width
-                                      + ix0 + g->pw - shift) * 4;
-                qg_nc4_run(r, ix0, ix1, d);
+            qg_nc4_gather(r, 0, 1, g->W, end,
+                          g->xp + (((long)q * g->Hp + iy + g->ph) * g->Wp + g->pw) * 4);
+        }
+    }
+}
+
+/* shifted: the image into its copies, each the pixels its (row phase, kernel column)
+ * reads (the borders hold the zero point from the first fill on). */
+static void qg_conv_fill_shifted(const qg_conv *g) {
+    const long plane = (long)g->H * g->W, copy = (long)g->Hq * g->ow * 4;
+    const uint8_t *end = g->x + g->C * plane;
+    for (int q = 0; q < g->C / 4; q++) {
+        const uint8_t *s0 = g->x + (long)4 * q * plane;
+        for (int iy = 0; iy < g->H; iy++) {
+            const int py = iy + g->ph, pi = py % g->sh, u = py / g->sh;
+            if (u >= g->Hq) break;
+            const uint8_t *r[4] = {s0 + (long)iy * g->W, s0 + plane + (long)iy * g->W,
+                                   s0 + 2 * plane + (long)iy * g->W,
+                                   s0 + 3 * plane + (long)iy * g->W};
+            for (int tj = 0; tj < g->kw; tj++) {
+                /* output column ox reads image column ox sw + tj dw - pw */
+                const int off = tj * g->dw - g->pw;
+                int ox0 = off < 0 ? (-off + g->sw - 1) / g->sw : 0;
+                int ox1 = g->W - 1 - off < 0 ? 0 : (g->W - 1 - off) / g->sw + 1;
+                if (ox1 > g->ow) ox1 = g->ow;
+                if (ox0 >= ox1) continue;
+                uint8_t *d = g->xp + (((long)q * g->sh + pi) * g->kw + tj) * copy
+                             + ((long)u * g->ow + ox0) * 4;
+                qg_nc4_gather(r, ox0 * g->sw + off, g->sw, ox1 - ox0, end, d);
             }
         }
     }
@@ -562,6 +622,10 @@ static void qg_conv_fill_nc4(const qg_conv *g) {
 static void qg_conv_fill_padded(const qg_conv *g) {
     if (g->phased) {
         qg_conv_fill_phases(g);
+        return;
+    }
+    if (g->shifted) {
+        qg_conv_fill_shifted(g);
         return;
     }
     if (g->nc4) {

@@ -117,14 +117,15 @@ _VNNI_NAME = {number: isa for isa, (number, _) in _VNNI.items()}
 
 def nc4_image(cnp.ndarray x, geom, int pad, bint shifted):
     """Tests: the implicit GEMM's image of x (C, H, W) uint8 (C a multiple of 4) for the
-    stride-1 conv geometry geom (QConvKernel's), the borders holding pad -> (C/4, Hp, Wp,
-    4), or shifted (C/4, kw, Hp, ow, 4): the bytes its tiles read, filled as a call does."""
+    conv geometry geom (QConvKernel's), the borders holding pad -> stride 1: (C/4, Hp, Wp,
+    4), or shifted: (C/4, sh, kw, Hq, ow, 4); the bytes its tiles read, filled as a call
+    does."""
     cdef qg_conv g
     memset(&g, 0, sizeof(g))
     (g.C, g.H, g.W, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.oh, g.ow) = geom
     if x.dtype != np.uint8 or x.ndim != 3 or (x.shape[0], x.shape[1], x.shape[2]) != \
-            (g.C, g.H, g.W) or g.C % 4 or g.sh != 1 or g.sw != 1:
-        raise ValueError("nc4_image: x (C, H, W) uint8 with 4k channels, stride 1")
+            (g.C, g.H, g.W) or g.C % 4 or (not shifted and (g.sh != 1 or g.sw != 1)):
+        raise ValueError("nc4_image: x (C, H, W) uint8 with 4k channels (strided: shifted)")
     x = np.ascontiguousarray(x)
     cdef long size = qg_conv_padded_size(&g)
     g.nc4, g.shifted, g.pad = 1, shifted, pad
@@ -135,22 +136,23 @@ def nc4_image(cnp.ndarray x, geom, int pad, bint shifted):
     g.xp = <uint8_t *>cnp.PyArray_DATA(out)
     qg_conv_fill_padded(&g)
     if shifted:
-        return out[:size - 64].reshape(g.C // 4, g.kw, g.Hp, g.ow, 4)
+        return out[:size - 64].reshape(g.C // 4, g.sh, g.kw, g.Hq, g.ow, 4)
     return out[:size - 64].reshape(g.C // 4, g.Hp, g.Wp, 4)
 
 
 def implicit_ok(geom, long group, str isa) -> bool:
-    """Whether a QConv of geometry geom (QConvKernel's) would run its default flat plan:
-    stride 1, group 1, with 4k channels per group on AVX-512 VNNI: where the implicit GEMM
-    (no im2col block: QConvKernel(implicit=True)) applies. It ran those layers 3-8% faster
-    than the packed block (ResNet-18's 3x3 convs, AMD EPYC 25/17)."""
+    """Where the implicit GEMM (no im2col block: QConvKernel(implicit=True)) applies:
+    group-1 convs with 4k channels on AVX-512 VNNI, stride 1 where the default flat plan
+    would run, strided ones on the shifted image. It ran ResNet-18's stride-1 3x3 convs
+    3-8% faster than the packed block, its stride-2 ones 10-13% (AMD EPYC 25/17)."""
     cdef qg_conv g
     memset(&g, 0, sizeof(g))
     (g.C, g.H, g.W, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.oh, g.ow) = geom
     g.C = g.C // group
-    if group != 1 or g.C % 4 or g.sh != 1 or g.sw != 1 or isa != "avx512vnni" \
-            or not HAVE_VNNI:
+    if group != 1 or g.C % 4 or isa != "avx512vnni" or not HAVE_VNNI:
         return False
+    if g.sh > 1 or g.sw > 1:     # the shifted image (exact) in place of the packed phases
+        return g.sh <= 64 and g.sw <= 16
     if g.kh == 1 and g.kw == 1 and g.ph == 0 and g.pw == 0 and g.oh == g.H and g.ow == g.W:
         return False                                # direct: read in place already
     qg_conv_padded_size(&g)
@@ -394,23 +396,28 @@ cdef class QConvKernel:
         # the padded image 4 channels per pixel, each group's pixels read where they lie
         goff = None
         if implicit:
-            if not (flat and not self.geo.phased and group == 1 and self.geo.C % 4 == 0
+            strided = self.geo.sh > 1 or self.geo.sw > 1
+            if not (flat and group == 1 and self.geo.C % 4 == 0
                     and self.plan.use_vnni == QG_VNNI_AVX512 and not wide):
-                raise ValueError("implicit GEMM: flat stride-1 group-1 convs of 4k channels "
-                                 "on AVX-512 VNNI")
-            self.geo.nc4 = 1
-            self.geo.shifted = _exact_pays(&self.geo, self.plan.Nf) if exact is None else exact
-            taps = [(ti, tj) for ti in range(self.geo.kh) for tj in range(self.geo.kw)]
-            if self.geo.shifted:   # copy tj, row ti * dh: the columns are the output's pixels
+                raise ValueError("implicit GEMM: flat group-1 convs of 4k channels on AVX-512 "
+                                 "VNNI")
+            if strided and exact is False:
+                raise ValueError("implicit GEMM: a strided conv's plan is exact")
+            self.geo.nc4, self.geo.phased = 1, 0
+            self.geo.shifted = (strided or _exact_pays(&self.geo, self.plan.Nf)
+                                if exact is None else exact)
+            taps = [(ti * self.geo.dh, tj) for ti in range(self.geo.kh)
+                    for tj in range(self.geo.kw)]
+            if self.geo.shifted:   # the columns are the output's pixels
                 self.padsize = qg_conv_shifted_size(&self.geo)
                 self.plan.Nf = self.plan.N
-                goff = np.array([((q * self.geo.kw + tj) * self.geo.Hp + ti * self.geo.dh)
-                                 * self.geo.ow * 4
-                                 for q in range(self.geo.C // 4) for ti, tj in taps], np.int64)
+                sh, kw, rows = self.geo.sh, self.geo.kw, <long>self.geo.Hq * self.geo.ow * 4
+                goff = np.array([((q * sh + ri % sh) * kw + tj) * rows
+                                 + ri // sh * self.geo.ow * 4
+                                 for q in range(self.geo.C // 4) for ri, tj in taps], np.int64)
             else:
-                goff = np.array([((q * self.geo.Hp + ti * self.geo.dh) * self.geo.Wp
-                                  + tj * self.geo.dw) * 4
-                                 for q in range(self.geo.C // 4) for ti, tj in taps], np.int64)
+                goff = np.array([((q * self.geo.Hp + ri) * self.geo.Wp + tj * self.geo.dw) * 4
+                                 for q in range(self.geo.C // 4) for ri, tj in taps], np.int64)
             self.plan.goff = <const long *>cnp.PyArray_DATA(goff)
             # a last tile reads up to 7 pixels (28 bytes) past the last quad's plane: inside
             # the padded size's 64 bytes of slack; 192 more kept as a margin
