@@ -62,7 +62,7 @@ extensions = [
               extra_compile_args=["-O1"],
               depends=[f"edgenn/kernels/fast/{h}" for h in
                        ("_qgemm_vnni.h", "_qgemm_vnni_conv.h", "_qgemm_vnni_conv_shapes.h",
-                        "_qgemm_implicit.pxi", "_qgemm_avxvnni.h", "_qdw.h", "_qdw_sums.h",
+                        "_qgemm_vnni_tail.h", "_qgemm_implicit.pxi", "_qgemm_avxvnni.h", "_qdw.h", "_qdw_sums.h",
                         "_qepi.h",
                         "_qdw_decl.pxi")]),
     # direct convolution for few input channels, and its SIMDe-emulated twin for the tests
@@ -119,7 +119,8 @@ extensions = [
               extra_link_args=["-fopenmp"],
               depends=[f"edgenn/kernels/fast/{h}" for h in
                        ("_qgemm.h", "_qgemm_vnni.h", "_qgemm_vnni_conv.h",
-                        "_qgemm_vnni_conv_shapes.h", "_qgemm_implicit.pxi", "_qgemm_avxvnni.h",
+                        "_qgemm_vnni_conv_shapes.h", "_qgemm_vnni_tail.h", "_qgemm_implicit.pxi",
+                        "_qgemm_avxvnni.h",
                         "_bytes.h",
                         "_cpu.h",
                         "_qdw.h", "_qdw_sums.h",

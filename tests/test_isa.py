@@ -169,6 +169,34 @@ def test_implicit_gemm_tile_follows_the_group_offsets(lane, ng):
                     (lane, ng, fill, rows, npan)
 
 
+@pytest.mark.parametrize("lane", ["emulated"] + (["native"] if _qgemm.HAVE_VNNI else []))
+@pytest.mark.parametrize("ng", [1, 7, 8, 9, 64, 300])
+def test_last_columns_with_the_rows_in_the_lanes_are_exact(lane, ng):
+    # the implicit GEMM's last 1 / 2 columns (_qgemm_vnni_tail.h): 8 K groups per 3 zmm of
+    # the packed panel, the last block partial unless ng % 8 == 0, groups out of order
+    rng = np.random.default_rng(ng + 100)
+    order = rng.permutation(ng)
+    for fill in ("random", "min", "max"):
+        a, b = _panels(rng, ng, fill)
+        want = _reference("conv", a, b)[0]            # columns 0 .. 7: the first panel
+        for ncols in range(1, _qgemm.TAIL_COLUMNS + 1):
+            got = vnni_tiles.tail_tile(lane, a, b, ng, ncols, order)
+            assert np.array_equal(got[:, :ncols], want[:, :ncols]), (lane, ng, fill, ncols)
+            assert not got[:, ncols:].any()
+
+
+def test_emulated_lane_catches_a_broken_last_columns_kernel():
+    rng = np.random.default_rng(2)
+    a, b = _panels(rng, 13, "random")
+    want = _reference("conv", a, b)[0]
+    assert np.array_equal(vnni_tiles.tail_tile("emulated", a, b, 13, 2)[:, :2], want[:, :2])
+    assert not np.array_equal(vnni_tiles.tail_tile("emulated", a, b, 13, 2, broken=True)[:, :2],
+                              want[:, :2])
+    if _qgemm.HAVE_VNNI:      # the twin is only in the tests' emulated build
+        with pytest.raises(ValueError, match="no such kernel"):
+            vnni_tiles.tail_tile("native", a, b, 13, 2, broken=True)
+
+
 @pytest.mark.parametrize("tier", ["avx512vnni", "avxvnni"])
 def test_emulated_lane_catches_a_broken_kernel(tier):
     rng = np.random.default_rng(1)

@@ -480,12 +480,40 @@ def test_implicit_gemm_is_the_packed_plan_bit_for_bit(geom, out):
         run = qconv.prepare_gemm(node, ins, outs, isa="avx512vnni", threads=threads,
                                  implicit=True, exact=exact)
         assert run.implicit and run.flat and run.exact == exact
-        # no B block or row buffers: 64 bytes per thread (the packed plan: 37-186 KB here)
-        assert run.kernel.workspace_bytes <= 64 * threads < packed.kernel.workspace_bytes
+        # no B block or row buffers: per thread 64 bytes and the last columns' patterns,
+        # 192 bytes a column per 8 K groups (the packed plan: 37-186 KB here)
+        patterns = _qgemm.TAIL_COLUMNS * 192 * -(-run.kernel.plan_groups // 8)
+        assert run.kernel.workspace_bytes <= (64 + patterns) * threads
         got = np.full(outs[0].shape, 7, outs[0].dtype)
         run(inputs, [got])
         np.testing.assert_array_equal(got, base, f"threads={threads} exact={exact}")
         assert_matches(got, want, node, f"implicit threads={threads} exact={exact}")
+
+
+@pytest.mark.skipif(not _qgemm.HAVE_VNNI, reason="AVX-512 VNNI not on this CPU (or "
+                    "EDGENN_MAX_ISA): the implicit GEMM is that tier's")
+@pytest.mark.parametrize("width", [1, 2, 5, 8, 17, 23, 24, 40, 57])
+@pytest.mark.parametrize("channels", [4, 12, 64])
+def test_implicit_gemm_last_columns_with_the_rows_in_the_lanes(width, channels):
+    """A block's last 1 / 2 columns run with the 6 weight rows in the lanes (_qgemm_vnni_
+    tail.h), 3..8 on the ymm tile: 1 x width planes give every count of them, with K
+    groups of 9, 27 and 144 (partial and whole blocks of 8 groups), a channel tail of 1,
+    every epilogue; the same bytes as the packed plan."""
+    for out in ("u8", "f32", "u8+residual"):
+        geom = (1, channels, 1, width, 13, 3, 1, 1, 1, 1)
+        node, inputs, ins, outs, want = _output_case(
+            np.random.default_rng(width * channels + len(out)), geom, out)
+        packed = qconv.prepare_gemm(node, ins, outs, isa="avx512vnni", flat=True,
+                                    implicit=False)
+        base = np.empty(outs[0].shape, outs[0].dtype)
+        packed(inputs, [base])
+        for exact, threads in itertools.product((False, True), (1, 2)):
+            run = qconv.prepare_gemm(node, ins, outs, isa="avx512vnni", implicit=True,
+                                     exact=exact, threads=threads)
+            got = np.full(outs[0].shape, 7, outs[0].dtype)
+            run(inputs, [got])
+            np.testing.assert_array_equal(got, base, f"{out} exact={exact} threads={threads}")
+            assert_matches(got, want, node, f"{out} exact={exact}")
 
 
 @pytest.mark.skipif(not _qgemm.HAVE_VNNI, reason="AVX-512 VNNI not on this CPU (or "
@@ -497,10 +525,11 @@ def test_implicit_gemm_applies_only_where_it_computes_the_conv():
         ins = _infos(inputs, const)
         outs = infer_node(node, ins, fold=False)
         assert qconv.prepare_gemm(node, ins, outs, isa="avx512vnni").implicit, geom
-    # the shifted image where it saves products: 14x14's 209 flat columns ran 13.5 zmm
-    # tiles per K group, its 196 pixels 12.5; 7x7 (55 -> 49) and 56x56 keep the flat one
+    # the shifted image where it saves products (per K group, in 16-column zmm products:
+    # 14x14's 209 flat columns 13.06, its 196 pixels 12.25; 7x7's 55 columns 3.44, its 49
+    # pixels 3.06); 56x56 keeps the flat one (3191 columns 199.4, 3136 pixels 196)
     for geom, exact in [((1, 256, 14, 14, 256, 3, 1, 1, 1, 1), True),
-                        ((1, 512, 7, 7, 512, 3, 1, 1, 1, 1), False),
+                        ((1, 512, 7, 7, 512, 3, 1, 1, 1, 1), True),
                         ((1, 64, 56, 56, 64, 3, 1, 1, 1, 1), False),
                         ((1, 8, 9, 9, 8, 3, 2, 1, 1, 1), True),      # strided: always
                         ((1, 64, 56, 56, 128, 1, 2, 0, 1, 1), True)]:

@@ -1027,7 +1027,12 @@ static long qg_conv_bblk_bytes(const qg_conv_plan *p) {
 
 /* Workspace bytes: packed B block + kg row buffers + a zero row. */
 static long qg_conv_workspace(const qg_conv_plan *p) {
-    if (p->goff) return 64;   /* implicit GEMM: no B block, no row buffers */
+#if QV_HAVE
+    /* implicit GEMM: no B block, no row buffers; a block's last columns' patterns */
+    if (p->goff) return 64 + QVT_MAX * qvt_column_bytes(p->G);
+#else
+    if (p->goff) return 64;
+#endif
     return qg_conv_bblk_bytes(p) + 5 * (p->nc + 16) + 64;
 }
 
@@ -1038,7 +1043,7 @@ static long qg_conv_workspace(const qg_conv_plan *p) {
  * runs as 16 + 8 pixels (qvc_index); integer and float epilogues in registers. */
 static void qv_conv_tiles(const qg_conv_plan *p, const qg_conv *g, const uint8_t *ap,
                           const uint8_t *bblk, int mr, long m0, long j0, long nv,
-                          const qe_epi *e, void *y, const uint8_t *z) {
+                          const qe_epi *e, void *y, const uint8_t *z, const int32_t *pat) {
     const long N = p->Nf, G = p->G, es = e->out_f32 ? 4 : 1, bs = G * QG_BBYTES;
     const long np = (nv + QG_NR - 1) / QG_NR;
     const int avx512 = p->use_vnni == QG_VNNI_AVX512;
@@ -1054,6 +1059,12 @@ static void qv_conv_tiles(const qg_conv_plan *p, const qg_conv *g, const uint8_t
         uint8_t *yo = (uint8_t *)y + m0 * N + n0;
         const uint8_t *zo = z ? z + m0 * N + n0 : NULL;
         pj += npan;
+        if (pat && npan == 1) {   /* the last <= QVT_MAX columns, rows in the lanes */
+            int32_t tail[QV_PANELS * QV_MR * QG_NR] = {0};
+            qvt_sums(G, ap, pat, (int)nvalid, tail);
+            qv_tile_out(tail, mr, nvalid, e, m0, n0, (char *)y + (m0 * N + n0) * es, N, zo, 1);
+            continue;
+        }
         if (int_out) {   /* requantized in registers, straight into y */
             if (p->goff) qvci_u8[shape](G, ap, bp, p->goff, npan, mr, nvalid, e, m0, yo, N);
             else qvc_u8[shape](G, ap, bp, bs, npan, mr, nvalid, e, m0, yo, N);
@@ -1082,12 +1093,21 @@ static void qg_conv_cols(const qg_conv_plan *p, const uint8_t *wp, const qg_conv
     const int flavor_wide = p->wide;
     qg_ukr_t ukr = qg_pick_ukr(QG_CONV, flavor_wide, p->use_avx2);
 #if QE_X86 && QV_HAVE
-    if (p->goff) {   /* implicit GEMM: the tiles read the nc4 image where it lies (no ws) */
-        for (long j0 = jb; j0 < je; j0 += p->nc)
+    if (p->goff) {   /* implicit GEMM: the tiles read the nc4 image where it lies */
+        int32_t *pat = (int32_t *)(ws + 64);
+        for (long j0 = jb; j0 < je; j0 += p->nc) {
+            const long nv = je - j0 < p->nc ? je - j0 : p->nc, np = (nv + QG_NR - 1) / QG_NR;
+            /* a last tile of one panel (qv_conv_tiles: 4-panel tiles, 3 as 2 + 1) of <=
+             * QVT_MAX columns: their patterns, once for every 6-row panel */
+            const int tail = (np % 4 == 1 || np % 4 == 3) && nv - (np - 1) * QG_NR <= QVT_MAX;
+            if (tail)
+                qvt_patterns(G, g->xp, p->goff, j0 + (np - 1) * QG_NR,
+                             (int)(nv - (np - 1) * QG_NR), pat);
             for (long m0 = 0; m0 < M; m0 += QG_MR)
                 qv_conv_tiles(p, g, wp + (m0 / QG_MR) * G * QG_ABYTES, NULL,
-                              M - m0 < QG_MR ? (int)(M - m0) : QG_MR, m0, j0,
-                              je - j0 < p->nc ? je - j0 : p->nc, e, y, z);
+                              M - m0 < QG_MR ? (int)(M - m0) : QG_MR, m0, j0, nv, e, y, z,
+                              tail ? pat : NULL);
+        }
         return;
     }
 #endif
@@ -1104,7 +1124,7 @@ static void qg_conv_cols(const qg_conv_plan *p, const uint8_t *wp, const qg_conv
 #if QE_X86 && QV_HAVE
             if (p->use_vnni) {   /* 6 x 32 tiles along the block's pixels */
                 qv_conv_tiles(p, g, wp + (m0 / QG_MR) * G * QG_ABYTES, bblk, mr, m0, j0, nv, e,
-                              y, z);
+                              y, z, NULL);
                 continue;
             }
 #endif

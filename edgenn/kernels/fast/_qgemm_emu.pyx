@@ -26,6 +26,9 @@ cdef extern from *:
     #undef QVC_DP8
     #undef QVC_PREFIX
     #define qv_ukr_conv_6x32_broken qvc_broken_6x2_acc
+    #define QVT_BROKEN_DP(c, x, w) _mm512_dpbusd_epi32(c, x, _mm512_srai_epi32(w, 1))
+    QVT_SUMS(qvt_sums_broken, QVT_BROKEN_DP)
+    #define QVT_BROKEN 1
     #define QA_DP_BROKEN(c, v, s) QA_DPBUSD(c, v, _mm256_srai_epi32(s, 1))
     QA_UKR(qa_ukr_conv_6x32_broken, QA_DP_BROKEN)
     typedef void (*qv_ukr_t)(long, const uint8_t *, const uint8_t *, long, int, int32_t *);

@@ -44,6 +44,7 @@ enum { QG_VNNI_NONE = 0, QG_VNNI_AVX512 = 1, QG_VNNI_AVX = 2 };
 
 #define QV_MR 6
 #define QV_PANELS 4
+#include "_qgemm_vnni_tail.h"   /* (its constants and pattern builder on every target) */
 
 #if QV_HAVE
 /* two 8-column panels' group (32 bytes each) as one zmm */

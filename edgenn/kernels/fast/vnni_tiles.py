@@ -47,14 +47,9 @@ def _pairs(b, ng: int, bps: int, npan: int) -> np.ndarray:
                            for h in range(2)])
 
 
-def implicit_tile(lane: str, a, b, ng: int, npan: int, order=None, rows: int = 6) -> np.ndarray:
-    """The implicit-GEMM conv tile (QVC_IMPLICIT): b as tile() takes it (4 panels [ng][32
-    bytes]) laid out as the nc4 image holds it, group g's 4 panels (32 pixels, 128 bytes)
-    together at goff[g], the groups stored in `order` (a permutation: the kernel must follow
-    goff, not assume the groups in sequence) -> (4, 6, 8) int32 sums as tile()'s."""
-    if rows not in (6, 4, 2) or not 1 <= npan <= 4:
-        raise ValueError("rows 6 / 4 / 2, npan 1 .. 4")
-    a = np.ascontiguousarray(a, np.uint8).ravel()
+def _nc4_image(b, ng: int, order):
+    """b (4 panels [ng][32 bytes]) as the nc4 image holds it: group g's 32 pixels (128
+    bytes) at goff[g], the groups stored in `order` -> (image bytes, goff)."""
     b = np.ascontiguousarray(b, np.uint8).reshape(4, ng, 32)
     order = np.arange(ng) if order is None else np.asarray(order)
     slots = np.empty(ng, np.int64)
@@ -63,13 +58,46 @@ def implicit_tile(lane: str, a, b, ng: int, npan: int, order=None, rows: int = 6
     for grp in range(ng):
         img[slots[grp], :128] = b[:, grp].ravel()
     goff = (slots * img.shape[1]).astype(np.int64) if ng else np.zeros(1, np.int64)
-    a = np.concatenate([a, np.zeros(64, np.uint8)])
-    out = np.zeros((4, 6, 8), np.int32)
+    return img.ravel(), goff
+
+
+def _module(lane: str):
     if lane == "emulated":
         from . import _qgemm_emu as mod
-    else:
-        from . import _qgemm as mod
-        if not mod.HAVE_VNNI:
-            raise ValueError("this CPU (or EDGENN_MAX_ISA) has no avx512vnni")
-    mod.vnni_implicit_into(a, img.ravel(), goff, ng, npan, out.reshape(-1), rows)
+        return mod
+    from . import _qgemm as mod
+    if not mod.HAVE_VNNI:
+        raise ValueError("this CPU (or EDGENN_MAX_ISA) has no avx512vnni")
+    return mod
+
+
+def tail_tile(lane: str, a, b, ng: int, ncols: int, order=None, broken: bool = False
+              ) -> np.ndarray:
+    """A block's last <= TAIL_COLUMNS columns with the 6 weight rows in the lanes
+    (_qgemm_vnni_tail.h):
+    a and b as implicit_tile takes them, columns 0 .. ncols - 1 -> (6, 8) int32 sums
+    (columns past ncols zero); broken: the emulated build's twin (a weight operand
+    halved), to show the check can fail."""
+    from ._qgemm import TAIL_COLUMNS
+    if not 1 <= ncols <= TAIL_COLUMNS or ng < 1:
+        raise ValueError(f"ncols 1 .. {TAIL_COLUMNS}, ng >= 1")
+    img, goff = _nc4_image(b, ng, order)
+    a = np.ascontiguousarray(a, np.uint8).ravel()
+    pat = np.zeros(ncols * -(-ng // 8) * 48, np.int32)
+    out = np.zeros((6, 8), np.int32)
+    _module(lane).vnni_tail_into(a, img, goff, ng, ncols, pat, out.reshape(-1), broken)
+    return out
+
+
+def implicit_tile(lane: str, a, b, ng: int, npan: int, order=None, rows: int = 6) -> np.ndarray:
+    """The implicit-GEMM conv tile (QVC_IMPLICIT): b as tile() takes it (4 panels [ng][32
+    bytes]) laid out as the nc4 image holds it, group g's 4 panels (32 pixels, 128 bytes)
+    together at goff[g], the groups stored in `order` (a permutation: the kernel must follow
+    goff, not assume the groups in sequence) -> (4, 6, 8) int32 sums as tile()'s."""
+    if rows not in (6, 4, 2) or not 1 <= npan <= 4:
+        raise ValueError("rows 6 / 4 / 2, npan 1 .. 4")
+    img, goff = _nc4_image(b, ng, order)
+    a = np.concatenate([np.ascontiguousarray(a, np.uint8).ravel(), np.zeros(64, np.uint8)])
+    out = np.zeros((4, 6, 8), np.int32)
+    _module(lane).vnni_implicit_into(a, img, goff, ng, npan, out.reshape(-1), rows)
     return out
