@@ -496,7 +496,8 @@ def test_implicit_gemm_is_the_packed_plan_bit_for_bit(geom, out):
 @pytest.mark.parametrize("channels", [4, 12, 64])
 def test_implicit_gemm_last_columns_with_the_rows_in_the_lanes(width, channels):
     """A block's last 1 / 2 columns run with the 6 weight rows in the lanes (_qgemm_vnni_
-    tail.h), 3..8 on the ymm tile: 1 x width planes give every count of them, with K
+    tail.h), 3..8 on the ymm tile, in the implicit and the packed plans (a 1x1 conv read
+    in place): 1 x width planes give every count of them, with K
     groups of 9, 27 and 144 (partial and whole blocks of 8 groups), a channel tail of 1,
     every epilogue; the same bytes as the packed plan."""
     for out in ("u8", "f32", "u8+residual"):
@@ -514,6 +515,14 @@ def test_implicit_gemm_last_columns_with_the_rows_in_the_lanes(width, channels):
             run(inputs, [got])
             np.testing.assert_array_equal(got, base, f"{out} exact={exact} threads={threads}")
             assert_matches(got, want, node, f"{out} exact={exact}")
+        # the packed plans take them from their B block: a 1x1 conv read in place
+        geom = (1, channels, 1, width, 13, 1, 1, 0, 1, 1)
+        node, inputs, ins, outs, want = _output_case(np.random.default_rng(width), geom, out)
+        for threads in (1, 2):
+            run = qconv.prepare_gemm(node, ins, outs, isa="avx512vnni", threads=threads)
+            got = np.full(outs[0].shape, 7, outs[0].dtype)
+            run(inputs, [got])
+            assert_matches(got, want, node, f"1x1 {out} threads={threads}")
 
 
 @pytest.mark.skipif(not _qgemm.HAVE_VNNI, reason="AVX-512 VNNI not on this CPU (or "

@@ -1027,13 +1027,19 @@ static long qg_conv_bblk_bytes(const qg_conv_plan *p) {
 
 /* Workspace bytes: packed B block + kg row buffers + a zero row. */
 static long qg_conv_workspace(const qg_conv_plan *p) {
-#if QV_HAVE
-    /* implicit GEMM: no B block, no row buffers; a block's last columns' patterns */
-    if (p->goff) return 64 + QVT_MAX * qvt_column_bytes(p->G);
-#else
-    if (p->goff) return 64;
-#endif
-    return qg_conv_bblk_bytes(p) + 5 * (p->nc + 16) + 64;
+    /* AVX-512 VNNI: a block's last columns' patterns (_qgemm_vnni_tail.h) */
+    const long tail = p->use_vnni == QG_VNNI_AVX512 ? QVT_MAX * qvt_column_bytes(p->G) : 0;
+    if (p->goff) return 64 + tail;   /* implicit GEMM: no B block, no row buffers */
+    return qg_conv_bblk_bytes(p) + 5 * (p->nc + 16) + 64 + tail;
+}
+
+/* Whether a block of nv columns ends in a one-panel tile (qv_conv_tiles: 4-panel tiles,
+ * 3 as 2 + 1) of <= QVT_MAX columns, run with the rows in the lanes -> its first column
+ * (from the block's), or -1. */
+static inline long qvt_tail_start(long nv) {
+    const long np = (nv + QG_NR - 1) / QG_NR;
+    return (np % 4 == 1 || np % 4 == 3) && nv - (np - 1) * QG_NR <= QVT_MAX
+        ? (np - 1) * QG_NR : -1;
 }
 
 #if QE_X86 && QV_HAVE
@@ -1096,17 +1102,13 @@ static void qg_conv_cols(const qg_conv_plan *p, const uint8_t *wp, const qg_conv
     if (p->goff) {   /* implicit GEMM: the tiles read the nc4 image where it lies */
         int32_t *pat = (int32_t *)(ws + 64);
         for (long j0 = jb; j0 < je; j0 += p->nc) {
-            const long nv = je - j0 < p->nc ? je - j0 : p->nc, np = (nv + QG_NR - 1) / QG_NR;
-            /* a last tile of one panel (qv_conv_tiles: 4-panel tiles, 3 as 2 + 1) of <=
-             * QVT_MAX columns: their patterns, once for every 6-row panel */
-            const int tail = (np % 4 == 1 || np % 4 == 3) && nv - (np - 1) * QG_NR <= QVT_MAX;
-            if (tail)
-                qvt_patterns(G, g->xp, p->goff, j0 + (np - 1) * QG_NR,
-                             (int)(nv - (np - 1) * QG_NR), pat);
+            const long nv = je - j0 < p->nc ? je - j0 : p->nc, t0 = qvt_tail_start(nv);
+            if (t0 >= 0)   /* the last columns' patterns, once for every 6-row panel */
+                qvt_patterns(G, g->xp, p->goff, j0 + t0, (int)(nv - t0), pat);
             for (long m0 = 0; m0 < M; m0 += QG_MR)
                 qv_conv_tiles(p, g, wp + (m0 / QG_MR) * G * QG_ABYTES, NULL,
                               M - m0 < QG_MR ? (int)(M - m0) : QG_MR, m0, j0, nv, e, y, z,
-                              tail ? pat : NULL);
+                              t0 >= 0 ? pat : NULL);
         }
         return;
     }
@@ -1114,6 +1116,9 @@ static void qg_conv_cols(const qg_conv_plan *p, const uint8_t *wp, const qg_conv
     uint8_t *bblk = ws, *rowbuf = ws + qg_conv_bblk_bytes(p);
     uint8_t *zrow = rowbuf + 4 * (p->nc + 16);
     memset(zrow, 0, p->nc + 16);
+#if QE_X86 && QV_HAVE
+    int32_t *pat = (int32_t *)(zrow + p->nc + 16 + 64);   /* after the 64 spare bytes */
+#endif
     for (long j0 = jb; j0 < je; j0 += p->nc) {
         long nv = je - j0 < p->nc ? je - j0 : p->nc;
         long np = (nv + QG_NR - 1) / QG_NR;
@@ -1123,8 +1128,11 @@ static void qg_conv_cols(const qg_conv_plan *p, const uint8_t *wp, const qg_conv
             int mr = M - m0 < QG_MR ? (int)(M - m0) : QG_MR;
 #if QE_X86 && QV_HAVE
             if (p->use_vnni) {   /* 6 x 32 tiles along the block's pixels */
+                const long t0 = p->use_vnni == QG_VNNI_AVX512 ? qvt_tail_start(nv) : -1;
+                if (t0 >= 0 && m0 == 0)   /* the last columns' patterns, once per block */
+                    qvt_patterns_packed(G, bblk, G * QG_BBYTES, t0, (int)(nv - t0), pat);
                 qv_conv_tiles(p, g, wp + (m0 / QG_MR) * G * QG_ABYTES, bblk, mr, m0, j0, nv, e,
-                              y, z, NULL);
+                              y, z, t0 >= 0 ? pat : NULL);
                 continue;
             }
 #endif

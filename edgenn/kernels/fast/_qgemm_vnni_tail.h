@@ -30,19 +30,32 @@ static inline long qvt_column_bytes(long G) {
     return (G + 7) / 8 * QVT_LANES * 4;
 }
 
+/* The pattern of one column into p: group g's 4 bytes at x + goff[g] (goff NULL: at
+ * x + g * gstride). */
+static void qvt_pattern(long G, const uint8_t *x, const long *goff, long gstride, int32_t *p) {
+    for (long g = 0; g < (G + 7) / 8 * 8; g++) {
+        int32_t v = 0;
+        if (g < G) memcpy(&v, x + (goff ? goff[g] : g * gstride), 4);
+        for (int k = 0; k < 6; k++) p[g * 6 + k] = v;
+    }
+}
+
 /* The patterns of columns col0 .. col0 + r - 1 of the nc4 image xp (group g's 4 bytes of
  * column n at xp + goff[g] + 4 n) into pat (r * qvt_column_bytes(G) bytes). */
 static void qvt_patterns(long G, const uint8_t *xp, const long *goff, long col0, int r,
                          int32_t *pat) {
-    const long blocks = (G + 7) / 8;
+    for (int i = 0; i < r; i++)
+        qvt_pattern(G, xp + 4 * (col0 + i), goff, 0, pat + (long)i * (G + 7) / 8 * QVT_LANES);
+}
+
+/* The same from a packed B block in the pairs layout (qg_interleave: columns 16h .. 16h +
+ * 15 at b + 2h * bps, 64 bytes per group, 4 per column), its columns c0 .. c0 + r - 1. */
+static void qvt_patterns_packed(long G, const uint8_t *b, long bps, long c0, int r,
+                                int32_t *pat) {
     for (int i = 0; i < r; i++) {
-        int32_t *p = pat + (long)i * blocks * QVT_LANES;
-        const uint8_t *x = xp + 4 * (col0 + i);
-        for (long g = 0; g < blocks * 8; g++) {
-            int32_t v = 0;
-            if (g < G) memcpy(&v, x + goff[g], 4);
-            for (int k = 0; k < 6; k++) p[g * 6 + k] = v;
-        }
+        const long c = c0 + i;
+        qvt_pattern(G, b + (c / 16) * 2 * bps + (c % 16) * 4, NULL, 64,
+                    pat + (long)i * (G + 7) / 8 * QVT_LANES);
     }
 }
 
