@@ -59,9 +59,11 @@ class DigitsNet(nn.Module):
 
 
 def fit(model, x, y, epochs: int, seed: int | None = None, lr: float = 3e-3,
-        cosine: bool = False) -> None:
+        cosine: bool = False, teacher=None, shift: int = 0) -> None:
     """Train `model` (softmax outputs) on images x, labels y: Adam, batches of 64, NLL
     loss; reseeded first unless seed is None; a cosine learning-rate decay if asked.
+    teacher (softmax outputs): half the loss is the KL divergence from its predictions
+    (distillation); shift: each batch's images moved by up to that many pixels.
     Ends in eval mode. (Also the retraining loop of tests/test_torch_masks.py and
     scripts/compress_digits.py.)"""
     if seed is not None:
@@ -73,12 +75,30 @@ def fit(model, x, y, epochs: int, seed: int | None = None, lr: float = 3e-3,
     model.train()
     for _ in range(epochs):
         for b in torch.randperm(len(x)).split(64):
+            xb = _shifted(xt[b], shift)
             opt.zero_grad()
-            nn.functional.nll_loss(torch.log(model(xt[b]) + 1e-9), yt[b]).backward()
+            logp = torch.log(model(xb) + 1e-9)
+            loss = nn.functional.nll_loss(logp, yt[b])
+            if teacher is not None:
+                with torch.no_grad():
+                    target = teacher(xb)
+                loss = 0.5 * loss + 0.5 * nn.functional.kl_div(logp, target,
+                                                               reduction="batchmean")
+            loss.backward()
             opt.step()
             if sched is not None:
                 sched.step()
     model.eval()
+
+
+def _shifted(xb, shift: int):
+    """(n, c, h, w) images each moved by a random (dy, dx) in [-shift, shift], zeros in."""
+    if not shift:
+        return xb
+    n, _, h, w = xb.shape
+    padded = nn.functional.pad(xb, (shift,) * 4)
+    dy, dx = torch.randint(0, 2 * shift + 1, (2, n))
+    return torch.stack([padded[i, :, dy[i]:dy[i] + h, dx[i]:dx[i] + w] for i in range(n)])
 
 
 def main():
