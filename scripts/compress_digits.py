@@ -72,8 +72,8 @@ def _conv_norms(model):
             if isinstance(a, nn.Conv2d) and isinstance(b, nn.BatchNorm2d)]
 
 
-def train(model, x, y, epochs: int, seed: int, lr: float, teacher=None, shift=0) -> None:
-    fit(model, x, y, epochs, seed, lr, cosine=True, teacher=teacher, shift=shift)
+def train(model, x, y, epochs: int, seed: int, lr: float, teacher=None) -> None:
+    fit(model, x, y, epochs, seed, lr, cosine=True, teacher=teacher)
 
 
 def accuracy(run, x, y) -> float:
@@ -98,7 +98,6 @@ def main():
     p.add_argument("--block", type=int, default=128)
     p.add_argument("--distill", action=argparse.BooleanOptionalAction, default=True,
                    help="retrain against the dense model's predictions too")
-    p.add_argument("--shift", type=int, default=0, help="random image shifts (pixels)")
     p.add_argument("--from-shipped", action=argparse.BooleanOptionalAction, default=True,
                    help="start from (and distill) the shipped weights, not a dense model "
                         "retrained here")
@@ -121,7 +120,7 @@ def main():
     with torch.no_grad():
         print(f"{label}: {accuracy(lambda a: dense(torch.from_numpy(a)).numpy(), xh, yh):.2%}")
     for seed in args.seeds:
-        kd = dict(teacher=dense if args.distill else None, shift=args.shift)
+        kd = dict(teacher=dense if args.distill else None)
         model, _ = prune_module(copy.deepcopy(dense), ratio=args.channels)
         train(model, x, y, 15, seed + 1, 1e-3, **kd)
         model = fuse(model.eval())                      # BatchNorm into the convs

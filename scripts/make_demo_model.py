@@ -59,11 +59,11 @@ class DigitsNet(nn.Module):
 
 
 def fit(model, x, y, epochs: int, seed: int | None = None, lr: float = 3e-3,
-        cosine: bool = False, teacher=None, shift: int = 0) -> None:
+        cosine: bool = False, teacher=None) -> None:
     """Train `model` (softmax outputs) on images x, labels y: Adam, batches of 64, NLL
     loss; reseeded first unless seed is None; a cosine learning-rate decay if asked.
     teacher (softmax outputs): half the loss is the KL divergence from its predictions
-    (distillation); shift: each batch's images moved by up to that many pixels.
+    (distillation).
     Ends in eval mode. (Also the retraining loop of tests/test_torch_masks.py and
     scripts/compress_digits.py.)"""
     if seed is not None:
@@ -75,7 +75,7 @@ def fit(model, x, y, epochs: int, seed: int | None = None, lr: float = 3e-3,
     model.train()
     for _ in range(epochs):
         for b in torch.randperm(len(x)).split(64):
-            xb = _shifted(xt[b], shift)
+            xb = xt[b]
             opt.zero_grad()
             logp = torch.log(model(xb) + 1e-9)
             loss = nn.functional.nll_loss(logp, yt[b])
@@ -89,16 +89,6 @@ def fit(model, x, y, epochs: int, seed: int | None = None, lr: float = 3e-3,
             if sched is not None:
                 sched.step()
     model.eval()
-
-
-def _shifted(xb, shift: int):
-    """(n, c, h, w) images each moved by a random (dy, dx) in [-shift, shift], zeros in."""
-    if not shift:
-        return xb
-    n, _, h, w = xb.shape
-    padded = nn.functional.pad(xb, (shift,) * 4)
-    dy, dx = torch.randint(0, 2 * shift + 1, (2, n))
-    return torch.stack([padded[i, :, dy[i]:dy[i] + h, dx[i]:dx[i] + w] for i in range(n)])
 
 
 def main():
