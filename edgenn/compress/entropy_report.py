@@ -91,7 +91,7 @@ def entropy_report(graph) -> EntropyReport:
                 if a.dtype.name not in entropy.CODED_DTYPES:
                     other.append(raw)
                     continue
-                small.append(raw)
+                small.append((entropy.entropy_bits(a) / max(a.nbytes, 1), raw))
                 bits = _symbol_bits(entry, role)
                 group[0] += a.nbytes * 8 // bits
                 group[1] += a.nbytes
@@ -104,9 +104,10 @@ def entropy_report(graph) -> EntropyReport:
             bits = _symbol_bits(entry, role)
             rep.tensors.append(TensorCoding(name, n * 8 // bits, n, a.nbytes,
                                             entropy.entropy_bits(decoded, bits)))
-    if small:
+    if small:   # as compact.pack lays them out: after a flushed block, by entropy per byte
         rest = b"".join(other)
-        with_small = entropy.compress(rest + b"".join(small))
+        with_small = entropy.compress_blocks(
+            [rest, b"".join(raw for _, raw in sorted(small, key=lambda t: t[0]))])
         t0 = time.perf_counter()
         entropy.decompress(with_small, len(rest) + group[1])
         rep.decode_s += time.perf_counter() - t0

@@ -70,10 +70,21 @@ def encode(array: np.ndarray) -> bytes | None:
 def compress(data: bytes) -> bytes:
     """One zstd frame of `data` (level LEVEL, no frame checksum: the stored bytes have
     their CRC-32)."""
+    return compress_blocks([data])
+
+
+def compress_blocks(parts: list[bytes]) -> bytes:
+    """One zstd frame of the parts joined, a block flushed after each but the last (so no
+    block mixes two parts' statistics); options as compress. The size is pledged, so the
+    frame is single-segment with its content size, as a one-shot frame (without it the
+    header's window byte is free to change: a flipped bit there would go unnoticed)."""
     zstd = _zstd()
-    options = {zstd.CompressionParameter.compression_level: LEVEL,
-               zstd.CompressionParameter.checksum_flag: 0}
-    return zstd.compress(data, options=options)
+    c = zstd.ZstdCompressor(options={zstd.CompressionParameter.compression_level: LEVEL,
+                                     zstd.CompressionParameter.checksum_flag: 0})
+    c.set_pledged_input_size(sum(len(p) for p in parts))
+    out = [c.compress(p, mode=c.FLUSH_BLOCK) for p in parts[:-1]]
+    out.append(c.compress(parts[-1] if parts else b"", mode=c.FLUSH_FRAME))
+    return b"".join(out)
 
 
 def decompress(data: bytes, n: int) -> bytes:

@@ -241,11 +241,12 @@ def _compact_bytes(graph: Graph) -> bytes:
     for name, entry, entry_blobs in stored_entries(graph, min_coded=compact.PACK_BYTES):
         table[name] = entry
         blobs.update(entry_blobs)
-    index, rest, packed = compact.pack(*compact.short_keys(table, blobs))
+    index, rest, packed, int_start = compact.pack(*compact.short_keys(table, blobs))
     text = graph_to_json(graph, table, index).encode()
     text += b" " * (-len(text) % compact.ALIGN)     # packed blobs aligned in memory
     payload = text + packed
-    rest[compact.GRAPH_KEY] = np.frombuffer(compact.encode_payload(payload), np.uint8)
+    rest[compact.GRAPH_KEY] = np.frombuffer(
+        compact.encode_payload(payload, len(text) + int_start), np.uint8)
     meta = {"format": FORMAT, "format_version": str(compact.VERSION),
             "graph_bytes": str(len(text)), "payload_bytes": str(len(payload)),
             "payload_crc32": str(_crc(payload))}
