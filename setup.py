@@ -62,7 +62,8 @@ extensions = [
               extra_compile_args=["-O1"],
               depends=[f"edgenn/kernels/fast/{h}" for h in
                        ("_qgemm_vnni.h", "_qgemm_vnni_conv.h", "_qgemm_vnni_conv_shapes.h",
-                        "_qgemm_vnni_tail.h", "_qgemm_implicit.pxi", "_qgemm_avxvnni.h", "_qdw.h", "_qdw_sums.h",
+                        "_qgemm_vnni_tail.h", "_qgemm_implicit.pxi", "_qgemm_avxvnni.h",
+                        "_qdw.h", "_qdw_sums.h",
                         "_qepi.h",
                         "_qdw_decl.pxi")]),
     # direct convolution for few input channels, and its SIMDe-emulated twin for the tests

@@ -432,9 +432,10 @@ static long qg_conv_phase_size(qg_conv *g) {
 /* Hp, Wp: every row / column a window reads, the bottom / right padding included.
  * Stride 1 with right <= pw columns read right of the image (a "same" conv) and ow <=
  * pw + W (a flat row of the output fits a row of the image): the rows share their
- * padding, Wp = pw + W, a row's right padding being the next row's left one (one more row of padding at the bottom for the last row's), so a flat plan computes
- * pw fewer dropped columns per row: a 7x7 3x3 plane 55 columns instead of 61, three zmm
- * and a ymm tile instead of four zmm. */
+ * padding, Wp = pw + W, a row's right padding being the next row's left one (one more
+ * row of padding at the bottom for the last row's), so a flat plan computes pw fewer
+ * dropped columns per row: a 7x7 3x3 plane 55 columns instead of 61, three zmm and a
+ * ymm tile instead of four zmm. */
 static long qg_conv_padded_size(qg_conv *g) {
     int need_h = (g->oh - 1) * g->sh + (g->kh - 1) * g->dh + 1;
     int need_w = (g->ow - 1) * g->sw + (g->kw - 1) * g->dw + 1;
@@ -507,8 +508,6 @@ static void qg_conv_fill_phases(const qg_conv *g) {
     }
 }
 
-/* Pixels [ix, end) of 4 channel rows r, interleaved into d (4 bytes per pixel), 16 pixels
- * at a time through byte / word unpacks (qg_interleave's steps). */
 #if QE_X86
 /* 16 pixels of 4 channels (one vector each) -> d, 4 bytes per pixel */
 static inline void qg_nc4_store16(__m128i r0, __m128i r1, __m128i r2, __m128i r3, uint8_t *d) {
@@ -526,9 +525,7 @@ static inline __m128i qg_even16(const uint8_t *s) {
     return _mm_packus_epi16(_mm_and_si128(_mm_loadu_si128((const __m128i *)s), lo),
                             _mm_and_si128(_mm_loadu_si128((const __m128i *)(s + 16)), lo));
 }
-#endif
 
-#if QE_X86
 /* n bytes (a multiple of 4, < 64) s -> d in 16 / 8 / 4-byte moves */
 static inline void qg_store_words(uint8_t *d, const uint8_t *s, int n) {
     for (; n >= 16; n -= 16, d += 16, s += 16) memcpy(d, s, 16);
