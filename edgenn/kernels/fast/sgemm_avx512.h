@@ -65,7 +65,7 @@ SG_AVX512 static inline __attribute__((always_inline)) void sg_ukr_avx512_t(
         long kc, const float *a0, long lda, long a_ps, const float *b0, long ldb0,
         const float *b1, long ldb1, float *c, long ldc, int mr, int nr, int accum, int last,
         const sg_epi *e, long m0, long n0, const int MRC, const int NV, const int ROWS,
-        const float *pf0, const float *pf1) {
+        const int PFA, const float *pf0, const float *pf1) {
     const float *a1 = a0 + a_ps;
     const __m512 z = _mm512_setzero_ps();
     __m512 c00 = z, c01 = z, c10 = z, c11 = z, c20 = z, c21 = z, c30 = z, c31 = z;
@@ -81,6 +81,9 @@ SG_AVX512 static inline __attribute__((always_inline)) void sg_ukr_avx512_t(
         if (ROWS && pf0) {   /* the next panel pair into L2, one 64-byte row of each per k */
             _mm_prefetch((const char *)(pf0 + k * SG_NR), _MM_HINT_T1);
             _mm_prefetch((const char *)(pf1 + k * SG_NR), _MM_HINT_T1);
+        } else if (PFA && !(k & 1)) {   /* the next A panel pair: 48 bytes per 2 k */
+            _mm_prefetch((const char *)(pf0 + k * SG_MR), _MM_HINT_T1);
+            _mm_prefetch((const char *)(pf1 + k * SG_MR), _MM_HINT_T1);
         }
         const __m512 v0 = _mm512_loadu_ps(b0);
         const __m512 v1 = NV == 2 ? _mm512_loadu_ps(b1) : z;
@@ -133,13 +136,20 @@ SG_AVX512 static inline __attribute__((always_inline)) void sg_ukr_avx512_t(
             const float *b0, long ldb0, const float *b1, long ldb1, float *c, long ldc,      \
             int mr, int nr, int accum, int last, const sg_epi *e, long m0, long n0) {        \
         sg_ukr_avx512_t(kc, a0, SG_MR, a_ps, b0, ldb0, b1, ldb1, c, ldc, mr, nr, accum,      \
-                        last, e, m0, n0, MRC, NV, 0, NULL, NULL);                            \
+                        last, e, m0, n0, MRC, NV, 0, 0, NULL, NULL);                         \
+    }                                                                                        \
+    SG_AVX512 static void sg_ukr_avx512_pf_##MRC##x##NV(long kc, const float *a0, long a_ps, \
+            const float *b0, long ldb0, const float *b1, long ldb1, float *c, long ldc,      \
+            int mr, int nr, int accum, int last, const sg_epi *e, long m0, long n0,          \
+            const float *pf) {                                                               \
+        sg_ukr_avx512_t(kc, a0, SG_MR, a_ps, b0, ldb0, b1, ldb1, c, ldc, mr, nr, accum,      \
+                        last, e, m0, n0, MRC, NV, 0, 1, pf, pf + a_ps);                      \
     }                                                                                        \
     SG_AVX512 static void sg_rows_avx512_##MRC##x##NV(long kc, const float *a0, long lda,    \
             const float *b0, const float *b1, float *c, long ldc, int mr, int nr,            \
             const sg_epi *e, long m0, long n0, const float *pf0, const float *pf1) {         \
         sg_ukr_avx512_t(kc, a0, lda, SG_MR, b0, SG_NR, b1, SG_NR, c, ldc, mr, nr, 0, 1, e,   \
-                        m0, n0, MRC, NV, 1, pf0, pf1);                                       \
+                        m0, n0, MRC, NV, 1, 0, pf0, pf1);                                    \
     }
 #define SG_UKR512_ROWS(NV) SG_UKR512(1, NV) SG_UKR512(2, NV) SG_UKR512(3, NV) SG_UKR512(4, NV) \
     SG_UKR512(5, NV) SG_UKR512(6, NV) SG_UKR512(7, NV) SG_UKR512(8, NV) SG_UKR512(9, NV)      \
@@ -151,6 +161,9 @@ SG_UKR512_ROWS(2)
 
 typedef void (*sg_ukr512_t)(long, const float *, long, const float *, long, const float *,
                             long, float *, long, int, int, int, int, const sg_epi *, long, long);
+typedef void (*sg_ukr512_pf_t)(long, const float *, long, const float *, long, const float *,
+                               long, float *, long, int, int, int, int, const sg_epi *, long,
+                               long, const float *);
 typedef void (*sg_rows512_t)(long, const float *, long, const float *, const float *, float *,
                              long, int, int, const sg_epi *, long, long, const float *,
                              const float *);
@@ -158,17 +171,26 @@ typedef void (*sg_rows512_t)(long, const float *, long, const float *, const flo
     P##7x##NV, P##8x##NV, P##9x##NV, P##10x##NV, P##11x##NV, P##12x##NV}
 static const sg_ukr512_t sg_ukr_avx512[2][SG_MR2] = {SG_T(sg_ukr_avx512_, 1),
                                                      SG_T(sg_ukr_avx512_, 2)};
+/* the same kernels prefetching the next A panel pair (separate instances, so the others'
+ * K loops carry no test) */
+static const sg_ukr512_pf_t sg_ukr_avx512_pf[2][SG_MR2] = {SG_T(sg_ukr_avx512_pf_, 1),
+                                                           SG_T(sg_ukr_avx512_pf_, 2)};
 static const sg_rows512_t sg_rows_avx512[2][SG_MR2] = {SG_T(sg_rows_avx512_, 1),
                                                        SG_T(sg_rows_avx512_, 2)};
 #undef SG_T
 
-/* One 12 x 32 tile (or its corner: mr rows, nr columns) through the table. */
+/* One 12 x 32 tile (or its corner: mr rows, nr columns) through the table; pf: the next
+ * A panel pair (a_ps apart) prefetched into L2 during its K loop, or NULL. */
 static inline void sg_tile_avx512(long kc, const float *a0, long a_ps, const float *b0,
                                   long ldb0, const float *b1, long ldb1, float *c, long ldc,
                                   int mr, int nr, int accum, int last, const sg_epi *e,
-                                  long m0, long n0) {
-    sg_ukr_avx512[nr > SG_NR][mr - 1](kc, a0, a_ps, b0, ldb0, b1, ldb1, c, ldc, mr, nr, accum,
-                                      last, e, m0, n0);
+                                  long m0, long n0, const float *pf) {
+    if (pf)
+        sg_ukr_avx512_pf[nr > SG_NR][mr - 1](kc, a0, a_ps, b0, ldb0, b1, ldb1, c, ldc, mr, nr,
+                                             accum, last, e, m0, n0, pf);
+    else
+        sg_ukr_avx512[nr > SG_NR][mr - 1](kc, a0, a_ps, b0, ldb0, b1, ldb1, c, ldc, mr, nr,
+                                          accum, last, e, m0, n0);
 }
 /* Rows mode, for small outputs (the 7x7 and 14x14 1x1 convs): C (M, N) = act(W (M, K) @
  * B (K, N) + epilogue) computed as C^T = B^T W^T, so that N, which is small and rarely a
