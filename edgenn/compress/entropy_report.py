@@ -91,7 +91,7 @@ def entropy_report(graph) -> EntropyReport:
                 if a.dtype.name not in entropy.CODED_DTYPES:
                     other.append(raw)
                     continue
-                small.append((entropy.entropy_bits(a) / max(a.nbytes, 1), raw))
+                small.append((compact.entropy_per_byte(a), raw))
                 bits = _symbol_bits(entry, role)
                 group[0] += a.nbytes * 8 // bits
                 group[1] += a.nbytes

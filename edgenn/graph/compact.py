@@ -53,6 +53,11 @@ def short_keys(table: dict, blobs: dict) -> tuple[dict, dict]:
     return table, {rename[k]: a for k, a in blobs.items()}
 
 
+def entropy_per_byte(a: np.ndarray) -> float:
+    """The order pack() gives the integer blobs (rising)."""
+    return entropy.entropy_bits(a) / max(a.nbytes, 1)
+
+
 def pack(table: dict, blobs: dict) -> tuple[dict, dict, bytes, int]:
     """Split blobs into the packed ones (small, not entropy-coded) and the rest.
     -> (packed index {key: [dtype, shape, offset]}, the remaining blobs, packed bytes, the
@@ -65,7 +70,7 @@ def pack(table: dict, blobs: dict) -> tuple[dict, dict, bytes, int]:
     small = {k: a for k, a in blobs.items() if a.nbytes < PACK_BYTES and k not in coded}
     rest = {k: a for k, a in blobs.items() if k not in small}
     integer = [k for k, a in small.items() if a.dtype.name in entropy.CODED_DTYPES]
-    integer.sort(key=lambda k: entropy.entropy_bits(small[k]) / max(small[k].nbytes, 1))
+    integer.sort(key=lambda k: entropy_per_byte(small[k]))
     index, parts, offset, int_start = {}, [], 0, None
     for key in [k for k in small if k not in set(integer)] + integer:
         a = small[key]

@@ -570,16 +570,19 @@ static inline void qg_nc4_gather(const uint8_t *const r[4], int ix, int step, in
     }
 }
 
+/* r: row iy of the 4 channels of quad q of the image */
+static inline void qg_quad_rows(const qg_conv *g, int q, int iy, const uint8_t *r[4]) {
+    const long plane = (long)g->H * g->W;
+    for (int c = 0; c < 4; c++) r[c] = g->x + (4L * q + c) * plane + (long)iy * g->W;
+}
+
 /* nc4: the image into the interior of the 4-channel-interleaved padded scratch. */
 static void qg_conv_fill_nc4(const qg_conv *g) {
-    const long plane = (long)g->H * g->W;
-    const uint8_t *end = g->x + g->C * plane;
+    const uint8_t *end = g->x + (long)g->C * g->H * g->W;
     for (int q = 0; q < g->C / 4; q++) {
-        const uint8_t *s0 = g->x + (long)4 * q * plane;
         for (int iy = 0; iy < g->H; iy++) {
-            const uint8_t *r[4] = {s0 + (long)iy * g->W, s0 + plane + (long)iy * g->W,
-                                   s0 + 2 * plane + (long)iy * g->W,
-                                   s0 + 3 * plane + (long)iy * g->W};
+            const uint8_t *r[4];
+            qg_quad_rows(g, q, iy, r);
             qg_nc4_gather(r, 0, 1, g->W, end,
                           g->xp + (((long)q * g->Hp + iy + g->ph) * g->Wp + g->pw) * 4);
         }
@@ -589,16 +592,14 @@ static void qg_conv_fill_nc4(const qg_conv *g) {
 /* shifted: the image into its copies, each the pixels its (row phase, kernel column)
  * reads (the borders hold the zero point from the first fill on). */
 static void qg_conv_fill_shifted(const qg_conv *g) {
-    const long plane = (long)g->H * g->W, copy = (long)g->Hq * g->ow * 4;
-    const uint8_t *end = g->x + g->C * plane;
+    const long copy = (long)g->Hq * g->ow * 4;
+    const uint8_t *end = g->x + (long)g->C * g->H * g->W;
     for (int q = 0; q < g->C / 4; q++) {
-        const uint8_t *s0 = g->x + (long)4 * q * plane;
         for (int iy = 0; iy < g->H; iy++) {
             const int py = iy + g->ph, pi = py % g->sh, u = py / g->sh;
             if (u >= g->Hq) break;
-            const uint8_t *r[4] = {s0 + (long)iy * g->W, s0 + plane + (long)iy * g->W,
-                                   s0 + 2 * plane + (long)iy * g->W,
-                                   s0 + 3 * plane + (long)iy * g->W};
+            const uint8_t *r[4];
+            qg_quad_rows(g, q, iy, r);
             for (int tj = 0; tj < g->kw; tj++) {
                 /* output column ox reads image column ox sw + tj dw - pw */
                 const int off = tj * g->dw - g->pw;
@@ -1121,13 +1122,15 @@ static void qg_conv_cols(const qg_conv_plan *p, const uint8_t *wp, const qg_conv
         long np = (nv + QG_NR - 1) / QG_NR;
         qg_pack_b_conv(g, p->K, G, p->wide, p->direct, p->flat ? p->row_off : NULL, j0, nv, bblk,
                        rowbuf, zrow, p->use_vnni == QG_VNNI_AVX512);
+#if QE_X86 && QV_HAVE
+        /* the last columns' patterns, once for every 6-row panel */
+        const long t0 = p->use_vnni == QG_VNNI_AVX512 ? qvt_tail_start(nv) : -1;
+        if (t0 >= 0) qvt_patterns_packed(G, bblk, G * QG_BBYTES, t0, (int)(nv - t0), pat);
+#endif
         for (long m0 = 0; m0 < M; m0 += QG_MR) {   /* the A panel stays in L1 */
             int mr = M - m0 < QG_MR ? (int)(M - m0) : QG_MR;
 #if QE_X86 && QV_HAVE
             if (p->use_vnni) {   /* 6 x 32 tiles along the block's pixels */
-                const long t0 = p->use_vnni == QG_VNNI_AVX512 ? qvt_tail_start(nv) : -1;
-                if (t0 >= 0 && m0 == 0)   /* the last columns' patterns, once per block */
-                    qvt_patterns_packed(G, bblk, G * QG_BBYTES, t0, (int)(nv - t0), pat);
                 qv_conv_tiles(p, g, wp + (m0 / QG_MR) * G * QG_ABYTES, bblk, mr, m0, j0, nv, e,
                               y, z, t0 >= 0 ? pat : NULL);
                 continue;

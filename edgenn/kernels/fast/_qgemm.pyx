@@ -118,14 +118,22 @@ _VNNI = {"avx512vnni": (QG_VNNI_AVX512, HAVE_VNNI), "avxvnni": (QG_VNNI_AVX, HAV
 _VNNI_NAME = {number: isa for isa, (number, _) in _VNNI.items()}
 
 
+cdef qg_conv _geometry(geom, long group=1):
+    """The conv geometry (QConvKernel's tuple: C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, oh,
+    ow) of one group, every other field zero."""
+    cdef qg_conv g
+    memset(&g, 0, sizeof(g))
+    (g.C, g.H, g.W, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.oh, g.ow) = geom
+    g.C = g.C // group
+    return g
+
+
 def nc4_image(cnp.ndarray x, geom, int pad, bint shifted):
     """Tests: the implicit GEMM's image of x (C, H, W) uint8 (C a multiple of 4) for the
     conv geometry geom (QConvKernel's), the borders holding pad -> stride 1: (C/4, Hp, Wp,
     4), or shifted: (C/4, sh, kw, Hq, ow, 4); the bytes its tiles read, filled as a call
     does."""
-    cdef qg_conv g
-    memset(&g, 0, sizeof(g))
-    (g.C, g.H, g.W, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.oh, g.ow) = geom
+    cdef qg_conv g = _geometry(geom)
     if x.dtype != np.uint8 or x.ndim != 3 or (x.shape[0], x.shape[1], x.shape[2]) != \
             (g.C, g.H, g.W) or g.C % 4 or (not shifted and (g.sh != 1 or g.sw != 1)):
         raise ValueError("nc4_image: x (C, H, W) uint8 with 4k channels (strided: shifted)")
@@ -148,10 +156,7 @@ def implicit_ok(geom, long group, str isa) -> bool:
     group-1 convs with 4k channels on AVX-512 VNNI, stride 1 where the default flat plan
     would run, strided ones on the shifted image. It ran ResNet-18's stride-1 3x3 convs
     3-8% faster than the packed block, its stride-2 ones 10-13% (AMD EPYC 25/17)."""
-    cdef qg_conv g
-    memset(&g, 0, sizeof(g))
-    (g.C, g.H, g.W, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.oh, g.ow) = geom
-    g.C = g.C // group
+    cdef qg_conv g = _geometry(geom, group)
     if group != 1 or g.C % 4 or isa != "avx512vnni" or not HAVE_VNNI:
         return False
     if g.sh > 1 or g.sw > 1:     # the shifted image (exact) in place of the packed phases
@@ -360,11 +365,8 @@ cdef class QConvKernel:
     def __init__(self, cnp.ndarray wpacked, bint wide, geom, long group, long M, dict epi,
                  uint8_t x_zp, bint force_portable=False, int threads=1, excess=None,
                  str isa="avx2", flat=None, bint implicit=False, exact=None):
-        (self.geo.C, self.geo.H, self.geo.W, self.geo.kh, self.geo.kw, self.geo.sh,
-         self.geo.sw, self.geo.ph, self.geo.pw, self.geo.dh, self.geo.dw, self.geo.oh,
-         self.geo.ow) = geom
-        self.group, self.Mtot, self.Ctot = group, M, self.geo.C
-        self.geo.C = self.Ctot // group
+        self.geo = _geometry(geom, group)
+        self.group, self.Mtot, self.Ctot = group, M, geom[0]
         self.geo.pad = x_zp
         self.plan.M = M // group
         self.plan.K = <long>self.geo.C * self.geo.kh * self.geo.kw
