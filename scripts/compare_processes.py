@@ -3,6 +3,7 @@ thread pools spin and starve each other, so interleaving is only fair at 1 threa
 
     python scripts/compare_processes.py --threads 2 mobilenet_v2-op13 resnet18-op17
     python scripts/compare_processes.py --threads 2 --int8 mobilenet_v2-op13
+    python scripts/compare_processes.py --threads 2 --repeats 5 mobilenet_v2-op13   # A B A B ...
 
 Runtimes: edgenn, onnxruntime, mnn (fp32); with --int8 also edgenn-int8 (its own
 quantizer), onnxruntime-int8 (quantize_static QDQ) and mnn-int8 (its own quantizer, Session
@@ -54,6 +55,9 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--rounds", type=int, default=20)
     p.add_argument("--int8", action="store_true")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="processes per runtime, alternated (A B A B ...): on a shared "
+                        "machine the second core's availability drifts over minutes")
     p.add_argument("--runtimes", default="edgenn,onnxruntime,mnn")
     args = p.parse_args()
     from edgenn.kernels import isa  # noqa: E402
@@ -64,22 +68,36 @@ def main():
     os.makedirs(tmp, exist_ok=True)
     import numpy as np
     for name in args.models:
-        print(f"\n== {name}: {args.threads} thread(s), one process per runtime, median of "
-              f"{args.rounds} after 5 warm-up runs")
-        rows = {}
-        for rt in runtimes:
-            code = CHILD.format(here=HERE, name=name, runtime=rt, threads=args.threads,
-                                rounds=args.rounds, tmp=tmp)
-            out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-            line = [x for x in out.stdout.splitlines() if x.startswith("RESULT ")]
-            if out.returncode or not line:
-                print(f"{rt:18} failed: {(out.stderr.strip().splitlines() or ['?'])[-1]}")
-                continue
-            rows[rt] = float(np.median(json.loads(line[0][7:]))) * 1e3
+        print(f"\n== {name}: {args.threads} thread(s), {args.repeats} process(es) per runtime "
+              f"alternated, median of {args.rounds} runs each after 5 warm-up runs")
+        per_process: dict[str, list[float]] = {}
+        for _ in range(args.repeats):
+            for rt in runtimes:
+                ms = _one_process(rt, name, args, tmp)
+                if ms is not None:
+                    per_process.setdefault(rt, []).append(ms)
+        rows = {rt: float(np.median(v)) for rt, v in per_process.items()}
         base = rows.get("edgenn")
         for rt, ms in rows.items():
             ratio = f"{ms / base:6.2f}x" if base else ""
-            print(f"{rt:18} {ms:9.2f} ms  {ratio} of edgenn fp32")
+            spread = per_process[rt]
+            span = f"  (processes: {min(spread):.2f}-{max(spread):.2f})" if len(spread) > 1 else ""
+            if len(spread) > 1 and base:
+                span += f"  best {min(spread):.2f} = {min(spread) / min(per_process['edgenn']):.2f}x"
+            print(f"{rt:18} {ms:9.2f} ms  {ratio} of edgenn fp32{span}")
+
+
+def _one_process(rt, name, args, tmp):
+    """Median ms of one fresh process running `rt`, or None (printed) when it failed."""
+    import numpy as np
+    code = CHILD.format(here=HERE, name=name, runtime=rt, threads=args.threads,
+                        rounds=args.rounds, tmp=tmp)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    line = [x for x in out.stdout.splitlines() if x.startswith("RESULT ")]
+    if out.returncode or not line:
+        print(f"{rt:18} failed: {(out.stderr.strip().splitlines() or ['?'])[-1]}")
+        return None
+    return float(np.median(json.loads(line[0][7:]))) * 1e3
 
 
 if __name__ == "__main__":

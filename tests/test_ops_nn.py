@@ -465,6 +465,21 @@ def test_fused_attention_leading_dims():
     assert _rel_err(y, _attention_ref(q, kt, v)) < 1e-5
 
 
+def test_fused_attention_reads_heads_through_perms():
+    """perm_q / perm_k / perm_v / perm_y (the absorbed Transposes): the same result as the
+    explicit transposes, against an independent reference."""
+    b, s, t, h, d = 2, 5, 6, 3, 4
+    q, k, v = _r(b, s, h, d), _r(b, t, h, d), _r(b, t, h, d)
+    want = _attention_ref(q.transpose(0, 2, 1, 3), k.transpose(0, 2, 3, 1),
+                          v.transpose(0, 2, 1, 3)).transpose(0, 2, 1, 3)
+    attrs = {"perm_q": [0, 2, 1, 3], "perm_k": [0, 2, 3, 1], "perm_v": [0, 2, 1, 3],
+             "perm_y": [0, 2, 1, 3]}
+    y = _eval("FusedAttention", [q, k, v], attrs)
+    assert y.shape == (b, s, h, d) and _rel_err(y, want) < 1e-5
+    with pytest.raises(GraphError, match="perm_q"):
+        _eval("FusedAttention", [q, k, v], dict(attrs, perm_q=[0, 1, 2]))
+
+
 def test_fused_attention_shape_errors():
     node = Node("FusedAttention", ["q", "k", "v"], ["y"], {}, "att")
     with pytest.raises(GraphError, match="FusedAttention"):

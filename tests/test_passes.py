@@ -10,6 +10,7 @@ import pytest
 from helpers import make_model, ort_run
 from onnx import TensorProto, helper
 
+import edgenn
 from edgenn.converters.onnx.importer import import_onnx
 from edgenn.graph import passes as P
 from edgenn.graph.infer import execute
@@ -604,6 +605,39 @@ def test_fuse_attention(scale_op, mask):
     fa = only(g, "FusedAttention")
     assert fa.inputs[:3] == ["q", "kt", "v"] and (fa.inputs[3:] == ["mask"]) == mask
     assert abs(fa.attrs["scale"] - (1 / math.sqrt(d) if scale_op else 1.0)) < 1e-6
+
+
+def test_attention_reads_split_heads_in_place():
+    """BERT's head split: (B, S, H*D) -> Reshape (B, S, H, D) -> Transpose -> attention ->
+    Transpose -> Reshape. The q / v / output Transposes become perms of the FusedAttention
+    (no copies); K's, read transposed, stays a Transpose (a copy runs faster)."""
+    b, s, h, d = 2, 5, 3, 4
+    shape4 = np.array([b, s, h, d], np.int64)
+    nodes = []
+    for x in "qkv":
+        nodes.append(helper.make_node("Reshape", [x, "shape4"], [f"{x}4"]))
+    nodes += [helper.make_node("Transpose", ["q4"], ["qh"], perm=[0, 2, 1, 3]),
+              helper.make_node("Transpose", ["k4"], ["kt"], perm=[0, 2, 3, 1]),
+              helper.make_node("Transpose", ["v4"], ["vh"], perm=[0, 2, 1, 3]),
+              helper.make_node("MatMul", ["qh", "kt"], ["s0"]),
+              helper.make_node("Div", ["s0", "scale"], ["s1"]),
+              helper.make_node("Softmax", ["s1"], ["p"], axis=-1),
+              helper.make_node("MatMul", ["p", "vh"], ["yh"]),
+              helper.make_node("Transpose", ["yh"], ["y4"], perm=[0, 2, 1, 3]),
+              helper.make_node("Reshape", ["y4", "shape3"], ["y"])]
+    inputs = [(x, [b, s, h * d]) for x in "qkv"]
+    feeds = {x: rand(b, s, h * d) for x in "qkv"}
+    m = model(nodes, inputs, [("y", [b, s, h * d])],
+              {"shape4": shape4, "shape3": np.array([b, s, h * d], np.int64),
+               "scale": c(math.sqrt(d))})
+    g, _ = check(m, feeds)
+    assert ops(g).get("Transpose") == 1, ops(g)
+    fa = only(g, "FusedAttention")
+    assert fa.attrs["perm_q"] == fa.attrs["perm_v"] == fa.attrs["perm_y"] == [0, 2, 1, 3]
+    assert "perm_k" not in fa.attrs
+    sess = edgenn.InferenceSession(g, threads=1)
+    got = sess.run(None, feeds)[0]
+    np.testing.assert_allclose(got, run_ort(m, feeds)["y"], rtol=1e-4, atol=1e-5)
 
 
 def test_attention_not_fused_when_probs_shared():

@@ -219,6 +219,36 @@ def test_pool_timing_interleaves_the_plans(monkeypatch):
     assert set(times) == {"blas", "omp"} and all(t >= 0 for t in times.values())
 
 
+def test_candidates_are_timed_in_rounds_not_one_after_another():
+    """Each round runs every candidate once: a burst of load that lasts a few hundred ms
+    slows them alike instead of landing on one candidate's samples."""
+    order = []
+    runs = {name: (lambda inputs, outputs, n=name: order.append(n)) for name in "abc"}
+    times = select._time_round_robin(runs, [], [])
+    assert set(times) == set("abc")
+    rounds = len(order) // 3
+    assert select.MIN_REPEATS <= rounds <= select.MAX_REPEATS and len(order) == 3 * rounds
+    assert order == ["a", "b", "c"] * rounds
+
+
+def test_openmp_plan_is_built_with_blas_at_one_thread(pooled_relu_kernels, monkeypatch):
+    """The reference outputs the candidates are checked against call BLAS: at two threads
+    its spinning workers would share a core with the OpenMP candidates timed next. The
+    OpenMP plan is built first, with OpenBLAS at one thread; the BLAS plan at the
+    session's count."""
+    from edgenn.graph.ir import Graph, ValueInfo
+    from edgenn.runtime import session as session_mod
+    g = Graph([Node("Relu", ["x"], ["y"], {}, "r1")],
+              [ValueInfo("x", "float32", (4, 64))], [ValueInfo("y", "float32", (4, 64))], {})
+    seen = []
+    real_build = session_mod.build
+    monkeypatch.setattr(session_mod, "build", lambda graph, shapes, tuner, **kw: seen.append(
+        (tuner.pool, session_mod.thread_control.current_blas())) or real_build(
+            graph, shapes, tuner=tuner, **kw))
+    session_mod.InferenceSession(g, threads=2)
+    assert seen == [("omp", 1), ("blas", 2)]
+
+
 WRITER = r"""
 import sys
 from edgenn.runtime import tunecache

@@ -127,25 +127,30 @@ class InferenceSession:
         cache = tunecache.load(self.threads) if self.tune != "off" else {}
         known = cache.get(key, {}).get("pool") if self.tune == "cached" else None
         if self.tune == "off" or known in ("blas", "omp"):
-            pool = known or "blas"
-            tuner = Tuner(self.tune, self.threads, progress=self._progress, pool=pool)
-            with thread_control.blas(self.threads):
-                plan = build(self.graph, shapes, tuner=tuner, max_memory=self.max_memory)
-            plan.pool = pool
-            return plan
-        plans = {}
-        for pool in ("blas", "omp"):
-            tuner = Tuner(self.tune, self.threads, progress=self._progress, pool=pool)
-            with thread_control.blas(self.threads):
-                plans[pool] = build(self.graph, shapes, tuner=tuner,
-                                     max_memory=self.max_memory)
-            plans[pool].pool = pool
+            return self._plan_on_pool(shapes, known or "blas")
+        # the OpenMP plan first: its candidates are timed before any BLAS call has left
+        # OpenBLAS's workers spinning on the other cores
+        plans = {pool: self._plan_on_pool(shapes, pool) for pool in ("omp", "blas")}
         times = _time_plans(plans, self.threads)
         best = min(times, key=times.get)
         cache[key] = {"pool": best, "times": times}
         tunecache.save(self.threads)
         plans[best].pool_times = times
         return plans[best]
+
+    def _plan_on_pool(self, shapes: dict, pool: str) -> Plan:
+        """The plan whose threaded kernels all run on `pool`. An OpenMP plan is built (and
+        its candidates timed) with OpenBLAS at one thread: the reference outputs each
+        node's candidates are checked against call BLAS, and at two threads its workers
+        then spun on the second core through the first ~0.1 s of timing, so the OpenMP
+        candidates were timed sharing a core (AMD EPYC 25/17, 2 threads: MobileNetV2's
+        stem conv_direct_8x48__avx512f_mt read 586 us for its 143, the one-thread kernel
+        kept)."""
+        tuner = Tuner(self.tune, self.threads, progress=self._progress, pool=pool)
+        with thread_control.blas(1 if pool == "omp" else self.threads):
+            plan = build(self.graph, shapes, tuner=tuner, max_memory=self.max_memory)
+        plan.pool = pool
+        return plan
 
     def _check_outputs(self, output_names) -> list[str]:
         known = [v.name for v in self.graph.outputs]

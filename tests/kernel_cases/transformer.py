@@ -37,6 +37,19 @@ def attention_cases():
             keep[..., -1] = True  # never a fully masked row (that gives NaN, as unfused)
             yield (Node("FusedAttention", ["q", "k", "v", "m"], ["y"],
                         {"mask_kind": "bool"}, "attn"), [q, kt, v, keep], RT)
+    # heads stored as (B, S, H, D) (the absorbed Transposes): q / v / y through perms, k_t
+    # as a copy or also through its perm; MiniLM's 12 x 128 (per-head path) and a small one
+    # (the stacked path), with a mask
+    for b, s, h, d, t in ((1, 128, 12, 32, 128), (2, 5, 3, 4, 7)):
+        q = rng.standard_normal((b, s, h, d)).astype(f)
+        k = rng.standard_normal((b, t, h, d)).astype(f)
+        v = rng.standard_normal((b, t, h, d)).astype(f)
+        mask = (rng.standard_normal((b, 1, 1, t)) * 3).astype(f)
+        heads = {"perm_q": [0, 2, 1, 3], "perm_v": [0, 2, 1, 3], "perm_y": [0, 2, 1, 3]}
+        yield (Node("FusedAttention", ["q", "k", "v", "m"], ["y"], heads, "attn"),
+               [q, np.ascontiguousarray(k.transpose(0, 2, 3, 1)), v, mask], RT)
+        yield (Node("FusedAttention", ["q", "k", "v"], ["y"],
+                    dict(heads, perm_k=[0, 2, 3, 1], scale=0.3), "attn"), [q, k, v], RT)
     # large scores: the row max must be subtracted; tiny: all probabilities ~ equal
     q = rng.standard_normal((1, 2, 6, 4)).astype(f)
     kt = rng.standard_normal((1, 2, 4, 10)).astype(f)

@@ -151,12 +151,21 @@ def _epilogue_node(w: _Writer, n: Node) -> list:
 
 
 def _attention(w: _Writer, n: Node) -> list:
-    q, kt, v = n.inputs[:3]
+    base = n.name
+    out = []
+    qkv = []
+    for x, key in zip(n.inputs[:3], ("perm_q", "perm_k", "perm_v")):
+        if n.attrs.get(key) is not None:   # absorbed Transposes written out again
+            t = w.name(f"{base}/{key}")
+            out.append(helper.make_node("Transpose", [x], [t], f"{base}/{key}",
+                                        perm=[int(p) for p in n.attrs[key]]))
+            x = t
+        qkv.append(x)
+    q, kt, v = qkv
     mask = n.inputs[3] if len(n.inputs) > 3 else ""
     scale = n.attrs.get("scale")
-    base = n.name
     s = w.name(f"{base}/scores")
-    out = [helper.make_node("MatMul", [q, kt], [s], f"{base}/qk")]
+    out.append(helper.make_node("MatMul", [q, kt], [s], f"{base}/qk"))
     if scale is not None:
         k = w.const(f"{base}/scale", np.array(scale, np.float32))
     else:
@@ -182,8 +191,13 @@ def _attention(w: _Writer, n: Node) -> list:
             out.append(helper.make_node("Add", [ss, mask], [sm], f"{base}/mask"))
         ss = sm
     p = w.name(f"{base}/probs")
+    perm_y = n.attrs.get("perm_y")
+    y = list(n.outputs) if perm_y is None else [w.name(f"{base}/y")]
     out += [helper.make_node("Softmax", [ss], [p], f"{base}/softmax", axis=-1),
-            helper.make_node("MatMul", [p, v], list(n.outputs), f"{base}/pv")]
+            helper.make_node("MatMul", [p, v], y, f"{base}/pv")]
+    if perm_y is not None:
+        out.append(helper.make_node("Transpose", y, list(n.outputs), f"{base}/perm_y",
+                                    perm=[int(i) for i in perm_y]))
     return out
 
 

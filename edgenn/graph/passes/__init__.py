@@ -1,7 +1,7 @@
 """Graph optimization passes: small named functions `pass(graph) -> changed`, each with a
 cheap op-type prefilter, composed into named pipelines (see pipeline.py)."""
 from .activation import fuse_activation, fuse_residual_add, normalize_hardswish
-from .attention import fuse_attention
+from .attention import absorb_attention_transposes, fuse_attention
 from .affine import fold_conv_affine, fold_conv_batchnorm, fold_input_affine
 from .cse import eliminate_common_subexpressions
 from .fold import eliminate_dead_code, fold_constants, prune_unused_consts
@@ -20,4 +20,4 @@ __all__ = ["PIPELINES", "optimize", "run_pipeline",
            "fold_conv_batchnorm", "fold_conv_affine", "fold_input_affine",
            "fuse_residual_add", "fuse_activation",
            "normalize_hardswish", "matmul_add_to_gemm", "fuse_layernorm", "fuse_gelu",
-           "fuse_attention", "fuse_qdq", "fuse_integer_matmul", "fold_pad_into_conv"]
+           "fuse_attention", "absorb_attention_transposes", "fuse_qdq", "fuse_integer_matmul", "fold_pad_into_conv"]

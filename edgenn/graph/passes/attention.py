@@ -6,13 +6,21 @@
 
 Every intermediate must be read by the next node only. A scale applied to q or k before
 the first MatMul stays where it is.
+
+absorb_attention_transposes: the Transposes that split heads ((B, S, H, D) -> (B, H, S, D),
+K to (B, H, D, T)) and merge them back become the FusedAttention's perm_q / perm_k /
+perm_v / perm_y (graph/shapes/fused.py): its kernel reads each head's block in place, with
+a row stride, instead of four copies per layer (MiniLM-L6: 18 of its 24 copies).
+Only perms that keep the stored last axis as each matrix's last one are taken (BLAS reads
+those rows in place at full speed; K's transpose to k_t stays a copy); each Transpose must
+be read by the attention alone.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..ir import Graph, Node
-from .util import (View, new_node, rank_of, replace_chain, rewrite_and_note,
+from .util import (View, new_node, rank_of, remove_nodes, replace_chain, rewrite_and_note,
                    sample_bindings)
 
 
@@ -108,3 +116,47 @@ def _scores_chain(view: View, t: str):
         scale = 1.0 / co[1] if node.op == "Div" else co[1]
         return mm, scale, [node]
     return None
+
+
+def absorb_attention_transposes(graph: Graph) -> bool:
+    if "FusedAttention" not in graph.op_counts() or "Transpose" not in graph.op_counts():
+        return False
+
+    def rewrite(graph: Graph, view: View, node: Node) -> bool:
+        if node.op != "FusedAttention":
+            return False
+        taken = []
+        for i, key in enumerate(("perm_q", "perm_k", "perm_v")):
+            t = view.prod(node.inputs[i], "Transpose")
+            if node.attrs.get(key) is None and t is not None and \
+                    view.only_use(node.inputs[i]) is node and \
+                    _strided_matrix(t.attrs.get("perm")):
+                node.inputs[i] = t.inputs[0]
+                node.attrs[key] = [int(p) for p in t.attrs["perm"]]
+                taken.append(t)
+        t = view.only_use(node.outputs[0])
+        if node.attrs.get("perm_y") is None and t is not None and t.op == "Transpose" and \
+                _strided_matrix(_inverse(t.attrs.get("perm"))):
+            node.attrs["perm_y"] = [int(p) for p in t.attrs["perm"]]
+            node.outputs = list(t.outputs)
+            taken.append(t)
+        remove_nodes(graph, taken)
+        return bool(taken)
+
+    return rewrite_and_note(graph, rewrite, "attention_transposes_absorbed")
+
+
+def _inverse(perm):
+    return None if not perm else [int(i) for i in np.argsort(perm)]
+
+
+def _strided_matrix(perm) -> bool:
+    """perm (the stored array transposed by it gives the matrix stack) keeps the stored
+    last axis as the matrices' last one: rows read with a stride, which BLAS takes in place
+    at its full speed. A matrix read transposed is not taken: K (B, T, H, D) as k_t (B, H,
+    D, T) ran q @ k_t in 15-17 us per head against 11 from a copy (OpenBLAS, 128 x 32 x
+    128, AMD EPYC 25/17), more than the copy saves. An implicit perm (reverse every axis)
+    is not taken either: the rank is not known here."""
+    if not perm or len(perm) < 3:
+        return False
+    return int(perm[-1]) == len(perm) - 1

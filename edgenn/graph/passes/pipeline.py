@@ -21,7 +21,7 @@ import time
 from ...errors import EdgennError, GraphError
 from ..ir import Graph
 from .activation import fuse_activation, fuse_residual_add, normalize_hardswish
-from .attention import fuse_attention
+from .attention import absorb_attention_transposes, fuse_attention
 from .affine import fold_conv_affine, fold_conv_batchnorm, fold_input_affine
 from .conv1d import conv1d_as_2d
 from .cse import eliminate_common_subexpressions
@@ -38,7 +38,7 @@ from .transpose import push_transposes
 DECLUTTER = [fold_constants, push_transposes, remove_identity,
              eliminate_common_subexpressions, eliminate_dead_code]
 FUSE = [fold_pad_into_conv, fold_conv_batchnorm, fold_conv_affine, fold_input_affine, fuse_layernorm, fuse_gelu,
-        fuse_attention, normalize_hardswish, matmul_add_to_gemm, fuse_residual_add,
+        fuse_attention, absorb_attention_transposes, normalize_hardswish, matmul_add_to_gemm, fuse_residual_add,
         fuse_activation, fuse_qdq, fuse_integer_matmul, conv1d_as_2d]
 
 PIPELINES = {

@@ -5,6 +5,9 @@ FusedAttention(q, k_t, v[, mask]) -> y, attrs scale (default 1/sqrt(D)), mask_ki
     q (..., S, D), k_t (..., D, T) (K already transposed), v (..., T, Dv),
     mask broadcastable to (..., S, T);  y = softmax(q @ k_t * scale + mask) @ v, (..., S, Dv).
 The leading dims (B, H for the usual (B, H, S, D)) broadcast like MatMul's batch dims.
+Optional perm_q / perm_k / perm_v: the input as stored is transposed by it to give q / k_t /
+v (the heads' Transposes absorbed: (B, S, H, D) read with perm (0, 2, 1, 3)); perm_y: the
+output is y transposed by it (the Transpose back to (B, S, H, Dv)).
 
 AttentionMaskBias(mask, keys) -> bias float32, attr filter_value (onnxruntime's
 com.microsoft Attention masks, converters/onnx/contrib_transformer.py): keys (B, T, ...)
@@ -30,8 +33,44 @@ from .nn import conv
 OPS = ("FusedAttention", "AttentionMaskBias", "ExpandDepthwise")
 
 
+PERM_ATTRS = ("perm_q", "perm_k", "perm_v")   # inputs 0-2 as stored -> q, k_t, v
+
+
+def permuted(shape, perm) -> tuple:
+    """shape transposed by perm (None: as it is)."""
+    return tuple(shape) if perm is None else tuple(shape[p] for p in perm)
+
+
+def inverse(perm) -> list[int] | None:
+    return None if perm is None else [int(i) for i in np.argsort(perm)]
+
+
+def attention_views(node, ins) -> list[TensorInfo]:
+    """The FusedAttention's q, k_t, v (and mask) as the op reads them: inputs 0-2 with their
+    perm_* applied (GraphError for a perm that is not one of the input's axes)."""
+    out = list(ins)
+    for i, key in enumerate(PERM_ATTRS):
+        perm = node.attrs.get(key)
+        if perm is None or ins[i] is None:
+            continue
+        if sorted(int(p) for p in perm) != list(range(len(ins[i].shape))):
+            raise GraphError(f"{node.op} node {node.name!r}: {key} {list(perm)} is not a "
+                             f"permutation of the axes of {ins[i].shape}")
+        out[i] = TensorInfo(ins[i].dtype, permuted(ins[i].shape, perm))
+    return out
+
+
 @shape_rule("FusedAttention")
 def fused_attention(node, ins):
+    (y,) = _attention_logical(node, attention_views(node, ins))
+    perm = node.attrs.get("perm_y")
+    if perm is not None and sorted(int(p) for p in perm) != list(range(len(y.shape))):
+        raise GraphError(f"{node.op} node {node.name!r}: perm_y {list(perm)} is not a "
+                         f"permutation of the axes of {y.shape}")
+    return [TensorInfo(y.dtype, permuted(y.shape, perm))]
+
+
+def _attention_logical(node, ins):
     q, kt, v = ins[0], ins[1], ins[2]
     mask = ins[3] if len(ins) > 3 else None
     where = f"{node.op} node {node.name!r}"

@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from ...graph.shapes.fused import PERM_ATTRS, attention_views, inverse, permuted
 from ...registry import kernel
 from .. import scratch
 from . import _rowops
@@ -24,7 +25,7 @@ from .threading_cost import c_cost
 # -- FusedAttention ---------------------------------------------------------------------------
 
 def attention_supports(node, ins, outs) -> bool:
-    q, kt, v = ins[0], ins[1], ins[2]
+    q, kt, v = attention_views(node, ins)[:3]
     if not (q.dtype == kt.dtype == v.dtype == "float32"):
         return False
     if len(ins) > 3 and ins[3] is not None:
@@ -48,8 +49,16 @@ def attention_plan(node, ins, outs, make_smx):
     stack every head in one small scratch instead. make_smx returns smx(s, mask) that makes
     s (R, T) <- softmax(s * scale + mask) in place, mask (MS, T) with MS 1 or S (row i uses
     mask row i % MS) or None; kind 0 no mask, 1 additive (float32), 2 boolean (False =
-    -inf)."""
-    q, kt, v, y = ins[0].shape, ins[1].shape, ins[2].shape, outs[0].shape
+    -inf).
+
+    Inputs stored transposed (perm_q / perm_k / perm_v, perm_y: graph/shapes/fused.py)
+    are read and written through strided views: each head's (S, D) block is then a
+    matrix with a row stride, which BLAS reads in place (no Transpose copies)."""
+    views = attention_views(node, ins)
+    q, kt, v = views[0].shape, views[1].shape, views[2].shape
+    perms = [node.attrs.get(k) for k in PERM_ATTRS]
+    y_view = inverse(node.attrs.get("perm_y"))      # the output as y (..., S, Dv)
+    y = permuted(outs[0].shape, y_view)
     S, T = q[-2], kt[-1]
     lead = tuple(y[:-2])
     has_mask = len(ins) > 3 and ins[3] is not None
@@ -70,6 +79,12 @@ def attention_plan(node, ins, outs, make_smx):
 
     heads = [(index(q[:-2], at), index(kt[:-2], at), index(v[:-2], at), index(mlead, at), at)
              for at in np.ndindex(*lead)]
+
+    def logical(inputs, outputs):
+        """q, k_t, v, y as the op computes them: views of the stored arrays."""
+        qkv = [x if p is None else x.transpose(p) for x, p in zip(inputs[:3], perms)]
+        return (*qkv, outputs[0] if y_view is None else outputs[0].transpose(y_view))
+
     mm = np.matmul
     heads_n = int(np.prod(lead))
     if (heads_n * S * T * 4 <= SMALL_SCORES and q[:-2] == kt[:-2] == v[:-2] == lead
@@ -81,17 +96,18 @@ def attention_plan(node, ins, outs, make_smx):
         m2 = (1, T) if mrows == 1 else (S, T)
 
         def run_stacked(inputs, outputs):
+            qa, ka, va, ya = logical(inputs, outputs)
             scores = stacked.get()
-            mm(inputs[0], inputs[1], out=scores)
+            mm(qa, ka, out=scores)
             smx(scores.reshape(heads_n * S, T), inputs[3].reshape(m2) if has_mask else None)
-            mm(scores, inputs[2], out=outputs[0])
+            mm(scores, va, out=ya)
         return run_stacked
 
     per_head = scratch.array((S, T), np.float32)
     smx = make_smx(scale, kind, T)
 
     def run(inputs, outputs):
-        qa, ka, va, ya = inputs[0], inputs[1], inputs[2], outputs[0]
+        qa, ka, va, ya = logical(inputs, outputs)
         mask = inputs[3].reshape(mshape) if has_mask else None
         scores = per_head.get()
         for qi, ki, vi, mi, yi in heads:

@@ -613,12 +613,24 @@ static void sg_gemm_cols(long M, long N, long K, const sg_operand *a, const sg_o
                                 ldbs[h] = SG_NR;
                             }
                         }
+                        /* the next full packed pair, prefetched by this step's first tile:
+                         * constant weights come from memory in a model's run (MiniLM's
+                         * 384 x 1536 GEMMs: 2.4 MB each, read once per inference) */
+                        const long jn = jr + SG_NR2;
+                        const int pfb = jn + SG_NR2 <= nc && jn >= nfull && mc >= SG_MR2 &&
+                                        nr == SG_NR2;
+                        const float *pb = pfb ? bblk + ((jn - nfull) / SG_NR) * b_ps : NULL;
                         for (long ir = 0; ir < mc; ir += SG_MR2) {
                             int mr = mc - ir < SG_MR2 ? (int)(mc - ir) : SG_MR2;
                             long m0 = ic + ir, n0 = jc + jr;
-                            sg_tile_avx512(kc, ablk + (ir / SG_MR) * a_ps, a_ps, bp[0], ldbs[0],
-                                           bp[1], ldbs[1], C + m0 * ldc + n0, ldc, mr, nr, accum,
-                                           last, e, m0, n0, NULL);
+                            if (ir == 0 && pb)
+                                sg_ukr_avx512_pfb_12x2(kc, ablk, a_ps, bp[0], ldbs[0], bp[1],
+                                                       ldbs[1], C + m0 * ldc + n0, ldc, mr, nr,
+                                                       accum, last, e, m0, n0, pb, pb + b_ps);
+                            else
+                                sg_tile_avx512(kc, ablk + (ir / SG_MR) * a_ps, a_ps, bp[0],
+                                               ldbs[0], bp[1], ldbs[1], C + m0 * ldc + n0, ldc,
+                                               mr, nr, accum, last, e, m0, n0, NULL);
                         }
                     }
                     continue;

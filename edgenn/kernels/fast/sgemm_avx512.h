@@ -65,7 +65,7 @@ SG_AVX512 static inline __attribute__((always_inline)) void sg_ukr_avx512_t(
         long kc, const float *a0, long lda, long a_ps, const float *b0, long ldb0,
         const float *b1, long ldb1, float *c, long ldc, int mr, int nr, int accum, int last,
         const sg_epi *e, long m0, long n0, const int MRC, const int NV, const int ROWS,
-        const int PFA, const float *pf0, const float *pf1) {
+        const int PFA, const float *pf0, const float *pf1) {   /* PFA: 1 A, 2 B prefetch */
     const float *a1 = a0 + a_ps;
     const __m512 z = _mm512_setzero_ps();
     __m512 c00 = z, c01 = z, c10 = z, c11 = z, c20 = z, c21 = z, c30 = z, c31 = z;
@@ -81,9 +81,12 @@ SG_AVX512 static inline __attribute__((always_inline)) void sg_ukr_avx512_t(
         if (ROWS && pf0) {   /* the next panel pair into L2, one 64-byte row of each per k */
             _mm_prefetch((const char *)(pf0 + k * SG_NR), _MM_HINT_T1);
             _mm_prefetch((const char *)(pf1 + k * SG_NR), _MM_HINT_T1);
-        } else if (PFA && !(k & 1)) {   /* the next A panel pair: 48 bytes per 2 k */
+        } else if (PFA == 1 && !(k & 1)) {   /* the next A panel pair: 48 bytes per 2 k */
             _mm_prefetch((const char *)(pf0 + k * SG_MR), _MM_HINT_T1);
             _mm_prefetch((const char *)(pf1 + k * SG_MR), _MM_HINT_T1);
+        } else if (PFA == 2) {   /* the next B panel pair: one 64-byte row of each per k */
+            _mm_prefetch((const char *)(pf0 + k * SG_NR), _MM_HINT_T1);
+            _mm_prefetch((const char *)(pf1 + k * SG_NR), _MM_HINT_T1);
         }
         const __m512 v0 = _mm512_loadu_ps(b0);
         const __m512 v1 = NV == 2 ? _mm512_loadu_ps(b1) : z;
@@ -151,6 +154,15 @@ SG_AVX512 static inline __attribute__((always_inline)) void sg_ukr_avx512_t(
         sg_ukr_avx512_t(kc, a0, lda, SG_MR, b0, SG_NR, b1, SG_NR, c, ldc, mr, nr, 0, 1, e,   \
                         m0, n0, MRC, NV, 1, 0, pf0, pf1);                                    \
     }
+/* The full 12 x 32 tile prefetching the next B panel pair (pf0, pf1: its kc-row slices)
+ * into L2: the first A tile of each 32-column step calls it (sg_gemm_cols). */
+SG_AVX512 static void sg_ukr_avx512_pfb_12x2(long kc, const float *a0, long a_ps,
+        const float *b0, long ldb0, const float *b1, long ldb1, float *c, long ldc, int mr,
+        int nr, int accum, int last, const sg_epi *e, long m0, long n0, const float *pf0,
+        const float *pf1) {
+    sg_ukr_avx512_t(kc, a0, SG_MR, a_ps, b0, ldb0, b1, ldb1, c, ldc, mr, nr, accum, last, e,
+                    m0, n0, SG_MR2, 2, 0, 2, pf0, pf1);
+}
 #define SG_UKR512_ROWS(NV) SG_UKR512(1, NV) SG_UKR512(2, NV) SG_UKR512(3, NV) SG_UKR512(4, NV) \
     SG_UKR512(5, NV) SG_UKR512(6, NV) SG_UKR512(7, NV) SG_UKR512(8, NV) SG_UKR512(9, NV)      \
     SG_UKR512(10, NV) SG_UKR512(11, NV) SG_UKR512(12, NV)

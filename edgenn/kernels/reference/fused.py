@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 
+from ...graph.shapes.fused import PERM_ATTRS
 from ...registry import reference
 from .nn import conv
 
@@ -12,7 +13,9 @@ from .nn import conv
 
 @reference("FusedAttention")
 def fused_attention(attrs, inputs):
-    q, kt, v = inputs[0], inputs[1], inputs[2]     # (..., S, D), (..., D, T), (..., T, Dv)
+    # (..., S, D), (..., D, T), (..., T, Dv): the stored inputs through their perm_* attrs
+    q, kt, v = (x if attrs.get(k) is None else np.transpose(x, attrs[k])
+                for x, k in zip(inputs[:3], PERM_ATTRS))
     mask = inputs[3] if len(inputs) > 3 else None  # broadcastable to (..., S, T)
     dt = q.dtype.type
     scale = attrs.get("scale")
@@ -27,7 +30,8 @@ def fused_attention(attrs, inputs):
     # unfused Softmax would)
     scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
     probs = scores / scores.sum(axis=-1, keepdims=True)
-    return [np.matmul(probs, v).astype(q.dtype, copy=False)]
+    y = np.matmul(probs, v).astype(q.dtype, copy=False)
+    return [y if attrs.get("perm_y") is None else np.transpose(y, attrs["perm_y"])]
 
 
 @reference("AttentionMaskBias")
