@@ -35,8 +35,12 @@ def _session_class():
 
 def _run(source, case) -> list[np.ndarray]:
     sess = _session_class()(str(source), threads=1, input_shapes=case.input_shapes)
+    before = {k: np.array(v, copy=True) for k, v in case.feeds.items()}
     # copies: a session may hand out its own preallocated output buffers
-    return [np.array(o, copy=True) for o in sess.run(None, case.feeds)]
+    outs = [np.array(o, copy=True) for o in sess.run(None, case.feeds)]
+    for k, v in before.items():   # the feeds are read in place: never written
+        np.testing.assert_array_equal(case.feeds[k], v, err_msg=f"input {k} was written")
+    return outs
 
 
 _edgenn_onnx_outputs: dict[str, list[np.ndarray]] = {}   # per model, reused by round trip

@@ -152,6 +152,25 @@ def _int_conv(x, x_zp, w, bias, stride, pad):
     return acc + bias.reshape(1, m, 1, 1)
 
 
+@pytest.mark.parametrize("geom", [
+    (1, 5, 7, 7, 5, 3, 1, 1, 1, 5),          # 7x7 rows, odd height: two rows per vector
+    (1, 3, 8, 8, 3, 3, 1, 1, 1, 3),          # rows of exactly 8, even height
+    (2, 4, 14, 14, 4, 3, 2, 1, 1, 4),        # stride 2 to 7x7 (MobileNetV2's 576 @ 14x14)
+    (1, 6, 5, 9, 6, 3, 2, 0, 1, 6),          # stride 2, no padding: 2 x 4 outputs
+    (1, 2, 2, 3, 2, 3, 1, 1, 1, 2),          # two rows of 3
+    (1, 17, 1, 6, 17, 3, 1, 1, 1, 17),       # one row (the pair's second half not stored)
+    (1, 3, 9, 18, 3, 3, 1, 1, 1, 3),         # rows of 18: the one-row-per-vector sweep
+], ids=lambda g: "x".join(map(str, g[1:4])) + f"_s{g[6]}")
+@pytest.mark.parametrize("act", ["Relu", ""])
+def test_integer_depthwise_on_narrow_planes(geom, act):
+    """The integer epilogue (u8 out, no residual) on planes whose rows are <= 8 outputs:
+    on AVX-512 VNNI the u8 plane kernel packs two output rows into each vector. Bit-exact
+    against the reference on every path this CPU has, every output written."""
+    rng = np.random.default_rng(geom[1] * 31 + geom[3])
+    node, inputs, const = qconv_case(rng, geom, act, (), True, False, bits=8)
+    assert check_all_paths(node, inputs, const) >= 1
+
+
 def test_saturating_weights_take_the_exact_path():
     rng = np.random.default_rng(7)
     node, inputs, const = saturating_conv_case(rng)

@@ -63,6 +63,68 @@ def test_outputs_are_not_aliased_between_runs(chain):
     np.testing.assert_array_equal(y1, keep)
 
 
+def _view_and_identity_model():
+    """x is read through a Reshape view (a + 1) and is also the graph output `same`."""
+    nodes = [helper.make_node("Reshape", ["x", "shape"], ["xv"]),
+             helper.make_node("Add", ["xv", "one"], ["y"]),
+             helper.make_node("Identity", ["x"], ["same"]),
+             helper.make_node("Mul", ["z", "two"], ["w"])]
+    return make_model(nodes, [("x", np.float32, [2, 3, 4]), ("z", np.float32, [5])],
+                      [("y", np.float32, [6, 4]), ("same", np.float32, [2, 3, 4]),
+                       ("w", np.float32, [5])],
+                      {"shape": np.array([6, 4], np.int64), "one": np.float32(1),
+                       "two": np.float32(2)})
+
+
+def test_inputs_are_read_in_place_never_written_nor_kept(chain):
+    """A C-contiguous, writable feed of the planned dtype and shape is read in place by the
+    steps that read it; the caller's array is never written and no reference to it is
+    kept after the call. Any other feed is copied."""
+    import gc
+    import weakref
+    sess = edgenn.InferenceSession(chain.SerializeToString(), input_shapes={"x": (2, 8, 10, 10)})
+    want = ort_run(chain, {"x": np.random.default_rng(5).standard_normal(
+        (2, 8, 10, 10)).astype(np.float32)})
+    ctx = sess.plan.contexts.acquire()
+    sess.plan.contexts.release(ctx)
+    x = np.random.default_rng(5).standard_normal((2, 8, 10, 10)).astype(np.float32)
+    before = x.copy()
+    (slots,) = ctx._bind([x])                                  # read in place by conv0
+    assert [np.shares_memory(ins[j], x) for ins, j, _, _ in slots] == [True]
+    for ins, j, _, own in slots:
+        ins[j] = own
+    got = sess.run(None, {"x": x})
+    np.testing.assert_array_equal(x, before)                   # never written
+    for a, b in zip(got, want):
+        assert rel_err(a, b) < 1e-4
+    ref = weakref.ref(x)
+    del x
+    gc.collect()
+    assert ref() is None                                       # not kept
+    # copied: not contiguous, read-only; the same results
+    xs = np.asfortranarray(before)
+    ro = before.copy()
+    ro.flags.writeable = False
+    for feed in (xs, ro):
+        assert ctx._bind([feed]) == []
+        for a, b in zip(sess.run(None, {"x": feed}), want):
+            assert rel_err(a, b) < 1e-4
+
+
+def test_input_read_through_a_view_or_returned_as_an_output():
+    m = _view_and_identity_model()
+    sess = edgenn.InferenceSession(m.SerializeToString())
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    z = np.arange(5, dtype=np.float32)
+    y, same, w = sess.run(None, {"x": x, "z": z})
+    np.testing.assert_array_equal(y, x.reshape(6, 4) + 1)
+    np.testing.assert_array_equal(same, x)
+    np.testing.assert_array_equal(w, z * 2)
+    assert not np.shares_memory(same, x)
+    x += 100                                  # the returned output is the caller's own
+    np.testing.assert_array_equal(same, x - 100)
+
+
 def test_dynamic_batch_plans_per_shape(chain):
     sess = edgenn.InferenceSession(chain.SerializeToString())
     for n in (1, 3, 1):

@@ -53,9 +53,10 @@ class ExecutionContext:
 
         self.inputs = [arrays[name] for name in plan.input_names]
         self.outputs = {name: resolve(ref) for name, ref in plan.output_refs.items()}
-        self.calls = [functools.partial(step.choice.run, [resolve(r) for r in step.in_refs],
-                                        [resolve(r) for r in step.out_refs])
-                      for step in plan.steps]
+        step_inputs = [[resolve(r) for r in step.in_refs] for step in plan.steps]
+        self.calls = [functools.partial(step.choice.run, ins, [resolve(r) for r in step.out_refs])
+                      for step, ins in zip(plan.steps, step_inputs)]
+        self.readers = [_readers(name, lay.root, plan, step_inputs) for name in plan.input_names]
         self.token = plan.token
         self.steps = plan.steps
 
@@ -63,8 +64,7 @@ class ExecutionContext:
             timings: list | None = None) -> list[np.ndarray]:
         """One call: feeds copied in, every step, outputs copied out. timings: a list that
         receives (step, start, end) perf_counter times of every step (profiling)."""
-        for buf, x in zip(self.inputs, feeds):
-            np.copyto(buf, x)
+        bound = self._bind(feeds)
         k = 0
         try:
             with scratch.active(self.token, self.scratch):
@@ -80,7 +80,41 @@ class ExecutionContext:
             raise
         except Exception as exc:      # name the node (its data may be out of range)
             raise _named(self.steps[k].node, exc) from exc
+        finally:
+            for slots in bound:      # no reference to the caller's arrays is kept
+                for ins, j, _, own in slots:
+                    ins[j] = own
         return [self.outputs[name].copy() for name in output_names]
+
+    def _bind(self, feeds: list[np.ndarray]) -> list:
+        """Each feed read in place by the steps that read it (as onnxruntime binds a NumPy
+        input), or copied into its buffer: a copy of a 224 x 224 image's 600 KB cost 0.1-0.16
+        ms when it came from memory, 4% of MobileNetV2 int8 (AMD EPYC 25/17). In place only
+        where nothing writes it (no graph output is the input or a view of it) and the
+        array is what a buffer would be: C-contiguous, writable, of the planned dtype and
+        shape. -> the slots bound this call."""
+        bound = []
+        for buf, x, slots in zip(self.inputs, feeds, self.readers):
+            if slots is not None and x.dtype == buf.dtype and x.shape == buf.shape and \
+                    x.flags.c_contiguous and x.flags.writeable:
+                for ins, j, shape, _ in slots:
+                    ins[j] = x.reshape(shape)
+                bound.append(slots)
+            else:
+                np.copyto(buf, x)
+        return bound
+
+
+def _readers(name: str, root: dict, plan, step_inputs: list) -> list | None:
+    """[(a step's input list, slot, shape, the planned array)] of every read of input
+    `name` or of a view of it; None when a graph output is one of them (the outputs are
+    copied from the planned buffers)."""
+    views = {t for t, r in root.items() if r == name} | {name}
+    if any(ref[0] == "tensor" and ref[1] in views for ref in plan.output_refs.values()):
+        return None
+    return [(ins, j, ins[j].shape, ins[j]) for step, ins in zip(plan.steps, step_inputs)
+            for j, ref in enumerate(step.in_refs)
+            if ref is not None and ref[0] == "tensor" and ref[1] in views]
 
 
 def _named(node, exc: Exception) -> EdgennError:

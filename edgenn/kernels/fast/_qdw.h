@@ -91,12 +91,12 @@ static void qdw_setup(qdw_plan *p, long *plane_size, long *obuf_size) {
         }
         p->fmask[v] = (uint16_t)m;
     }
-    /* (planes of <= 8 columns at stride 1 stay on the flat int16 sweep, which packs more
-     * than one output row into 16 lanes: 960@7x7 41 us there, 55 on the u8 rows) */
+    /* (rows of <= 8 outputs take two output rows per vector, qdw_u8.h) */
     p->u8rows = p->use_vnni == QG_VNNI_AVX512 && p->kh == 3 && p->kw == 3 && p->dh == 1
-                && p->dw == 1 && p->sw <= 2 && !(p->flat && p->ow <= 8);
+                && p->dw == 1 && p->sw <= 2;
     if (p->u8rows) {
-        p->Hu = (long)(p->oh - 1) * p->sh + 3;
+        /* rows <= 8 wide: one more output row's taps (the odd last row's pair) */
+        p->Hu = (long)(p->oh - 1 + (p->ow <= 8)) * p->sh + 3;
         if (p->Hu < p->ph + p->H) p->Hu = p->ph + p->H;
         /* a block of 16 outputs at ox0 reads 16 bytes at sw * (ox0 + 4t), t < 4 */
         p->Wu = (long)p->sw * (qdw_roundup(p->ow, 16) - 4) + 16;
@@ -282,9 +282,10 @@ static void qdw_run_channels(const qdw_plan *p, const uint8_t *x, const int8_t *
 #if QV_HAVE && !defined(EDGENN_SIMDE)
     if (p->u8rows && p->use_avx2 && !e->float_path) {   /* AVX-512 VNNI, u8 plane (qdw_u8.h) */
         qdw_u8_fill(p, (uint8_t *)P);
-        for (int c = c0; c < c1; c++)
-            qdw_channel_u8rows(p, x + (long)c * p->H * p->W, (uint8_t *)P, w + (long)c * p->T, e,
-                               c, (uint8_t *)y + c * ohw);
+        for (int c = c0; c < c1; c++) {
+            qdw_u8_plane(p, x + (long)c * p->H * p->W, (uint8_t *)P);
+            qdw_channel_u8rows(p, (uint8_t *)P, w + (long)c * p->T, e, c, (uint8_t *)y + c * ohw);
+        }
         return;
     }
 #endif

@@ -24,11 +24,23 @@
         acc = _mm512_dpbusd_epi32(acc, _mm512_shuffle_epi8(v_, taps), w##i);                       \
     }
 
-QV_TARGET static void qdw_channel_u8rows(const qdw_plan *p, const uint8_t *x, uint8_t *U,
-                                         const int8_t *w, const qe_epi *e, long c, uint8_t *y) {
-    /* the plane into U's interior (the rest holds x_zp from qdw_u8_fill): 16 bytes per
-     * step, the last one masked (a memcpy call per row cost 8% on 28x28 planes) */
-    const int W = p->W, ow = p->ow, sw = p->sw, Wu = (int)p->Wu;
+/* The same for outputs 0-7 of two output rows (rows <= 8 wide: 7x7 planes): lanes 0-1
+ * read the tap row of output row oy, lanes 2-3 that of row oy + 1 (ustep bytes on; the
+ * last odd row's second half reads U's spare bottom rows and is not stored). */
+#define QDW_U8_ROW2(i)                                                                             \
+    {                                                                                              \
+        const uint8_t *r_ = u + (i) * Wu;                                                          \
+        __m512i v_ = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)r_));                 \
+        v_ = _mm512_inserti32x4(v_, _mm_loadu_si128((const __m128i *)(r_ + 4 * sw)), 1);           \
+        v_ = _mm512_inserti32x4(v_, _mm_loadu_si128((const __m128i *)(r_ + ustep)), 2);            \
+        v_ = _mm512_inserti32x4(v_, _mm_loadu_si128((const __m128i *)(r_ + ustep + 4 * sw)), 3);   \
+        acc = _mm512_dpbusd_epi32(acc, _mm512_shuffle_epi8(v_, taps), w##i);                       \
+    }
+
+/* One channel's plane x into U's interior (the rest holds x_zp from qdw_u8_fill): 16 bytes
+ * per step, the last one masked (a memcpy call per row cost 8% on 28x28 planes). */
+QV_TARGET static void qdw_u8_plane(const qdw_plan *p, const uint8_t *x, uint8_t *U) {
+    const int W = p->W, Wu = (int)p->Wu;
     const __mmask16 wtail = (__mmask16)((1u << (W % 16)) - 1);
     for (int iy = 0; iy < p->H; iy++) {
         const uint8_t *src = x + (long)iy * W;
@@ -38,6 +50,12 @@ QV_TARGET static void qdw_channel_u8rows(const qdw_plan *p, const uint8_t *x, ui
             _mm_storeu_si128((__m128i *)(dst + ix), _mm_loadu_si128((const __m128i *)(src + ix)));
         if (wtail) _mm_mask_storeu_epi8(dst + ix, wtail, _mm_maskz_loadu_epi8(wtail, src + ix));
     }
+}
+
+/* Channel c from its plane in U (qdw_u8_plane) into y. */
+QV_TARGET static void qdw_channel_u8rows(const qdw_plan *p, const uint8_t *U, const int8_t *w,
+                                         const qe_epi *e, long c, uint8_t *y) {
+    const int ow = p->ow, sw = p->sw, Wu = (int)p->Wu;
     int32_t wsum = 0, wd[3];
     for (int i = 0; i < 3; i++) {
         wd[i] = (int32_t)((uint32_t)(uint8_t)w[3 * i] | (uint32_t)(uint8_t)w[3 * i + 1] << 8
@@ -54,6 +72,19 @@ QV_TARGET static void qdw_channel_u8rows(const qdw_plan *p, const uint8_t *x, ui
     const int oh = p->oh;
     const long ustep = (long)p->sh * Wu;
     const __mmask16 otail = (__mmask16)((1u << (ow % 16)) - 1);
+    if (ow <= 8) {   /* two output rows per vector: lanes 0-1 row oy, lanes 2-3 row oy + 1 */
+        const __mmask16 rtail = (__mmask16)((1u << ow) - 1);
+        for (int oy = 0; oy < oh; oy += 2) {
+            const uint8_t *u = U + oy * ustep;
+            __m512i acc = _mm512_setzero_si512();
+            QDW_U8_ROW2(0) QDW_U8_ROW2(1) QDW_U8_ROW2(2)
+            const __m128i q = _mm512_cvtepi32_epi8(qdw_requant16_u8(acc, &k16));
+            uint8_t *yr = y + (long)oy * ow;
+            _mm_mask_storeu_epi8(yr, rtail, q);
+            if (oy + 1 < oh) _mm_mask_storeu_epi8(yr + ow, rtail, _mm_srli_si128(q, 8));
+        }
+        return;
+    }
     for (int oy = 0; oy < oh; oy++) {
         const uint8_t *u = U + oy * ustep;
         uint8_t *yr = y + (long)oy * ow;
@@ -67,6 +98,7 @@ QV_TARGET static void qdw_channel_u8rows(const qdw_plan *p, const uint8_t *x, ui
     }
 }
 #undef QDW_U8_ROW
+#undef QDW_U8_ROW2
 
 /* U (Hu x Wu bytes) all x_zp: the padding of every channel's copy. */
 static void qdw_u8_fill(const qdw_plan *p, uint8_t *U) { memset(U, p->xzp, p->Hu * p->Wu + 64); }
