@@ -78,6 +78,25 @@ def test_row_ranges_over_threads_give_the_same_bits(path):
         assert np.all(np.isfinite(got[0]))
 
 
+@pytest.mark.parametrize("threads", [2, 3, 5])
+def test_threaded_fill_writes_every_row_once(threads):
+    """fill_phases split over threads by the output rows each will compute: the same padded
+    image as one thread's fill, for strides 1-3, top pads 0-3 and more threads than rows."""
+    from edgenn.kernels.fast import _convdirect as lib
+    rng = np.random.default_rng(4)
+    for c, h, w, pt, pl, sh, sw, oh in [(3, 224, 224, 1, 1, 2, 2, 112), (1, 9, 7, 0, 2, 1, 1, 9),
+                                        (2, 13, 11, 3, 3, 2, 2, 7), (3, 5, 4, 1, 0, 3, 3, 2),
+                                        (2, 4, 6, 2, 1, 1, 2, 8)]:
+        x = rng.standard_normal((c, h, w)).astype(np.float32)
+        hp, wq = pt + h + 4, -(-(pl + w) // sw) + 4
+        one = np.full((c, hp, sw * wq), np.nan, np.float32)
+        many = one.copy()
+        lib.fill_phases(x, one, pt, pl, sw)
+        lib.fill_phases(x, many, pt, pl, sw, threads, sh, oh)
+        np.testing.assert_array_equal(one, many)
+        assert np.isfinite(one).sum() == x.size          # the borders are not written
+
+
 def test_direct_conv_refuses_what_it_does_not_compute():
     from edgenn.graph.ir import Node
     x = TensorInfo("float32", (1, 3, 16, 16))

@@ -259,3 +259,25 @@ def test_attention_softmax_nan_and_fully_masked_rows(build, T):
     _rowops.scale_bool_mask_softmax(s, 0.5, keep.view(np.uint8), *build)
     assert np.isnan(s[0]).all() and np.isnan(s[1]).all()
     _close(s[2], want_row2 / want_row2.sum())
+
+
+@pytest.mark.parametrize("shape,perm", [((128, 384), (1, 0)), ((17, 9, 13), (1, 2, 0)),
+                                        ((9, 13, 17), (2, 0, 1)), ((3, 5, 7, 6), (3, 1, 0, 2)),
+                                        ((8, 16), (1, 0)), ((1, 9), (1, 0)), ((0, 4), (1, 0))])
+@pytest.mark.parametrize("avx2", [True, False])
+def test_tiled_transpose_moves_every_float(shape, perm, avx2):
+    """The 8 x 8 tiles (AVX2) and the portable loops: exactly NumPy's transpose, every
+    output written (NaN-filled before), edges not multiples of 8 included."""
+    x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+    want = np.ascontiguousarray(x.transpose(perm))
+    y = np.full(x.size, np.nan, np.float32)
+    _rowops.transpose(x.reshape(-1), y, shape, perm, avx2)
+    np.testing.assert_array_equal(y.reshape(want.shape), want)
+
+
+def test_tiled_transpose_refuses_what_it_does_not_do():
+    x = np.zeros(6, np.float32)
+    with pytest.raises(ValueError, match="perm"):
+        _rowops.transpose(x, x.copy(), (2, 3), (0, 1))    # rows already run along the input
+    with pytest.raises(ValueError, match="prod"):
+        _rowops.transpose(x, np.zeros(5, np.float32), (2, 3), (1, 0))

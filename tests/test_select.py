@@ -220,15 +220,16 @@ def test_pool_timing_interleaves_the_plans(monkeypatch):
 
 
 def test_candidates_are_timed_in_rounds_not_one_after_another():
-    """Each round runs every candidate once: a burst of load that lasts a few hundred ms
-    slows them alike instead of landing on one candidate's samples."""
+    """Each round gives every candidate its turn: a burst of load that lasts a few hundred
+    ms slows them alike instead of landing on one candidate's samples. A turn is two runs,
+    the second timed (the first wakes the thread pool another candidate let sleep)."""
     order = []
     runs = {name: (lambda inputs, outputs, n=name: order.append(n)) for name in "abc"}
     times = select._time_round_robin(runs, [], [])
     assert set(times) == set("abc")
-    rounds = len(order) // 3
-    assert select.MIN_REPEATS <= rounds <= select.MAX_REPEATS and len(order) == 3 * rounds
-    assert order == ["a", "b", "c"] * rounds
+    rounds = len(order) // 6
+    assert select.MIN_REPEATS <= rounds <= select.MAX_REPEATS and len(order) == 6 * rounds
+    assert order == ["a", "a", "b", "b", "c", "c"] * rounds
 
 
 def test_openmp_plan_is_built_with_blas_at_one_thread(pooled_relu_kernels, monkeypatch):

@@ -232,20 +232,25 @@ def _measure(node, ins, outs, specs, names) -> Choice:
 
 
 def _time_round_robin(runs: dict, inputs, outputs) -> dict:
-    """Median seconds of each candidate, the samples taken in rounds (one run of each
-    candidate per round) rather than candidate after candidate: a burst of load on a
+    """Median seconds of each candidate, the samples taken in rounds (each candidate's
+    turn in every round) rather than candidate after candidate: a burst of load on a
     shared machine then slows every candidate alike. Timed one after the other, a phase
     in which the second vCPU was taken for a few hundred ms (AMD EPYC 25/17 guest, 2
     threads: the stem conv's two-thread kernel at 123 us, then 150-228 us for seconds)
-    fell on some candidates only and decided the choice. Each run also follows another
-    kernel's, as a layer's does inside a model: none is timed with its weights hot from
-    its own previous run."""
+    fell on some candidates only and decided the choice.
+
+    A turn is two runs in a row, the second timed: after another candidate's
+    single-threaded run (the portable one takes ms) the OpenMP workers have gone to sleep,
+    and a first run pays for waking them, which no run inside a model does (its threaded
+    layers follow each other): timed so, the stem's two-thread direct conv read 548 us for
+    its 170 and the one-thread GEMM was kept (AMD EPYC 25/17, 2 threads)."""
     samples = {name: [] for name in runs}
-    deadline = time.perf_counter() + TIME_PER_CANDIDATE * len(runs)
+    deadline = time.perf_counter() + 2 * TIME_PER_CANDIDATE * len(runs)
     for rnd in range(MAX_REPEATS):
         if rnd >= MIN_REPEATS and time.perf_counter() > deadline:
             break
         for name, run in runs.items():
+            run(inputs, outputs)
             t0 = time.perf_counter()
             run(inputs, outputs)
             samples[name].append(time.perf_counter() - t0)

@@ -88,7 +88,11 @@ def transpose_cases():
                         ((1, 8, 40, 15), [0, 1, 3, 2]), ((1, 1, 40, 120), [0, 3, 1, 2]),
                         ((2, 3, 4), None), ((2, 3, 4), [0, 1, 2]), ((5, 1, 7), [2, 1, 0]),
                         ((1,), [0]), ((), []), ((3, 1, 1, 2), [3, 2, 1, 0]),
-                        ((2, 3, 4, 5), [1, 2, 3, 0])]:
+                        ((2, 3, 4, 5), [1, 2, 3, 0]),
+                        # the tiled kernel: sides not multiples of 8, NCHW <-> NHWC, rank 6
+                        ((1, 17, 9, 13), [0, 2, 3, 1]), ((1, 9, 13, 17), [0, 3, 1, 2]),
+                        ((3, 5, 7, 2, 3, 4), [5, 3, 1, 4, 0, 2]), ((8, 16), [1, 0]),
+                        ((2, 0, 3), [2, 1, 0]), ((1, 1, 1, 9), [3, 2, 1, 0])]:
         x = rng.standard_normal(shape).astype(F)
         attrs = {} if perm is None else {"perm": perm}
         yield Node("Transpose", ["x"], ["y"], attrs, "tr"), [x], RT
@@ -117,6 +121,13 @@ def cast_cases():
               rng.standard_normal((4, 3)).astype(F), rng.integers(-9, 9, (6,)).astype(np.int32),
               rng.standard_normal((2, 2)).astype(np.float16)]:
         yield Node("Cast", ["x"], ["y"], {"to": 1}, "cast"), [x], RT
+    # to bool (BERT's mask path): zeros, -0.0, NaN and inf among floats; ints; bools
+    special = np.array([0.0, -0.0, np.nan, np.inf, -np.inf, 1e-45, -3.0, 2.5], F)
+    for x in [np.concatenate([special, rng.standard_normal(120).astype(F)]).reshape(1, 1, 2, 64),
+              special.astype(np.float64), rng.integers(-2, 3, (4, 5)).astype(np.int64),
+              rng.integers(0, 3, (7,)).astype(np.uint8), rng.random((3, 3)) < 0.5,
+              rng.integers(-2, 3, (6,)).astype(np.int32), rng.integers(-2, 3, (5,)).astype(np.int8)]:
+        yield Node("Cast", ["x"], ["y"], {"to": 9}, "cast"), [x], RT
 
 
 def where_cases():

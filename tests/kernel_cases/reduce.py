@@ -1,10 +1,10 @@
-"""Kernel test cases for ReduceMean / Sum / Max / Min: axes as attribute (opset < 18)
+"""Kernel test cases for ReduceMean / Sum / Max / Min / SumSquare / L2: axes as attribute (opset < 18)
 and as input, negative axes, keepdims both ways, every axis, a single axis of length 1."""
 import numpy as np
 
 from edgenn.graph.ir import Node
 
-OPS = ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin")
+OPS = ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceSumSquare", "ReduceL2")
 
 
 def reduce_cases(op):

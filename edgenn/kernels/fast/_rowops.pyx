@@ -1,7 +1,8 @@
 # cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 # cython: language_level=3
 """Row operations of transformer models in C (_rowops.h): softmax rows, attention
-scale + mask + softmax, LayerNorm rows, erf, exact GELU, bias + GELU rows, sigmoid.
+scale + mask + softmax, LayerNorm rows, erf, exact GELU, bias + GELU rows, sigmoid; the
+tiled float32 transpose (_transpose.h).
 
 float32 C-contiguous arrays; every function takes `avx2` (the AVX2+FMA build when true
 and the CPU has it, else the portable one) and releases the GIL."""
@@ -31,6 +32,11 @@ cdef extern from "_rowops.h" nogil:
     void rowops_qadd_u8(int avx2, const unsigned char *a, const unsigned char *b,
                         unsigned char *y, long n, float sa, int za, float sb, int zb,
                         float sy, int zy, int relu)
+
+
+cdef extern from "_transpose.h" nogil:
+    int TR_MAX_RANK
+    void tr_run(int tier, const float *x, float *y, int r, const long *shape, const int *perm)
 
 
 cdef bint _avx2 = edgenn_isa_x86(EDGENN_ISA_AVX2)
@@ -171,3 +177,26 @@ def qadd_u8(const unsigned char[::1] a, const unsigned char[::1] b, unsigned cha
         return
     with nogil:
         rowops_qadd_u8(av, &a[0], &b[0], &y[0], a.shape[0], sa, za, sb, zb, sy, zy, relu)
+
+
+def transpose(const float[::1] x, float[::1] y, shape, perm, bint avx2=True):
+    """y (flat, contiguous) = x (flat, contiguous, of `shape`) transposed by perm, in 8 x 8
+    tiles (_transpose.h). The source's last axis must not be the output's last
+    (perm[-1] != len(shape) - 1: NumPy's copy already reads rows there)."""
+    cdef int r = len(shape), k
+    cdef long dims[8]
+    cdef int p[8]
+    if not 2 <= r <= TR_MAX_RANK or sorted(perm) != list(range(r)) or perm[r - 1] == r - 1:
+        raise ValueError(f"transpose: perm {list(perm)} of rank {r} is not one this kernel takes")
+    cdef long total = 1
+    for k in range(r):
+        dims[k] = shape[k]
+        p[k] = perm[k]
+        total *= dims[k]
+    if x.shape[0] != total or y.shape[0] != total:
+        raise ValueError("transpose: x and y must hold prod(shape) floats")
+    if total == 0:
+        return
+    cdef int tier = 1 if (avx2 and _avx2) else 0
+    with nogil:
+        tr_run(tier, &x[0], &y[0], r, dims, p)

@@ -133,6 +133,12 @@ def direct_workspace_bytes(long M, long N, long K, int threads=1):
     return sg_workspace_size(M, N, K, 0, 1) * 4 * max(threads, 1)
 
 
+cdef inline long _part(long panels, int t, int nt) noexcept nogil:
+    """First row / column of thread t's share: panels of SG_NR split as evenly as whole
+    panels allow."""
+    return t * panels // nt * SG_NR
+
+
 cdef class SGemm:
     """One planned product out (M, N) = act(A (M, K) @ B (K, N) + bias + Z).
 
@@ -149,7 +155,7 @@ cdef class SGemm:
     NR-aligned ranges, one OpenMP thread each with its own workspace. B constant (a Gemm's
     weights): run() splits the columns over the threads.
     ws: a caller's workspace of workspace_bytes (None: the object's own, see _workspace.pxi)."""
-    cdef long M, N, K, wsize, chunk
+    cdef long M, N, K, wsize, panels
     cdef int threads
     cdef object keep            # arrays whose buffers the C structs point into
     cdef object own_ws
@@ -215,12 +221,12 @@ cdef class SGemm:
         self.wsize = sg_workspace_size(M, N, K, not self.a_is_const, self.a_is_const)
         if self.rows and self.is_conv:   # the explicit im2col (K, N), shared by the threads
             self.wsize = K * N
-        # threads only where each gets >= 2 column panels; chunk: NR-aligned columns each
-        # (rows mode: 2 * NR-aligned rows each, whole 32-channel panel pairs)
-        step = 2 * SG_NR if self.rows else SG_NR
-        panels = ((M if self.rows else N) + step - 1) // step
-        self.threads = max(1, min(threads, panels // 2))
-        self.chunk = (panels + self.threads - 1) // self.threads * step
+        # threads only where each gets >= 2 panels of NR columns (rows mode: NR channels);
+        # thread t takes panels [t * P / nt, (t + 1) * P / nt): balanced to one panel (whole
+        # 32-wide steps each had left MobileNetV2's 96-channel 1x1 convs on one thread and
+        # split 49 pixels 32 / 17)
+        self.panels = ((M if self.rows else N) + SG_NR - 1) // SG_NR
+        self.threads = max(1, min(threads, self.panels // 2))
         self.own_ws = None
         self.tier = tier_of(isa, force_portable)
         self.direct_b = direct_b
@@ -311,8 +317,8 @@ cdef class SGemm:
                     for t in prange(nt, num_threads=nt, schedule="static"):
                         sg_gemm_cols(self.M, self.N, self.K, &self.const_op, &var, gp,
                                      op + b * os, self.N, &e, wsp + t * self.wsize,
-                                     self.tier, self.direct_b, t * self.chunk,
-                                     min(self.N, (t + 1) * self.chunk))
+                                     self.tier, self.direct_b, _part(self.panels, t, nt),
+                                     min(self.N, _part(self.panels, t + 1, nt)))
 
     cdef void _run_rows(self, const float *x, float *out, const sg_epi *e, float *ws) noexcept nogil:
         """Rows mode, one image: B is x itself (1x1) or its im2col in ws (split over the
@@ -334,7 +340,8 @@ cdef class SGemm:
         else:
             for t in prange(nt, num_threads=nt, schedule="static"):
                 sg_gemm_rows(self.M, self.N, self.K, self.const_op.packed, bsrc, self.N, out,
-                             self.N, e, t * self.chunk, min(self.M, (t + 1) * self.chunk))
+                             self.N, e, _part(self.panels, t, nt),
+                             min(self.M, _part(self.panels, t + 1, nt)))
 
     def run(self, src, float[:, ::1] out, const float[:, ::1] z=None, ws=None):
         """src: B (K, N) (any strides), or the image (C, H, W) for conv, when A is the
@@ -396,5 +403,6 @@ cdef class SGemm:
             else:       # B constant: the columns split, A packed by each thread
                 for t in prange(self.threads, num_threads=self.threads, schedule="static"):
                     sg_gemm_bconst_cols(self.M, self.N, self.K, &var, &self.const_op, c, ldc,
-                                        &e, wsp + t * self.wsize, self.tier, t * self.chunk,
-                                        min(self.N, (t + 1) * self.chunk))
+                                        &e, wsp + t * self.wsize, self.tier,
+                                        _part(self.panels, t, self.threads),
+                                        min(self.N, _part(self.panels, t + 1, self.threads)))

@@ -58,7 +58,7 @@ def prepare(node, ins, outs, isa: str, lib=None, threads: int = 1):
     def run(inputs, outputs):
         x, y, xp = np.ascontiguousarray(inputs[0]), outputs[0], xp_h.get()
         for b in range(n):
-            fill(x[b], xp, pt, pl, sw)       # the zero borders stay as filled
+            fill(x[b], xp, pt, pl, sw, threads, sh, oh)   # the zero borders stay as filled
             run_c(xp, wpk, bias, y[b], kh, kw, sh, sw, act, lo, hi, isa, slope, threads)
     return run
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from ...registry import kernel
 from ..reference.tensor import norm_axis, slice_objects, split_sizes, transpose_perm
+from . import _rowops
 from .threading_cost import numba_cost
 
 F32 = "float32"
@@ -286,6 +287,27 @@ def prepare_transpose(node, ins, outs):
     return run
 
 
+def _tiled_transpose_supports(node, ins, outs) -> bool:
+    """float32, and after merging axes the output's rows do not run along the input's:
+    the strided copy would read one float per cache line (K to k_t in attention)."""
+    if not (ins[0].dtype == outs[0].dtype == F32) or not 2 <= len(ins[0].shape) <= 8:
+        return False
+    shape = tuple(ins[0].shape)
+    src_shape, p = _merged_transpose(shape, transpose_perm(len(shape), node.attrs.get("perm")))
+    return len(p) >= 2 and p[-1] != len(p) - 1
+
+
+@kernel("Transpose", "transpose_tiled", supports=_tiled_transpose_supports)
+def prepare_tiled_transpose(node, ins, outs):
+    shape = tuple(ins[0].shape)
+    src_shape, p = _merged_transpose(shape, transpose_perm(len(shape), node.attrs.get("perm")))
+    tiled = _rowops.transpose
+
+    def run(inputs, outputs):
+        tiled(inputs[0].reshape(-1), outputs[0].reshape(-1), src_shape, p)
+    return run
+
+
 def _pad_supports(node, ins, outs) -> bool:
     """Constant mode, constant non-negative pads (no axes input), constant or no value."""
     if node.attrs.get("mode", "constant") != "constant" or ins[1].value is None:
@@ -415,6 +437,16 @@ def prepare_gather(node, ins, outs):
 def prepare_cast(node, ins, outs):
     def run(inputs, outputs):
         np.copyto(outputs[0], inputs[0], casting="unsafe")
+    return run
+
+
+@kernel("Cast", "cast_to_bool",
+        supports=lambda node, ins, outs: outs[0].dtype == "bool"
+        and ins[0].dtype in ("float32", "float64", "int64", "int32", "int8", "uint8", "bool"))
+def prepare_cast_bool(node, ins, outs):
+    """x != 0 (NaN is True, as astype(bool)), written into the planned output."""
+    def run(inputs, outputs):
+        np.not_equal(inputs[0], 0, out=outputs[0])
     return run
 
 

@@ -210,7 +210,7 @@ static inline void sg_tile_avx512(long kc, const float *a0, long a_ps, const flo
  * side, and M (channels, a multiple of 16 in most nets) the vector side. B is read in
  * place: pixel n of row k at B[k * ldb + n] (12 pixels of one row per k: A panels with k
  * stride ldb); wt = W^T packed as 16-column B panels (sg_pack_b of W^T, K x M). Channels
- * [m_lo, m_hi) (m_lo a multiple of 32: threads split the channels); per 32 channels, the
+ * [m_lo, m_hi) (m_lo a multiple of 16: threads split the channels); per 32 channels, the
  * pixels in ceil(N / 12) balanced tiles of <= 12, so no tile is a short one. Full K per
  * tile (no K blocks: the 32-channel panel pair, K * 128 B, is reused from L1 / L2).
  * AVX2 has no rows mode: a 6 x 16 one (6 pixels broadcast, 16 channels), with or without
