@@ -172,13 +172,21 @@ def compare(model: str, feeds: dict, threads: int = 1, peers=("onnxruntime",),
     return interleave(runners, feeds, rounds, warmup)
 
 
-def interleave(runners: list[Runner], feeds: dict, rounds: int, warmup: int = 3) -> list[Runner]:
-    """Warm every runner up, then time `rounds` rounds of A B C A B C ... into .times."""
+def interleave(runners: list[Runner], feeds: dict, rounds: int, warmup: int = 3,
+               seed: int = 0) -> list[Runner]:
+    """Warm every runner up, then time `rounds` rounds, each runner once per round, into
+    .times. The order within a round is shuffled (seeded): in a fixed order A B C A B C
+    every runner always followed the same one, whose run decided how cold the caches were
+    (edgenn int8 always came right after onnxruntime fp32 had streamed its 14 MB of
+    weights, edgenn fp32 after the 3.8 MB int8 model); shuffled, each runner follows each
+    of the others, alike."""
+    order = np.random.default_rng(seed)
     for r in runners:
         for _ in range(warmup):
             r.run(feeds)
     for _ in range(rounds):
-        for r in runners:
+        for i in order.permutation(len(runners)):
+            r = runners[i]
             t0 = time.perf_counter()
             r.run(feeds)
             r.times.append(time.perf_counter() - t0)
