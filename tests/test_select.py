@@ -219,17 +219,24 @@ def test_pool_timing_interleaves_the_plans(monkeypatch):
     assert set(times) == {"blas", "omp"} and all(t >= 0 for t in times.values())
 
 
-def test_candidates_are_timed_in_rounds_not_one_after_another():
-    """Each round gives every candidate its turn: a burst of load that lasts a few hundred
-    ms slows them alike instead of landing on one candidate's samples. A turn is two runs,
-    the second timed (the first wakes the thread pool another candidate let sleep)."""
+def test_candidates_are_timed_in_rounds_not_one_after_another(monkeypatch):
+    """Each round runs every candidate once: a burst of load that lasts a few hundred ms
+    slows them alike instead of landing on one candidate's samples. With threads > 1 the
+    OpenMP workers are woken before each timed run (not by a second, cache-warming run)."""
+    from edgenn.kernels.fast import _sgemm
     order = []
     runs = {name: (lambda inputs, outputs, n=name: order.append(n)) for name in "abc"}
     times = select._time_round_robin(runs, [], [])
     assert set(times) == set("abc")
+    rounds = len(order) // 3
+    assert select.MIN_REPEATS <= rounds <= select.MAX_REPEATS and len(order) == 3 * rounds
+    assert order == ["a", "b", "c"] * rounds
+    order.clear()
+    monkeypatch.setattr(_sgemm, "wake_threads", lambda n: order.append(f"wake{n}"))
+    select._time_round_robin(runs, [], [], threads=2)
     rounds = len(order) // 6
-    assert select.MIN_REPEATS <= rounds <= select.MAX_REPEATS and len(order) == 6 * rounds
-    assert order == ["a", "a", "b", "b", "c", "c"] * rounds
+    assert order == ["wake2", "a", "wake2", "b", "wake2", "c"] * rounds and rounds >= 3
+    _sgemm.wake_threads(2)      # the real one: an empty region, no error
 
 
 def test_openmp_plan_is_built_with_blas_at_one_thread(pooled_relu_kernels, monkeypatch):

@@ -135,7 +135,7 @@ def choose(node: Node, ins, outs, reference: bool = False, tuner: Tuner | None =
         why = "tuning off: first capable" if tuner.mode == "off" else "tuning budget spent"
         return _prepared(capable[0], node, ins, outs, names, why)
     t0 = time.perf_counter()
-    choice = _measure(node, ins, outs, capable, names)
+    choice = _measure(node, ins, outs, capable, names, tuner.threads)
     tuner.spent_s += time.perf_counter() - t0
     cache[key] = {"kernel": choice.kernel, "times": choice.times}
     tuner.changed = True
@@ -194,7 +194,7 @@ def _sample_inputs(ins, rng) -> list:
     return arrays
 
 
-def _measure(node, ins, outs, specs, names) -> Choice:
+def _measure(node, ins, outs, specs, names, threads: int = 1) -> Choice:
     rng = np.random.default_rng(0)
     inputs = _sample_inputs(ins, rng)
     want = REFERENCE[node.op](node.attrs, inputs)
@@ -212,7 +212,7 @@ def _measure(node, ins, outs, specs, names) -> Choice:
             rejected.append(f"{spec.name} disagrees with the reference")
             continue
         runs[spec.name] = run
-    times = _time_round_robin(runs, inputs, outputs)
+    times = _time_round_robin(runs, inputs, outputs, threads)
     if not runs:
         return Choice("reference", reference_runner(node), names,
                       "every candidate failed its check: " + "; ".join(rejected))
@@ -231,26 +231,34 @@ def _measure(node, ins, outs, specs, names) -> Choice:
     return Choice(best, runs[best], names, why, times, handles[best], pool)
 
 
-def _time_round_robin(runs: dict, inputs, outputs) -> dict:
-    """Median seconds of each candidate, the samples taken in rounds (each candidate's
-    turn in every round) rather than candidate after candidate: a burst of load on a
-    shared machine then slows every candidate alike. Timed one after the other, a phase
-    in which the second vCPU was taken for a few hundred ms (AMD EPYC 25/17 guest, 2
-    threads: the stem conv's two-thread kernel at 123 us, then 150-228 us for seconds)
-    fell on some candidates only and decided the choice.
+def _time_round_robin(runs: dict, inputs, outputs, threads: int = 1) -> dict:
+    """Median seconds of each candidate, the samples taken in rounds (each candidate once
+    per round) rather than candidate after candidate: a burst of load on a shared machine
+    then slows every candidate alike. Timed one after the other, a phase in which the
+    second vCPU was taken for a few hundred ms (AMD EPYC 25/17 guest, 2 threads: the stem
+    conv's two-thread kernel at 123 us, then 150-228 us for seconds) fell on some
+    candidates only and decided the choice. Each run follows another candidate's, as a
+    layer's follows another layer's in a model, so no candidate is timed with its input
+    and weights hot from its own previous run (timed so, MobileNetV2's first depthwise
+    layer kept a channel-packing kernel that ran 182 us in the model against 96 for the
+    one reading its rows in place, 2 threads).
 
-    A turn is two runs in a row, the second timed: after another candidate's
-    single-threaded run (the portable one takes ms) the OpenMP workers have gone to sleep,
-    and a first run pays for waking them, which no run inside a model does (its threaded
-    layers follow each other): timed so, the stem's two-thread direct conv read 548 us for
-    its 170 and the one-thread GEMM was kept (AMD EPYC 25/17, 2 threads)."""
+    threads > 1: the OpenMP workers are woken before each timed run, as they are awake
+    between a model's threaded layers: after another candidate's single-threaded run (the
+    portable one takes ms) they had gone to sleep, and waking them was timed with the
+    next candidate (the stem's two-thread direct conv read 548 us for its 170)."""
+    wake = None
+    if threads > 1:
+        from ..kernels.fast import _sgemm
+        wake = _sgemm.wake_threads
     samples = {name: [] for name in runs}
-    deadline = time.perf_counter() + 2 * TIME_PER_CANDIDATE * len(runs)
+    deadline = time.perf_counter() + TIME_PER_CANDIDATE * len(runs)
     for rnd in range(MAX_REPEATS):
         if rnd >= MIN_REPEATS and time.perf_counter() > deadline:
             break
         for name, run in runs.items():
-            run(inputs, outputs)
+            if wake is not None:
+                wake(threads)
             t0 = time.perf_counter()
             run(inputs, outputs)
             samples[name].append(time.perf_counter() - t0)

@@ -71,6 +71,17 @@ HAVE_AVX512 = EMULATED or bool(edgenn_isa_x86(EDGENN_ISA_AVX512))
 ISAS = ("scalar", "avx2", "avx512")
 
 
+def wake_threads(int threads):
+    """An empty OpenMP region of `threads` threads: workers that went to sleep are awake
+    (and spinning) after it, as they are between a model's threaded layers (the tuner
+    calls it before timing a candidate, runtime/select.py)."""
+    cdef int t, k = 0
+    if threads > 1:
+        with nogil:
+            for t in prange(threads, num_threads=threads, schedule="static"):
+                k = t
+
+
 def set_direct_chunk(long nbytes):
     """Tuning knob (benchmarks): L1 bytes per B chunk in the direct path; 0 = generic."""
     global sg_direct_chunk_bytes
