@@ -83,7 +83,8 @@ def main():
             spread = per_process[rt]
             span = f"  (processes: {min(spread):.2f}-{max(spread):.2f})" if len(spread) > 1 else ""
             if len(spread) > 1 and base:
-                span += f"  best {min(spread):.2f} = {min(spread) / min(per_process['edgenn']):.2f}x"
+                best = min(spread) / min(per_process["edgenn"])
+                span += f"  best {min(spread):.2f} = {best:.2f}x"
             print(f"{rt:18} {ms:9.2f} ms  {ratio} of edgenn fp32{span}")
 
 

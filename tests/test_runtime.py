@@ -90,8 +90,8 @@ def test_inputs_are_read_in_place_never_written_nor_kept(chain):
     x = np.random.default_rng(5).standard_normal((2, 8, 10, 10)).astype(np.float32)
     before = x.copy()
     (slots,) = ctx._bind([x])                                  # read in place by conv0
-    assert [np.shares_memory(ins[j], x) for ins, j, _, _ in slots] == [True]
-    for ins, j, _, own in slots:
+    assert [np.shares_memory(ins[j], x) for ins, j, _ in slots] == [True]
+    for ins, j, own in slots:
         ins[j] = own
     got = sess.run(None, {"x": x})
     np.testing.assert_array_equal(x, before)                   # never written

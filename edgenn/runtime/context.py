@@ -82,7 +82,7 @@ class ExecutionContext:
             raise _named(self.steps[k].node, exc) from exc
         finally:
             for slots in bound:      # no reference to the caller's arrays is kept
-                for ins, j, _, own in slots:
+                for ins, j, own in slots:
                     ins[j] = own
         return [self.outputs[name].copy() for name in output_names]
 
@@ -97,8 +97,8 @@ class ExecutionContext:
         for buf, x, slots in zip(self.inputs, feeds, self.readers):
             if slots is not None and x.dtype == buf.dtype and x.shape == buf.shape and \
                     x.flags.c_contiguous and x.flags.writeable:
-                for ins, j, shape, _ in slots:
-                    ins[j] = x.reshape(shape)
+                for ins, j, own in slots:
+                    ins[j] = x.reshape(own.shape)
                 bound.append(slots)
             else:
                 np.copyto(buf, x)
@@ -106,13 +106,13 @@ class ExecutionContext:
 
 
 def _readers(name: str, root: dict, plan, step_inputs: list) -> list | None:
-    """[(a step's input list, slot, shape, the planned array)] of every read of input
+    """[(a step's input list, slot, the planned array)] of every read of input
     `name` or of a view of it; None when a graph output is one of them (the outputs are
     copied from the planned buffers)."""
     views = {t for t, r in root.items() if r == name} | {name}
     if any(ref[0] == "tensor" and ref[1] in views for ref in plan.output_refs.values()):
         return None
-    return [(ins, j, ins[j].shape, ins[j]) for step, ins in zip(plan.steps, step_inputs)
+    return [(ins, j, ins[j]) for step, ins in zip(plan.steps, step_inputs)
             for j, ref in enumerate(step.in_refs)
             if ref is not None and ref[0] == "tensor" and ref[1] in views]
 

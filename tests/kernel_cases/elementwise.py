@@ -126,7 +126,8 @@ def cast_cases():
     for x in [np.concatenate([special, rng.standard_normal(120).astype(F)]).reshape(1, 1, 2, 64),
               special.astype(np.float64), rng.integers(-2, 3, (4, 5)).astype(np.int64),
               rng.integers(0, 3, (7,)).astype(np.uint8), rng.random((3, 3)) < 0.5,
-              rng.integers(-2, 3, (6,)).astype(np.int32), rng.integers(-2, 3, (5,)).astype(np.int8)]:
+              rng.integers(-2, 3, (6,)).astype(np.int32),
+              rng.integers(-2, 3, (5,)).astype(np.int8)]:
         yield Node("Cast", ["x"], ["y"], {"to": 9}, "cast"), [x], RT
 
 

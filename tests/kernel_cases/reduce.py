@@ -1,5 +1,6 @@
-"""Kernel test cases for ReduceMean / Sum / Max / Min / SumSquare / L2: axes as attribute (opset < 18)
-and as input, negative axes, keepdims both ways, every axis, a single axis of length 1."""
+"""Kernel test cases for ReduceMean / Sum / Max / Min / SumSquare / L2: axes as attribute
+(opset < 18) and as input, negative axes, keepdims both ways, every axis, a single axis of
+length 1."""
 import numpy as np
 
 from edgenn.graph.ir import Node

@@ -19,6 +19,7 @@ from onnx import helper, numpy_helper
 
 from ...graph.dtypes import to_onnx
 from ...graph.ir import Graph, Node, ValueInfo, fresh_name
+from ...graph.shapes.fused import PERM_ATTRS
 
 OPSET = 21
 DOMAIN = "ai.edgenn"
@@ -154,7 +155,7 @@ def _attention(w: _Writer, n: Node) -> list:
     base = n.name
     out = []
     qkv = []
-    for x, key in zip(n.inputs[:3], ("perm_q", "perm_k", "perm_v")):
+    for x, key in zip(n.inputs[:3], PERM_ATTRS):
         if n.attrs.get(key) is not None:   # absorbed Transposes written out again
             t = w.name(f"{base}/{key}")
             out.append(helper.make_node("Transpose", [x], [t], f"{base}/{key}",

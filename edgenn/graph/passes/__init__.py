@@ -20,4 +20,5 @@ __all__ = ["PIPELINES", "optimize", "run_pipeline",
            "fold_conv_batchnorm", "fold_conv_affine", "fold_input_affine",
            "fuse_residual_add", "fuse_activation",
            "normalize_hardswish", "matmul_add_to_gemm", "fuse_layernorm", "fuse_gelu",
-           "fuse_attention", "absorb_attention_transposes", "fuse_qdq", "fuse_integer_matmul", "fold_pad_into_conv"]
+           "fuse_attention", "absorb_attention_transposes", "fuse_qdq", "fuse_integer_matmul",
+           "fold_pad_into_conv"]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Graph, Node
+from ..shapes.fused import PERM_ATTRS, inverse
 from .util import (View, new_node, rank_of, remove_nodes, replace_chain, rewrite_and_note,
                    sample_bindings)
 
@@ -126,7 +127,7 @@ def absorb_attention_transposes(graph: Graph) -> bool:
         if node.op != "FusedAttention":
             return False
         taken = []
-        for i, key in enumerate(("perm_q", "perm_k", "perm_v")):
+        for i, key in enumerate(PERM_ATTRS):
             t = view.prod(node.inputs[i], "Transpose")
             if node.attrs.get(key) is None and t is not None and \
                     view.only_use(node.inputs[i]) is node and \
@@ -136,7 +137,7 @@ def absorb_attention_transposes(graph: Graph) -> bool:
                 taken.append(t)
         t = view.only_use(node.outputs[0])
         if node.attrs.get("perm_y") is None and t is not None and t.op == "Transpose" and \
-                _strided_matrix(_inverse(t.attrs.get("perm"))):
+                _strided_matrix(inverse(t.attrs.get("perm"))):
             node.attrs["perm_y"] = [int(p) for p in t.attrs["perm"]]
             node.outputs = list(t.outputs)
             taken.append(t)
@@ -144,10 +145,6 @@ def absorb_attention_transposes(graph: Graph) -> bool:
         return bool(taken)
 
     return rewrite_and_note(graph, rewrite, "attention_transposes_absorbed")
-
-
-def _inverse(perm):
-    return None if not perm else [int(i) for i in np.argsort(perm)]
 
 
 def _strided_matrix(perm) -> bool:

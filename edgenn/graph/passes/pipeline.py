@@ -38,8 +38,8 @@ from .transpose import push_transposes
 DECLUTTER = [fold_constants, push_transposes, remove_identity,
              eliminate_common_subexpressions, eliminate_dead_code]
 FUSE = [fold_pad_into_conv, fold_conv_batchnorm, fold_conv_affine, fold_input_affine, fuse_layernorm, fuse_gelu,
-        fuse_attention, absorb_attention_transposes, normalize_hardswish, matmul_add_to_gemm, fuse_residual_add,
-        fuse_activation, fuse_qdq, fuse_integer_matmul, conv1d_as_2d]
+        fuse_attention, absorb_attention_transposes, normalize_hardswish, matmul_add_to_gemm,
+        fuse_residual_add, fuse_activation, fuse_qdq, fuse_integer_matmul, conv1d_as_2d]
 
 PIPELINES = {
     "none": [],

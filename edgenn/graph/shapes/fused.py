@@ -53,20 +53,23 @@ def attention_views(node, ins) -> list[TensorInfo]:
         perm = node.attrs.get(key)
         if perm is None or ins[i] is None:
             continue
-        if sorted(int(p) for p in perm) != list(range(len(ins[i].shape))):
-            raise GraphError(f"{node.op} node {node.name!r}: {key} {list(perm)} is not a "
-                             f"permutation of the axes of {ins[i].shape}")
+        _check_perm(node, key, perm, ins[i].shape)
         out[i] = TensorInfo(ins[i].dtype, permuted(ins[i].shape, perm))
     return out
+
+
+def _check_perm(node, key: str, perm, shape) -> None:
+    if sorted(int(p) for p in perm) != list(range(len(shape))):
+        raise GraphError(f"{node.op} node {node.name!r}: {key} {list(perm)} is not a "
+                         f"permutation of the axes of {shape}")
 
 
 @shape_rule("FusedAttention")
 def fused_attention(node, ins):
     (y,) = _attention_logical(node, attention_views(node, ins))
     perm = node.attrs.get("perm_y")
-    if perm is not None and sorted(int(p) for p in perm) != list(range(len(y.shape))):
-        raise GraphError(f"{node.op} node {node.name!r}: perm_y {list(perm)} is not a "
-                         f"permutation of the axes of {y.shape}")
+    if perm is not None:
+        _check_perm(node, "perm_y", perm, y.shape)
     return [TensorInfo(y.dtype, permuted(y.shape, perm))]
 
 

@@ -44,6 +44,16 @@ HAVE["avx512_8x48"] = HAVE["avx512"]
 ACT = {"": 0, "Relu": 1, "Clip": 2, "PRelu": 3}
 
 
+cdef inline long _fill_start(int t, int nt, long oh, long sh, long pt, long h) noexcept nogil:
+    """First image row thread t of nt copies: the first row its output rows read (0 for
+    the first thread, h past the last), so the threads' ranges partition [0, h)."""
+    if t == 0:
+        return 0
+    if t == nt:
+        return h
+    return min(h, max(0, t * oh // nt * sh - pt))
+
+
 def fill_phases(const float[:, :, ::1] x, float[:, :, ::1] xp, long pt, long pl, long sw,
                 int threads=1, long sh=1, long oh=0):
     """x (C, H, W) into xp (C, Hp, sw * Wq) as run() reads it: padded (pt + iy, pl + ix)
@@ -65,8 +75,8 @@ def fill_phases(const float[:, :, ::1] x, float[:, :, ::1] xp, long pt, long pl,
             cd_fill_phases(&x[0, 0, 0], &xp[0, 0, 0], c, h, w, hp, wq, pt, pl, sw)
         else:
             for t in prange(nt, num_threads=nt, schedule="static"):
-                lo = 0 if t == 0 else min(h, max(0, t * oh // nt * sh - pt))
-                hi = h if t == nt - 1 else min(h, max(0, (t + 1) * oh // nt * sh - pt))
+                lo = _fill_start(t, nt, oh, sh, pt, h)
+                hi = _fill_start(t + 1, nt, oh, sh, pt, h)
                 for k in range(c):
                     if hi > lo:
                         phases_fill_plane(&x[k, lo, 0], &xp[k, 0, 0], hi - lo, w, wq, pt + lo,

@@ -276,9 +276,7 @@ def _merged_transpose(shape, perm):
 @kernel("Transpose", "transpose_copy",
         supports=lambda node, ins, outs: ins[0].dtype == outs[0].dtype == F32)
 def prepare_transpose(node, ins, outs):
-    shape = tuple(ins[0].shape)
-    perm = transpose_perm(len(shape), node.attrs.get("perm"))
-    src_shape, p = _merged_transpose(shape, perm)
+    src_shape, p = _node_merged_transpose(node, ins)
     dst_shape = tuple(src_shape[a] for a in p)
 
     def run(inputs, outputs):
@@ -287,20 +285,24 @@ def prepare_transpose(node, ins, outs):
     return run
 
 
+def _node_merged_transpose(node, ins):
+    """The node's Transpose with adjacent axes that move together merged: (shape, perm)."""
+    shape = tuple(ins[0].shape)
+    return _merged_transpose(shape, transpose_perm(len(shape), node.attrs.get("perm")))
+
+
 def _tiled_transpose_supports(node, ins, outs) -> bool:
     """float32, and after merging axes the output's rows do not run along the input's:
     the strided copy would read one float per cache line (K to k_t in attention)."""
     if not (ins[0].dtype == outs[0].dtype == F32) or not 2 <= len(ins[0].shape) <= 8:
         return False
-    shape = tuple(ins[0].shape)
-    src_shape, p = _merged_transpose(shape, transpose_perm(len(shape), node.attrs.get("perm")))
+    p = _node_merged_transpose(node, ins)[1]
     return len(p) >= 2 and p[-1] != len(p) - 1
 
 
 @kernel("Transpose", "transpose_tiled", supports=_tiled_transpose_supports)
 def prepare_tiled_transpose(node, ins, outs):
-    shape = tuple(ins[0].shape)
-    src_shape, p = _merged_transpose(shape, transpose_perm(len(shape), node.attrs.get("perm")))
+    src_shape, p = _node_merged_transpose(node, ins)
     tiled = _rowops.transpose
 
     def run(inputs, outputs):
