@@ -262,3 +262,58 @@ def test_vnni_depthwise_sums_are_exact_emulated(g):
             assert np.array_equal(got, want), (g, which, zp)
     broken = _qgemm_emu.dw_sums(1, x, w, geom, zp)
     assert not np.array_equal(broken, want)
+
+
+# the native AVX-512 VNNI plan's kernels for 3x3 (the u8 plane) and for rows narrower than
+# 16 outputs (int16 plane), whole layers with the integer epilogue, emulated
+DW_LAYER_GEOMS = [  # (C, H, W, kh, kw, sh, sw, ph, pw, dh, dw): u8 plane ...
+    (3, 112, 112, 3, 3, 1, 1, 1, 1, 1, 1), (2, 56, 56, 3, 3, 2, 2, 0, 1, 1, 1),
+    (4, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1), (4, 14, 14, 3, 3, 2, 2, 1, 1, 1, 1),
+    (3, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1), (3, 8, 5, 3, 3, 1, 1, 1, 1, 1, 1),
+    (2, 9, 23, 3, 3, 1, 1, 1, 1, 1, 1), (2, 11, 40, 3, 3, 2, 2, 0, 1, 1, 1),
+    (2, 6, 37, 3, 3, 2, 1, 1, 1, 1, 1), (2, 3, 3, 3, 3, 1, 1, 0, 0, 1, 1),
+    # ... and narrow int16 rows
+    (3, 7, 7, 5, 5, 1, 1, 2, 2, 1, 1), (2, 10, 12, 5, 5, 1, 1, 4, 4, 2, 2),
+    (2, 14, 14, 5, 5, 2, 2, 2, 2, 1, 1), (2, 8, 9, 3, 2, 2, 1, 1, 0, 1, 1),
+    (2, 7, 7, 3, 3, 1, 1, 2, 2, 2, 2)]
+
+
+def _requantize(sums, bias, mult, yzp, lo, hi):
+    """The integer epilogue in the kernels' arithmetic: float32 (sums + bias) * mult,
+    rounded half to even, + yzp, clamped."""
+    f = (sums + bias[:, None, None]).astype(np.float32) * mult[:, None, None]
+    q = np.rint(np.minimum(f, np.float32(2 ** 24))).astype(np.int64) + yzp
+    return np.clip(q, lo, hi).astype(np.uint8)
+
+
+@pytest.mark.parametrize("g", DW_LAYER_GEOMS)
+def test_vnni_depthwise_layer_is_exact_emulated(g):
+    """The u8-plane kernel (row taps by dword permute, rows <= 8 paired) and the narrow
+    int16 kernel of qconv_dw_u8s8__avx512vnni on SIMDe: bit-exact against int64 sums
+    through the same float32 requantization, random and at the extremes (255 or 0 against
+    -128 on every tap), per-channel constants; the u8 kernel's broken twin must differ."""
+    from edgenn.kernels.fast import _qgemm_emu
+    c, h, wd, kh, kw, sh, sw, ph, pw, dh, dw = g
+    oh = (h + 2 * ph - (kh - 1) * dh - 1) // sh + 1
+    ow = (wd + 2 * pw - (kw - 1) * dw - 1) // sw + 1
+    geom = (sh, sw, ph, pw, dh, dw, oh, ow)
+    rng = np.random.default_rng(c * h * wd + kh)
+    bias = rng.integers(-5000, 5000, c).astype(np.int32)
+    mult = rng.uniform(2e-4, 4e-3, c).astype(np.float32)
+    cases = [(rng.integers(0, 256, (c, h, wd), dtype=np.uint8),
+              rng.integers(-128, 128, (c, kh, kw), dtype=np.int8), 131, 0, 255),
+             (np.full((c, h, wd), 255, np.uint8), np.full((c, kh, kw), -128, np.int8), 0, 0, 255),
+             (np.zeros((c, h, wd), np.uint8), np.full((c, kh, kw), -128, np.int8), 255, 0, 255),
+             (rng.integers(0, 256, (c, h, wd), dtype=np.uint8),
+              rng.integers(-128, 128, (c, kh, kw), dtype=np.int8), 7, 3, 201)]
+    u8 = kh == kw == 3 and dh == dw == 1 and sw <= 2
+    for x, w, zp, lo, hi in cases:
+        sums = np.stack([_dw_reference(x[i], w[i], geom, zp) for i in range(c)])
+        want = _requantize(sums, bias, mult, 128, lo, hi)
+        got, read_u8 = _qgemm_emu.dw_layer(0, x, w, geom, zp, bias, mult, 128, lo, hi)
+        assert read_u8 == u8
+        assert np.array_equal(got, want), (g, zp, np.argwhere(got != want)[:4])
+    if u8:
+        x, w, zp, lo, hi = cases[0]
+        broken, _ = _qgemm_emu.dw_layer(1, x, w, geom, zp, bias, mult, 128, lo, hi)
+        assert not np.array_equal(broken, got)

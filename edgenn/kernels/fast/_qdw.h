@@ -249,13 +249,9 @@ QE_AVX2 static void qdw_out16_float(__m256i alo, __m256i ahi, const qe_epi *e, l
 #define QDW_FN(name) name##_vnni
 #define QDW_ATTR QV_TARGET
 #define QDW_DOT(acc, pairs, w) _mm256_dpwssd_epi32(acc, pairs, w)
-#if !defined(EDGENN_SIMDE)
-#define QDW_NARROW16 1        /* native AVX-512 only: the masked byte stores */
-#endif
+#define QDW_NARROW16 1        /* the integer epilogue on 16 lanes, the narrow rows' kernel */
 #include "_qdw_sums.h"
-#if !defined(EDGENN_SIMDE)
 #include "_qdw_u8.h"
-#endif
 #undef QDW_NARROW16
 #undef QDW_FN
 #undef QDW_ATTR
@@ -279,7 +275,7 @@ static void qdw_run_channels(const qdw_plan *p, const uint8_t *x, const int8_t *
                              const int32_t *wp, const qe_epi *e, void *y, const uint8_t *z,
                              int16_t *P, int32_t *obuf, int c0, int c1) {
     const long es = e->out_f32 ? 4 : 1, ohw = (long)p->oh * p->ow;
-#if QV_HAVE && !defined(EDGENN_SIMDE)
+#if QE_X86 && QV_HAVE   /* (the emulated test build runs these kernels from _qgemm_emu) */
     if (p->u8rows && p->use_avx2 && !e->float_path) {   /* AVX-512 VNNI, u8 plane (qdw_u8.h) */
         qdw_u8_fill(p, (uint8_t *)P);
         for (int c = c0; c < c1; c++) {
@@ -309,7 +305,7 @@ static void qdw_run_channels(const qdw_plan *p, const uint8_t *x, const int8_t *
                 qdw_channel_direct_avx2(p, P, wc, e, c, yc, zc);
                 continue;
             }
-#if QV_HAVE && !defined(EDGENN_SIMDE)
+#if QV_HAVE
             if (p->use_vnni == QG_VNNI_AVX512 && !e->float_path && (!p->flat || p->nflat)) {
                 qdw_channel_narrow_vnni(p, P, wc, e, c, (uint8_t *)yc);
                 continue;

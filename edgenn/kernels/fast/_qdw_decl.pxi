@@ -7,6 +7,7 @@ cdef extern from "_qdw.h" nogil:
         int Hp, Wl, flat, T, npair
         uint8_t xzp
         int use_avx2, use_vnni
+        int u8rows
     void qdw_setup(qdw_plan *p, long *plane_size, long *obuf_size)
     void qdw_pack_weights(const qdw_plan *p, const int8_t *w, int32_t *wp)
     void qdw_pack_plane_c(const qdw_plan *p, const uint8_t *x, int16_t *P)

@@ -4,9 +4,9 @@
  * vpmaddwd + vpaddd, AVX-512 VNNI (with VL, 256-bit) as one vpdpwssd. The same integer
  * sums either way (exact: |x - zp| <= 255, |w| <= 128, no saturation).
  * Included inside _qdw.h's x86 section, after qdw_out16_* and qdw_pack_plane_avx2; with
- * QDW_SUMS_ONLY, the sums alone (_qgemm_emu: the VNNI body on SIMDe, any CPU); with
- * QDW_NARROW16 (native AVX-512) the integer epilogue on 16 lanes and the narrow rows'
- * fused path. */
+ * QDW_SUMS_ONLY, without the wide rows' kernel (its float epilogue is the x86 section's:
+ * _qgemm_emu, the VNNI body on SIMDe, any CPU); with QDW_NARROW16 (AVX-512: natively, or
+ * on SIMDe in _qgemm_emu) the integer epilogue on 16 lanes and the narrow rows' kernel. */
 
 /* 16 outputs from the int16 plane at b: tap pairs (x0, x1) . (w0, w1) by vpmaddwd (exact:
  * |x - zp| <= 255, |w| <= 128). alo = outputs 0-3 | 8-11, ahi = 4-7 | 12-15 (lane order). */
@@ -85,7 +85,7 @@ QDW_ATTR static void QDW_FN(qdw_sums3x3)(const qdw_plan *p, const int16_t *P, lo
         }
 }
 
-#if defined(QDW_NARROW16) && !defined(QDW_SUMS_ONLY)
+#if defined(QDW_NARROW16)
 /* The integer epilogue on 16 lanes (AVX-512): the sums (alo, ahi: outputs 0-3 | 8-11,
  * 4-7 | 12-15) requantized, in order, clamped s32. Exactly qdw_out16_int: clamping in s32
  * equals its saturating packs (|q| <= 2^24, 0 <= lo <= hi <= 255). */
@@ -171,7 +171,7 @@ QDW_ATTR static void QDW_FN(qdw_channel_direct)(const qdw_plan *p, const int16_t
 }
 #endif
 
-#if defined(QDW_NARROW16) && !defined(QDW_SUMS_ONLY)
+#if defined(QDW_NARROW16)
 /* One channel, rows narrower than 16 outputs, integer epilogue, u8 y: per vector of 16
  * outputs (flat: 16 consecutive positions of the row pitch, the plan's fmask its outputs;
  * else one output row of ow) the sums requantized in registers, no s32 buffer. */

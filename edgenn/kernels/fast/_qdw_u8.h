@@ -1,6 +1,7 @@
 /* The 3x3 int8 depthwise kernel on AVX-512 VNNI that reads the u8 plane itself (a row of
  * three taps per vpdpbusd), for _qdw.h's plans with u8rows set (3x3, stride 1 or 2 across,
- * any down, no dilation). Included by _qdw.h after the VNNI sums (qdw_requant16_vnni).
+ * any down, no dilation). Included after the VNNI sums built with QDW_NARROW16 (they give
+ * qdw_requant16_u8 and QDW_FN(qdw_int16_of)): by _qdw.h, and on SIMDe by _qgemm_emu.
  *
  * The plane is copied into a zero-point-padded u8 plane U (Hu rows of Wu bytes: the
  * padding holds x_zp, so no border case), and for 16 outputs ox0.. of an output row:
@@ -12,7 +13,15 @@
  * per tap row of 16 outputs a load, a permute, a shuffle and a vpdpbusd, where the int16
  * path packs the plane to int16 first and needs nine loads, ten unpacks and ten
  * multiply-adds. The sums are of x, not x - x_zp: x_zp * sum(w) is taken from the bias
- * (exact: |sum| <= 9 * 255 * 128). Integer epilogue only (the float path stays int16). */
+ * (exact: |sum| <= 9 * 255 * 128). Integer epilogue only (the float path stays int16).
+ * QDW_U8_FN / QDW_U8_DP (default: the names, vpdpbusd) rename the functions and replace
+ * the multiply-add: the emulated test build's broken twin (_qgemm_emu.pyx). */
+#ifndef QDW_U8_FN
+#define QDW_U8_FN(name) name
+#endif
+#ifndef QDW_U8_DP
+#define QDW_U8_DP(acc, v, w) _mm512_dpbusd_epi32(acc, v, w)
+#endif
 
 /* Outputs [ox0, ox0 + 16) of one row of channel c: u rows of U at the output row's first
  * tap row, wr the three (w0, w1, w2, 0) row weights. */
@@ -22,7 +31,7 @@
         __m512i v_ = _mm512_permutexvar_epi32(lanes, sw == 1                                       \
             ? _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)r_))                      \
             : _mm512_loadu_si512((const void *)r_));                                               \
-        acc = _mm512_dpbusd_epi32(acc, _mm512_shuffle_epi8(v_, taps), w##i);                       \
+        acc = QDW_U8_DP(acc, _mm512_shuffle_epi8(v_, taps), w##i);                                 \
     }
 
 /* The same for outputs 0-7 of two output rows (rows <= 8 wide: 7x7 planes): lanes 0-1
@@ -34,12 +43,12 @@
         __m512i v_ = _mm512_permutex2var_epi32(                                                    \
             _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)r_)), lanes2,               \
             _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(r_ + ustep))));            \
-        acc = _mm512_dpbusd_epi32(acc, _mm512_shuffle_epi8(v_, taps), w##i);                       \
+        acc = QDW_U8_DP(acc, _mm512_shuffle_epi8(v_, taps), w##i);                                 \
     }
 
 /* One channel's plane x into U's interior (the rest holds x_zp from qdw_u8_fill): 16 bytes
  * per step, the last one masked (a memcpy call per row cost 8% on 28x28 planes). */
-QV_TARGET static void qdw_u8_plane(const qdw_plan *p, const uint8_t *x, uint8_t *U) {
+QV_TARGET static void QDW_U8_FN(qdw_u8_plane)(const qdw_plan *p, const uint8_t *x, uint8_t *U) {
     const int W = p->W, Wu = (int)p->Wu;
     const __mmask16 wtail = (__mmask16)((1u << (W % 16)) - 1);
     for (int iy = 0; iy < p->H; iy++) {
@@ -53,8 +62,9 @@ QV_TARGET static void qdw_u8_plane(const qdw_plan *p, const uint8_t *x, uint8_t 
 }
 
 /* Channel c from its plane in U (qdw_u8_plane) into y. */
-QV_TARGET static void qdw_channel_u8rows(const qdw_plan *p, const uint8_t *U, const int8_t *w,
-                                         const qe_epi *e, long c, uint8_t *y) {
+QV_TARGET static void QDW_U8_FN(qdw_channel_u8rows)(const qdw_plan *p, const uint8_t *U,
+                                                    const int8_t *w, const qe_epi *e, long c,
+                                                    uint8_t *y) {
     const int ow = p->ow, sw = p->sw, Wu = (int)p->Wu;
     int32_t wsum = 0, wd[3];
     for (int i = 0; i < 3; i++) {
@@ -76,7 +86,7 @@ QV_TARGET static void qdw_channel_u8rows(const qdw_plan *p, const uint8_t *U, co
                                             3 * s + 2, 3 * s + 3);
     const __m512i lanes2 = _mm512_setr_epi32(0, 1, 2, 3, s, s + 1, s + 2, s + 3, 16, 17, 18,
                                              19, 16 + s, 17 + s, 18 + s, 19 + s);
-    const qdw_int16 k16 = qdw_int16_of_vnni(e, c, e->bias[c] - (int32_t)p->xzp * wsum);
+    const qdw_int16 k16 = QDW_FN(qdw_int16_of)(e, c, e->bias[c] - (int32_t)p->xzp * wsum);
     const int oh = p->oh;
     const long ustep = (long)p->sh * Wu;
     const __mmask16 otail = (__mmask16)((1u << (ow % 16)) - 1);
@@ -109,4 +119,8 @@ QV_TARGET static void qdw_channel_u8rows(const qdw_plan *p, const uint8_t *U, co
 #undef QDW_U8_ROW2
 
 /* U (Hu x Wu bytes) all x_zp: the padding of every channel's copy. */
-static void qdw_u8_fill(const qdw_plan *p, uint8_t *U) { memset(U, p->xzp, p->Hu * p->Wu + 64); }
+static void QDW_U8_FN(qdw_u8_fill)(const qdw_plan *p, uint8_t *U) {
+    memset(U, p->xzp, p->Hu * p->Wu + 64);
+}
+#undef QDW_U8_FN
+#undef QDW_U8_DP

@@ -60,7 +60,14 @@ cdef extern from *:
     #define QDW_ATTR
     #define QDW_FN(name) name##_emu
     #define QDW_DOT(acc, pairs, w) _mm256_dpwssd_epi32(acc, pairs, w)
+    #define QDW_NARROW16 1      /* the narrow rows' kernel and the 16-lane epilogue */
     #include "_qdw_sums.h"
+    #undef QDW_NARROW16
+    #include "_qdw_u8.h"        /* the u8-plane kernel, as native */
+    /* and its broken twin, one weight operand halved */
+    #define QDW_U8_FN(name) name##_broken
+    #define QDW_U8_DP(acc, v, w) _mm512_dpbusd_epi32(acc, v, _mm512_srai_epi32(w, 1))
+    #include "_qdw_u8.h"
     #undef QDW_FN
     #undef QDW_DOT
     #define QDW_FN(name) name##_broken
@@ -77,6 +84,49 @@ cdef extern from *:
     """
     void qdw_emu_sums(int which, const qdw_plan *p, const int16_t *P, long rows, long pstride,
                       long n, long opitch, const int32_t *wp, int32_t *acc)
+
+
+cdef extern from *:
+    """
+    /* One layer of C channels, integer epilogue (y = clamp(round((sums + bias) * mult)
+     * + yzp)), on the kernels the native AVX-512 VNNI plan dispatches to for rows
+     * narrower than 16 (_qdw.h's qdw_run_channels): the u8 plane where p->u8rows, else
+     * the int16 plane's narrow kernel; which 1: the u8 kernel's broken twin. -> -1 for
+     * a plan with wide int16 rows (their sums: qdw_emu_sums). */
+    static int qdw_emu_layer(int which, const qdw_plan *p, const uint8_t *x, const int8_t *w,
+                              const int32_t *wp, const int32_t *bias, const float *mult,
+                              int32_t yzp, int32_t lo, int32_t hi, uint8_t *y, int16_t *P,
+                              int32_t *obuf) {
+        qe_epi e;
+        memset(&e, 0, sizeof e);
+        e.bias = bias;
+        e.mult = mult;
+        e.yzp = yzp;
+        e.lo = lo;
+        e.hi = hi;
+        const long ohw = (long)p->oh * p->ow;
+        (void)obuf;
+        if (p->u8rows) {
+            (which ? qdw_u8_fill_broken : qdw_u8_fill)(p, (uint8_t *)P);
+            for (int c = 0; c < p->C; c++) {
+                (which ? qdw_u8_plane_broken : qdw_u8_plane)(p, x + (long)c * p->H * p->W,
+                                                              (uint8_t *)P);
+                (which ? qdw_channel_u8rows_broken : qdw_channel_u8rows)(
+                    p, (uint8_t *)P, w + (long)c * p->T, &e, c, y + c * ohw);
+            }
+            return 0;
+        }
+        if (which || p->ow >= 16 || (p->flat && !p->nflat)) return -1;
+        for (int c = 0; c < p->C; c++) {
+            qdw_pack_plane_c(p, x + (long)c * p->H * p->W, P);
+            qdw_channel_narrow_emu(p, P, wp + (long)c * p->npair, &e, c, y + c * ohw);
+        }
+        return 0;
+    }
+    """
+    int qdw_emu_layer(int which, const qdw_plan *p, const uint8_t *x, const int8_t *w,
+                       const int32_t *wp, const int32_t *bias, const float *mult, int32_t yzp,
+                       int32_t lo, int32_t hi, uint8_t *y, int16_t *P, int32_t *obuf)
 
 
 include "_qdw_decl.pxi"
@@ -111,6 +161,38 @@ def dw_sums(int which, const uint8_t[:, ::1] x, const int8_t[:, ::1] w, geom, in
         for o in range(p.ow):
             out[r, o] = acc[r * opitch + o]
     return out
+
+
+def dw_layer(int which, const uint8_t[:, :, ::1] x, const int8_t[:, :, ::1] w, geom, int x_zp,
+             const int32_t[::1] bias, const float[::1] mult, int yzp, int lo, int hi):
+    """The int8 depthwise layer on the kernels the native AVX-512 VNNI plan runs (the u8
+    plane for 3x3 plans, else narrow int16 rows), on SIMDe (which 0; 1: the u8-plane
+    kernel's broken twin, 3x3 plans only): x (C, H, W) u8, w (C, kh, kw) s8, geom (sh, sw,
+    ph, pw, dh, dw, oh, ow), per-channel bias / mult, integer epilogue -> (y (C, oh, ow)
+    u8, whether the plan read the u8 plane)."""
+    import numpy as np
+    cdef qdw_plan p
+    cdef long psize, osize
+    p.C, p.H, p.W, p.kh, p.kw = x.shape[0], x.shape[1], x.shape[2], w.shape[1], w.shape[2]
+    p.sh, p.sw, p.ph, p.pw, p.dh, p.dw, p.oh, p.ow = geom
+    p.xzp, p.use_avx2, p.use_vnni = x_zp, 1, 1
+    qdw_setup(&p, &psize, &osize)
+    if which == 1 and not p.u8rows:
+        raise ValueError("the broken twin is the u8-plane kernel's: a 3x3 plan")
+    if bias.shape[0] < p.C or mult.shape[0] < p.C:
+        raise ValueError("bias / mult: one per channel")
+    plane = np.zeros(psize, np.int16)
+    obuf = np.zeros(osize, np.int32)
+    wp = np.zeros(p.C * p.npair, np.int32)
+    y = np.zeros((p.C, p.oh, p.ow), np.uint8)
+    cdef int16_t[::1] pv = plane
+    cdef int32_t[::1] ov = obuf, wv = wp
+    cdef uint8_t[:, :, ::1] yv = y
+    qdw_pack_weights(&p, &w[0, 0, 0], &wv[0])
+    if qdw_emu_layer(which, &p, &x[0, 0, 0], &w[0, 0, 0], &wv[0], &bias[0], &mult[0], yzp, lo,
+                     hi, &yv[0, 0, 0], &pv[0], &ov[0]):
+        raise ValueError("rows of >= 16 outputs: their sums are dw_sums'")
+    return y, bool(p.u8rows)
 
 
 include "_qgemm_implicit.pxi"

@@ -34,6 +34,36 @@ enum { QG_VNNI_NONE = 0, QG_VNNI_AVX512 = 1, QG_VNNI_AVX = 2 };
 #include <simde/x86/avx512.h>
 #define QV_TARGET
 #define QV_HAVE 1
+/* What SIMDe 0.8 leaves out and the int8 depthwise kernels use (_qdw_u8.h, the narrow
+ * rows of _qdw_sums.h): byte-masked loads and stores that touch only k's bytes, as the
+ * native ones do, and the truncating 32 -> 8-bit narrowing. */
+#ifndef _mm_mask_storeu_epi8
+static inline void edgenn_mask_storeu_epi8(void *mem, simde__mmask16 k, simde__m128i a) {
+    uint8_t lanes[16];
+    simde_mm_storeu_si128((simde__m128i *)lanes, a);
+    for (int i = 0; i < 16; i++)
+        if (k >> i & 1) ((uint8_t *)mem)[i] = lanes[i];
+}
+#define _mm_mask_storeu_epi8(mem, k, a) edgenn_mask_storeu_epi8(mem, k, a)
+#endif
+#ifndef _mm_maskz_loadu_epi8
+static inline simde__m128i edgenn_maskz_loadu_epi8(simde__mmask16 k, const void *mem) {
+    uint8_t lanes[16];
+    for (int i = 0; i < 16; i++) lanes[i] = k >> i & 1 ? ((const uint8_t *)mem)[i] : 0;
+    return simde_mm_loadu_si128((const simde__m128i *)lanes);
+}
+#define _mm_maskz_loadu_epi8(k, mem) edgenn_maskz_loadu_epi8(k, mem)
+#endif
+#ifndef _mm512_cvtepi32_epi8
+static inline simde__m128i edgenn_cvtepi32_epi8(simde__m512i a) {
+    int32_t v[16];
+    uint8_t b[16];
+    simde_mm512_storeu_si512(v, a);
+    for (int i = 0; i < 16; i++) b[i] = (uint8_t)v[i];
+    return simde_mm_loadu_si128((const simde__m128i *)b);
+}
+#define _mm512_cvtepi32_epi8(a) edgenn_cvtepi32_epi8(a)
+#endif
 #elif defined(__x86_64__)
 #include <immintrin.h>
 #define QV_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
