@@ -57,6 +57,13 @@ extensions = [
     Extension("edgenn.kernels.fast._dwrows_emu", ["edgenn/kernels/fast/_dwrows_emu.pyx"],
               include_dirs=["edgenn/kernels/fast", SIMDE], define_macros=[("EDGENN_SIMDE", "1")],
               extra_compile_args=["-O1"]),
+    # a depthwise conv and the 1x1 conv of its output in bands, and its SIMDe twin
+    Extension("edgenn.kernels.fast._dwproj", ["edgenn/kernels/fast/_dwproj.pyx"],
+              include_dirs=["edgenn/kernels/fast", SIMDE], extra_compile_args=["-O3", "-fopenmp"],
+              extra_link_args=["-fopenmp"]),
+    Extension("edgenn.kernels.fast._dwproj_emu", ["edgenn/kernels/fast/_dwproj_emu.pyx"],
+              include_dirs=["edgenn/kernels/fast", SIMDE], define_macros=[("EDGENN_SIMDE", "1")],
+              extra_compile_args=["-O1", "-fopenmp"], extra_link_args=["-fopenmp"]),
     # sparse 1x1 convolution and fully connected layers (weights in CSR), and their
     # SIMDe-emulated twin for the tests
     Extension("edgenn.kernels.fast._spmm", ["edgenn/kernels/fast/_spmm.pyx"],

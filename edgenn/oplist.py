@@ -12,7 +12,7 @@ FAMILIES = ("elementwise", "reduce", "nn", "tensor", "fused", "quant", "recurren
             "control")
 # ops that exist only inside edgenn (produced by passes), so they need no ONNX converter
 INTERNAL_OPS = ("FusedAttention", "QConv", "QGemm", "QAdd", "QGather", "AttentionMaskBias",
-                "ExpandDepthwise")
+                "ExpandDepthwise", "DepthwiseProject")
 _loaded: set[str] = set()
 
 

@@ -17,8 +17,8 @@ def _tier_lines() -> list[str]:
             f"edgenn tiers native: {', '.join(isa.tiers())}; emulated through SIMDe: "
             f"avx512vnni + avxvnni int8 micro-kernels, depthwise sums{lacking}, avx512vnni "
             f"int8 depthwise (u8 plane, narrow rows), avx2 + avx512 sgemm, spmm, recurrent, "
-            f"direct-conv, depthwise-rows and depthwise c8 / c16 kernels; arm64: cross-built, "
-            f"under qemu (tests/test_aarch64.py)"]
+            f"direct-conv, depthwise-rows, depthwise c8 / c16 and depthwise-project kernels; "
+            f"arm64: cross-built, under qemu (tests/test_aarch64.py)"]
 
 
 def pytest_configure(config):

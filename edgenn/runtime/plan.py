@@ -20,7 +20,7 @@ from ..oplist import load_kernels
 from ..registry import TensorInfo
 from . import limits, memory
 from .context import ContextPool, scratch_name
-from .fuse_steps import expand_depthwise_candidates, pair_step
+from .fuse_steps import conv_pair_candidates, pair_step
 from .select import Choice, Tuner, choose
 
 # ops whose output is the input's bytes under another shape: planned as views, no step
@@ -237,7 +237,7 @@ def _build(graph: Graph, shapes: dict[str, tuple[int, ...]], reference: bool,
 
     steps, handles = [], []
     sizes: dict[str, int] = {}          # transient scratch -> bytes
-    pairs = {} if reference else expand_depthwise_candidates(steps_nodes, root, output_names)
+    pairs = {} if reference else conv_pair_candidates(steps_nodes, root, output_names)
     ahead: dict[int, tuple[Node, object]] = {}   # step -> (node, choice) made a step early
     for k, n in enumerate(steps_nodes):
         if k in ahead:

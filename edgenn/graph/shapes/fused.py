@@ -20,6 +20,8 @@ to the (B, heads, S, T) scores.
 ExpandDepthwise(x, w1, b1, w2, b2, z) -> y, attrs "expand" and "depthwise" (each a Conv's
 attributes): the Conv (x, w1, b1) and the Conv of its output (w2, b2, z), as one step. Made
 by the planner only (runtime/fuse_steps.py), where its kernel measured faster.
+DepthwiseProject(x, w1, b1, w2, b2, z) -> y, attrs "depthwise" and "project": the same
+for a depthwise Conv and the 1x1 Conv of its output.
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ from ...registry import TensorInfo, shape_rule
 from ..ir import Node
 from .nn import conv
 
-OPS = ("FusedAttention", "AttentionMaskBias", "ExpandDepthwise")
+OPS = ("FusedAttention", "AttentionMaskBias", "ExpandDepthwise", "DepthwiseProject")
 
 
 PERM_ATTRS = ("perm_q", "perm_k", "perm_v")   # inputs 0-2 as stored -> q, k_t, v
@@ -122,15 +124,30 @@ def attention_mask_bias(node, ins):
 CONST_INPUTS: dict = {}
 
 
-@shape_rule("ExpandDepthwise")
-def expand_depthwise(node, ins):
+def _conv_pair(node, ins, keys):
+    """Two Convs as one node: x, w1, b1 of the first and w2, b2, z of the second (which
+    reads the first's output), attrs keys[0] / keys[1] their Conv attributes."""
     x, w1, b1, w2, b2, z = (list(ins) + [None] * 6)[:6]
-    if not all(isinstance(node.attrs.get(k), dict) for k in ("expand", "depthwise")) \
+    if not all(isinstance(node.attrs.get(k), dict) for k in keys) \
             or len(node.inputs) < 6 or x is None or w1 is None or w2 is None:
         raise GraphError(f"{node.op} node {node.name!r}: needs inputs x, w1, b1, w2, b2, z "
-                         "and the two Convs' attributes ('expand', 'depthwise')")
-    first = Node("Conv", node.inputs[:3], ["t"], node.attrs["expand"], node.name)
+                         f"and the two Convs' attributes ({keys[0]!r}, {keys[1]!r})")
+    first = Node("Conv", node.inputs[:3], ["t"], node.attrs[keys[0]], node.name)
     (t,) = conv(first, [x, w1, b1])
-    second = Node("Conv", ["t"] + node.inputs[3:6], node.outputs, node.attrs["depthwise"],
+    second = Node("Conv", ["t"] + node.inputs[3:6], node.outputs, node.attrs[keys[1]],
                   node.name)
     return conv(second, [t, w2, b2, z])
+
+
+PAIR_KEYS = {"ExpandDepthwise": ("expand", "depthwise"),
+             "DepthwiseProject": ("depthwise", "project")}
+
+
+@shape_rule("ExpandDepthwise")
+def expand_depthwise(node, ins):
+    return _conv_pair(node, ins, PAIR_KEYS["ExpandDepthwise"])
+
+
+@shape_rule("DepthwiseProject")
+def depthwise_project(node, ins):
+    return _conv_pair(node, ins, PAIR_KEYS["DepthwiseProject"])

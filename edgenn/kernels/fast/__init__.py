@@ -10,6 +10,7 @@ os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(
     "numba"))
 
 from . import conv, depthwise, expand_depthwise, gemm  # noqa: E402,F401  (registration)
+from . import depthwise_project  # noqa: E402,F401  (registration)
 from . import winograd  # noqa: E402,F401  (registration)
 from . import rows  # noqa: E402,F401  (C FusedAttention, LayerNorm, Softmax, Gelu, Sigmoid, Erf)
 from . import transformer  # noqa: E402,F401  (FusedAttention, LayerNormalization, Softmax, Gelu)

@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from ...graph.shapes.fused import PERM_ATTRS
+from ...graph.shapes.fused import PAIR_KEYS, PERM_ATTRS
 from ...registry import reference
 from .nn import conv
 
@@ -52,10 +52,21 @@ def attention_mask_bias(attrs, inputs):
     return [np.where(keep, np.float32(0), fill).astype(np.float32)]
 
 
+def _conv_pair(attrs, inputs, keys):
+    x, w1, b1, w2, b2, z = (list(inputs) + [None] * 6)[:6]
+    t = conv(attrs[keys[0]], [x, w1, b1])[0]
+    return conv(attrs[keys[1]], [t, w2, b2, z])
+
+
 @reference("ExpandDepthwise")
 def expand_depthwise(attrs, inputs):
     """A 1x1 Conv, then the depthwise Conv of its output (kernels/fast/expand_depthwise.py):
     inputs x, w1, b1, w2, b2, z (a residual of the second), attrs "expand" / "depthwise"."""
-    x, w1, b1, w2, b2, z = (list(inputs) + [None] * 6)[:6]
-    t = conv(attrs["expand"], [x, w1, b1])[0]
-    return conv(attrs["depthwise"], [t, w2, b2, z])
+    return _conv_pair(attrs, inputs, PAIR_KEYS["ExpandDepthwise"])
+
+
+@reference("DepthwiseProject")
+def depthwise_project(attrs, inputs):
+    """A depthwise Conv, then the 1x1 Conv of its output (kernels/fast/depthwise_project.py):
+    inputs as ExpandDepthwise's, attrs "depthwise" / "project"."""
+    return _conv_pair(attrs, inputs, PAIR_KEYS["DepthwiseProject"])
