@@ -78,23 +78,32 @@ def test_row_ranges_over_threads_give_the_same_bits(path):
         assert np.all(np.isfinite(got[0]))
 
 
-@pytest.mark.parametrize("threads", [2, 3, 5])
-def test_threaded_fill_writes_every_row_once(threads):
-    """fill_phases split over threads by the output rows each will compute: the same padded
-    image as one thread's fill, for strides 1-3, top pads 0-3 and more threads than rows."""
-    from edgenn.kernels.fast import _convdirect as lib
+@pytest.mark.parametrize("path", [p for p in PATHS if p != "scalar"] + ["scalar"])
+def test_every_band_height_gives_the_same_bits(path):
+    """run_bands: bands of 1 .. OH + 1 output rows (each filling its padded rows into the
+    reused buffer: top / bottom padding rows zeroed, stale rows overwritten), over 1-3
+    threads, strides 1-3, top pads 0-3: exactly the whole image in one band."""
+    lib, isa = _lib(path)
     rng = np.random.default_rng(4)
-    for c, h, w, pt, pl, sh, sw, oh in [(3, 224, 224, 1, 1, 2, 2, 112), (1, 9, 7, 0, 2, 1, 1, 9),
-                                        (2, 13, 11, 3, 3, 2, 2, 7), (3, 5, 4, 1, 0, 3, 3, 2),
-                                        (2, 4, 6, 2, 1, 1, 2, 8)]:
+    mb, px = lib.tile(isa)
+    for c, h, w, m, k, pt, pl, s in [(3, 23, 20, 8, 3, 1, 1, 2), (1, 9, 7, 5, 3, 0, 2, 1),
+                                     (2, 13, 11, 9, 5, 3, 3, 2), (3, 5, 4, 4, 3, 1, 0, 3)]:
         x = rng.standard_normal((c, h, w)).astype(np.float32)
-        hp, wq = pt + h + 4, -(-(pl + w) // sw) + 4
-        one = np.full((c, hp, sw * wq), np.nan, np.float32)
-        many = one.copy()
-        lib.fill_phases(x, one, pt, pl, sw)
-        lib.fill_phases(x, many, pt, pl, sw, threads, sh, oh)
-        np.testing.assert_array_equal(one, many)
-        assert np.isfinite(one).sum() == x.size          # the borders are not written
+        wt = rng.standard_normal((m, c, k, k)).astype(np.float32)
+        oh = (h + 2 * pt - k) // s + 1
+        ow = (w + 2 * pl - k) // s + 1
+        wq = max(-(-ow // px) * px + (k - 1) // s, -(-(pl + w) // s))
+        wpk = lib.pack_weights(wt, isa)
+        first = None
+        for band in range(1, oh + 2):
+            for threads in (1, 2, 3):
+                buf = np.zeros((threads, c, lib.band_rows(band, s, k), s * wq), np.float32)
+                y = np.full((m, oh, ow), np.nan, np.float32)
+                lib.run_bands(x, buf, wpk, None, y, k, k, s, s, pt, pl, "", 0, 0, isa,
+                              None, threads, band)
+                first = y if first is None else first
+                assert np.array_equal(y, first), (c, h, w, band, threads)
+        assert np.all(np.isfinite(first))
 
 
 def test_direct_conv_refuses_what_it_does_not_compute():

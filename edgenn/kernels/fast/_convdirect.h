@@ -8,9 +8,10 @@
  * per vector and MB broadcast weights per tap: the FMA ports, not packing or loads,
  * bound it.
  *
- * xp: the image zero-padded, (C, Hp, SW, Wq): each padded row split into its SW column
- * phases (stride 2: even and odd columns), so tap j of output pixel o reads phase j % SW
- * at o + j / SW and every load is a plain unit-stride vector load, whatever the stride.
+ * xp: the image zero-padded, (C, Hp, SW, Wq) (cd_run_bands: a band of its rows, from
+ * padded row xrow0): each padded row split into its SW column phases (stride 2: even and
+ * odd columns), so tap j of output pixel o reads phase j % SW at o + j / SW and every load
+ * is a plain unit-stride vector load, whatever the stride.
  * Wq >= ceil(OW / tile) * tile + (KW - 1) / SW, so full vector loads past the last
  * output stay inside the phase row; wp: the weights packed per
  * block of MB channels, [block][tap = (c, i, j)][MB] (zero rows past M); y (M, OH, OW).
@@ -40,6 +41,8 @@ typedef struct {
     float *y;
     long C, Hp, Wq, KH, KW, SH, SW, M, OH, OW;   /* Wq: floats per column phase of a row */
     long oh0, oh1;                  /* the output rows this call computes (threads split OH) */
+    long xrow0;                     /* the padded row xp's first row holds (cd_run_bands: a
+                                       band of rows; else 0, the whole image) */
     int act;
     float lo, hi;
 } cd_args;
@@ -75,8 +78,8 @@ static void cd_run_scalar(const cd_args *a)
                 const float *w = wb;
                 for (long c = 0; c < a->C; c++)
                     for (long i = 0; i < a->KH; i++) {
-                        const float *row = a->xp + (c * a->Hp + oh * a->SH + i) * a->SW * a->Wq
-                                           + ow0;
+                        const float *row = a->xp + (c * a->Hp + oh * a->SH + i - a->xrow0)
+                                           * a->SW * a->Wq + ow0;
                         for (long j = 0; j < a->KW; j++, w += MB) {
                             const float *src = row + joff[j];
                             float v[PX];
@@ -158,14 +161,6 @@ EDGENN_AVX512 static void cd_run_avx512(const cd_args *a) { cd_tile16(a, 12, 2);
 EDGENN_AVX512 static void cd_run_avx512_8x48(const cd_args *a) { cd_tile16(a, 8, 3); }
 #endif
 
-/* x (C, H, W) into the interiors of xp's C planes (Hp, SW, Wq): _phases.h. */
-static void cd_fill_phases(const float *x, float *xp, long C, long H, long W, long Hp,
-                           long Wq, long pt, long pl, long SW)
-{
-    for (long c = 0; c < C; c++)
-        phases_fill_plane(x + c * H * W, xp + c * Hp * SW * Wq, H, W, Wq, pt, pl, SW);
-}
-
 /* tier: 0 portable, 1 AVX2+FMA, 2 / 3 AVX-512F (the caller checks the CPU has it) */
 static void cd_run(const cd_args *a, int tier)
 {
@@ -176,5 +171,37 @@ static void cd_run(const cd_args *a, int tier)
 #endif
     (void)tier;
     cd_run_scalar(a);
+}
+
+/* Output rows [oh0, oh1) of one image x (C, H, W) (zero padding pt rows above, pl columns
+ * left), in bands of `band` output rows: each band's padded input rows are filled into
+ * buf (C planes of Hb = (band - 1) * SH + KH rows, SW * Wq floats each; its left / right
+ * borders zero from the start, never written) and the band computed while they are in
+ * L1 / L2. A whole padded copy of a 224x224 image (650 KB) had gone out to L2 / L3 and
+ * come back for the conv. a: the layer (xp, Hp, oh0, oh1, xrow0 are set here). */
+static void cd_run_bands(const cd_args *a0, const float *x, long H, long W, long pt, long pl,
+                         float *buf, long band, int tier)
+{
+    cd_args a = *a0;
+    const long Hb = (band - 1) * a.SH + a.KH, rowf = a.SW * a.Wq;
+    a.xp = buf;
+    a.Hp = Hb;
+    for (long b0 = a0->oh0; b0 < a0->oh1; b0 += band) {
+        const long b1 = b0 + band < a0->oh1 ? b0 + band : a0->oh1;
+        const long r0 = b0 * a.SH, r1 = (b1 - 1) * a.SH + a.KH;   /* padded rows read */
+        for (long c = 0; c < a.C; c++)
+            for (long r = r0; r < r1; r++) {
+                float *dst = buf + (c * Hb + r - r0) * rowf;
+                const long iy = r - pt;
+                if (iy >= 0 && iy < H)
+                    phases_fill_plane(x + (c * H + iy) * W, dst, 1, W, a.Wq, 0, pl, a.SW);
+                else
+                    memset(dst, 0, (size_t)rowf * sizeof(float));
+            }
+        a.xrow0 = r0;
+        a.oh0 = b0;
+        a.oh1 = b1;
+        cd_run(&a, tier);
+    }
 }
 #endif

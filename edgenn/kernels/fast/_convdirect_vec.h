@@ -40,7 +40,8 @@ static inline void CD_BLOCK(const cd_args *a, const float *wb, const long *joff,
     const float *w = wb;
     for (long c = 0; c < a->C; c++)
         for (long i = 0; i < a->KH; i++) {
-            const float *row = a->xp + (c * a->Hp + oh * a->SH + i) * sw * a->Wq + ow0;
+            const float *row = a->xp + (c * a->Hp + oh * a->SH + i - a->xrow0) * sw * a->Wq
+                               + ow0;
             for (long j = 0; j < a->KW; j++, w += MB) {
                 const float *src = row + joff[j];
                 CD_V x[3];

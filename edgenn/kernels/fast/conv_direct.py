@@ -45,22 +45,35 @@ def prepare(node, ins, outs, isa: str, lib=None, threads: int = 1):
     oh, ow = outs[0].shape[2:]
     (sh, sw), (pt, pl), _ = geometry(node, ins[0].shape, w.shape, outs[0].shape)
     px = lib.tile(isa)[1]
-    # the padded image, each row split into its sw column phases (padded column
-    # q * sw + p in phase p at q): every tap of every output of whole pixel tiles stays
-    # inside a phase row, and tap j reads phase j % sw from o + j // sw
-    hp = max((oh - 1) * sh + kh, pt + h)
+    # the padded rows of a band of output rows, each split into its sw column phases
+    # (padded column q * sw + p in phase p at q): every tap of every output of whole pixel
+    # tiles stays inside a phase row, and tap j reads phase j % sw from o + j // sw
     wq = max(-(-ow // px) * px + (kw - 1) // sw, -(-(pl + wd) // sw))
+    band = band_rows(c, sw * wq, sh, kh, oh)
     wpk = lib.pack_weights(w, isa)
     bias, act, lo, hi, slope = epilogue.constant_parts(node, ins, m)
-    xp_h = scratch.array((c, hp, sw * wq), np.float32, persistent=True, fill=0.0)
-    run_c, fill = lib.run, lib.fill_phases
+    nt = max(1, min(threads, oh))
+    buf_h = scratch.array((nt, c, lib.band_rows(band, sh, kh), sw * wq), np.float32,
+                          persistent=True, fill=0.0)
+    run_c = lib.run_bands
 
     def run(inputs, outputs):
-        x, y, xp = np.ascontiguousarray(inputs[0]), outputs[0], xp_h.get()
+        x, y, buf = np.ascontiguousarray(inputs[0]), outputs[0], buf_h.get()
         for b in range(n):
-            fill(x[b], xp, pt, pl, sw, threads, sh, oh)   # the zero borders stay as filled
-            run_c(xp, wpk, bias, y[b], kh, kw, sh, sw, act, lo, hi, isa, slope, threads)
+            run_c(x[b], buf, wpk, bias, y[b], kh, kw, sh, sw, pt, pl, act, lo, hi, isa, slope,
+                  nt, band)
     return run
+
+
+BAND_BYTES = 48 * 1024   # a band's padded input rows (all channels): in L1 / L2
+
+
+def band_rows(c: int, row_floats: int, sh: int, kh: int, oh: int) -> int:
+    """Output rows per band: as many as keep the band's padded input rows within
+    BAND_BYTES (at least one)."""
+    per_row = c * row_floats * 4
+    rows = (BAND_BYTES // per_row - kh) // sh + 1
+    return int(max(1, min(oh, rows)))
 
 
 def _mt_supports(node, ins, outs) -> bool:
