@@ -195,6 +195,9 @@ def test_strided_operands(tier):
     want = a.astype(np.float64) @ b
     at = np.ascontiguousarray(a.T).T          # column-major view of a
     assert _rel(_run("B", at, b, tier), want) <= 1e-5
+    wide = np.zeros((40, 30), np.float32)
+    wide[:, 3:26] = a                         # rows 30 floats apart, 23 of them read
+    assert _rel(_run("B", wide[:, 3:26], b, tier), want) <= 1e-5
     bt = np.ascontiguousarray(b.T).T
     assert _rel(_run("A", a, bt, tier), want) <= 1e-5
     assert _rel(_run("A", a, b[:, ::1], tier), want) <= 1e-5

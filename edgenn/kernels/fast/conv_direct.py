@@ -65,7 +65,7 @@ def prepare(node, ins, outs, isa: str, lib=None, threads: int = 1):
     return run
 
 
-BAND_BYTES = 48 * 1024   # a band's padded input rows (all channels): in L1 / L2
+BAND_BYTES = 128 * 1024   # a band's padded input rows (all channels): in L2
 
 
 def band_rows(c: int, row_floats: int, sh: int, kh: int, oh: int) -> int:
