@@ -183,6 +183,7 @@ def test_two_thread_session_times_both_pools_once(pooled_relu_kernels, monkeypat
     monkeypatch.setattr(session_mod, "_time_plans",
                         lambda plans, threads: timed.extend(p.pool for p in plans.values())
                         or real(plans, threads))
+    monkeypatch.setattr(session_mod, "_sgemm_cores", lambda threads: 1.0)   # cores free
     sess = session_mod.InferenceSession(g, threads=2)
     assert sorted(timed) == ["blas", "omp"]
     plan = sess.plan
@@ -195,6 +196,36 @@ def test_two_thread_session_times_both_pools_once(pooled_relu_kernels, monkeypat
     monkeypatch.setattr(tunecache, "_loaded", {})              # a new process
     again = session_mod.InferenceSession(g, threads=2)
     assert timed == [] and again.plan.pool == plan.pool        # the decision was cached
+
+
+def test_a_pool_choice_timed_on_shared_cores_is_not_cached(pooled_relu_kernels, monkeypatch):
+    """The second vCPU taken while the plans were timed: the choice holds for this session
+    only, and a new process times the pools again."""
+    from edgenn.graph.ir import Graph, ValueInfo
+    from edgenn.runtime import session as session_mod
+    g = Graph([Node("Relu", ["x"], ["y"], {}, "r1")], [ValueInfo("x", "float32", (4, 64))],
+              [ValueInfo("y", "float32", (4, 64))], {})
+    timed = []
+    real = session_mod._time_plans
+    monkeypatch.setattr(session_mod, "_time_plans",
+                        lambda plans, threads: timed.append(threads) or real(plans, threads))
+    cores = [1.0, 0.5]           # probed before and after the timing: shared after
+    monkeypatch.setattr(session_mod, "_sgemm_cores", lambda threads: cores.pop(0))
+    session_mod.InferenceSession(g, threads=2)
+    assert timed == [2] and not cores
+    monkeypatch.setattr(tunecache, "_loaded", {})              # a new process
+    cores[:] = [1.0, 1.0]
+    session_mod.InferenceSession(g, threads=2)
+    assert timed == [2, 2]                                     # timed again, then cached
+    monkeypatch.setattr(tunecache, "_loaded", {})
+    session_mod.InferenceSession(g, threads=2)
+    assert timed == [2, 2]
+
+
+def test_cores_available_is_a_share_of_the_threads():
+    from edgenn.kernels.fast import _sgemm
+    assert _sgemm.cores_available(1) == 1.0
+    assert 0.0 < _sgemm.cores_available(2, n=20000) <= 1.0
 
 
 def test_pool_timing_interleaves_the_plans(monkeypatch):

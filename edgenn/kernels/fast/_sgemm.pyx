@@ -82,6 +82,41 @@ def wake_threads(int threads):
                 k = t
 
 
+cdef double _chain(long n) noexcept nogil:
+    """n dependent multiply-adds: a fixed amount of one core's time."""
+    cdef double x = 1.0
+    cdef long i
+    for i in range(n):
+        x = x * 0.999999 + 1e-7
+    return x
+
+
+def cores_available(int threads, long n=100000, int rounds=3):
+    """How far `threads` OpenMP threads run at once right now: the time of one thread's
+    share of work alone over the time of `threads` threads each doing that share at once,
+    the best of `rounds` (1.0: every thread had a core; 1 / threads: they shared one).
+    On a shared machine a second vCPU is taken for seconds at a time: the pool choice
+    (runtime/session.py) is not cached when made in such a moment."""
+    import time
+    cdef int t
+    cdef double sink = 0.0
+    if threads <= 1:
+        return 1.0
+    best_one = best_all = float("inf")
+    for _ in range(rounds):
+        wake_threads(threads)
+        t0 = time.perf_counter()
+        with nogil:
+            sink += _chain(n)
+        t1 = time.perf_counter()
+        with nogil:
+            for t in prange(threads, num_threads=threads, schedule="static"):
+                sink += _chain(n)
+        t2 = time.perf_counter()
+        best_one, best_all = min(best_one, t1 - t0), min(best_all, t2 - t1)
+    return float(min(1.0, best_one / best_all)) if sink == sink else 0.0
+
+
 def set_direct_chunk(long nbytes):
     """Tuning knob (benchmarks): L1 bytes per B chunk in the direct path; 0 = generic."""
     global sg_direct_chunk_bytes
