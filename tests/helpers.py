@@ -77,3 +77,25 @@ def mlp(sizes=(784, 1024, 1024, 10), rows=1, seed=0, relu_last=False):
 
 __all__ = ["make_model", "ort_run", "check_against_ort", "rel_err", "mlp", "TensorProto",
            "helper", "numpy_helper"]
+
+
+def check_planner_fuses(monkeypatch, path, x, want, op, kernel_prefix, middle, threads=(1,)):
+    """The planner's step fusion (runtime/fuse_steps.py) on the model at path: with every
+    fused kernel taken as the faster, one `op` step on a `kernel_prefix` kernel, timed, its
+    `middle` tensor given no memory, the output as `want`; with none, no such step."""
+    import edgenn
+    from edgenn.runtime import fuse_steps
+
+    def fused_steps(sess):
+        return [s for s in sess.plan.steps if s.node.op == op]
+    monkeypatch.setattr(fuse_steps, "fusion_pays", lambda first, second, fused:
+                        fused.kernel != "reference")
+    for n in threads:
+        sess = edgenn.InferenceSession(path, tune="full", threads=n)
+        (step,) = fused_steps(sess)
+        assert step.choice.kernel.startswith(kernel_prefix)
+        assert step.choice.times                     # timed, to be weighed against the pair
+        assert middle not in sess.plan.layout.tensors
+        np.testing.assert_allclose(sess.run(None, x)[0], want, rtol=1e-4, atol=1e-4)
+    monkeypatch.setattr(fuse_steps, "fusion_pays", lambda *choices: False)
+    assert not fused_steps(edgenn.InferenceSession(path, tune="full"))

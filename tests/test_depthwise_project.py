@@ -1,6 +1,7 @@
 """The fused 3x3 depthwise conv + 1x1 conv (kernels/fast/depthwise_project.py, _dwproj.h: in
-bands of output rows, the depthwise output never written out whole), native where the CPU
-has AVX-512F and always SIMDe-emulated, and the planner's fusion of such step pairs.
+bands of output rows, the depthwise output never written out whole), both widths (AVX2 8
+lanes, AVX-512F 16) native where the CPU has them and always SIMDe-emulated, and the
+planner's fusion of such step pairs.
 
 Bound from the arithmetic: the depthwise sum (bias + 9 taps) in float32 is within gamma_10
 of the exact sum relative to t_mag = |bd| + sum |wd| |x|; Relu / Clip have slope 1; the 1x1
@@ -10,6 +11,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from helpers import check_planner_fuses
 from onnx import TensorProto, helper, numpy_helper
 
 import edgenn
@@ -22,7 +24,9 @@ from edgenn.runtime import fuse_steps
 load_kernels()
 
 EPS = np.finfo(np.float32).eps
-LIBS = [_dwproj_emu] + ([_dwproj] if _dwproj.HAVE else [])
+PATHS = [(_dwproj_emu, 8), (_dwproj_emu, 16)] + \
+    [(_dwproj, lanes) for lanes in (8, 16) if _dwproj.HAVE[lanes]]
+IDS = [f"{lib.__name__.split('.')[-1]}-{lanes}" for lib, lanes in PATHS]
 # n, C, H, W, M
 GEOMS = [(1, 32, 112, 112, 16),   # MobileNetV2's first block: 7 vectors a row, 2 blocks of 8
          (2, 5, 9, 7, 11),        # batch 2, a row narrower than a vector, a ragged block
@@ -77,28 +81,28 @@ def _infos(ins):
             for i, v in enumerate(ins)]
 
 
-def _run(node, ins, lib, threads=1):
+def _run(node, ins, lib, lanes, threads=1):
     out = [TensorInfo("float32", REFERENCE["DepthwiseProject"](node.attrs, ins)[0].shape)]
     assert depthwise_project._supports(node, _infos(ins), out)
-    run = depthwise_project.prepare(node, _infos(ins), out, threads, lib=lib)
+    run = depthwise_project.prepare(node, _infos(ins), out, threads, lanes, lib=lib)
     y = np.full(out[0].shape, np.nan, np.float32)
     run(ins, [y])
     return y
 
 
-@pytest.mark.parametrize("lib", LIBS, ids=lambda lib: lib.__name__.split(".")[-1])
+@pytest.mark.parametrize("lib,lanes", PATHS, ids=IDS)
 @pytest.mark.parametrize("gi", range(len(GEOMS)))
-def test_matches_the_two_convs_within_the_sum_bound(lib, gi):
+def test_matches_the_two_convs_within_the_sum_bound(lib, lanes, gi):
     rng = np.random.default_rng(gi)
     node, ins, exact, bound = _case(rng, GEOMS[gi], ACTS[gi % 4], ACTS[(gi + 1) % 4])
     for threads in (1, 3):
-        y = _run(node, ins, lib, threads)
+        y = _run(node, ins, lib, lanes, threads)
         err = np.abs(y.astype(np.float64) - exact)
         assert np.all(err <= bound), (GEOMS[gi], threads, float((err / bound).max()))
 
 
-@pytest.mark.parametrize("lib", LIBS, ids=lambda lib: lib.__name__.split(".")[-1])
-def test_every_band_height_gives_the_same_bits(lib):
+@pytest.mark.parametrize("lib,lanes", PATHS, ids=IDS)
+def test_every_band_height_gives_the_same_bits(lib, lanes):
     """Bands of 1 .. H + 1 rows (odd ones end on a single row), 1 or 2 threads: the sums
     per output do not depend on the banding."""
     rng = np.random.default_rng(5)
@@ -107,28 +111,32 @@ def test_every_band_height_gives_the_same_bits(lib):
     wd = rng.standard_normal((c, 9)).astype(np.float32)
     bd = rng.standard_normal(c).astype(np.float32)
     wpk, bpk = lib.pack(rng.standard_normal((m, c)).astype(np.float32),
-                        rng.standard_normal(m).astype(np.float32))
+                        rng.standard_normal(m).astype(np.float32), lanes)
     first = None
     for rows in range(1, h + 2):
         for threads in (1, 2):
             y = np.full((m, h, w), np.nan, np.float32)
             t = np.zeros((threads, lib.scratch(c, w, rows)), np.float32)
-            lib.run(x, wd, bd, wpk, bpk, y, t, rows, "Clip", 0.0, 6.0, "Relu", 0.0, 0.0)
+            lib.run(x, wd, bd, wpk, bpk, y, t, rows, "Clip", 0.0, 6.0, "Relu", 0.0, 0.0, lanes)
             first = y if first is None else first
             assert np.array_equal(y, first), (rows, threads)
 
 
-def test_a_channel_slip_fails_the_bound():
+@pytest.mark.parametrize("lanes", [8, 16])
+def test_a_channel_slip_fails_the_bound(lanes):
     """The emulated lane is not vacuous: two input channels of the 1x1 weights swapped in
     the packing."""
     rng = np.random.default_rng(3)
     node, ins, exact, bound = _case(rng, (1, 6, 5, 19, 9), ACTS[0], ACTS[0])
-    wpk, bpk = _dwproj_emu.pack(ins[3].reshape(9, 6), ins[4])
-    wpk[:, [1, 2]] = wpk[:, [2, 1]]
+    wpk, bpk = _dwproj_emu.pack(ins[3].reshape(9, 6), ins[4], lanes)
     y = np.zeros((9, 5, 19), np.float32)
     t = np.zeros((1, _dwproj_emu.scratch(6, 19, 2)), np.float32)
-    _dwproj_emu.run(ins[0][0], ins[1].reshape(6, 9), ins[2], wpk, bpk, y, t, 2, "", 0, 0,
-                    "", 0, 0)
+    args = (ins[0][0], ins[1].reshape(6, 9), ins[2], wpk, bpk, y, t, 2, "", 0, 0, "", 0, 0,
+            lanes)
+    _dwproj_emu.run(*args)
+    assert np.all(np.abs(y - exact[0]) <= bound[0])
+    wpk[:, [1, 2]] = wpk[:, [2, 1]]
+    _dwproj_emu.run(*args)
     assert not np.all(np.abs(y - exact[0]) <= bound[0])
 
 
@@ -189,23 +197,14 @@ def _fused_steps(sess):
     return [s for s in sess.plan.steps if s.node.op == "DepthwiseProject"]
 
 
-@pytest.mark.skipif(not _dwproj.HAVE, reason="the fused kernel is AVX-512F: not on this CPU "
-                    "(its body runs emulated above)")
+@pytest.mark.skipif(not _dwproj.HAVE[8], reason="the fused kernel needs AVX2: not on this "
+                    "CPU (its bodies run emulated above)")
 def test_the_planner_fuses_where_measured_faster(tmp_path, monkeypatch):
     path = _block_model(tmp_path)
     x = {"x": np.random.default_rng(1).standard_normal((1, 3, 32, 40)).astype(np.float32)}
     want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, x)[0]
-    monkeypatch.setattr(fuse_steps, "fusion_pays", lambda first, second, fused:
-                        fused.kernel != "reference")
-    for threads in (1, 2):
-        sess = edgenn.InferenceSession(path, tune="full", threads=threads)
-        (step,) = _fused_steps(sess)
-        assert step.choice.kernel.startswith("depthwise_project_8x48")
-        assert step.choice.times                     # timed, to be weighed against the pair
-        assert "d6" not in sess.plan.layout.tensors  # the depthwise output has no memory
-        np.testing.assert_allclose(sess.run(None, x)[0], want, rtol=1e-4, atol=1e-4)
-    monkeypatch.setattr(fuse_steps, "fusion_pays", lambda *choices: False)
-    assert not _fused_steps(edgenn.InferenceSession(path, tune="full"))
+    check_planner_fuses(monkeypatch, path, x, want, "DepthwiseProject", "depthwise_project_",
+                        "d6", threads=(1, 2))     # d6: the depthwise output
 
 
 def test_no_fusion_where_the_middle_is_an_output(tmp_path, monkeypatch):

@@ -2,19 +2,21 @@
 # cython: language_level=3
 """Python face of _dwproj.h: a 3x3 depthwise conv and the 1x1 conv of its output, in bands.
 
-    wpk, bpk = pack(w1x1, b1x1)              # [ceil(M / 8)][C][8], (ceil8(M),)
+    wpk, bpk = pack(w1x1, b1x1, lanes)       # [ceil(M / MB)][C][MB], (ceil(M / MB) * MB,)
     T = np.zeros((threads, scratch(C, W, rows)), np.float32)
-    run(x, wd, bd, wpk, bpk, y, T, rows, dact, dlo, dhi, pact, plo, phi)
+    run(x, wd, bd, wpk, bpk, y, T, rows, dact, dlo, dhi, pact, plo, phi, lanes)
+
+lanes 8: AVX2 (1x1 tiles of 4 channels x 24 pixels), 16: AVX-512F (8 x 48).
 """
 import numpy as np
 from cython.parallel cimport prange
 
 cdef extern from "_cpu.h" nogil:
     int edgenn_isa_x86(int t)
-    int EDGENN_ISA_AVX512
+    int EDGENN_ISA_AVX2, EDGENN_ISA_AVX512
 
 cdef extern from "_dwproj.h" nogil:
-    int DWP_MB, DWP_EMULATED
+    int DWP_EMULATED
     ctypedef struct dwp_args:
         const float *x
         const float *wd
@@ -26,10 +28,13 @@ cdef extern from "_dwproj.h" nogil:
         int dact, pact
         float dlo, dhi, plo, phi
     long dwp_scratch(const dwp_args *a)
-    void dwp_run(const dwp_args *a, float *T, long b0, long b1)
+    long dwp_mb(int lanes)
+    void dwp_run(const dwp_args *a, float *T, long b0, long b1, int lanes)
 
 EMULATED = bool(DWP_EMULATED)
-HAVE = EMULATED or bool(edgenn_isa_x86(EDGENN_ISA_AVX512))
+# lanes -> whether this CPU (or EDGENN_MAX_ISA) runs that width (all of them emulated)
+HAVE = {8: EMULATED or bool(edgenn_isa_x86(EDGENN_ISA_AVX2)),
+        16: EMULATED or bool(edgenn_isa_x86(EDGENN_ISA_AVX512))}
 ACT = {"": 0, "Relu": 1, "Clip": 2}
 
 
@@ -42,33 +47,36 @@ def scratch(long c, long w, long rows):
     return int(c * _tpitch(w, rows) + 64)
 
 
-def pack(w, b):
-    """w (M, C[, 1, 1]) float32, b (M,) or None -> ([ceil(M / 8)][C][8], (ceil8(M),)),
-    zero past M."""
+def pack(w, b, int lanes):
+    """w (M, C[, 1, 1]) float32, b (M,) or None -> ([ceil(M / MB)][C][MB],
+    (ceil(M / MB) * MB,)), zero past M; MB the width's 1x1 tile channels."""
+    cdef long mb = dwp_mb(lanes)
     w = np.asarray(w, np.float32)
     m, c = w.shape[:2]
-    blocks = -(-m // DWP_MB)
-    wp = np.zeros((blocks * DWP_MB, c), np.float32)
+    blocks = -(-m // mb)
+    wp = np.zeros((blocks * mb, c), np.float32)
     wp[:m] = w.reshape(m, c)
-    bp = np.zeros(blocks * DWP_MB, np.float32)
+    bp = np.zeros(blocks * mb, np.float32)
     if b is not None:
         bp[:m] = b
-    return np.ascontiguousarray(wp.reshape(blocks, DWP_MB, c).transpose(0, 2, 1)), bp
+    return np.ascontiguousarray(wp.reshape(blocks, mb, c).transpose(0, 2, 1)), bp
 
 
 def run(const float[:, :, ::1] x, const float[:, ::1] wd, const float[::1] bd,
         const float[:, :, ::1] wp, const float[::1] bp, float[:, :, ::1] y, float[:, ::1] T,
-        long rows, str dact, float dlo, float dhi, str pact, float plo, float phi):
+        long rows, str dact, float dlo, float dhi, str pact, float plo, float phi,
+        int lanes):
     """y (M, H, W) = pact(conv1x1(dact(depthwise3x3(x) + bd)) + bp), x (C, H, W), wd (C, 9),
     bd (C,), wp / bp from pack(); T (threads, scratch(C, W, rows)): the bands split over T's
-    rows (OpenMP threads)."""
-    if not HAVE:
-        raise ValueError("depthwise_project: AVX-512F is not on this CPU")
+    rows (OpenMP threads); lanes 8 or 16 (pack()'s)."""
+    if lanes not in HAVE or not HAVE[lanes]:
+        raise ValueError(f"depthwise_project: {lanes} lanes are not on this CPU")
+    cdef long mb = dwp_mb(lanes)
     cdef dwp_args a
     a.C, a.H, a.W, a.M = x.shape[0], x.shape[1], x.shape[2], y.shape[0]
     if wd.shape[0] != a.C or wd.shape[1] != 9 or bd.shape[0] != a.C \
-            or wp.shape[1] != a.C or wp.shape[2] != DWP_MB or wp.shape[0] * DWP_MB < a.M \
-            or bp.shape[0] < wp.shape[0] * DWP_MB or y.shape[1] != a.H or y.shape[2] != a.W:
+            or wp.shape[1] != a.C or wp.shape[2] != mb or wp.shape[0] * mb < a.M \
+            or bp.shape[0] < wp.shape[0] * mb or y.shape[1] != a.H or y.shape[2] != a.W:
         raise ValueError("depthwise_project: weights or output do not match x")
     if rows < 1 or dact not in ACT or pact not in ACT:
         raise ValueError("depthwise_project: bad band or activation")
@@ -85,7 +93,7 @@ def run(const float[:, :, ::1] x, const float[:, ::1] wd, const float[::1] bd,
     cdef int t, nt = max(1, min(T.shape[0], bands))
     with nogil:
         if nt == 1:
-            dwp_run(&a, &T[0, 0], 0, bands)
+            dwp_run(&a, &T[0, 0], 0, bands, lanes)
         else:
             for t in prange(nt, num_threads=nt, schedule="static"):
-                dwp_run(&a, &T[t, 0], t * bands // nt, (t + 1) * bands // nt)
+                dwp_run(&a, &T[t, 0], t * bands // nt, (t + 1) * bands // nt, lanes)

@@ -1,7 +1,8 @@
 """DepthwiseProject: a 3x3 depthwise conv (stride 1, pad 1) and the 1x1 conv that alone
 reads its output (MobileNetV2's and EfficientNet-Lite's first block, every MobileNetV1
-pair at stride 1), in bands of output rows (_dwproj.h): the depthwise output of a band
-stays in the core's caches and is read there by the 1x1 conv, never written out whole.
+pair at stride 1), in bands of output rows (_dwproj.h, AVX2 and AVX-512F): the depthwise
+output of a band stays in the core's caches and is read there by the 1x1 conv, never
+written out whole.
 
 An edgenn-internal op, made at plan time only (runtime/fuse_steps.py), where this kernel
 measured faster than the two layers' own best kernels.
@@ -72,9 +73,9 @@ def band_rows(c: int, h: int, w: int) -> int:
     return int(max(2, min(h, rows // 2 * 2)))
 
 
-def prepare(node, ins, outs, threads: int, lib=None):
-    """threads: the bands split over OpenMP threads; lib: the extension (tests pass the
-    SIMDe-emulated _dwproj_emu)."""
+def prepare(node, ins, outs, threads: int, lanes: int = 16, lib=None):
+    """threads: the bands split over OpenMP threads; lanes 8 (AVX2) or 16 (AVX-512F); lib:
+    the extension (tests pass the SIMDe-emulated _dwproj_emu)."""
     if lib is None:
         from . import _dwproj as lib
     (d, d_ins, _), (p, p_ins, _) = halves(node, ins, outs)
@@ -84,7 +85,7 @@ def prepare(node, ins, outs, threads: int, lib=None):
     bd, dact, dlo, dhi, _ = epilogue.constant_parts(d, d_ins, c)
     bd = np.zeros(c, np.float32) if bd is None else bd
     bp, pact, plo, phi, _ = epilogue.constant_parts(p, p_ins, m)
-    wpk, bpk = lib.pack(np.asarray(p_ins[1].value, np.float32).reshape(m, c), bp)
+    wpk, bpk = lib.pack(np.asarray(p_ins[1].value, np.float32).reshape(m, c), bp, lanes)
     rows = band_rows(c, h, w)
     threads = max(1, min(threads, -(-h // rows)))
     t_h = scratch.array((threads, lib.scratch(c, w, rows)), np.float32, persistent=True,
@@ -94,11 +95,14 @@ def prepare(node, ins, outs, threads: int, lib=None):
     def run(inputs, outputs):
         x, y, t = np.ascontiguousarray(inputs[0]), outputs[0], t_h.get()
         for b in range(n):
-            run_c(x[b], wd, bd, wpk, bpk, y[b], t, rows, dact, dlo, dhi, pact, plo, phi)
+            run_c(x[b], wd, bd, wpk, bpk, y[b], t, rows, dact, dlo, dhi, pact, plo, phi, lanes)
     return run
 
 
-kernel("DepthwiseProject", "depthwise_project_8x48__avx512f", supports=_supports,
-       isa="avx512")(lambda node, ins, outs: prepare(node, ins, outs, 1))
-kernel("DepthwiseProject", "depthwise_project_8x48__avx512f_mt", supports=_mt_supports,
-       isa="avx512")(lambda node, ins, outs: prepare(node, ins, outs, plan_threads()))
+# per width: AVX2 (1x1 tiles of 4 channels x 24 pixels), AVX-512F (8 x 48)
+for _lanes, _name, _isa in ((8, "depthwise_project_4x24__avx2", "avx2"),
+                            (16, "depthwise_project_8x48__avx512f", "avx512")):
+    kernel("DepthwiseProject", _name, supports=_supports, isa=_isa)(
+        lambda node, ins, outs, lanes=_lanes: prepare(node, ins, outs, 1, lanes))
+    kernel("DepthwiseProject", _name + "_mt", supports=_mt_supports, isa=_isa)(
+        lambda node, ins, outs, lanes=_lanes: prepare(node, ins, outs, plan_threads(), lanes))
