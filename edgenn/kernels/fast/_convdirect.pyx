@@ -63,8 +63,8 @@ def pack_weights(w, str isa):
 cdef int _layer(cd_args *a, const float[:, :, ::1] xp, const float[:, :, ::1] wp, bias,
                 float[:, :, ::1] y, long kh, long kw, long sh, long sw, str act, float lo,
                 float hi, str isa, slope) except -1:
-    """Check run_bands()' arguments and fill a (xp: (C, Hp, SW * Wq), whole image or band
-    buffer); -> the tier."""
+    """Check run_bands()' arguments and fill a (xp: one thread's band buffer, (C, rows,
+    SW * Wq)); -> the tier."""
     if isa not in TIER or not HAVE[isa]:
         raise ValueError(f"isa {isa!r}: not one of {tuple(TIER)} or not on this CPU")
     cdef int tier = TIER[isa]
@@ -108,11 +108,11 @@ def run_bands(const float[:, :, ::1] x, float[:, :, :, ::1] buf, const float[:, 
               bias, float[:, :, ::1] y, long kh, long kw, long sh, long sw, long pt,
               long pl, str act, float lo, float hi, str isa, slope=None, int threads=1,
               long band=8):
-    """y (M, OH, OW) = act(conv(x, w) + bias) from the image x (C, H, W) (zero padding pt rows above, pl columns
-    left): per band of `band` output rows, its padded rows filled into a buffer (buf
-    (threads, C, band_rows(band, sh, kh), SW * Wq), zero-filled once: the borders are
-    never written) and computed while they are in cache. threads > 1: output row ranges,
-    a buffer each."""
+    """y (M, OH, OW) = act(conv(x, w) + bias) from the image x (C, H, W), zero padding pt
+    rows above and pl columns left: per band of `band` output rows, its padded rows filled
+    into a buffer (buf (threads, C, band_rows(band, sh, kh), SW * Wq), zero-filled once:
+    the borders are never written) and computed while they are in cache; slope (M,)
+    float32 for act "PRelu"; threads > 1: output row ranges, a buffer each, the same sums."""
     cdef long c = x.shape[0], h = x.shape[1], w = x.shape[2]
     if buf.shape[1] != c or buf.shape[2] < band_rows(band, sh, kh) or band < 1 \
             or pt < 0 or pl < 0 or (pl + w + sw - 1) // sw > buf.shape[3] // max(sw, 1):

@@ -49,7 +49,7 @@ def prepare(node, ins, outs, isa: str, lib=None, threads: int = 1):
     # (padded column q * sw + p in phase p at q): every tap of every output of whole pixel
     # tiles stays inside a phase row, and tap j reads phase j % sw from o + j // sw
     wq = max(-(-ow // px) * px + (kw - 1) // sw, -(-(pl + wd) // sw))
-    band = band_rows(c, sw * wq, sh, kh, oh)
+    band = band_height(c, sw * wq, sh, kh, oh)
     wpk = lib.pack_weights(w, isa)
     bias, act, lo, hi, slope = epilogue.constant_parts(node, ins, m)
     nt = max(1, min(threads, oh))
@@ -68,7 +68,7 @@ def prepare(node, ins, outs, isa: str, lib=None, threads: int = 1):
 BAND_BYTES = 128 * 1024   # a band's padded input rows (all channels): in L2
 
 
-def band_rows(c: int, row_floats: int, sh: int, kh: int, oh: int) -> int:
+def band_height(c: int, row_floats: int, sh: int, kh: int, oh: int) -> int:
     """Output rows per band: as many as keep the band's padded input rows within
     BAND_BYTES (at least one)."""
     per_row = c * row_floats * 4

@@ -67,7 +67,7 @@ def _mt_supports(node, ins, outs) -> bool:
     return plan_threads() > 1 and _supports(node, ins, outs)
 
 
-def band_rows(c: int, h: int, w: int) -> int:
+def band_height(c: int, h: int, w: int) -> int:
     """Output rows per band: an even count whose depthwise output fits T_BYTES."""
     rows = T_BYTES // max(1, c * w * 4)
     return int(max(2, min(h, rows // 2 * 2)))
@@ -86,7 +86,7 @@ def prepare(node, ins, outs, threads: int, lanes: int = 16, lib=None):
     bd = np.zeros(c, np.float32) if bd is None else bd
     bp, pact, plo, phi, _ = epilogue.constant_parts(p, p_ins, m)
     wpk, bpk = lib.pack(np.asarray(p_ins[1].value, np.float32).reshape(m, c), bp, lanes)
-    rows = band_rows(c, h, w)
+    rows = band_height(c, h, w)
     threads = max(1, min(threads, -(-h // rows)))
     t_h = scratch.array((threads, lib.scratch(c, w, rows)), np.float32, persistent=True,
                         fill=0.0)
