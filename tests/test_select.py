@@ -183,7 +183,7 @@ def test_two_thread_session_times_both_pools_once(pooled_relu_kernels, monkeypat
     monkeypatch.setattr(session_mod, "_time_plans",
                         lambda plans, threads: timed.extend(p.pool for p in plans.values())
                         or real(plans, threads))
-    monkeypatch.setattr(session_mod, "_sgemm_cores", lambda threads: 1.0)   # cores free
+    monkeypatch.setattr(select, "cores_free", lambda threads: 1.0)   # cores free
     sess = session_mod.InferenceSession(g, threads=2)
     assert sorted(timed) == ["blas", "omp"]
     plan = sess.plan
@@ -209,17 +209,29 @@ def test_a_pool_choice_timed_on_shared_cores_is_not_cached(pooled_relu_kernels, 
     real = session_mod._time_plans
     monkeypatch.setattr(session_mod, "_time_plans",
                         lambda plans, threads: timed.append(threads) or real(plans, threads))
-    cores = [1.0, 0.5]           # probed before and after the timing: shared after
-    monkeypatch.setattr(session_mod, "_sgemm_cores", lambda threads: cores.pop(0))
+    shared = [True]              # the cores are shared once the pools have been timed
+    monkeypatch.setattr(select, "cores_free",
+                        lambda threads: 0.5 if shared[0] and timed else 1.0)
     session_mod.InferenceSession(g, threads=2)
-    assert timed == [2] and not cores
+    assert timed == [2]
     monkeypatch.setattr(tunecache, "_loaded", {})              # a new process
-    cores[:] = [1.0, 1.0]
+    shared[0] = False
     session_mod.InferenceSession(g, threads=2)
     assert timed == [2, 2]                                     # timed again, then cached
     monkeypatch.setattr(tunecache, "_loaded", {})
     session_mod.InferenceSession(g, threads=2)
     assert timed == [2, 2]
+
+
+def test_a_kernel_choice_timed_on_shared_cores_is_not_cached(fake_relu_kernels, monkeypatch):
+    """The same for each node's kernel choice at > 1 thread: used for the plan, not kept."""
+    node, ins, outs = node_and_infos()
+    monkeypatch.setattr(select, "cores_free", lambda threads: 0.5)
+    choice = select.choose(node, ins, outs, tuner=select.Tuner(mode="full", threads=2))
+    assert choice.times and not tunecache.load(2)
+    monkeypatch.setattr(select, "cores_free", lambda threads: 1.0)
+    select.choose(node, ins, outs, tuner=select.Tuner(mode="full", threads=2))
+    assert len(tunecache.load(2)) == 1
 
 
 def test_cores_available_is_a_share_of_the_threads():

@@ -101,6 +101,22 @@ def _prepared(spec, node, ins, outs, names, reason, times=None) -> Choice:
     return Choice(spec.name, run, names, reason, dict(times or {}), handles, spec.pool)
 
 
+# A choice timed while the OpenMP threads got less than this share of their cores (a
+# shared machine's second vCPU taken) is used, not cached: cached, it would outlive the
+# moment (runtime/session.py's pool choice had MobileNetV2 int8 on its one-thread plan,
+# 3.2 ms at 2 threads against its OpenMP plan's 1.9, AMD EPYC 25/17)
+CORES_FOR_CACHE = 0.75
+
+
+def cores_free(threads: int) -> float:
+    """The share of `threads` cores the OpenMP threads get right now (_sgemm's ~1 ms
+    probe); 1.0 at one thread."""
+    if threads <= 1:
+        return 1.0
+    from ..kernels.fast import _sgemm
+    return _sgemm.cores_available(threads)
+
+
 def choose(node: Node, ins, outs, reference: bool = False, tuner: Tuner | None = None,
            always_time: bool = False) -> Choice:
     """The kernel for `node`: by the tuner's measurement (or its cache) where several
@@ -135,10 +151,12 @@ def choose(node: Node, ins, outs, reference: bool = False, tuner: Tuner | None =
         why = "tuning off: first capable" if tuner.mode == "off" else "tuning budget spent"
         return _prepared(capable[0], node, ins, outs, names, why)
     t0 = time.perf_counter()
+    free = cores_free(tuner.threads)
     choice = _measure(node, ins, outs, capable, names, tuner.threads)
+    if min(free, cores_free(tuner.threads)) >= CORES_FOR_CACHE:
+        cache[key] = {"kernel": choice.kernel, "times": choice.times}
+        tuner.changed = True
     tuner.spent_s += time.perf_counter() - t0
-    cache[key] = {"kernel": choice.kernel, "times": choice.times}
-    tuner.changed = True
     return choice
 
 

@@ -12,6 +12,7 @@ from ..graph.ir import Graph
 from . import limits
 from . import threads as thread_control
 from .plan import Plan, build
+from . import select
 from .select import Tuner
 
 _ONNX_TYPE = {"float32": "float", "float64": "double", "int64": "int64", "int32": "int32",
@@ -134,13 +135,12 @@ class InferenceSession:
         # the OpenMP plan first: its candidates are timed before any BLAS call has left
         # OpenBLAS's workers spinning on the other cores
         plans = {pool: self._plan_on_pool(shapes, pool) for pool in ("omp", "blas")}
-        before = _sgemm_cores(self.threads)
+        before = select.cores_free(self.threads)
         times = _time_plans(plans, self.threads)
         best = min(times, key=times.get)
-        # a decision timed while the threads shared cores is this session's only: on a
-        # 2-vCPU guest one was cached with MobileNetV2 int8 on its one-thread plan, 3.2
-        # ms at 2 threads for its OpenMP plan's 1.9 (AMD EPYC 25/17)
-        if min(before, _sgemm_cores(self.threads)) >= CORES_FOR_CACHE:
+        # a decision timed while the threads shared cores is this session's only
+        # (select.CORES_FOR_CACHE)
+        if min(before, select.cores_free(self.threads)) >= select.CORES_FOR_CACHE:
             cache[key] = {"pool": best, "times": times}
             tunecache.save(self.threads)
         plans[best].pool_times = times
@@ -219,15 +219,6 @@ def _static(shape) -> bool:
 
 def _arg(v) -> NodeArg:
     return NodeArg(v.name, list(v.shape), f"tensor({_ONNX_TYPE.get(v.dtype, v.dtype)})", v.dtype)
-
-
-CORES_FOR_CACHE = 0.75   # _sgemm.cores_available below which a pool choice is not cached
-
-
-def _sgemm_cores(threads: int) -> float:
-    """The share of `threads` cores the OpenMP threads get right now (_sgemm's probe)."""
-    from ..kernels.fast import _sgemm
-    return _sgemm.cores_available(threads)
 
 
 def _run(plan: Plan, threads: int, feeds, outputs, timings=None) -> list[np.ndarray]:
