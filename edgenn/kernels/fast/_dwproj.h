@@ -118,6 +118,15 @@ EDGENN_AVX512 static inline __mmask16 dwp_lmask16(long n) {
 #define DWP_STOREN(p, v, n) _mm512_mask_storeu_ps(p, dwp_lmask16(n), v)
 #define DWP_MBW 8
 #define DWP_DWNV 4
+/* (hi:lo) >> n floats (n 1 or 15): an inner tile's left / right taps from its aligned
+ * loads, by one vpermt2ps (SIMDe 0.8 has no valignd) */
+EDGENN_AVX512 static inline __m512 dwp_alignr16(__m512 hi, __m512 lo, int n) {
+    const __m512i idx = _mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
+                                                           11, 12, 13, 14, 15),
+                                         _mm512_set1_epi32(n));
+    return _mm512_permutex2var_ps(lo, idx, hi);
+}
+#define DWP_ALIGNR(hi, lo, n) dwp_alignr16(hi, lo, n)
 #define DWP_FN(name) dwp16_##name
 #include "_dwproj_vec.h"
 
