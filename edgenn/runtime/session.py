@@ -122,11 +122,9 @@ class InferenceSession:
         (mixed, each pool's spinning idle workers starve the other's: measured 2-9x slower);
         both are timed whole and the faster is kept, the decision cached per CPU."""
         from . import tunecache
-        # "-fastest": decided by _time_plans' fastest steady-state rounds (the older
-        # "pool|" entries were timed right after a pause, the "pool-steady|" ones by the
-        # median, both favouring one thread under load: not reused)
-        # "-checked": cached only when the threads had their cores while timed (below);
-        # "pool-fastest|" entries could come from a moment the second vCPU was taken
+        # "-checked": decided by _time_plans' fastest rounds and cached only when the threads
+        # had their cores while timed (below); the older "pool|", "pool-steady|" and
+        # "pool-fastest|" entries could favour one thread under load: not reused
         key = "pool-checked|" + tunecache.graph_key(self.graph, shapes)
         cache = tunecache.load(self.threads) if self.tune != "off" else {}
         known = cache.get(key, {}).get("pool") if self.tune == "cached" else None

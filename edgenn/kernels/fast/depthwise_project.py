@@ -14,26 +14,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...graph.ir import Node
-from ...registry import TensorInfo, kernel
+from ...registry import kernel
 from .. import scratch
 from . import epilogue
 from .conv import geometry
+from .expand_depthwise import halves
 from .threading_cost import plan_threads
 
 ACTIVATIONS = ("", "Relu", "Clip")
 T_BYTES = 96 * 1024    # a band's depthwise output (C x rows x W floats): in L2
-
-
-def halves(node, ins, outs):
-    """-> (depthwise node, its ins, outs), (1x1 node, its ins, outs) of a fused node."""
-    x, wd, bd, wp, bp, z = (list(ins) + [None] * 6)[:6]
-    mid = TensorInfo(x.dtype, tuple(x.shape[:1]) + (wd.shape[0],) + tuple(x.shape[2:]))
-    dw = Node("Conv", ["x", "w", "b" if bd is not None else ""], ["t"], node.attrs["depthwise"],
-              node.name)
-    pw = Node("Conv", ["t", "w", "b" if bp is not None else "", "z" if z is not None else ""],
-              ["y"], node.attrs["project"], node.name)
-    return (dw, [x, wd, bd], [mid]), (pw, [mid, wp, bp, z], list(outs))
 
 
 def _const_conv(node, ins, group: int, kernel_hw: tuple) -> bool:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...graph.ir import Node
+from ...graph.shapes.fused import PAIR_KEYS
 from ...registry import TensorInfo
 from . import depthwise
 from .depthwise import (_supports as _dw_supports, act_params, c8_parts, lane_major,
@@ -27,15 +28,18 @@ EXPAND_ACTIVATIONS = ("", "Relu", "Clip", "HardSigmoid", "HardSwish", "LeakyRelu
 
 
 def halves(node, ins, outs):
-    """-> (expand node, its ins, outs), (depthwise node, its ins, outs) of a fused node."""
+    """-> (first conv node, its ins, outs), (second conv node, its ins, outs) of a fused
+    conv pair (ExpandDepthwise: the expansion and the depthwise conv; DepthwiseProject: the
+    depthwise conv and the 1x1 conv), each with its attrs of PAIR_KEYS[node.op]."""
     x, w1, b1, w2, b2, z = (list(ins) + [None] * 6)[:6]
+    first_key, second_key = PAIR_KEYS[node.op]
     n, _, h, w = x.shape
     mid = TensorInfo(x.dtype, (n, w1.shape[0], h, w))
-    expand = Node("Conv", ["x", "w", "b" if b1 is not None else ""], ["t"],
-                  node.attrs["expand"], node.name)
-    depthwise = Node("Conv", ["t", "w", "b" if b2 is not None else "", "z" if z is not None else ""],
-                     ["y"], node.attrs["depthwise"], node.name)
-    return (expand, [x, w1, b1], [mid]), (depthwise, [mid, w2, b2, z], list(outs))
+    first = Node("Conv", ["x", "w", "b" if b1 is not None else ""], ["t"],
+                 node.attrs[first_key], node.name)
+    second = Node("Conv", ["t", "w", "b" if b2 is not None else "", "z" if z is not None else ""],
+                  ["y"], node.attrs[second_key], node.name)
+    return (first, [x, w1, b1], [mid]), (second, [mid, w2, b2, z], list(outs))
 
 
 def expand_ok(node, ins, outs) -> bool:
