@@ -99,3 +99,28 @@ def check_planner_fuses(monkeypatch, path, x, want, op, kernel_prefix, middle, t
         np.testing.assert_allclose(sess.run(None, x)[0], want, rtol=1e-4, atol=1e-4)
     monkeypatch.setattr(fuse_steps, "fusion_pays", lambda *choices: False)
     assert not fused_steps(edgenn.InferenceSession(path, tune="full"))
+
+
+def nan_interior_planes(monkeypatch, module):
+    """Patch module.c8_parts so that every thread's padded plane Q holds NaN in its
+    interior cells (its pads zero, as the scratch's fill leaves them): an output computed
+    from a row its thread did not fill for the group at hand is then NaN."""
+    parts = module.c8_parts
+
+    def with_nan(node, w, ins, xshape, yshape, threads, lanes, lib):
+        p = parts(node, w, ins, xshape, yshape, threads, lanes, lib)
+        _, _, ph, pw, hp, wp = p.geom
+        q = np.zeros((threads, hp, wp, lanes), np.float32)
+        q[:, ph:ph + xshape[2], pw:pw + xshape[3]] = np.nan
+        p.q = _Fixed(q.reshape(threads, -1))
+        return p
+    monkeypatch.setattr(module, "c8_parts", with_nan)
+
+
+class _Fixed:
+    """A scratch handle that gives one given array."""
+    def __init__(self, a):
+        self.a = a
+
+    def get(self):
+        return self.a

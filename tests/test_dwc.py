@@ -13,6 +13,8 @@ takes; the transcendental ones (Sigmoid, SiLU, Gelu) add a few ulps of libm."""
 import numpy as np
 import pytest
 
+from helpers import nan_interior_planes
+
 from edgenn.graph.ir import Node
 from edgenn.kernels.fast import _dwc8, _dwc8_emu, depthwise
 from edgenn.registry import REFERENCE, TensorInfo
@@ -56,7 +58,8 @@ def _case(rng, geom, act, params, residual):
     return node, ins, exact, bound
 
 
-def _run(node, ins, lib, lanes, vector, monkeypatch, broken=False):
+def _run(node, ins, lib, lanes, vector, monkeypatch, broken=False, threads=None,
+         split_rows=False):
     infos = [TensorInfo(v.dtype.name, v.shape, v if i in (1, 2) else None)
              for i, v in enumerate(ins)]
     monkeypatch.setattr(depthwise, "C8_AVX2", vector)
@@ -70,8 +73,10 @@ def _run(node, ins, lib, lanes, vector, monkeypatch, broken=False):
         wt = ins[1].copy()
         wt[[0, 1]] = wt[[1, 0]]
         infos[1] = TensorInfo("float32", wt.shape, wt)
-    run = depthwise._prepare_c8(node, infos, [out], 2 if c > lanes else 1, lanes=lanes,
-                                lib=lib)
+    if threads is None:
+        threads = 2 if c > lanes else 1
+    run = depthwise._prepare_c8(node, infos, [out], threads, lanes=lanes, lib=lib,
+                                split_rows=split_rows)
     y = np.full(out.shape, np.nan, np.float32)
     run(ins, [y])
     return y
@@ -110,3 +115,47 @@ def test_the_check_is_not_vacuous(lanes, monkeypatch):
     node, ins, exact, bound = _case(rng, GEOMS[2], "", [], False)
     y = _run(node, ins, _dwc8_emu, lanes, True, monkeypatch, broken=True)
     assert not np.all(np.abs(y - exact) <= bound)
+
+
+# tall planes for the rows split: flat bands (W < 16 / 8), row-wise ones, 16-wide rows,
+# stride 2, 5x5, dilation, batch 2
+TALL_GEOMS = [(1, 20, 34, 7, 3, 1, 1, 1), (1, 40, 40, 12, 3, 2, 1, 1), (2, 17, 19, 23, 5, 1, 2, 1),
+              (1, 9, 26, 9, 3, 1, 2, 2), (1, 33, 17, 16, 3, 1, 1, 1)]
+
+
+@pytest.mark.parametrize("lib,lanes,vector", PATHS,
+                         ids=lambda v: getattr(v, "__name__", str(v)))
+def test_rows_split_gives_the_one_thread_bits(lib, lanes, vector, monkeypatch):
+    # threads taking bands of output rows (every channel group each) compute every output
+    # as one thread does; each band fills the padded rows it reads, and no other: the
+    # planes' interiors start as NaN
+    rng = np.random.default_rng(4)
+    for geom in TALL_GEOMS + GEOMS:
+        node, ins, _, _ = _case(rng, geom, "Clip", [-0.5, 0.7], True)
+        want = _run(node, ins, lib, lanes, vector, monkeypatch, threads=1)
+        oh = want.shape[2]
+        nan_interior_planes(monkeypatch, depthwise)
+        for threads in sorted({2, 3, oh}):
+            got = _run(node, ins, lib, lanes, vector, monkeypatch, threads=threads,
+                       split_rows=True)
+            np.testing.assert_array_equal(got, want, str((geom, threads)))
+        monkeypatch.undo()
+
+
+def test_a_band_short_of_its_rows_fails(monkeypatch):
+    # bands told their taps reach two rows less than they do (the first tap row moved last:
+    # the span comes from the last tap's offset) leave rows unfilled: the NaN shows
+    rng = np.random.default_rng(5)
+    node, ins, _, _ = _case(rng, TALL_GEOMS[0], "", [], False)
+    nan_interior_planes(monkeypatch, depthwise)
+    x, wt = ins[0], ins[1]
+    oh, ow = x.shape[2], x.shape[3]
+    y = np.empty((1, x.shape[1], oh, ow), np.float32)
+    infos = [TensorInfo(v.dtype.name, v.shape, v if i in (1, 2) else None)
+             for i, v in enumerate(ins)]
+    for order, fails in ((list(range(9)), False), ([3, 4, 5, 6, 7, 8, 0, 1, 2], True)):
+        p = depthwise.c8_parts(node, wt, infos, x.shape, y.shape, 3, 16, _dwc8_emu)
+        _dwc8_emu.dwc8(x, np.ascontiguousarray(p.w8[:, order]), p.b8,
+                       np.ascontiguousarray(p.off[order]), y, y, p.q.get(), p.obuf.get(),
+                       *p.geom, p.mode, p.p0, p.p1, False, True, True)
+        assert np.isnan(y).any() == fails

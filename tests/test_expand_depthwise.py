@@ -11,7 +11,7 @@ carried through the taps (sum |w2| e_err), times the second activation's slope."
 import numpy as np
 import onnx
 import pytest
-from helpers import check_planner_fuses
+from helpers import check_planner_fuses, nan_interior_planes
 from onnx import TensorProto, helper, numpy_helper
 
 import edgenn
@@ -88,14 +88,15 @@ def _infos(ins):
             for i, v in enumerate(ins)]
 
 
-def _run(node, ins, lib, lanes, vector, monkeypatch, threads=1, infos=None):
+def _run(node, ins, lib, lanes, vector, monkeypatch, threads=1, infos=None,
+         split_rows=False):
     monkeypatch.setattr(depthwise, "C8_AVX2", vector)
     infos = infos or _infos(ins)
     n, _, h, w = ins[0].shape
     out = REFERENCE["ExpandDepthwise"](node.attrs, ins)[0]
     assert expand_depthwise._supports(node, infos, [TensorInfo("float32", out.shape)])
     run = expand_depthwise.prepare(node, infos, [TensorInfo("float32", out.shape)], threads,
-                                   lanes, lib=lib)
+                                   lanes, lib=lib, split_rows=split_rows)
     y = np.full(out.shape, np.nan, np.float32)
     run(ins, [y])
     return y
@@ -114,6 +115,32 @@ def test_matches_the_two_convs_within_the_sum_bound(lib, lanes, vector, gi, monk
         y = _run(node, ins, lib, lanes, vector, monkeypatch, threads)
         err = np.abs(y.astype(np.float64) - exact)
         assert np.all(err <= bound), (geom, threads, float((err / bound).max()))
+
+
+# tall planes for the rows split: flat bands (W < 16 / 8), row-wise ones, stride 2, 5x5,
+# dilation, batch 2
+TALL_GEOMS = [(1, 24, 40, 34, 7, 3, 1, 1, 1), (1, 16, 33, 40, 12, 3, 2, 1, 1),
+              (2, 5, 17, 19, 23, 5, 1, 2, 1), (1, 9, 20, 26, 9, 3, 1, 2, 2),
+              (1, 12, 48, 17, 16, 3, 1, 1, 1)]
+
+
+@pytest.mark.parametrize("lib,lanes,vector", PATHS,
+                         ids=[f"{lib.__name__.split('.')[-1]}-{lanes}-{'vec' if v else 'c'}"
+                              for lib, lanes, v in PATHS])
+def test_rows_split_gives_the_one_thread_bits(lib, lanes, vector, monkeypatch):
+    # threads taking bands of output rows expand the rows each band reads (the ones two
+    # bands share twice) and compute every output as one thread does; the planes'
+    # interiors start as NaN, so a row a band reads and did not expand shows
+    rng = np.random.default_rng(7)
+    for geom in TALL_GEOMS + GEOMS:
+        node, ins, _, _ = _case(rng, geom, ("Clip", [0.0, 6.0]), ("Relu", []), True)
+        want = _run(node, ins, lib, lanes, vector, monkeypatch)
+        oh = want.shape[2]
+        nan_interior_planes(monkeypatch, expand_depthwise)
+        for threads in sorted({2, 3, oh}):
+            got = _run(node, ins, lib, lanes, vector, monkeypatch, threads, split_rows=True)
+            np.testing.assert_array_equal(got, want, str((geom, threads)))
+        monkeypatch.undo()
 
 
 @pytest.mark.parametrize("act1", EXPAND_ACTS, ids=[a for a, _ in EXPAND_ACTS])

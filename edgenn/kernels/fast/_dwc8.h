@@ -47,18 +47,31 @@ typedef struct {
     int has_z;
     int L;                          /* lanes per group: 8 or 16 (the tier's width) */
     const dwc8_expand *ex;          /* KIND_CONV: a fused 1x1 conv first, or NULL */
+    int oy0, oy1;                   /* the output rows computed (dwc8_run_part sets them) */
 } dwc8_geom;
 
 enum { DWC_GENERIC = 0, DWC_AVX2 = 1, DWC_AVX512 = 2 };   /* the tiers of dwc8_run */
 
-/* Interleave channels c0..c0+nl-1 of image xb (C, H, W) into Q (Hp, Wp, L). */
-static void dwc8_pack(const float *xb, int c0, int nl, float *Q, const dwc8_geom *g)
+/* The image rows [*iy0, *iy1) that output rows [g->oy0, g->oy1) read: the taps' rows
+ * from their offsets (row-major, ((i*dh)*Wp + j*dw)*L: the last tap's row the lowest). */
+static inline void dwc8_in_rows(const dwc8_geom *g, const long *off, int *iy0, int *iy1)
+{
+    const int span = (int)(off[g->T - 1] / ((long)g->Wp * g->L));      /* (KH-1) * dh */
+    const int a = g->oy0 * g->sh - g->ph, b = (g->oy1 - 1) * g->sh - g->ph + span + 1;
+    *iy0 = a < 0 ? 0 : a > g->H ? g->H : a;
+    *iy1 = b > g->H ? g->H : b < *iy0 ? *iy0 : b;
+}
+
+/* Interleave rows [iy0, iy1) of channels c0..c0+nl-1 of image xb (C, H, W) into Q
+ * (Hp, Wp, L). */
+static void dwc8_pack(const float *xb, int c0, int nl, float *Q, const dwc8_geom *g, int iy0,
+                      int iy1)
 {
     const long plane = (long)g->H * g->W;
     const int L = g->L;
     for (int l = 0; l < nl; l++) {
         const float *src = xb + (long)(c0 + l) * plane;
-        for (int iy = 0; iy < g->H; iy++) {
+        for (int iy = iy0; iy < iy1; iy++) {
             float *dst = Q + (((long)(iy + g->ph) * g->Wp + g->pw) * L + l);
             const float *s = src + (long)iy * g->W;
             for (int ix = 0; ix < g->W; ix++)
@@ -125,15 +138,16 @@ static void dwc8_act_scalar(float *a, int n, const dwc8_geom *g)
         a[i] = dwc8_act1(a[i], g->mode, g->p0, g->p1);
 }
 
-/* Q's interior for group gi <- the fused 1x1 conv of image xb (K, H, W), portable C:
- * per pixel and lane, bias + the K products in order, then the activation. */
-static void dwc8_expand_generic(const float *xb, int gi, float *Q, const dwc8_geom *g)
+/* Rows [iy0, iy1) of Q's interior for group gi <- the fused 1x1 conv of image xb (K, H,
+ * W), portable C: per pixel and lane, bias + the K products in order, the activation. */
+static void dwc8_expand_generic(const float *xb, int gi, float *Q, const dwc8_geom *g,
+                                int iy0, int iy1)
 {
     const dwc8_expand *ex = g->ex;
     const long plane = (long)g->H * g->W;
     const int L = g->L;
     const float *w = ex->w + (long)gi * ex->K * L, *b = ex->b + (long)gi * L;
-    for (int iy = 0; iy < g->H; iy++)
+    for (int iy = iy0; iy < iy1; iy++)
         for (int ix = 0; ix < g->W; ix++) {
             float *dst = Q + ((long)(iy + g->ph) * g->Wp + ix + g->pw) * L;
             const float *xp = xb + (long)iy * g->W + ix;
@@ -284,33 +298,35 @@ static void dwc8_pool_row_generic(const float *Q, const long *off, float *obuf, 
 
 /* The vector tier's functions for a full group (nl == L), by tier (DWC_AVX2 /
  * DWC_AVX512: the caller checked the CPU has it; its g->L is that width). */
-static void dwc8_pack_full(int tier, const float *xb, int c0, float *Q, const dwc8_geom *g)
+static void dwc8_pack_full(int tier, const float *xb, int c0, float *Q, const dwc8_geom *g,
+                           int iy0, int iy1)
 {
-    const int flat = dwc8_flat_in(g);
+    const int flat = dwc8_flat_in(g) && (long)(iy1 - iy0) * g->W >= g->L;
 #if DWC_HAVE_16
     if (tier == DWC_AVX512) {
-        (flat ? dwc_pack_flat_avx512 : dwc_pack_avx512)(xb, c0, Q, g);
+        (flat ? dwc_pack_flat_avx512 : dwc_pack_avx512)(xb, c0, Q, g, iy0, iy1);
         return;
     }
 #endif
     (void)tier;
-    (flat ? dwc_pack_flat_avx2 : dwc_pack_avx2)(xb, c0, Q, g);
+    (flat ? dwc_pack_flat_avx2 : dwc_pack_avx2)(xb, c0, Q, g, iy0, iy1);
 }
 
 /* The fused 1x1 conv of group gi into Q, on the tier's vector body (any group: the weights
  * are zero past C) or the portable loops. */
-static void dwc8_expand_any(int tier, const float *xb, int gi, float *Q, const dwc8_geom *g)
+static void dwc8_expand_any(int tier, const float *xb, int gi, float *Q, const dwc8_geom *g,
+                            int iy0, int iy1)
 {
 #if DWC_HAVE_16
     if (tier == DWC_AVX512) {
-        dwc_expand_avx512(xb, gi, Q, g);
+        dwc_expand_avx512(xb, gi, Q, g, iy0, iy1);
         return;
     }
 #endif
     if (tier == DWC_AVX2)
-        dwc_expand_avx2(xb, gi, Q, g);
+        dwc_expand_avx2(xb, gi, Q, g, iy0, iy1);
     else
-        dwc8_expand_generic(xb, gi, Q, g);
+        dwc8_expand_generic(xb, gi, Q, g, iy0, iy1);
 }
 
 static void dwc8_unpack_row_full(int tier, const float *obuf, float *yb, int c0, int oy,
@@ -326,17 +342,29 @@ static void dwc8_unpack_row_full(int tier, const float *obuf, float *yb, int c0,
     dwc_unpack_row_avx2(obuf, yb, c0, oy, g);
 }
 
-/* The whole layer. wl (G, T, L) and bl (G, L): channel g*L+l in lane l (zero past C;
- * unused by pools); off (T,) tap offsets in Q, ((i*dh)*Wp + j*dw)*L; Q (Hp*Wp*L) filled
- * once with the pad value (0, or -inf for MaxPool), pads never written; obuf
+/* Channel groups [g0, g1), output rows [oy0, oy1) of every image: the whole layer, or
+ * a thread's part of it (the groups, or the rows, split). wl (G, T, L) and bl (G, L):
+ * channel g*L+l in lane l (zero past C; unused by pools); off (T,) tap offsets in Q,
+ * ((i*dh)*Wp + j*dw)*L; Q (Hp*Wp*L) filled once with the pad value (0, or -inf for
+ * MaxPool), pads never written (the rows a part reads are the only ones it fills); obuf
  * (dwc8_obuf_floats(OH, OW, L)); z (N, C, OH, OW) or NULL. tier: DWC_GENERIC (portable
  * C, any L), DWC_AVX2 (L = 8) or DWC_AVX512 (L = 16). */
-static int dwc8_run_groups(int tier, const float *x, const float *wl, const float *bl,
-                           const long *off, const float *z, float *y, float *Q, float *obuf,
-                           const dwc8_geom *g, int g0, int g1)
+static int dwc8_run_part(int tier, const float *x, const float *wl, const float *bl,
+                         const long *off, const float *z, float *y, float *Q, float *obuf,
+                         const dwc8_geom *geom, int g0, int g1, int oy0, int oy1)
 {
+    dwc8_geom part = *geom;
+    const dwc8_geom *g = &part;
+    part.oy0 = oy0;
+    part.oy1 = oy1;
     const long plane = (long)g->OH * g->OW;
     const int L = g->L;
+    int iy0, iy1;
+    if (oy0 < 0 || oy1 > g->OH)
+        return -1;
+    if (oy0 >= oy1)
+        return 0;
+    dwc8_in_rows(g, off, &iy0, &iy1);
 #if !DWC_HAVE_16
     if (tier == DWC_AVX512)
         tier = DWC_GENERIC;
@@ -351,11 +379,11 @@ static int dwc8_run_groups(int tier, const float *x, const float *wl, const floa
             const int c0 = gi * L, nl = g->C - c0 < L ? g->C - c0 : L;
             const int full = tier != DWC_GENERIC && nl == L;
             if (g->ex)                  /* a fused 1x1 conv computes the group's plane */
-                dwc8_expand_any(tier, xb, gi, Q, g);
+                dwc8_expand_any(tier, xb, gi, Q, g, iy0, iy1);
             else if (full)
-                dwc8_pack_full(tier, xb, c0, Q, g);
+                dwc8_pack_full(tier, xb, c0, Q, g, iy0, iy1);
             else
-                dwc8_pack(xb, c0, nl, Q, g);
+                dwc8_pack(xb, c0, nl, Q, g, iy0, iy1);
             if (g->kind == KIND_CONV && tier != DWC_GENERIC) {
                 const float *zc = zb ? zb + (long)c0 * plane : NULL;
                 const float *wg = wl + (long)gi * g->T * L, *bg = bl + (long)gi * L;
@@ -368,7 +396,7 @@ static int dwc8_run_groups(int tier, const float *x, const float *wl, const floa
                 dwc_group_avx2(Q, wg, bg, off, nl, zc, obuf, yb, c0, g);
                 continue;
             }
-            for (int oy = 0; oy < g->OH; oy++) {
+            for (int oy = oy0; oy < oy1; oy++) {
                 const float *zrow = zb ? zb + (long)c0 * plane + (long)oy * g->OW : NULL;
                 if (g->kind != KIND_CONV) {
 #if DWC_HAVE_16
@@ -393,8 +421,17 @@ static int dwc8_run_groups(int tier, const float *x, const float *wl, const floa
     return 0;
 }
 
+/* Channel groups [g0, g1) of every output row: a thread's part when the groups split. */
+static int dwc8_run_groups(int tier, const float *x, const float *wl, const float *bl,
+                           const long *off, const float *z, float *y, float *Q, float *obuf,
+                           const dwc8_geom *g, int g0, int g1)
+{
+    return dwc8_run_part(tier, x, wl, bl, off, z, y, Q, obuf, g, g0, g1, 0, g->OH);
+}
+
 /* The whole layer on the calling thread. Threads may instead each run a disjoint range
- * [g0, g1) of the ceil(C/L) channel groups with their own Q and obuf. */
+ * [g0, g1) of the ceil(C/L) channel groups, or of the output rows (dwc8_run_part), with
+ * their own Q and obuf. */
 static int dwc8_run(int tier, const float *x, const float *wl, const float *bl,
                     const long *off, const float *z, float *y, float *Q, float *obuf,
                     const dwc8_geom *g)

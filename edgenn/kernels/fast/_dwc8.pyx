@@ -54,6 +54,9 @@ cdef extern from "_dwc8.h" nogil:
     int dwc8_run_groups(int tier, const float *x, const float *w8, const float *b8,
                         const long *off, const float *z, float *y, float *Q, float *obuf,
                         const dwc8_geom *g, int g0, int g1)
+    int dwc8_run_part(int tier, const float *x, const float *w8, const float *b8,
+                      const long *off, const float *z, float *y, float *Q, float *obuf,
+                      const dwc8_geom *g, int g0, int g1, int oy0, int oy1)
     long dwc8_obuf_floats(int OH, int OW, int L)
 
 cdef extern from *:
@@ -173,16 +176,17 @@ def global_pool(const float[:, ::1] x, float[::1] y, bint is_max, bint avx2=True
 def dwc8(const float[:, :, :, ::1] x, const float[:, :, ::1] w8, const float[:, ::1] b8,
          const long[::1] off, const float[:, :, :, ::1] z, float[:, :, :, ::1] y,
          float[:, ::1] Q, float[:, ::1] obuf, int sh, int sw, int ph, int pw, int Hp, int Wp,
-         int mode, float p0, float p1, bint has_z, bint vector):
+         int mode, float p0, float p1, bint has_z, bint vector, bint split_rows=False):
     """x (N, C, H, W) -> y (N, C, OH, OW); z like y when has_z (else any 4-D array);
     w8 (ceil(C/L), T, L), b8 (ceil(C/L), L), off (T,), L = 8 (AVX2) or 16 (AVX-512F) lanes;
-    per thread t (Q.shape[0] OpenMP threads, each a range of the channel groups) Q[t]
-    (>= Hp*Wp*L, zeroed), obuf[t] (>= obuf_floats(OH, OW, L)). vector False, or a width
-    this CPU (or EDGENN_MAX_ISA) lacks: the portable C loops, any L."""
+    per thread t (Q.shape[0] OpenMP threads, each a range of the channel groups, or with
+    split_rows of the output rows) Q[t] (>= Hp*Wp*L, zeroed), obuf[t] (>= obuf_floats(OH,
+    OW, L)). vector False, or a width this CPU (or EDGENN_MAX_ISA) lacks: the portable C
+    loops, any L."""
     if x.shape[1] != y.shape[1]:
         raise ValueError("dwc8: x and y have the same channels")
     _dwc8_run(x, NULL, w8, b8, off, z, y, Q, obuf, sh, sw, ph, pw, Hp, Wp, mode, p0, p1,
-              has_z, vector)
+              has_z, vector, split_rows)
 
 
 def expand_dwc8(const float[:, :, :, ::1] x, const float[:, :, ::1] ew, const float[:, ::1] eb,
@@ -190,7 +194,7 @@ def expand_dwc8(const float[:, :, :, ::1] x, const float[:, :, ::1] ew, const fl
                 const float[:, ::1] b8, const long[::1] off, const float[:, :, :, ::1] z,
                 float[:, :, :, ::1] y, float[:, ::1] Q, float[:, ::1] obuf, int sh, int sw,
                 int ph, int pw, int Hp, int Wp, int mode, float p0, float p1, bint has_z,
-                bint vector):
+                bint vector, bint split_rows=False):
     """dwc8 of a fused 1x1 conv's output: x (N, K, H, W) its input, ew (ceil(C/L), K, L)
     its weights (zero past C), eb (ceil(C/L), L) its bias, emode / ep0 / ep1 its
     activation (one of those computed in registers: none, Relu, Clip, HardSigmoid,
@@ -203,14 +207,14 @@ def expand_dwc8(const float[:, :, :, ::1] x, const float[:, :, ::1] ew, const fl
     ex.K, ex.w, ex.b = x.shape[1], &ew[0, 0, 0], &eb[0, 0]
     ex.mode, ex.p0, ex.p1 = emode, ep0, ep1
     _dwc8_run(x, &ex, w8, b8, off, z, y, Q, obuf, sh, sw, ph, pw, Hp, Wp, mode, p0, p1,
-              has_z, vector)
+              has_z, vector, split_rows)
 
 
 cdef _dwc8_run(const float[:, :, :, ::1] x, const dwc8_expand *ex, const float[:, :, ::1] w8,
                const float[:, ::1] b8, const long[::1] off, const float[:, :, :, ::1] z,
                float[:, :, :, ::1] y, float[:, ::1] Q, float[:, ::1] obuf, int sh, int sw,
                int ph, int pw, int Hp, int Wp, int mode, float p0, float p1, bint has_z,
-               bint vector):
+               bint vector, bint split_rows):
     cdef dwc8_geom g
     cdef int L = w8.shape[2]
     if L not in HAVE or b8.shape[1] != L or w8.shape[1] != off.shape[0]:
@@ -237,6 +241,13 @@ cdef _dwc8_run(const float[:, :, :, ::1] x, const dwc8_expand *ex, const float[:
                           &y[0, 0, 0, 0], &Q[0, 0], &obuf[0, 0], &g)
         if rc:
             raise ValueError("dwc8: the tier and the lane count disagree")
+        return
+    if split_rows:      # thread t: every group of output rows [t*OH/nt, (t+1)*OH/nt)
+        with nogil:
+            for t in prange(nt, num_threads=nt, schedule="static"):
+                dwc8_run_part(tier, &x[0, 0, 0, 0], &w8[0, 0, 0], &b8[0, 0], &off[0], zp,
+                              &y[0, 0, 0, 0], &Q[t, 0], &obuf[t, 0], &g, 0, groups,
+                              t * g.OH // nt, (t + 1) * g.OH // nt)
         return
     with nogil:
         for t in prange(nt, num_threads=nt, schedule="static"):

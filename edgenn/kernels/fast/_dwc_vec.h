@@ -12,20 +12,21 @@ DWC_ATTR static inline __attribute__((always_inline)) void DWC_FN(dwc_gather)(
     DWC_TRANSPOSE(r);
 }
 
-/* A small plane of a full group as one flat run: DWC_L pixels at a time through a
- * transpose (the tail block overlapping), each pixel's vector stored to its padded cell.
+/* Rows [iy0, iy1) of a small plane of a full group as one flat run: DWC_L pixels at a
+ * time through a transpose (the tail block overlapping), each pixel's vector stored to its padded cell.
  * Its own function, called instead of the row-wise pack below (a flag inside that one ran
  * its 14x14 planes 4-5% slower, AMD EPYC 25/1 (Zen 3), 8 lanes). */
 DWC_ATTR static void DWC_FN(dwc_pack_flat)(const float *xb, int c0, float *Q,
-                                           const dwc8_geom *g)
+                                           const dwc8_geom *g, int iy0, int iy1)
 {
     const long plane = (long)g->H * g->W;
     const float *src = xb + (long)c0 * plane;
     const int W = g->W;
+    const long end = (long)iy1 * W;     /* rows [iy0, iy1): >= DWC_L pixels */
     DWC_V r[DWC_L];
-    for (long i = 0; i < plane; i += DWC_L) {
-        if (i > plane - DWC_L)
-            i = plane - DWC_L;
+    for (long i = (long)iy0 * W; i < end; i += DWC_L) {
+        if (i > end - DWC_L)
+            i = end - DWC_L;
         DWC_FN(dwc_gather)(src + i, plane, r);
         int iy = (int)(i / W), ix = (int)(i % W);
         for (int p = 0; p < DWC_L; p++, ix++) {
@@ -41,12 +42,13 @@ DWC_ATTR static void DWC_FN(dwc_pack_flat)(const float *xb, int c0, float *Q,
 /* dwc8_pack for a full group (nl == DWC_L), DWC_L pixels at a time through a transpose;
  * the tail is one more block ending at the last pixel (overlapping writes are idempotent);
  * rows narrower than a vector in scalar (small planes go flat instead: dwc8_flat_in). */
-DWC_ATTR static void DWC_FN(dwc_pack)(const float *xb, int c0, float *Q, const dwc8_geom *g)
+DWC_ATTR static void DWC_FN(dwc_pack)(const float *xb, int c0, float *Q, const dwc8_geom *g,
+                                      int iy0, int iy1)
 {
     const long plane = (long)g->H * g->W;
     const float *src = xb + (long)c0 * plane;
     const int W = g->W;
-    for (int iy = 0; iy < g->H; iy++) {
+    for (int iy = iy0; iy < iy1; iy++) {
         float *dst = Q + ((long)(iy + g->ph) * g->Wp + g->pw) * DWC_L;
         const float *s = src + (long)iy * W;
         DWC_V r[DWC_L];
@@ -84,12 +86,14 @@ DWC_ATTR static inline void DWC_FN(dwc_unpack_run)(const float *obuf, float *d, 
     }
 }
 
-/* Whole small output planes (dwc8_flat_out): obuf (OH*OW, DWC_L) to the planes c0.. . */
+/* Rows [oy0, oy1) of small output planes (dwc8_flat_out), >= DWC_L pixels: obuf
+ * ((oy1-oy0)*OW, DWC_L) to the planes c0.. . */
 DWC_ATTR static void DWC_FN(dwc_unpack_flat)(const float *obuf, float *yb, int c0,
                                              const dwc8_geom *g)
 {
     const long plane = (long)g->OH * g->OW;
-    DWC_FN(dwc_unpack_run)(obuf, yb + (long)c0 * plane, plane, plane);
+    DWC_FN(dwc_unpack_run)(obuf, yb + (long)c0 * plane + (long)g->oy0 * g->OW,
+                           (long)(g->oy1 - g->oy0) * g->OW, plane);
 }
 
 /* dwc8_unpack_row for a full group (nl == DWC_L); tails as in the pack. */
@@ -159,24 +163,26 @@ static inline void DWC_FN(dwc_expand_px)(const float *xc, long plane, const floa
     }
 }
 
-/* Q's interior for group gi <- the fused 1x1 conv of image xb (K, H, W) (g->ex): the
- * plane's H*W pixels as one run of register tiles of balanced sizes, <= DWC_EXPAND_PX
- * (neither a row's nor the plane's tail is left to a short, latency-bound tile: 7x7 is 5
- * tiles of 9-10, not 4 of 12 and one of 1). */
-DWC_ATTR static void DWC_FN(dwc_expand)(const float *xb, int gi, float *Q, const dwc8_geom *g)
+/* Rows [iy0, iy1) of Q's interior for group gi <- the fused 1x1 conv of image xb (K, H,
+ * W) (g->ex): their pixels as one run of register tiles of balanced sizes, <=
+ * DWC_EXPAND_PX (neither a row's nor the plane's tail is left to a short, latency-bound
+ * tile: 7x7 is 5 tiles of 9-10, not 4 of 12 and one of 1). */
+DWC_ATTR static void DWC_FN(dwc_expand)(const float *xb, int gi, float *Q, const dwc8_geom *g,
+                                        int iy0, int iy1)
 {
     const dwc8_expand *ex = g->ex;
     const long plane = (long)g->H * g->W;
-    const long ntile = (plane + DWC_EXPAND_PX - 1) / DWC_EXPAND_PX;
+    const long first = (long)iy0 * g->W, run = (long)(iy1 - iy0) * g->W;
+    const long ntile = (run + DWC_EXPAND_PX - 1) / DWC_EXPAND_PX;
     const int K = ex->K;
     const float *w = ex->w + (long)gi * K * DWC_L;
     const DWC_V bias = DWC_LOADU(ex->b + (long)gi * DWC_L);
     DWC_FN(dwc_actc) k = { DWC_SET1(0.0f), DWC_SET1(1.0f), DWC_SET1(ex->p0), DWC_SET1(ex->p1),
                            DWC_SET1(1.0f / 6.0f), DWC_SET1(0.5f) };
     for (long t = 0; t < ntile; t++) {
-        const long i = t * plane / ntile;
+        const long i = first + t * run / ntile;
         const int iy = (int)(i / g->W), ix = (int)(i % g->W);
-        switch ((int)((t + 1) * plane / ntile - i)) {
+        switch ((int)(first + (t + 1) * run / ntile - i)) {
 #define DWC_TAIL(n) case n: DWC_FN(dwc_expand_px)(xb + i, plane, w, K, bias, Q, iy, ix, g, \
                                               ex->mode, &k, n); break;
         DWC_EXPAND_TAILS
@@ -238,7 +244,7 @@ static inline void DWC_FN(dwc_row)(const float *Q, const DWC_V *w, const float *
     }
 }
 
-/* All output rows of one group (channels c0 .. c0+nl-1) into yb: rows, residual (zc:
+/* Output rows [g->oy0, g->oy1) of one group (channels c0 .. c0+nl-1) into yb: rows, residual (zc:
  * plane c0 of z, planes `plane` apart, or NULL), activation, scatter to the NCHW planes. */
 DWC_ATTR static inline __attribute__((always_inline)) void DWC_FN(dwc_group_t)(
         const float *Q, const float *wl, const float *bl, const long *off, int nl,
@@ -256,8 +262,8 @@ DWC_ATTR static inline __attribute__((always_inline)) void DWC_FN(dwc_group_t)(
     const int late = zc != NULL || g->mode == ACT_SIGMOID || g->mode == ACT_SILU
         || g->mode == ACT_GELU;
     const int mode = late ? ACT_NONE : g->mode;
-    for (int oy = 0; oy < g->OH; oy++) {
-        float *row = flat ? obuf + (long)oy * OW * DWC_L : obuf;
+    for (int oy = g->oy0; oy < g->oy1; oy++) {
+        float *row = flat ? obuf + (long)(oy - g->oy0) * OW * DWC_L : obuf;
         DWC_FN(dwc_row)(Q, w, wl, bias, off, row, oy, mode, &k, g);
         if (late) {
             if (zc)
@@ -290,7 +296,7 @@ DWC_ATTR static void DWC_FN(dwc_group)(const float *Q, const float *wl, const fl
         const long *off, int nl, const float *zc, float *obuf, float *yb, int c0,
         const dwc8_geom *g)
 {
-    if (nl == DWC_L && dwc8_flat_out(g))
+    if (nl == DWC_L && dwc8_flat_out(g) && (long)(g->oy1 - g->oy0) * g->OW >= DWC_L)
         DWC_FN(dwc_group_flat)(Q, wl, bl, off, zc, obuf, yb, c0, g);
     else
         DWC_FN(dwc_group_t)(Q, wl, bl, off, nl, zc, obuf, yb, c0, g, 0);

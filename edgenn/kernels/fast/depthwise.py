@@ -118,7 +118,7 @@ def _mt_supports(node, ins, outs) -> bool:
 @kernel("Conv", "depthwise_c8_mt", supports=_mt_supports, cost=c_cost)
 def prepare_c8_mt(node, ins, outs):
     """The channel groups split over the session's threads (OpenMP), scratch per thread."""
-    return _prepare_c8(node, ins, outs, min(plan_threads(), -(-ins[0].shape[1] // 8)))
+    return _prepare_c8(node, ins, outs, plan_threads())
 
 
 def _c16_mt_supports(node, ins, outs) -> bool:
@@ -130,23 +130,64 @@ kernel("Conv", "depthwise_c16__avx512f", supports=_supports, isa="avx512", cost=
     lambda node, ins, outs: _prepare_c8(node, ins, outs, 1, lanes=16))
 kernel("Conv", "depthwise_c16__avx512f_mt", supports=_c16_mt_supports, isa="avx512",
        cost=c_cost)(
-    lambda node, ins, outs: _prepare_c8(node, ins, outs,
-                                        min(plan_threads(), -(-ins[0].shape[1] // 16)),
-                                        lanes=16))
+    lambda node, ins, outs: _prepare_c8(node, ins, outs, plan_threads(), lanes=16))
+
+# Threads splitting the output rows instead (every channel group, a band of rows each):
+# where the groups split unevenly (144 channels: 9 groups of 16, 5 against 4) and on
+# large planes. Each band fills the padded rows it reads, so the (KH-1)*dh rows between
+# two bands are packed (or, ExpandDepthwise, expanded) twice, and the lines where two
+# bands meet are written by both threads. MobileNetV2's blocks, ExpandDepthwise alone, 2
+# threads (AMD EPYC 25/17, 16 lanes): 24 -> 144 @ 56x56 230 us split by rows vs 259 by
+# groups; 32 -> 192 @ 28x28 110 vs 87; 64 -> 384 @ 14x14 86 vs 67. Offered where each
+# thread has ROW_SPLIT_MIN_ROWS output rows; the tuner keeps whichever split is faster.
+ROW_SPLIT_MIN_ROWS = 8
 
 
-def _prepare_c8(node, ins, outs, threads: int, lanes: int = 8, lib=None):
-    """lanes 8 (AVX2) or 16 (AVX-512F) channels per vector; lib: the extension (tests pass
-    the SIMDe-emulated _dwc8_emu)."""
+def row_split_ok(outs) -> bool:
+    """Enough output rows for every thread to take a band of ROW_SPLIT_MIN_ROWS."""
+    return plan_threads() > 1 and outs[0].shape[2] >= ROW_SPLIT_MIN_ROWS * plan_threads()
+
+
+def _rows_split_supports(node, ins, outs) -> bool:
+    return row_split_ok(outs) and _supports(node, ins, outs)
+
+
+def rowsplit_name(name: str) -> str:
+    """The rows-split twin's name: depthwise_c16__avx512f -> depthwise_c16_rowsplit__avx512f
+    (its threaded spec then ends in _mt, as every OpenMP one)."""
+    base, tier = (name.split("__", 1) + [""])[:2]
+    return base + "_rowsplit" + ("__" + tier if tier else "")
+
+
+for _lanes, _name, _isa in ((8, "depthwise_c8", ""), (16, "depthwise_c16__avx512f", "avx512")):
+    kernel("Conv", rowsplit_name(_name) + "_mt", supports=_rows_split_supports, isa=_isa,
+           cost=c_cost)(
+        lambda node, ins, outs, lanes=_lanes: _prepare_c8(node, ins, outs, plan_threads(),
+                                                          lanes, split_rows=True))
+
+
+def _prepare_c8(node, ins, outs, threads: int, lanes: int = 8, lib=None,
+                split_rows: bool = False):
+    """lanes 8 (AVX2) or 16 (AVX-512F) channels per vector; threads split the channel
+    groups, or with split_rows the output rows; lib: the extension (tests pass the
+    SIMDe-emulated _dwc8_emu)."""
     if lib is None:
         from . import _dwc8 as lib
+    threads = split_threads(threads, outs[0].shape[1], outs[0].shape[2], lanes, split_rows)
     p = c8_parts(node, ins[1].value, ins, ins[0].shape, outs[0].shape, threads, lanes, lib)
     dwc, dummy = lib.dwc8, np.zeros((1, 1, 1, 1), np.float32)
 
     def run(inputs, outputs):
         dwc(inputs[0], p.w8, p.b8, p.off, inputs[3] if p.has_z else dummy, outputs[0],
-            p.q.get(), p.obuf.get(), *p.geom, p.mode, p.p0, p.p1, p.has_z, C8_AVX2)
+            p.q.get(), p.obuf.get(), *p.geom, p.mode, p.p0, p.p1, p.has_z, C8_AVX2,
+            split_rows)
     return run
+
+
+def split_threads(threads: int, channels: int, out_rows: int, lanes: int,
+                  split_rows: bool) -> int:
+    """Threads with work: at most one per output row (split_rows) or channel group."""
+    return max(1, min(threads, out_rows if split_rows else -(-channels // lanes)))
 
 
 class C8Parts:
@@ -237,15 +278,22 @@ def _prepare_rows(node, ins, outs, threads: int, lanes: int, lib=None):
     return run
 
 
-def register_widths(op, widths, supports, mt_supports, prepare, cost=c_cost):
+def register_widths(op, widths, supports, mt_supports, prepare, cost=c_cost,
+                    rows_split_supports=None):
     """One spec per (lanes, name, isa) of `widths`, prepare(node, ins, outs, threads,
-    lanes), and its *_mt twin on the session's threads."""
+    lanes), and its *_mt twin on the session's threads (with rows_split_supports, a
+    rowsplit_name(name) + "_mt" one too: prepare(..., split_rows=True))."""
     for lanes, name, isa in widths:
         kernel(op, name, supports=supports, isa=isa, cost=cost)(
             lambda node, ins, outs, lanes=lanes: prepare(node, ins, outs, 1, lanes))
         kernel(op, name + "_mt", supports=mt_supports, isa=isa, cost=cost)(
             lambda node, ins, outs, lanes=lanes: prepare(node, ins, outs, plan_threads(),
                                                          lanes))
+        if rows_split_supports is not None:
+            kernel(op, rowsplit_name(name) + "_mt", supports=rows_split_supports, isa=isa,
+                   cost=cost)(
+                lambda node, ins, outs, lanes=lanes: prepare(
+                    node, ins, outs, plan_threads(), lanes, split_rows=True))
 
 
 # the rows kernels per width: AVX2 (8 lanes: 7x7 planes) and AVX-512F (16: 14x14 and up)

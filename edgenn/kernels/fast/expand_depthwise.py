@@ -77,14 +77,19 @@ def _cost(node, ins, outs):
     return c_cost(d, d_ins, d_outs)
 
 
-def prepare(node, ins, outs, threads: int, lanes: int, lib=None):
-    """lanes 8 (AVX2) or 16 (AVX-512F); threads: channel groups split over OpenMP threads;
-    lib: the extension (tests pass the SIMDe-emulated _dwc8_emu)."""
+def _rows_split_supports(node, ins, outs) -> bool:
+    return depthwise.row_split_ok(outs) and _supports(node, ins, outs)
+
+
+def prepare(node, ins, outs, threads: int, lanes: int, lib=None, split_rows: bool = False):
+    """lanes 8 (AVX2) or 16 (AVX-512F); threads split the channel groups, or with
+    split_rows the output rows (depthwise.py, ROW_SPLIT_MIN_ROWS); lib: the extension
+    (tests pass the SIMDe-emulated _dwc8_emu)."""
     if lib is None:
         from . import _dwc8 as lib
     (e, e_ins, _), (d, d_ins, d_outs) = halves(node, ins, outs)
     c, k = e_ins[1].shape[:2]
-    threads = max(1, min(threads, -(-c // lanes)))
+    threads = depthwise.split_threads(threads, c, d_outs[0].shape[2], lanes, split_rows)
     p = c8_parts(d, d_ins[1].value, d_ins, d_ins[0].shape, d_outs[0].shape, threads, lanes,
                  lib)
     ew = lane_major(np.asarray(e_ins[1].value, np.float32).reshape(c, k), lanes)  # (g, K, l)
@@ -98,10 +103,10 @@ def prepare(node, ins, outs, threads: int, lanes: int, lib=None):
     def run(inputs, outputs):
         run_c(np.ascontiguousarray(inputs[0]), ew, eb, emode, ep0, ep1, p.w8, p.b8, p.off,
               inputs[5] if p.has_z else dummy, outputs[0], p.q.get(), p.obuf.get(), *p.geom,
-              p.mode, p.p0, p.p1, p.has_z, depthwise.C8_AVX2)
+              p.mode, p.p0, p.p1, p.has_z, depthwise.C8_AVX2, split_rows)
     return run
 
 
 register_widths("ExpandDepthwise", ((8, "expand_depthwise_c8", ""),
                                     (16, "expand_depthwise_c16__avx512f", "avx512")),
-                _supports, _mt_supports, prepare, _cost)
+                _supports, _mt_supports, prepare, _cost, _rows_split_supports)
