@@ -113,15 +113,22 @@ def describe_plan(sess) -> str:
     if plan is None:
         raise InputError("no plan yet: the model has dynamic input dims; give --shape")
     from .kernels import isa
+    variant = ""
+    if sess.threads > 1:        # which whole plan (runtime/session.py PLAN_VARIANTS) won
+        timed = ", ".join(f"{v} {t * 1e3:.2f} ms" for v, t in sorted(plan.pool_times.items(),
+                                                                   key=lambda kv: kv[1]))
+        variant = f" on the {plan.variant} plan" + (f" (timed whole: {timed})" if timed else "")
     rows = [f"plan: {len(plan.steps)} steps ({plan.folded_nodes} nodes folded at load), "
             f"{plan.planned_bytes / 1e6:.2f} MB of activation buffers, tune={sess.tune}, "
-            f"{sess.threads} thread(s); CPU: {isa.describe()}"]
+            f"{sess.threads} thread(s){variant}; CPU: {isa.describe()}"]
     for k, step in enumerate(plan.steps):
         c = step.choice
         times = ", ".join(f"{name} {t * 1e3:.3f} ms" for name, t in
                           sorted(c.times.items(), key=lambda kv: kv[1]))
         rows.append(f"{k:4} {step.node.op:18} {step.node.name[:40]:40} -> {c.kernel}"
-                    f"{_int8_arithmetic(c.run)}{_simd(c.run)}  [{c.reason}]"
+                    f"{_int8_arithmetic(c.run)}{_simd(c.run)}"
+                    f"{' (threads split K)' if getattr(c.run, 'splits_k', False) else ''}"
+                    f"  [{c.reason}]"
                     + (f"  {{{times}}}" if times else ""))
     return "\n".join(rows)
 

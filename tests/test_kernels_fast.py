@@ -51,6 +51,31 @@ def test_fast_kernel_matches_reference(spec):
         _check_against_reference(spec)
 
 
+def test_threads_splitting_k_match_the_reference():
+    """The rows mode's 1x1 convs in a plan whose context asks for a K split
+    (PlanContext.k_split, the session's "omp-ksplit" plan): each case it applies to."""
+    from edgenn.kernels import isa
+    from edgenn.kernels.plan_context import PlanContext, planning
+    (spec,) = [s for s in KERNELS["Conv"] if s.name == "conv_rows_12x32__avx512f_mt"]
+    if not isa.usable(spec.isa):
+        pytest.skip(f"{spec.isa} is not on this CPU (or EDGENN_MAX_ISA): the K split runs "
+                    "emulated in test_sgemm.py")
+    split = 0
+    with planning(PlanContext(threads=2, pool="omp", k_split=True)):
+        for node, inputs, *_ in CASES["Conv"]():
+            ins = [None if v is None else TensorInfo.of(v) if i in (1, 2) else
+                   TensorInfo(v.dtype.name, v.shape) for i, v in enumerate(inputs)]
+            outs = infer_node(node, ins, fold=False)
+            if not spec.supports(node, ins, outs):
+                continue
+            run = spec.prepare(node, ins, outs)
+            split += run.can_split_k
+            got = np.full(outs[0].shape, np.nan, np.float32)
+            run(inputs, [got])
+            _assert_output(spec, node, inputs, got, REFERENCE["Conv"](node.attrs, inputs)[0])
+    assert split >= 12, split
+
+
 def _check_against_reference(spec):
     covered = 0
     for node, inputs, *const in CASES[spec.op]():

@@ -187,7 +187,7 @@ def test_two_thread_session_times_both_pools_once(pooled_relu_kernels, monkeypat
     sess = session_mod.InferenceSession(g, threads=2)
     assert sorted(timed) == ["blas", "omp"]
     plan = sess.plan
-    assert plan.pool == min(plan.pool_times, key=plan.pool_times.get)
+    assert plan.variant == min(plan.pool_times, key=plan.pool_times.get)
     kernels = {s.choice.kernel for s in plan.steps}
     assert not {"on_blas", "on_omp"} <= kernels
     x = np.random.default_rng(0).standard_normal((4, 64)).astype(np.float32)
@@ -195,7 +195,46 @@ def test_two_thread_session_times_both_pools_once(pooled_relu_kernels, monkeypat
     timed.clear()
     monkeypatch.setattr(tunecache, "_loaded", {})              # a new process
     again = session_mod.InferenceSession(g, threads=2)
-    assert timed == [] and again.plan.pool == plan.pool        # the decision was cached
+    assert timed == [] and again.plan.variant == plan.variant  # the decision was cached
+
+
+def test_a_plan_with_k_splitting_kernels_is_timed_with_them_split(monkeypatch, tmp_path):
+    """An OpenMP plan one of whose kernels can split K (conv_sgemm's rows mode:
+    run.can_split_k) is timed once more with them split (PlanContext.k_split, the
+    "omp-ksplit" variant); the fastest of the three plans is kept and its choice cached."""
+    from edgenn.graph.ir import Graph, ValueInfo
+    from edgenn.kernels.plan_context import current
+    from edgenn.runtime import session as session_mod
+    monkeypatch.setenv("EDGENN_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(tunecache, "_loaded", {})
+    prepared = []
+
+    def prepare(node, ins, outs):
+        split = current().k_split
+        prepared.append(split)
+
+        def run(inputs, outputs):
+            time.sleep(0.0005 if split else 0.002)      # splitting K pays here
+            np.maximum(inputs[0], 0, out=outputs[0])
+        run.can_split_k = True
+        return run
+    monkeypatch.setitem(KERNELS, "Relu", [KernelSpec("Relu", "splits_k_mt", prepare, pool="omp"),
+                                          KernelSpec("Relu", "on_blas", relu_kernel(0.003),
+                                                     pool="blas")])
+    g = Graph([Node("Relu", ["x"], ["y"], {}, "r1")], [ValueInfo("x", "float32", (4, 64))],
+              [ValueInfo("y", "float32", (4, 64))], {})
+    timed = []
+    real = session_mod._time_plans
+    monkeypatch.setattr(session_mod, "_time_plans",
+                        lambda plans, threads: timed.append(sorted(plans)) or real(plans, threads))
+    monkeypatch.setattr(select, "cores_free", lambda threads: 1.0)
+    sess = session_mod.InferenceSession(g, threads=2)
+    assert timed == [["blas", "omp", "omp-ksplit"]] and True in prepared
+    assert sess.plan.variant == "omp-ksplit" and sess.plan.pool == "omp"
+    monkeypatch.setattr(tunecache, "_loaded", {})              # a new process
+    prepared.clear()
+    again = session_mod.InferenceSession(g, threads=2)
+    assert len(timed) == 1 and prepared == [True] and again.plan.variant == "omp-ksplit"
 
 
 def test_a_pool_choice_timed_on_shared_cores_is_not_cached(pooled_relu_kernels, monkeypatch):

@@ -357,3 +357,53 @@ def test_rows_mode_is_the_avx512_tier_only():
         lib, isa = _lib(tier)
         with pytest.raises(ValueError, match="rows mode"):
             lib.SGemm(4, 5, 3, packed_wt=lib.pack_b(np.ascontiguousarray(w.T)), isa=isa)
+
+
+@pytest.mark.parametrize("tier", [t for t in PATHS if t.startswith("avx512")])
+def test_rows_mode_threads_splitting_k(tier):
+    """k_split (a 1x1 conv's threads take its input channels in groups of 16, each its
+    partial product in the workspace, then each sums a share of them with the bias, the
+    residual and the activation): within the one-thread bound, over K tails, K under 16
+    per thread (fewer parts than threads), pixel and channel tails, batch 2. The
+    workspace starts as NaN, so a partial product left short shows."""
+    lib, isa = _lib(tier)
+    rng = np.random.default_rng(9)
+    for (m, k, n), threads, (act, params) in itertools.product(
+            [(64, 384, 196), (160, 960, 49), (24, 100, 7), (17, 40, 33), (5, 17, 1),
+             (32, 64, 12)],
+            (2, 3, 5), [("", []), ("Relu", []), ("Clip", [-0.5, 0.7])]):
+        w = rng.standard_normal((m, k)).astype(np.float32)
+        x = rng.standard_normal((2, k, n)).astype(np.float32)
+        bias = rng.standard_normal(m).astype(np.float32)
+        z = rng.standard_normal((2, m, n)).astype(np.float32)
+        g = lib.SGemm(m, n, k, packed_wt=lib.pack_b(np.ascontiguousarray(w.T)), bias_row=bias,
+                      act=act, params=params, threads=threads, isa=isa, k_split=True)
+        groups = -(-k // 16)
+        per = -(-groups // threads)
+        assert g.k_parts == -(-groups // per), (m, k, n, threads)
+        ws = np.full(max(g.workspace_bytes // 4, 1), np.nan, np.float32)
+        out = np.full((2, m, n), np.nan, np.float32)
+        g.run_images(x, out, z, ws)
+        for b in range(2):
+            want = w.astype(np.float64) @ x[b] + bias[:, None] + z[b]
+            want = apply_activation(want, act, params)
+            mag = np.abs(w).astype(np.float64) @ np.abs(x[b]) + np.abs(bias)[:, None] + \
+                np.abs(z[b])
+            # K + 2 terms in float32, summed in any order: gamma_(K+2) of the magnitudes
+            bound = (k + 2) * 2.0 ** -24 / (1 - (k + 2) * 2.0 ** -24) * mag + 1e-30
+            assert np.all(np.abs(out[b] - want) <= bound), (tier, m, k, n, threads, act)
+
+
+def test_k_split_only_where_it_applies():
+    """One thread, a conv's explicit im2col, or an activation the sum does not apply: the
+    threads split M as before."""
+    lib, isa = _lib("avx512-emulated")
+    w = np.ones((32, 64), np.float32)
+    pw = lib.pack_b(np.ascontiguousarray(w.T))
+    assert lib.SGemm(32, 9, 64, packed_wt=pw, threads=2, isa=isa, k_split=True).k_parts == 2
+    assert lib.SGemm(32, 9, 64, packed_wt=pw, threads=1, isa=isa, k_split=True).k_parts == 0
+    assert lib.SGemm(32, 9, 64, packed_wt=pw, threads=2, isa=isa, act="HardSwish",
+                     k_split=True).k_parts == 0
+    conv = (16, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1, 2, 2)    # 2x2 conv: K = 16 * 4
+    assert lib.SGemm(32, 4, 64, packed_wt=pw, threads=2, isa=isa, conv=conv,
+                     k_split=True).k_parts == 0

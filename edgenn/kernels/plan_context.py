@@ -16,6 +16,9 @@ _tls = threading.local()
 class PlanContext:
     threads: int = 1
     pool: str = "blas"     # threads > 1: "blas" or "omp" kernels (runtime/session.py)
+    # threads > 1: 1x1 convs read after a channel-split layer split their input channels
+    # the same way (conv_sgemm's rows mode; the session times plans with and without)
+    k_split: bool = False
 
 
 _DEFAULT = PlanContext()

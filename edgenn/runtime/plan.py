@@ -65,7 +65,8 @@ class Plan:
         self.persistent_bytes = sum(h.nbytes for h in scratch if h.persistent)
         self.scratch_bytes = sum(h.nbytes for h in scratch if not h.persistent)
         self.pool = "blas"                      # threads > 1: whose thread pool kernels use
-        self.pool_times: dict = {}              # pool -> median s, when both were timed
+        self.variant = "blas"                   # its session.PLAN_VARIANTS key
+        self.pool_times: dict = {}              # variant -> s, its fastest timed round
         self.uses_blas = any(s.choice.pool == "blas" for s in steps)
         # contexts are made while they fit the limit together; past it, callers wait
         self.contexts = ContextPool(self, max_memory)
@@ -148,7 +149,8 @@ def build(graph: Graph, shapes: dict[str, tuple[int, ...]], reference: bool = Fa
     count and pool (the plan context of kernels/plan_context.py). Every tensor, and one
     execution context as a whole, must fit in `max_memory` bytes (runtime/limits.py):
     checked before the kernels are prepared and before anything is allocated."""
-    ctx = PlanContext(tuner.threads, tuner.pool) if tuner is not None else PlanContext()
+    ctx = PlanContext(tuner.threads, tuner.pool, tuner.k_split) if tuner is not None \
+        else PlanContext()
     with planning(ctx):
         return _build(graph, shapes, reference, tuner, limits.resolve(max_memory))
 

@@ -60,6 +60,7 @@ class Tuner:
     spent_s: float = 0.0
     changed: bool = False
     pool: str = "blas"             # threads > 1: "blas" or "omp" kernels (never both)
+    k_split: bool = False          # threads > 1: kernels that can split K do (PlanContext)
 
     @staticmethod
     def resolve_mode(mode: str | None) -> str:

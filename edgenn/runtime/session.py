@@ -19,6 +19,15 @@ _ONNX_TYPE = {"float32": "float", "float64": "double", "int64": "int64", "int32"
               "int8": "int8", "uint8": "uint8", "bool": "bool", "float16": "float16",
               "int16": "int16", "uint16": "uint16", "uint32": "uint32", "uint64": "uint64"}
 MAX_PLANS = 8  # plans kept for distinct input shapes (least recently used evicted)
+# threads > 1: the plans a session times whole (_plan_best_pool): variant -> (the pool its
+# threaded kernels run on, whether the 1x1 convs that can split K do). The threads' caches
+# decide it in a model, not in a layer timed alone: a projection whose threads split its
+# output channels reads every channel the depthwise layer before it wrote on the other
+# core, and the next block's depthwise layer then writes into lines both cores hold (8x
+# the cost of lines only the writer holds, AMD EPYC 25/17); split by K, each thread reads
+# only what it wrote. MobileNetV2, 2 threads, same CPU: 4.24-4.27 ms against 4.32-4.35
+# (25th percentiles of 400-600 interleaved runs), its projections 4 us slower alone.
+PLAN_VARIANTS = {"blas": ("blas", False), "omp": ("omp", False), "omp-ksplit": ("omp", True)}
 
 
 @dataclass
@@ -119,20 +128,24 @@ class InferenceSession:
 
     def _plan_best_pool(self, shapes: dict) -> Plan:
         """threads > 1: one plan on OpenBLAS's thread pool, one on edgenn's OpenMP kernels
-        (mixed, each pool's spinning idle workers starve the other's: measured 2-9x slower);
-        both are timed whole and the faster is kept, the decision cached per CPU."""
+        (mixed, each pool's spinning idle workers starve the other's: measured 2-9x slower)
+        and, where its 1x1 convs can split K (conv_sgemm), the OpenMP plan with them split:
+        timed whole, the fastest is kept, the decision cached per CPU."""
         from . import tunecache
-        # "-checked": decided by _time_plans' fastest rounds and cached only when the threads
-        # had their cores while timed (below); the older "pool|", "pool-steady|" and
-        # "pool-fastest|" entries could favour one thread under load: not reused
-        key = "pool-checked|" + tunecache.graph_key(self.graph, shapes)
+        # "-ksplit": decided by _time_plans' fastest rounds and cached only when the threads
+        # had their cores while timed (below); the older "pool|", "pool-steady|",
+        # "pool-fastest|" and "pool-checked|" entries knew no K split: not reused
+        key = "pool-ksplit|" + tunecache.graph_key(self.graph, shapes)
         cache = tunecache.load(self.threads) if self.tune != "off" else {}
         known = cache.get(key, {}).get("pool") if self.tune == "cached" else None
-        if self.tune == "off" or known in ("blas", "omp"):
+        if self.tune == "off" or known in PLAN_VARIANTS:
             return self._plan_on_pool(shapes, known or "blas")
         # the OpenMP plan first: its candidates are timed before any BLAS call has left
         # OpenBLAS's workers spinning on the other cores
-        plans = {pool: self._plan_on_pool(shapes, pool) for pool in ("omp", "blas")}
+        plans = {"omp": self._plan_on_pool(shapes, "omp")}
+        if any(getattr(s.choice.run, "can_split_k", False) for s in plans["omp"].steps):
+            plans["omp-ksplit"] = self._plan_on_pool(shapes, "omp-ksplit")
+        plans["blas"] = self._plan_on_pool(shapes, "blas")
         before = select.cores_free(self.threads)
         times = _time_plans(plans, self.threads)
         best = min(times, key=times.get)
@@ -144,18 +157,21 @@ class InferenceSession:
         plans[best].pool_times = times
         return plans[best]
 
-    def _plan_on_pool(self, shapes: dict, pool: str) -> Plan:
-        """The plan whose threaded kernels all run on `pool`. An OpenMP plan is built (and
-        its candidates timed) with OpenBLAS at one thread: the reference outputs each
-        node's candidates are checked against call BLAS, and at two threads its workers
-        then spun on the second core through the first ~0.1 s of timing, so the OpenMP
-        candidates were timed sharing a core (AMD EPYC 25/17, 2 threads: MobileNetV2's
-        stem conv_direct_8x48__avx512f_mt read 586 us for its 143, the one-thread kernel
-        kept)."""
-        tuner = Tuner(self.tune, self.threads, progress=self._progress, pool=pool)
+    def _plan_on_pool(self, shapes: dict, variant: str) -> Plan:
+        """The plan whose threaded kernels all run on the variant's pool (PLAN_VARIANTS).
+        An OpenMP plan is built (and its candidates timed) with OpenBLAS at one thread: the
+        reference outputs each node's candidates are checked against call BLAS, and at two
+        threads its workers then spun on the second core through the first ~0.1 s of
+        timing, so the OpenMP candidates were timed sharing a core (AMD EPYC 25/17, 2
+        threads: MobileNetV2's stem conv_direct_8x48__avx512f_mt read 586 us for its 143,
+        the one-thread kernel kept)."""
+        pool, k_split = PLAN_VARIANTS[variant]
+        tuner = Tuner(self.tune, self.threads, progress=self._progress, pool=pool,
+                      k_split=k_split)
         with thread_control.blas(1 if pool == "omp" else self.threads):
             plan = build(self.graph, shapes, tuner=tuner, max_memory=self.max_memory)
         plan.pool = pool
+        plan.variant = variant
         return plan
 
     def _check_outputs(self, output_names) -> list[str]:

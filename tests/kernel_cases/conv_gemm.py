@@ -42,6 +42,9 @@ def conv_cases():
         # tall narrow planes (the rows split: >= 8 output rows a thread; flat bands of
         # W < 16), stride 1 and 2
         (1, 20, 34, 7, 20, 3, 1, 1, 1, 20), (1, 19, 40, 12, 19, 3, 2, 1, 1, 19),
+        # 1x1 convs narrowing >= 2x (projections: threads may split K), K tails past 16
+        (1, 96, 7, 7, 16, 1, 1, 0, 1, 1), (2, 70, 9, 11, 24, 1, 1, 0, 1, 1),
+        (1, 40, 5, 5, 17, 1, 1, 0, 1, 1),
         # 3x3 stride 1 (Winograd): sizes no tile divides, one channel, batch 2, pads 0/1/2
         (2, 1, 11, 7, 5, 3, 1, 0, 1, 1), (1, 2, 2, 3, 3, 3, 1, 2, 1, 1),
         (2, 4, 9, 14, 6, 3, 1, 1, 1, 1), (1, 5, 3, 4, 6, 3, 1, 0, 1, 1),

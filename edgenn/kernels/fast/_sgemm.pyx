@@ -59,6 +59,11 @@ cdef extern from "sgemm.h" nogil:
                              long j0, long j1)
     void sg_gemm_rows(long M, long N, long K, const float *wt, const float *B, long ldb,
                       float *C, long ldc, const sg_epi *e, long m_lo, long m_hi)
+    void sg_gemm_rows_krange(long N, long K, long k0, long k1, const float *wt,
+                             const float *B, long ldb, float *C, long ldc, const sg_epi *e,
+                             long m_lo, long m_hi)
+    void sg_sum_parts(const float *P, long ps, int parts, float *out, long n, int act,
+                      float p0, float p1)
     void sg_im2col(const sg_conv *g, float *cols, long k0, long k1)
 
 ACTIVATIONS = {"": 0, "Relu": 1, "Clip": 2, "HardSwish": 3, "HardSigmoid": 4, "Sigmoid": 5,
@@ -185,6 +190,21 @@ cdef inline long _part(long panels, int t, int nt) noexcept nogil:
     return t * panels // nt * SG_NR
 
 
+cdef enum:
+    MAX_K_PARTS = 16            # k_split: at most this many threads (partial products)
+# the activations the sum of a K split's partial products applies (sg_sum_parts)
+K_SPLIT_ACTIVATIONS = ("", "Relu", "Clip")
+
+
+def _k_parts(long K, int threads):
+    """-> (input channels per thread, threads) of a K split: whole groups of 16 channels,
+    ceil(groups / threads) a thread, the way a channel-split depthwise layer (_dwc8.pyx,
+    16 lanes) gives its groups to its threads, so each multiplies what it wrote."""
+    cdef long groups = (K + 15) // 16
+    cdef long per = (groups + min(threads, MAX_K_PARTS) - 1) // min(threads, MAX_K_PARTS)
+    return per * 16, (groups + per - 1) // per
+
+
 cdef class SGemm:
     """One planned product out (M, N) = act(A (M, K) @ B (K, N) + bias + Z).
 
@@ -192,7 +212,11 @@ cdef class SGemm:
     pack_a / pack_b); run() gets the other one. packed_wt = pack_b(W.T), the rows mode of
     the AVX-512 tier (sg_gemm_rows_avx512): out = W @ B with B (K, N) read in place,
     computed as B^T W^T so that a small N (a 7x7 conv's 49 pixels) is not cut into
-    16-wide vectors; threads split M. conv = (C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow) makes
+    16-wide vectors; threads split M, or with k_split (a 1x1 conv, activation none, Relu
+    or Clip) K: each thread multiplies its input channels (the same groups of 16 a
+    channel-split depthwise layer before it wrote on that thread, _dwc8.pyx) into its
+    partial product in the workspace, then each sums a share of them (sg_sum_parts).
+    conv = (C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow) makes
     run() take B as one image x (C, H, W) and pack its im2col columns on the fly;
     direct_b=True reads a unit-stride B in place (no packing; 1x1 convs). Activation
     params as in the fused Conv/Gemm attrs (PRelu: one slope per row of A); force_portable
@@ -209,10 +233,13 @@ cdef class SGemm:
     cdef sg_operand const_op
     cdef int a_is_const, is_conv, tier, direct_b, rows
     cdef sg_conv geom
+    cdef long kper              # k_split: input channels per thread (a multiple of 16)
+    cdef int kparts             # k_split: threads (partial products); 0 = threads split M
 
     def __init__(self, long M, long N, long K, packed_a=None, packed_b=None, bias_row=None,
                  bias_col=None, str act="", params=(), conv=None, bint force_portable=False,
-                 bint direct_b=False, int threads=1, str isa="avx2", packed_wt=None):
+                 bint direct_b=False, int threads=1, str isa="avx2", packed_wt=None,
+                 bint k_split=False):
         assert sum(v is not None for v in (packed_a, packed_b, packed_wt)) == 1, "one constant operand"
         self.M, self.N, self.K = M, N, K
         self.rows = packed_wt is not None
@@ -278,6 +305,20 @@ cdef class SGemm:
         self.direct_b = direct_b
         if self.rows and self.tier != 2:
             raise ValueError("rows mode (packed_wt): the AVX-512 tier only")
+        self.kparts = 0
+        if k_split and self.rows and not self.is_conv and threads > 1 and K > 0 \
+                and act in K_SPLIT_ACTIVATIONS:
+            self.kper, self.kparts = _k_parts(K, threads)
+            if self.kparts > 1:
+                self.threads = self.kparts
+                self.wsize = self.kparts * M * N
+            else:
+                self.kparts = 0
+
+    @property
+    def k_parts(self):
+        """Threads splitting K (k_split; 0: the threads split M or N)."""
+        return self.kparts
 
     @property
     def simd(self):
@@ -380,7 +421,9 @@ cdef class SGemm:
                 for t in prange(nt, num_threads=nt, schedule="static"):
                     sg_im2col(&g, ws, t * self.K // nt, (t + 1) * self.K // nt)
             bsrc = ws
-        if nt == 1:
+        if self.kparts:
+            self._run_k_split(bsrc, out, e, ws)
+        elif nt == 1:
             sg_gemm_rows(self.M, self.N, self.K, self.const_op.packed, bsrc, self.N, out,
                          self.N, e, 0, self.M)
         else:
@@ -388,6 +431,31 @@ cdef class SGemm:
                 sg_gemm_rows(self.M, self.N, self.K, self.const_op.packed, bsrc, self.N, out,
                              self.N, e, _part(self.panels, t, nt),
                              min(self.M, _part(self.panels, t + 1, nt)))
+
+    cdef void _run_k_split(self, const float *b, float *out, const sg_epi *e,
+                           float *ws) noexcept nogil:
+        """Rows mode, threads splitting K: thread t's input channels [t*kper,
+        (t+1)*kper) into partial product ws[t] (M, N), the bias in the first, z in the
+        last; then each thread sums its share of the M*N outputs (16-float aligned)."""
+        cdef sg_epi parts[MAX_K_PARTS]
+        cdef int t, nt = self.kparts
+        cdef long mn = self.M * self.N, i0, i1
+        for t in range(nt):
+            parts[t] = e[0]
+            parts[t].act = 0
+            parts[t].slope_row = NULL
+            if t > 0:
+                parts[t].bias_row = NULL
+            if t < nt - 1:
+                parts[t].z = NULL
+        for t in prange(nt, num_threads=nt, schedule="static"):
+            sg_gemm_rows_krange(self.N, self.K, t * self.kper,
+                                min(self.K, (t + 1) * self.kper), self.const_op.packed, b,
+                                self.N, ws + t * mn, self.N, &parts[t], 0, self.M)
+        for t in prange(nt, num_threads=nt, schedule="static"):
+            i0 = (mn * t // nt) // 16 * 16
+            i1 = mn if t == nt - 1 else (mn * (t + 1) // nt) // 16 * 16
+            sg_sum_parts(ws + i0, mn, nt, out + i0, i1 - i0, e.act, e.p0, e.p1)
 
     def run(self, src, float[:, ::1] out, const float[:, ::1] z=None, ws=None):
         """src: B (K, N) (any strides), or the image (C, H, W) for conv, when A is the

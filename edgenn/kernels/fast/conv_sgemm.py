@@ -14,6 +14,7 @@ import numpy as np
 
 from ...registry import kernel
 from .. import scratch
+from ..plan_context import current
 from . import epilogue
 from .conv import geometry
 from .threading_cost import plan_threads
@@ -92,9 +93,14 @@ def _prepare_conv(node, ins, outs, threads: int, isa: str = "avx2", rows: bool =
     epi = dict(bias_row=bias, act=node.attrs.get("activation", ""),
                params=node.attrs.get("activation_params", []) or [], threads=threads, isa=isa)
     conv = None if direct else (c, h, wd, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow)
+    # threads > 1, a 1x1 conv that narrows >= 2x (an inverted residual's projection, read
+    # after its block's channel-split depthwise layer): its threads may split K instead
+    # of M, where the plan context asks (runtime/session.py times plans with and without)
+    can_split_k = rows and direct and threads > 1 and k >= 2 * m and \
+        epi["act"] in sg.K_SPLIT_ACTIVATIONS
     if rows:     # W^T as the constant B panels; the image read in place or im2col'd
         g = sg.SGemm(m, npix, k, packed_wt=sg.pack_b(np.ascontiguousarray(wmat.T)), conv=conv,
-                     **epi)
+                     k_split=can_split_k and current().k_split, **epi)
     else:
         g = sg.SGemm(m, npix, k, packed_a=sg.pack_a(wmat), direct_b=direct, conv=conv, **epi)
     has_z = len(ins) > 3 and ins[3] is not None
@@ -107,6 +113,8 @@ def _prepare_conv(node, ins, outs, threads: int, isa: str = "avx2", rows: bool =
     else:
         def run(inputs, outputs):
             gemm(inputs[0], outputs[0], None, ws.get())
+    run.can_split_k = can_split_k
+    run.splits_k = g.k_parts > 0
     return run
 
 

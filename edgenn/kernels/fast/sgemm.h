@@ -833,4 +833,26 @@ static inline void sg_gemm_rows(long M, long N, long K, const float *wt, const f
 #endif
 }
 
+/* Rows mode over input channels [k0, k1) (threads splitting K), and the sum of their
+ * partial products (sg_sum_parts_avx512): the AVX-512 tier only, as sg_gemm_rows. */
+static inline void sg_gemm_rows_krange(long N, long K, long k0, long k1, const float *wt,
+                                       const float *B, long ldb, float *C, long ldc,
+                                       const sg_epi *e, long m_lo, long m_hi) {
+#if SG_X86
+    sg_gemm_rows_krange_avx512(N, K, k0, k1, wt, B, ldb, C, ldc, e, m_lo, m_hi);
+#else
+    (void)N; (void)K; (void)k0; (void)k1; (void)wt; (void)B; (void)ldb; (void)C; (void)ldc;
+    (void)e; (void)m_lo; (void)m_hi;
+#endif
+}
+
+static inline void sg_sum_parts(const float *P, long ps, int parts, float *out, long n,
+                                int act, float p0, float p1) {
+#if SG_X86
+    sg_sum_parts_avx512(P, ps, parts, out, n, act, p0, p1);
+#else
+    (void)P; (void)ps; (void)parts; (void)out; (void)n; (void)act; (void)p0; (void)p1;
+#endif
+}
+
 #endif

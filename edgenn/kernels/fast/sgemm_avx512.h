@@ -217,27 +217,55 @@ static inline void sg_tile_avx512(long kc, const float *a0, long a_ps, const flo
  * K blocks of 128-256, was 0.96-1.42x the column mode's time on MobileNetV2's and
  * ResNet-18's 7x7 / 14x14 convs (AMD EPYC 25/1, Zen 3): half the AVX-512 tile reads each
  * weight panel twice as often. */
-static inline void sg_gemm_rows_avx512(long M, long N, long K, const float *wt, const float *B,
-                                long ldb, float *C, long ldc, const sg_epi *e, long m_lo,
-                                long m_hi) {
-    const long tiles = (N + SG_MR2 - 1) / SG_MR2;
-    (void)M;
+static inline void sg_gemm_rows_krange_avx512(long N, long K, long k0, long k1,
+                                              const float *wt, const float *B, long ldb,
+                                              float *C, long ldc, const sg_epi *e, long m_lo,
+                                              long m_hi) {
+    const long tiles = (N + SG_MR2 - 1) / SG_MR2, kc = k1 - k0, ps = K * SG_NR;
+    wt += k0 * SG_NR;                   /* rows k0.. of every panel, panels ps apart */
+    B += k0 * ldb;
     for (long m = m_lo; m < m_hi; m += SG_NR2) {
         const int nr = m_hi - m < SG_NR2 ? (int)(m_hi - m) : SG_NR2;
-        const float *b0 = wt + (m / SG_NR) * K * SG_NR;
-        const float *b1 = nr > SG_NR ? b0 + K * SG_NR : b0;
+        const float *b0 = wt + (m / SG_NR) * ps;
+        const float *b1 = nr > SG_NR ? b0 + ps : b0;
         /* the first pixel tile prefetches the next 32 channels' panels (weights come from
          * memory in a whole model's run: 1280 x 320 on Zen 5 396 -> 317 us cold) */
         const long mn = m + SG_NR2 < m_hi ? m + SG_NR2 : -1;
-        const float *pf0 = mn < 0 ? NULL : wt + (mn / SG_NR) * K * SG_NR;
-        const float *pf1 = mn < 0 ? NULL : mn + SG_NR < m_hi ? pf0 + K * SG_NR : pf0;
+        const float *pf0 = mn < 0 ? NULL : wt + (mn / SG_NR) * ps;
+        const float *pf1 = mn < 0 ? NULL : mn + SG_NR < m_hi ? pf0 + ps : pf0;
         for (long t = 0; t < tiles; t++) {
             const long n0 = t * N / tiles, n1 = (t + 1) * N / tiles;
             const int mr = (int)(n1 - n0);
-            sg_rows_avx512[nr > SG_NR][mr - 1](K, B + n0, ldb, b0, b1, C + m * ldc + n0, ldc,
+            sg_rows_avx512[nr > SG_NR][mr - 1](kc, B + n0, ldb, b0, b1, C + m * ldc + n0, ldc,
                                                 mr, nr, e, m, n0, t ? NULL : pf0,
                                                 t ? NULL : pf1);
         }
+    }
+}
+
+static inline void sg_gemm_rows_avx512(long M, long N, long K, const float *wt, const float *B,
+                                long ldb, float *C, long ldc, const sg_epi *e, long m_lo,
+                                long m_hi) {
+    (void)M;
+    sg_gemm_rows_krange_avx512(N, K, 0, K, wt, B, ldb, C, ldc, e, m_lo, m_hi);
+}
+
+/* out[i] = act(P[i] + P[ps + i] + ... + P[(parts-1) * ps + i]), i < n: the partial
+ * products of threads that split K, summed in part order; act SG_NONE, SG_RELU or SG_CLIP
+ * (p0, p1), the constant first as in the epilogue (a NaN sum stays NaN). */
+SG_AVX512 static void sg_sum_parts_avx512(const float *P, long ps, int parts, float *out,
+                                          long n, int act, float p0, float p1) {
+    const __m512 lo = _mm512_set1_ps(act == SG_CLIP ? p0 : 0.0f), hi = _mm512_set1_ps(p1);
+    for (long i = 0; i < n; i += 16) {
+        const __mmask16 k = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        __m512 s = _mm512_maskz_loadu_ps(k, P + i);
+        for (int t = 1; t < parts; t++)
+            s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(k, P + t * ps + i));
+        if (act == SG_RELU || act == SG_CLIP)
+            s = _mm512_max_ps(lo, s);
+        if (act == SG_CLIP)
+            s = _mm512_min_ps(hi, s);
+        _mm512_mask_storeu_ps(out + i, k, s);
     }
 }
 #endif
