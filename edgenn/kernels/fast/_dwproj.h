@@ -130,15 +130,15 @@ EDGENN_AVX512 static inline __m512 dwp_alignr16(__m512 hi, __m512 lo, int n) {
 #define DWP_FN(name) dwp16_##name
 #include "_dwproj_vec.h"
 
-/* Bands [b0, b1) on the width of `lanes` (8: AVX2, 16: AVX-512F; the caller checks the CPU
- * has it). */
-static void dwp_run(const dwp_args *a, float *T, long b0, long b1, int lanes) {
-    if (lanes == 16) dwp16_run(a, T, b0, b1);
-    else dwp8_run(a, T, b0, b1);
+/* Output rows [r0, r1) (a thread's share) on the width of `lanes` (8: AVX2, 16: AVX-512F;
+ * the caller checks the CPU has it). */
+static void dwp_run(const dwp_args *a, float *T, long r0, long r1, int lanes) {
+    if (lanes == 16) dwp16_run(a, T, r0, r1);
+    else dwp8_run(a, T, r0, r1);
 }
 #else   /* no vector body off x86 (_dwproj.pyx's HAVE is false there: never called) */
-static void dwp_run(const dwp_args *a, float *T, long b0, long b1, int lanes) {
-    (void)a; (void)T; (void)b0; (void)b1; (void)lanes;
+static void dwp_run(const dwp_args *a, float *T, long r0, long r1, int lanes) {
+    (void)a; (void)T; (void)r0; (void)r1; (void)lanes;
 }
 #endif
 #endif

@@ -29,7 +29,7 @@ cdef extern from "_dwproj.h" nogil:
         float dlo, dhi, plo, phi
     long dwp_scratch(const dwp_args *a)
     long dwp_mb(int lanes)
-    void dwp_run(const dwp_args *a, float *T, long b0, long b1, int lanes)
+    void dwp_run(const dwp_args *a, float *T, long r0, long r1, int lanes)
 
 EMULATED = bool(DWP_EMULATED)
 # lanes -> whether this CPU (or EDGENN_MAX_ISA) runs that width (all of them emulated)
@@ -67,8 +67,9 @@ def run(const float[:, :, ::1] x, const float[:, ::1] wd, const float[::1] bd,
         long rows, str dact, float dlo, float dhi, str pact, float plo, float phi,
         int lanes):
     """y (M, H, W) = pact(conv1x1(dact(depthwise3x3(x) + bd)) + bp), x (C, H, W), wd (C, 9),
-    bd (C,), wp / bp from pack(); T (threads, scratch(C, W, rows)): the bands split over T's
-    rows (OpenMP threads); lanes 8 or 16 (pack()'s)."""
+    bd (C,), wp / bp from pack(); T (threads, scratch(C, W, rows)): T's rows (OpenMP
+    threads) split the output rows evenly, each its share in bands of <= rows; lanes 8 or
+    16 (pack()'s)."""
     if lanes not in HAVE or not HAVE[lanes]:
         raise ValueError(f"depthwise_project: {lanes} lanes are not on this CPU")
     cdef long mb = dwp_mb(lanes)
@@ -89,11 +90,10 @@ def run(const float[:, :, ::1] x, const float[:, ::1] wd, const float[::1] bd,
         &y[0, 0, 0]
     a.dact, a.pact = ACT[dact], ACT[pact]
     a.dlo, a.dhi, a.plo, a.phi = dlo, dhi, plo, phi
-    cdef long bands = (a.H + rows - 1) // rows
-    cdef int t, nt = max(1, min(T.shape[0], bands))
+    cdef int t, nt = max(1, min(T.shape[0], a.H))
     with nogil:
         if nt == 1:
-            dwp_run(&a, &T[0, 0], 0, bands, lanes)
-        else:
+            dwp_run(&a, &T[0, 0], 0, a.H, lanes)
+        else:       # thread t: output rows [t*H/nt, (t+1)*H/nt), in bands of <= rows
             for t in prange(nt, num_threads=nt, schedule="static"):
-                dwp_run(&a, &T[t, 0], t * bands // nt, (t + 1) * bands // nt, lanes)
+                dwp_run(&a, &T[t, 0], t * a.H // nt, (t + 1) * a.H // nt, lanes)

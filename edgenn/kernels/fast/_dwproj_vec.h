@@ -154,12 +154,13 @@ DWP_ATTR static void DWP_FN(project)(const dwp_args *a, const float *T, long n, 
     }
 }
 
-/* Bands [b0, b1) of the image (band b: output rows b * rows ..), T this thread's. */
-DWP_ATTR static void DWP_FN(run)(const dwp_args *a, float *T, long b0, long b1) {
-    for (long b = b0; b < b1; b++) {
-        const long r0 = b * a->rows, r1 = r0 + a->rows < a->H ? r0 + a->rows : a->H;
-        if (r0 >= r1) break;
-        DWP_FN(depthwise)(a, r0, r1, T);
-        DWP_FN(project)(a, T, (r1 - r0) * a->W, r0 * a->W);
+/* Output rows [r0, r1) in bands of <= a->rows rows, as even as they can be; T this
+ * thread's. */
+DWP_ATTR static void DWP_FN(run)(const dwp_args *a, float *T, long r0, long r1) {
+    const long n = r1 - r0, bands = (n + a->rows - 1) / a->rows;
+    for (long b = 0; b < bands; b++) {
+        const long s = r0 + b * n / bands, e = r0 + (b + 1) * n / bands;
+        DWP_FN(depthwise)(a, s, e, T);
+        DWP_FN(project)(a, T, (e - s) * a->W, s * a->W);
     }
 }

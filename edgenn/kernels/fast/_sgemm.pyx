@@ -59,11 +59,9 @@ cdef extern from "sgemm.h" nogil:
                              long j0, long j1)
     void sg_gemm_rows(long M, long N, long K, const float *wt, const float *B, long ldb,
                       float *C, long ldc, const sg_epi *e, long m_lo, long m_hi)
-    void sg_gemm_rows_krange(long N, long K, long k0, long k1, const float *wt,
-                             const float *B, long ldb, float *C, long ldc, const sg_epi *e,
-                             long m_lo, long m_hi)
-    void sg_sum_parts(const float *P, long ps, int parts, float *out, long n, int act,
-                      float p0, float p1)
+    void sg_gemm_rows_ksplit(long M, long N, long K, long kper, int parts, const float *wt,
+                             const float *B, float *C, float *P, const sg_epi *epis, int act,
+                             float p0, float p1)
     void sg_im2col(const sg_conv *g, float *cols, long k0, long k1)
 
 ACTIVATIONS = {"": 0, "Relu": 1, "Clip": 2, "HardSwish": 3, "HardSigmoid": 4, "Sigmoid": 5,
@@ -434,12 +432,11 @@ cdef class SGemm:
 
     cdef void _run_k_split(self, const float *b, float *out, const sg_epi *e,
                            float *ws) noexcept nogil:
-        """Rows mode, threads splitting K: thread t's input channels [t*kper,
-        (t+1)*kper) into partial product ws[t] (M, N), the bias in the first, z in the
-        last; then each thread sums its share of the M*N outputs (16-float aligned)."""
+        """Rows mode, threads splitting K (sg_gemm_rows_ksplit): part t's input channels
+        [t*kper, (t+1)*kper) into partial product ws[t] (M, N), the bias in the first, z in
+        the last; then each thread sums its share of the outputs."""
         cdef sg_epi parts[MAX_K_PARTS]
         cdef int t, nt = self.kparts
-        cdef long mn = self.M * self.N, i0, i1
         for t in range(nt):
             parts[t] = e[0]
             parts[t].act = 0
@@ -448,14 +445,8 @@ cdef class SGemm:
                 parts[t].bias_row = NULL
             if t < nt - 1:
                 parts[t].z = NULL
-        for t in prange(nt, num_threads=nt, schedule="static"):
-            sg_gemm_rows_krange(self.N, self.K, t * self.kper,
-                                min(self.K, (t + 1) * self.kper), self.const_op.packed, b,
-                                self.N, ws + t * mn, self.N, &parts[t], 0, self.M)
-        for t in prange(nt, num_threads=nt, schedule="static"):
-            i0 = (mn * t // nt) // 16 * 16
-            i1 = mn if t == nt - 1 else (mn * (t + 1) // nt) // 16 * 16
-            sg_sum_parts(ws + i0, mn, nt, out + i0, i1 - i0, e.act, e.p0, e.p1)
+        sg_gemm_rows_ksplit(self.M, self.N, self.K, self.kper, nt, self.const_op.packed, b,
+                            out, ws, parts, e.act, e.p0, e.p1)
 
     def run(self, src, float[:, ::1] out, const float[:, ::1] z=None, ws=None):
         """src: B (K, N) (any strides), or the image (C, H, W) for conv, when A is the

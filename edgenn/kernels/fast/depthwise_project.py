@@ -63,8 +63,9 @@ def band_height(c: int, h: int, w: int) -> int:
 
 
 def prepare(node, ins, outs, threads: int, lanes: int = 16, lib=None):
-    """threads: the bands split over OpenMP threads; lanes 8 (AVX2) or 16 (AVX-512F); lib:
-    the extension (tests pass the SIMDe-emulated _dwproj_emu)."""
+    """threads: OpenMP threads, each an even share of the output rows in bands of <= rows
+    (band_height); lanes 8 (AVX2) or 16 (AVX-512F); lib: the extension (tests pass the
+    SIMDe-emulated _dwproj_emu)."""
     if lib is None:
         from . import _dwproj as lib
     (d, d_ins, _), (p, p_ins, _) = halves(node, ins, outs)
@@ -76,7 +77,7 @@ def prepare(node, ins, outs, threads: int, lanes: int = 16, lib=None):
     bp, pact, plo, phi, _ = epilogue.constant_parts(p, p_ins, m)
     wpk, bpk = lib.pack(np.asarray(p_ins[1].value, np.float32).reshape(m, c), bp, lanes)
     rows = band_height(c, h, w)
-    threads = max(1, min(threads, -(-h // rows)))
+    threads = max(1, min(threads, h))       # each an even share of the rows
     t_h = scratch.array((threads, lib.scratch(c, w, rows)), np.float32, persistent=True,
                         fill=0.0)
     run_c = lib.run

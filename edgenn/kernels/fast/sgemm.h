@@ -20,6 +20,9 @@
 #ifndef EDGENN_SGEMM_H
 #define EDGENN_SGEMM_H
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include "_cpu.h"
 
 #include <math.h>
@@ -853,6 +856,35 @@ static inline void sg_sum_parts(const float *P, long ps, int parts, float *out, 
 #else
     (void)P; (void)ps; (void)parts; (void)out; (void)n; (void)act; (void)p0; (void)p1;
 #endif
+}
+
+/* Rows mode, threads splitting K, in one OpenMP region: part p (input channels [p * kper,
+ * min(K, (p + 1) * kper))) into its partial product P + p * M * N with epilogue epis[p]
+ * (the bias in the first, z in the last, no activation), a barrier, then each thread
+ * sums a 16-float aligned share of the M * N outputs into C (ldc N) with activation act. */
+static inline void sg_gemm_rows_ksplit(long M, long N, long K, long kper, int parts,
+                                       const float *wt, const float *B, float *C, float *P,
+                                       const sg_epi *epis, int act, float p0, float p1) {
+    const long mn = M * N;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(parts)
+#endif
+    {
+#ifdef _OPENMP
+        const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+#else
+        const int t = 0, nt = 1;
+#endif
+        for (int p = t; p < parts; p += nt)
+            sg_gemm_rows_krange(N, K, p * kper, (p + 1) * kper < K ? (p + 1) * kper : K, wt, B,
+                                N, P + p * mn, N, &epis[p], 0, M);
+#ifdef _OPENMP
+#pragma omp barrier
+#endif
+        const long i0 = mn * t / nt / 16 * 16;
+        const long i1 = t == nt - 1 ? mn : mn * (t + 1) / nt / 16 * 16;
+        sg_sum_parts(P + i0, mn, parts, C + i0, i1 - i0, act, p0, p1);
+    }
 }
 
 #endif
