@@ -114,7 +114,7 @@ def describe_plan(sess) -> str:
         raise InputError("no plan yet: the model has dynamic input dims; give --shape")
     from .kernels import isa
     variant = ""
-    if sess.threads > 1:        # which whole plan (runtime/session.py PLAN_VARIANTS) won
+    if sess.threads > 1 and not sess.reference:     # which whole plan won (PLAN_VARIANTS)
         timed = ", ".join(f"{v} {t * 1e3:.2f} ms" for v, t in sorted(plan.pool_times.items(),
                                                                    key=lambda kv: kv[1]))
         variant = f" on the {plan.variant} plan" + (f" (timed whole: {timed})" if timed else "")
