@@ -159,3 +159,24 @@ def test_a_band_short_of_its_rows_fails(monkeypatch):
                        np.ascontiguousarray(p.off[order]), y, y, p.q.get(), p.obuf.get(),
                        *p.geom, p.mode, p.p0, p.p1, False, True, True)
         assert np.isnan(y).any() == fails
+
+
+@pytest.mark.parametrize("lib", [_dwc8, _dwc8_emu], ids=lambda v: v.__name__)
+def test_a_bound_layer_refuses_arrays_of_other_sizes(lib):
+    # Dwc8Layer checks only what a call passes (x, z, y, Q, obuf): each wrong one refused
+    rng = np.random.default_rng(6)
+    node, ins, _, _ = _case(rng, GEOMS[1], "", [], True)
+    infos = [TensorInfo(v.dtype.name, v.shape, v if i in (1, 2) else None)
+             for i, v in enumerate(ins)]
+    x, z = ins[0], ins[3]
+    p = depthwise.c8_parts(node, ins[1], infos, x.shape, z.shape, 2, 16, lib)
+    layer = lib.Dwc8Layer(p.w8, p.b8, p.off, x.shape, z.shape, *p.geom, p.mode, p.p0, p.p1,
+                          True, True)
+    q, obuf, y = p.q.get(), p.obuf.get(), np.empty(z.shape, np.float32)
+    layer.run(x, z, y, q, obuf)                     # the right ones run
+    for bad in ((x[:, :, :-1].copy(), z, y, q, obuf), (x.astype(np.float64), z, y, q, obuf),
+                (x, z[:, :-1].copy(), y, q, obuf), (x, None, y, q, obuf),
+                (x, z, y[..., ::2], q, obuf), (x, z, y, q[:, :8].copy(), obuf),
+                (x, z, y, q, obuf[:1].copy())):
+        with pytest.raises(ValueError):
+            layer.run(*bad)

@@ -10,6 +10,9 @@ on NCHW planes directly (_pool_tiles.h); maxpool_bytes(...) MaxPool of uint8 / i
 planes (_pool_bytes.h)."""
 
 from cython.parallel cimport prange
+cimport numpy as cnp
+
+cnp.import_array()
 
 
 cdef extern from "_cpu.h" nogil:
@@ -173,84 +176,129 @@ def global_pool(const float[:, ::1] x, float[::1] y, bint is_max, bint avx2=True
             y[r] = m
 
 
-def dwc8(const float[:, :, :, ::1] x, const float[:, :, ::1] w8, const float[:, ::1] b8,
-         const long[::1] off, const float[:, :, :, ::1] z, float[:, :, :, ::1] y,
-         float[:, ::1] Q, float[:, ::1] obuf, int sh, int sw, int ph, int pw, int Hp, int Wp,
+def dwc8(x, w8, b8, off, z, y, Q, obuf, int sh, int sw, int ph, int pw, int Hp, int Wp,
          int mode, float p0, float p1, bint has_z, bint vector, bint split_rows=False):
-    """x (N, C, H, W) -> y (N, C, OH, OW); z like y when has_z (else any 4-D array);
-    w8 (ceil(C/L), T, L), b8 (ceil(C/L), L), off (T,), L = 8 (AVX2) or 16 (AVX-512F) lanes;
+    """x (N, C, H, W) -> y (N, C, OH, OW); z like y when has_z (else any array); w8
+    (ceil(C/L), T, L), b8 (ceil(C/L), L), off (T,), L = 8 (AVX2) or 16 (AVX-512F) lanes;
     per thread t (Q.shape[0] OpenMP threads, each a range of the channel groups, or with
     split_rows of the output rows) Q[t] (>= Hp*Wp*L, zeroed), obuf[t] (>= obuf_floats(OH,
     OW, L)). vector False, or a width this CPU (or EDGENN_MAX_ISA) lacks: the portable C
-    loops, any L."""
-    if x.shape[1] != y.shape[1]:
-        raise ValueError("dwc8: x and y have the same channels")
-    _dwc8_run(x, NULL, w8, b8, off, z, y, Q, obuf, sh, sw, ph, pw, Hp, Wp, mode, p0, p1,
-              has_z, vector, split_rows)
+    loops, any L. One call of a Dwc8Layer (the kernels bind one at prepare)."""
+    Dwc8Layer(w8, b8, off, x.shape, y.shape, sh, sw, ph, pw, Hp, Wp, mode, p0, p1, has_z,
+              vector, split_rows).run(x, z, y, Q, obuf)
 
 
-def expand_dwc8(const float[:, :, :, ::1] x, const float[:, :, ::1] ew, const float[:, ::1] eb,
-                int emode, float ep0, float ep1, const float[:, :, ::1] w8,
-                const float[:, ::1] b8, const long[::1] off, const float[:, :, :, ::1] z,
-                float[:, :, :, ::1] y, float[:, ::1] Q, float[:, ::1] obuf, int sh, int sw,
-                int ph, int pw, int Hp, int Wp, int mode, float p0, float p1, bint has_z,
-                bint vector, bint split_rows=False):
+def expand_dwc8(x, ew, eb, int emode, float ep0, float ep1, w8, b8, off, z, y, Q, obuf,
+                int sh, int sw, int ph, int pw, int Hp, int Wp, int mode, float p0, float p1,
+                bint has_z, bint vector, bint split_rows=False):
     """dwc8 of a fused 1x1 conv's output: x (N, K, H, W) its input, ew (ceil(C/L), K, L)
     its weights (zero past C), eb (ceil(C/L), L) its bias, emode / ep0 / ep1 its
     activation (one of those computed in registers: none, Relu, Clip, HardSigmoid,
     HardSwish, LeakyRelu); each group's padded plane is computed, never stored whole."""
-    cdef dwc8_expand ex
-    cdef int L = w8.shape[2]
-    if ew.shape[0] < w8.shape[0] or eb.shape[0] < w8.shape[0] or ew.shape[2] != L \
-            or eb.shape[1] != L or ew.shape[1] != x.shape[1] or emode in (5, 6, 8):
-        raise ValueError("expand_dwc8: weights (groups, K, lanes), an activation in registers")
-    ex.K, ex.w, ex.b = x.shape[1], &ew[0, 0, 0], &eb[0, 0]
-    ex.mode, ex.p0, ex.p1 = emode, ep0, ep1
-    _dwc8_run(x, &ex, w8, b8, off, z, y, Q, obuf, sh, sw, ph, pw, Hp, Wp, mode, p0, p1,
-              has_z, vector, split_rows)
+    Dwc8Layer(w8, b8, off, x.shape, y.shape, sh, sw, ph, pw, Hp, Wp, mode, p0, p1, has_z,
+              vector, split_rows, ew, eb, emode, ep0, ep1).run(x, z, y, Q, obuf)
 
 
-cdef _dwc8_run(const float[:, :, :, ::1] x, const dwc8_expand *ex, const float[:, :, ::1] w8,
-               const float[:, ::1] b8, const long[::1] off, const float[:, :, :, ::1] z,
-               float[:, :, :, ::1] y, float[:, ::1] Q, float[:, ::1] obuf, int sh, int sw,
-               int ph, int pw, int Hp, int Wp, int mode, float p0, float p1, bint has_z,
-               bint vector, bint split_rows):
+cdef class Dwc8Layer:
+    """One depthwise conv (or ExpandDepthwise: ew / eb / emode / ep0 / ep1, the fused 1x1
+    conv's, as expand_dwc8 takes them) bound once: its constant operands and geometry
+    (dwc8's arguments) are kept as pointers, so a call passes and checks only x, z, y and
+    the scratch Q / obuf (float32 C-contiguous arrays): 3.4 -> 1 us a call, MobileNetV2's
+    16 such layers a run (AMD EPYC 25/17)."""
     cdef dwc8_geom g
-    cdef int L = w8.shape[2]
-    if L not in HAVE or b8.shape[1] != L or w8.shape[1] != off.shape[0]:
-        raise ValueError("dwc8: 8 or 16 lanes, weights (groups, taps, lanes)")
-    if y.shape[0] != x.shape[0]:
-        raise ValueError("dwc8: x and y have the same batch")
-    g.kind, g.cnt, g.ex = 0, NULL, ex
-    g.N, g.C, g.H, g.W = x.shape[0], y.shape[1], x.shape[2], x.shape[3]
-    g.OH, g.OW, g.T = y.shape[2], y.shape[3], off.shape[0]
-    g.sh, g.sw, g.ph, g.pw, g.Hp, g.Wp = sh, sw, ph, pw, Hp, Wp
-    g.mode, g.p0, g.p1, g.has_z, g.L = mode, p0, p1, has_z, L
-    cdef const float *zp = &z[0, 0, 0, 0] if has_z else NULL
-    cdef int tier = (DWC_AVX512 if L == 16 else DWC_AVX2) if vector and HAVE[L] \
-        else DWC_GENERIC
-    cdef int nt = Q.shape[0], groups = (g.C + L - 1) // L, t
-    cdef int per = (groups + nt - 1) // nt
-    if Q.shape[1] < <long>Hp * Wp * L or obuf.shape[1] < dwc8_obuf_floats(g.OH, g.OW, L) \
-            or obuf.shape[0] < nt or w8.shape[0] < groups or b8.shape[0] < groups:
-        raise ValueError("dwc8: scratch smaller than the geometry needs")
-    cdef int rc = 0
-    if nt == 1:
+    cdef dwc8_expand ex
+    cdef object keep
+    cdef const float *w8p
+    cdef const float *b8p
+    cdef const long *offp
+    cdef int tier, split_rows, groups, K
+    cdef long xsize, ysize, qfloats, ofloats
+
+    def __init__(self, const float[:, :, ::1] w8, const float[:, ::1] b8, const long[::1] off,
+                 xshape, yshape, int sh, int sw, int ph, int pw, int Hp, int Wp, int mode,
+                 float p0, float p1, bint has_z, bint vector, bint split_rows=False,
+                 const float[:, :, ::1] ew=None, const float[:, ::1] eb=None, int emode=0,
+                 float ep0=0, float ep1=0):
+        cdef int L = w8.shape[2]
+        if L not in HAVE or b8.shape[1] != L or w8.shape[1] != off.shape[0]:
+            raise ValueError("dwc8: 8 or 16 lanes, weights (groups, taps, lanes)")
+        if len(xshape) != 4 or len(yshape) != 4:
+            raise ValueError("dwc8: x and y are (N, C, H, W)")
+        n, k, h, w = (int(v) for v in xshape)
+        yn, c, oh, ow = (int(v) for v in yshape)
+        if yn != n:
+            raise ValueError("dwc8: x and y have the same batch")
+        self.keep = (w8, b8, off, ew, eb)
+        self.g.kind, self.g.cnt, self.g.ex = 0, NULL, NULL
+        if ew is not None:
+            if ew.shape[0] < w8.shape[0] or eb is None or eb.shape[0] < w8.shape[0] \
+                    or ew.shape[2] != L or eb.shape[1] != L or ew.shape[1] != k \
+                    or emode in (5, 6, 8):
+                raise ValueError("expand_dwc8: weights (groups, K, lanes), an activation in "
+                                 "registers")
+            self.ex.K, self.ex.w, self.ex.b = k, &ew[0, 0, 0], &eb[0, 0]
+            self.ex.mode, self.ex.p0, self.ex.p1 = emode, ep0, ep1
+            self.g.ex = &self.ex
+        elif k != c:
+            raise ValueError("dwc8: x and y have the same channels")
+        self.g.N, self.g.C, self.g.H, self.g.W = n, c, h, w
+        self.g.OH, self.g.OW, self.g.T = oh, ow, off.shape[0]
+        self.g.sh, self.g.sw, self.g.ph, self.g.pw, self.g.Hp, self.g.Wp = sh, sw, ph, pw, Hp, Wp
+        self.g.mode, self.g.p0, self.g.p1, self.g.has_z, self.g.L = mode, p0, p1, has_z, L
+        self.tier = (DWC_AVX512 if L == 16 else DWC_AVX2) if vector and HAVE[L] \
+            else DWC_GENERIC
+        self.groups = (c + L - 1) // L
+        if w8.shape[0] < self.groups or b8.shape[0] < self.groups:
+            raise ValueError("dwc8: weights for fewer groups than the channels")
+        self.w8p, self.b8p, self.offp = &w8[0, 0, 0], &b8[0, 0], &off[0]
+        self.split_rows = split_rows
+        self.K = k
+        self.xsize, self.ysize = <long>n * k * h * w, <long>n * c * oh * ow
+        self.qfloats, self.ofloats = <long>Hp * Wp * L, dwc8_obuf_floats(oh, ow, L)
+
+    def run(self, cnp.ndarray x, cnp.ndarray z, cnp.ndarray y, cnp.ndarray Q,
+            cnp.ndarray obuf):
+        """x (N, K, H, W) -> y (N, C, OH, OW), z like y when the layer has a residual (else
+        any array); Q (threads, >= Hp*Wp*L) and obuf (threads, >= obuf_floats): one row per
+        OpenMP thread. All float32, C-contiguous."""
+        cdef int f = cnp.NPY_ARRAY_C_CONTIGUOUS
+        if not (_f32c(x, f) and _f32c(y, f) and _f32c(Q, f) and _f32c(obuf, f)
+                and cnp.PyArray_CHKFLAGS(y, cnp.NPY_ARRAY_WRITEABLE)
+                and cnp.PyArray_SIZE(x) == self.xsize and cnp.PyArray_SIZE(y) == self.ysize
+                and Q.ndim == 2 and obuf.ndim == 2 and obuf.shape[0] >= Q.shape[0] >= 1
+                and Q.shape[1] >= self.qfloats and obuf.shape[1] >= self.ofloats):
+            raise ValueError("dwc8: float32 C-contiguous x, y, Q, obuf of the layer's sizes")
+        cdef const float *zp = NULL
+        if self.g.has_z:
+            if not (_f32c(z, f) and cnp.PyArray_SIZE(z) == self.ysize):
+                raise ValueError("dwc8: the residual z is float32 C-contiguous, y's size")
+            zp = <const float *>cnp.PyArray_DATA(z)
+        cdef const float *xp = <const float *>cnp.PyArray_DATA(x)
+        cdef float *yp = <float *>cnp.PyArray_DATA(y)
+        cdef float *qp = <float *>cnp.PyArray_DATA(Q)
+        cdef float *op = <float *>cnp.PyArray_DATA(obuf)
+        cdef long qs = Q.shape[1], os = obuf.shape[1]
+        cdef int nt = Q.shape[0], t, rc = 0
+        cdef int per = (self.groups + nt - 1) // nt
+        if self.ysize == 0:
+            return
         with nogil:
-            rc = dwc8_run(tier, &x[0, 0, 0, 0], &w8[0, 0, 0], &b8[0, 0], &off[0], zp,
-                          &y[0, 0, 0, 0], &Q[0, 0], &obuf[0, 0], &g)
+            if nt == 1:
+                rc = dwc8_run(self.tier, xp, self.w8p, self.b8p, self.offp, zp, yp, qp, op,
+                              &self.g)
+            elif self.split_rows:    # thread t: every group, output rows [t*OH/nt, ..)
+                for t in prange(nt, num_threads=nt, schedule="static"):
+                    dwc8_run_part(self.tier, xp, self.w8p, self.b8p, self.offp, zp, yp,
+                                  qp + t * qs, op + t * os, &self.g, 0, self.groups,
+                                  t * self.g.OH // nt, (t + 1) * self.g.OH // nt)
+            else:                    # thread t: a range of the channel groups
+                for t in prange(nt, num_threads=nt, schedule="static"):
+                    dwc8_run_groups(self.tier, xp, self.w8p, self.b8p, self.offp, zp, yp,
+                                    qp + t * qs, op + t * os, &self.g, t * per,
+                                    min(self.groups, (t + 1) * per))
         if rc:
             raise ValueError("dwc8: the tier and the lane count disagree")
-        return
-    if split_rows:      # thread t: every group of output rows [t*OH/nt, (t+1)*OH/nt)
-        with nogil:
-            for t in prange(nt, num_threads=nt, schedule="static"):
-                dwc8_run_part(tier, &x[0, 0, 0, 0], &w8[0, 0, 0], &b8[0, 0], &off[0], zp,
-                              &y[0, 0, 0, 0], &Q[t, 0], &obuf[t, 0], &g, 0, groups,
-                              t * g.OH // nt, (t + 1) * g.OH // nt)
-        return
-    with nogil:
-        for t in prange(nt, num_threads=nt, schedule="static"):
-            dwc8_run_groups(tier, &x[0, 0, 0, 0], &w8[0, 0, 0], &b8[0, 0], &off[0], zp,
-                            &y[0, 0, 0, 0], &Q[t, 0], &obuf[t, 0], &g, t * per,
-                            min(groups, (t + 1) * per))
+
+
+cdef inline bint _f32c(cnp.ndarray a, int flags):
+    return cnp.PyArray_TYPE(a) == cnp.NPY_FLOAT32 and cnp.PyArray_CHKFLAGS(a, flags)

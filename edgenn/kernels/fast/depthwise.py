@@ -175,12 +175,12 @@ def _prepare_c8(node, ins, outs, threads: int, lanes: int = 8, lib=None,
         from . import _dwc8 as lib
     threads = split_threads(threads, outs[0].shape[1], outs[0].shape[2], lanes, split_rows)
     p = c8_parts(node, ins[1].value, ins, ins[0].shape, outs[0].shape, threads, lanes, lib)
-    dwc, dummy = lib.dwc8, np.zeros((1, 1, 1, 1), np.float32)
+    layer = lib.Dwc8Layer(p.w8, p.b8, p.off, ins[0].shape, outs[0].shape, *p.geom, p.mode,
+                          p.p0, p.p1, p.has_z, C8_AVX2, split_rows).run
+    q, obuf, has_z = p.q, p.obuf, p.has_z
 
     def run(inputs, outputs):
-        dwc(inputs[0], p.w8, p.b8, p.off, inputs[3] if p.has_z else dummy, outputs[0],
-            p.q.get(), p.obuf.get(), *p.geom, p.mode, p.p0, p.p1, p.has_z, C8_AVX2,
-            split_rows)
+        layer(inputs[0], inputs[3] if has_z else None, outputs[0], q.get(), obuf.get())
     return run
 
 

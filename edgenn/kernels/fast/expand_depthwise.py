@@ -98,12 +98,14 @@ def prepare(node, ins, outs, threads: int, lanes: int, lib=None, split_rows: boo
         eb[:c] = e_ins[2].value
     eb = eb.reshape(-1, lanes)
     emode, ep0, ep1 = act_params(e)
-    run_c, dummy = lib.expand_dwc8, np.zeros((1, 1, 1, 1), np.float32)
+    layer = lib.Dwc8Layer(p.w8, p.b8, p.off, e_ins[0].shape, d_outs[0].shape, *p.geom, p.mode,
+                          p.p0, p.p1, p.has_z, depthwise.C8_AVX2, split_rows, ew, eb, emode,
+                          ep0, ep1).run
+    q, obuf, has_z = p.q, p.obuf, p.has_z
 
     def run(inputs, outputs):
-        run_c(np.ascontiguousarray(inputs[0]), ew, eb, emode, ep0, ep1, p.w8, p.b8, p.off,
-              inputs[5] if p.has_z else dummy, outputs[0], p.q.get(), p.obuf.get(), *p.geom,
-              p.mode, p.p0, p.p1, p.has_z, depthwise.C8_AVX2, split_rows)
+        layer(np.ascontiguousarray(inputs[0]), inputs[5] if has_z else None, outputs[0],
+              q.get(), obuf.get())
     return run
 
 
