@@ -283,7 +283,8 @@ def test_pool_timing_interleaves_the_plans(monkeypatch):
     """The two pools' plans are timed round by round, alternately (a burst of load hits
     both), each sample the second of two runs in a row (the first wakes the pool's
     sleeping workers), never while OpenBLAS's workers spin: after a plan that called BLAS
-    the timing waits for them, after one that did not it does not."""
+    the timing waits for them, after one that did not it does not. The cores are probed
+    before the first round and after each; the least share is returned."""
     from edgenn.runtime import session as session_mod
     order = []
     monkeypatch.setattr(session_mod, "_run", lambda plan, threads, feeds, names:
@@ -295,10 +296,14 @@ def test_pool_timing_interleaves_the_plans(monkeypatch):
         def __init__(self, pool):
             self.pool, self.input_specs, self.output_refs = pool, [("float32", (2,))], {}
             self.uses_blas = pool == "blas"
-    times = session_mod._time_plans({"blas": FakePlan("blas"), "omp": FakePlan("omp")}, 2,
-                                    rounds=3)
-    assert order == ["blas", "blas", "idle", "omp", "omp"] * 3
+    shares = iter([1.0, 0.9, 0.5, 1.0])      # the cores' share at each probe
+    monkeypatch.setattr(select, "cores_free",
+                        lambda threads: order.append("probe") or next(shares))
+    times, free = session_mod._time_plans({"blas": FakePlan("blas"), "omp": FakePlan("omp")},
+                                          2, rounds=3)
+    assert order == ["probe"] + ["blas", "blas", "idle", "omp", "omp", "probe"] * 3
     assert set(times) == {"blas", "omp"} and all(t >= 0 for t in times.values())
+    assert free == 0.5           # the least share at any probe: one round under load
 
 
 def test_candidates_are_timed_in_rounds_not_one_after_another(monkeypatch):

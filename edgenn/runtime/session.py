@@ -132,10 +132,11 @@ class InferenceSession:
         and, where its 1x1 convs can split K (conv_sgemm), the OpenMP plan with them split:
         timed whole, the fastest is kept, the decision cached per CPU."""
         from . import tunecache
-        # "-ksplit": decided by _time_plans' fastest rounds and cached only when the threads
-        # had their cores while timed (below); the older "pool|", "pool-steady|",
-        # "pool-fastest|" and "pool-checked|" entries knew no K split: not reused
-        key = "pool-ksplit|" + tunecache.graph_key(self.graph, shapes)
+        # "-probed": decided by _time_plans' fastest rounds and cached only when the threads
+        # had their cores at every probe between its rounds (below); the older "pool|",
+        # "pool-steady|", "pool-fastest|", "pool-checked|" (probed before and after only)
+        # and "pool-ksplit|" entries could keep a one-thread plan timed under load
+        key = "pool-probed|" + tunecache.graph_key(self.graph, shapes)
         cache = tunecache.load(self.threads) if self.tune != "off" else {}
         known = cache.get(key, {}).get("pool") if self.tune == "cached" else None
         if self.tune == "off" or known in PLAN_VARIANTS:
@@ -146,12 +147,11 @@ class InferenceSession:
         if any(getattr(s.choice.run, "can_split_k", False) for s in plans["omp"].steps):
             plans["omp-ksplit"] = self._plan_on_pool(shapes, "omp-ksplit")
         plans["blas"] = self._plan_on_pool(shapes, "blas")
-        before = select.cores_free(self.threads)
-        times = _time_plans(plans, self.threads)
+        times, free = _time_plans(plans, self.threads)
         best = min(times, key=times.get)
         # a decision timed while the threads shared cores is this session's only
         # (select.CORES_FOR_CACHE)
-        if min(before, select.cores_free(self.threads)) >= select.CORES_FOR_CACHE:
+        if free >= select.CORES_FOR_CACHE:
             cache[key] = {"pool": best, "times": times}
             tunecache.save(self.threads)
         plans[best].pool_times = times
@@ -245,8 +245,12 @@ def _run(plan: Plan, threads: int, feeds, outputs, timings=None) -> list[np.ndar
     return plan.run(feeds, outputs, timings)
 
 
-def _time_plans(plans: dict[str, Plan], threads: int, rounds: int = 9) -> dict[str, float]:
-    """Seconds of a whole run of each plan (the fastest of `rounds`) on zero inputs in the
+def _time_plans(plans: dict[str, Plan], threads: int,
+                rounds: int = 9) -> tuple[dict[str, float], float]:
+    """-> (seconds of a whole run of each plan, the least share of their cores the threads
+    had at a probe before, between or after the rounds: select.cores_free).
+
+    Each plan's time is the fastest of `rounds` whole runs on zero inputs in the
     steady state of back-to-back calls, the rounds interleaved across the plans: a burst
     of load on a shared machine then slows every plan alike instead of deciding (and caching) the
     choice. Seen on a 2-core guest timing the pools one after the other: the OpenMP plan
@@ -265,6 +269,10 @@ def _time_plans(plans: dict[str, Plan], threads: int, rounds: int = 9) -> dict[s
         feeds = [np.zeros(shape, dtype) for dtype, shape in plan.input_specs]
         args[pool] = (plan, feeds, list(plan.output_refs))
     samples = {pool: [] for pool in plans}
+    # probed at every round: probes before and after only had let MobileNetV2's one-thread
+    # plan be cached at 2 threads from a timing with the second vCPU taken in between
+    # (every plan ~7 ms; its OpenMP plans run 3.8; AMD EPYC 25/17)
+    free = [select.cores_free(threads)]
     for _ in range(rounds):
         for pool, (plan, feeds, names) in args.items():
             _run(plan, threads, feeds, names)
@@ -272,11 +280,12 @@ def _time_plans(plans: dict[str, Plan], threads: int, rounds: int = 9) -> dict[s
             _run(plan, threads, feeds, names)
             samples[pool].append(time.perf_counter() - t0)
             _let_blas_idle(plan)
+        free.append(select.cores_free(threads))
     # the fastest round, not the median: a shared machine's load only ever slows a run, and
     # it slows the plan that uses both cores most; the median of 7 rounds had a burst of it
     # choose (and cache) the one-thread kernels of the BLAS plan for MobileNetV2 int8, 3.0
     # ms at 2 threads where its OpenMP plan runs 2.0 (AMD EPYC 25/17)
-    return {pool: float(np.min(s)) for pool, s in samples.items()}
+    return {pool: float(np.min(s)) for pool, s in samples.items()}, min(free)
 
 
 def _let_blas_idle(plan: Plan) -> None:
