@@ -175,12 +175,19 @@ def _prepare_c8(node, ins, outs, threads: int, lanes: int = 8, lib=None,
         from . import _dwc8 as lib
     threads = split_threads(threads, outs[0].shape[1], outs[0].shape[2], lanes, split_rows)
     p = c8_parts(node, ins[1].value, ins, ins[0].shape, outs[0].shape, threads, lanes, lib)
-    layer = lib.Dwc8Layer(p.w8, p.b8, p.off, ins[0].shape, outs[0].shape, *p.geom, p.mode,
-                          p.p0, p.p1, p.has_z, C8_AVX2, split_rows).run
+    return c8_runner(p, lib, ins[0].shape, outs[0].shape, split_rows, 3)
+
+
+def c8_runner(p, lib, xshape, yshape, split_rows: bool, z_input: int, expand=()):
+    """run(inputs, outputs) of the c8 / c16 loops on C8Parts p, bound once as a Dwc8Layer
+    (expand: a fused 1x1 conv's (ew, eb, emode, ep0, ep1)); the residual is inputs[z_input]."""
+    layer = lib.Dwc8Layer(p.w8, p.b8, p.off, xshape, yshape, *p.geom, p.mode, p.p0, p.p1,
+                          p.has_z, C8_AVX2, split_rows, *expand).run
     q, obuf, has_z = p.q, p.obuf, p.has_z
 
     def run(inputs, outputs):
-        layer(inputs[0], inputs[3] if has_z else None, outputs[0], q.get(), obuf.get())
+        layer(np.ascontiguousarray(inputs[0]), inputs[z_input] if has_z else None, outputs[0],
+              q.get(), obuf.get())
     return run
 
 

@@ -97,16 +97,8 @@ def prepare(node, ins, outs, threads: int, lanes: int, lib=None, split_rows: boo
     if e_ins[2] is not None:
         eb[:c] = e_ins[2].value
     eb = eb.reshape(-1, lanes)
-    emode, ep0, ep1 = act_params(e)
-    layer = lib.Dwc8Layer(p.w8, p.b8, p.off, e_ins[0].shape, d_outs[0].shape, *p.geom, p.mode,
-                          p.p0, p.p1, p.has_z, depthwise.C8_AVX2, split_rows, ew, eb, emode,
-                          ep0, ep1).run
-    q, obuf, has_z = p.q, p.obuf, p.has_z
-
-    def run(inputs, outputs):
-        layer(np.ascontiguousarray(inputs[0]), inputs[5] if has_z else None, outputs[0],
-              q.get(), obuf.get())
-    return run
+    return depthwise.c8_runner(p, lib, e_ins[0].shape, d_outs[0].shape, split_rows, 5,
+                               (ew, eb, *act_params(e)))
 
 
 register_widths("ExpandDepthwise", ((8, "expand_depthwise_c8", ""),
