@@ -67,6 +67,10 @@ class KernelSpec:
     # optional packages it imports (edgenn.extras: e.g. ("numba",)); the planner offers the
     # spec only where they are installed, so a runtime-only install never imports them
     requires: tuple[str, ...] = ()
+    # how its threads share the work, where a plan may prefer one way throughout
+    # (runtime/session.py's "omp-rows" plan): "rows" = bands of output rows, all channels
+    # each; "" = any other way, or one thread
+    thread_split: str = ""
 
 
 def _register(table: dict, ops: tuple[str, ...], fn: Callable) -> Callable:
@@ -91,13 +95,13 @@ def converter(*ops: str):
 
 def kernel(op: str, name: str, supports: Callable | None = None, cost: Callable | None = None,
            lsb_tolerance: int = 0, pool: str | None = None, isa: str = "", priority: int = 0,
-           requires: tuple[str, ...] = ()):
+           requires: tuple[str, ...] = (), thread_split: str = ""):
     """Register `prepare` as one implementation of `op` (see KernelSpec); pool defaults to
     "omp" for a name ending in _mt, else "own"."""
     def deco(prepare: Callable) -> Callable:
         spec = KernelSpec(op, name, prepare, supports or (lambda node, ins, outs: True), cost,
                           lsb_tolerance, pool or ("omp" if name.endswith("_mt") else "own"),
-                          isa, priority, tuple(requires))
+                          isa, priority, tuple(requires), thread_split)
         KERNELS.setdefault(op, []).append(spec)
         return prepare
     return deco

@@ -86,6 +86,14 @@ def main():
                 best = min(spread) / min(per_process["edgenn"])
                 span += f"  best {min(spread):.2f} = {best:.2f}x"
             print(f"{rt:18} {ms:9.2f} ms  {ratio} of edgenn fp32{span}")
+            if len(spread) > 1:
+                print(f"{'':18} each process, in order: {' '.join(f'{x:.2f}' for x in spread)}")
+            if rt != "edgenn" and base and len(spread) > 1:
+                # process k of each runtime ran back to back: a ratio per such pair sees
+                # the same state of the shared machine, where the medians above mix states
+                pairs = [b / a for a, b in zip(per_process["edgenn"], spread)]
+                print(f"{'':18} paired ratio (same minute): median {np.median(pairs):.3f}, "
+                      f"range {min(pairs):.2f}-{max(pairs):.2f}")
 
 
 def _one_process(rt, name, args, tmp):

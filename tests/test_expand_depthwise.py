@@ -254,6 +254,60 @@ def test_fusion_pays_only_on_measured_times():
     assert not fusion_pays(c("a", 3.0), c("b", 2.0), c("reference", 1.0))
 
 
+def test_fusion_is_decided_on_the_pair_and_fused_step_timed_side_by_side(tmp_path,
+                                                                         monkeypatch):
+    """The three steps are re-timed in the same rounds (select.time_side_by_side) and
+    those times decide, whatever their own choose() measured; the verdict's times are
+    cached per CPU, and a cached plan reuses them without timing."""
+    from edgenn.runtime import select, tunecache
+    monkeypatch.setenv("EDGENN_CACHE_DIR", str(tmp_path / "cache"))
+    path = _block_model(tmp_path)
+    calls = []
+
+    def timed(fused_s):
+        def fake(pair, fused, infos, choices, threads):
+            calls.append([c.kernel for c in choices])
+            return {"first": 1.0, "second": 1.0, "fused": fused_s}
+        return fake
+    monkeypatch.setattr(select, "_time_pair", timed(2.5))        # slower than the pair
+    assert not _fused_steps(edgenn.InferenceSession(path, tune="full"))
+    assert len(calls) == 1 and calls[0][2].startswith("expand_depthwise_c")
+    monkeypatch.setattr(select, "_time_pair", timed(1.5))
+    assert _fused_steps(edgenn.InferenceSession(path, tune="full"))
+    tunecache._loaded.clear()                                     # as a new process
+    monkeypatch.setattr(select, "_time_pair", timed(9.0))
+    assert _fused_steps(edgenn.InferenceSession(path, tune="cached"))  # the cached verdict
+    assert len(calls) == 2
+
+
+def test_side_by_side_rounds_chain_the_pair_through_its_middle(tmp_path):
+    """_time_pair: the first step writes the middle tensor the second reads, each gets
+    its own node's inputs (x, w1, b1; middle, w2, b2), the fused step all six, and the
+    three are timed."""
+    from edgenn.runtime import select
+    from edgenn.runtime.plan import specialize
+    graph = edgenn.load(_block_model(tmp_path))
+    nodes, infos = specialize(graph, {"x": (1, 8, 16, 16)})
+    a, b = [n for n in nodes if n.op == "Conv"][:2]    # the expansion, the depthwise conv
+    ((_, (fused, _)),) = fuse_steps.conv_pair_candidates([a, b], {}, list(b.outputs)).items()
+    seen = {}
+
+    def recorder(role):
+        def run(inputs, outputs):
+            seen[role] = (inputs, outputs)
+        return select.Choice(role, run, times={role: 1.0})
+    info = lambda names: [infos[i] if i else None for i in names]    # noqa: E731
+    times = select._time_pair((a, b), fused, info, [recorder(r) for r in
+                                                    ("first", "second", "fused")], 1)
+    assert set(times) == {"first", "second", "fused"} and min(times.values()) > 0
+    (x, w1, b1), (middle,) = seen["first"]
+    assert seen["second"][0][0] is middle and middle.shape == (1, 48, 16, 16)
+    assert [i is v for i, v in zip(seen["second"][0][1:], seen["fused"][0][3:5])] == [1, 1]
+    assert seen["second"][1][0] is seen["fused"][1][0]               # both write y
+    assert w1 is seen["fused"][0][1] and len(seen["fused"][0]) == 6
+    np.testing.assert_array_equal(x, seen["fused"][0][0])
+
+
 def test_candidates_are_conv_pairs_whose_middle_one_step_reads():
     from edgenn.runtime.fuse_steps import conv_pair_candidates as find
     a = Node("Conv", ["x", "w1", "b1"], ["t"], {}, "a")

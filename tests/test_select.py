@@ -237,6 +237,65 @@ def test_a_plan_with_k_splitting_kernels_is_timed_with_them_split(monkeypatch, t
     assert len(timed) == 1 and prepared == [True] and again.plan.variant == "omp-ksplit"
 
 
+def test_a_plan_whose_layers_can_split_rows_is_timed_with_only_those(monkeypatch, tmp_path):
+    """Where a kernel whose threads split the output rows applies (KernelSpec.thread_split),
+    the session times one more OpenMP plan, "omp-rows", whose candidates there are only
+    such kernels; it is kept where it runs faster whole though its kernel is the slower
+    one alone. The fake: the rows kernel is fast only after another rows step, as a
+    row-split layer reading rows its own core wrote."""
+    from edgenn.graph.ir import Graph, ValueInfo
+    from edgenn.runtime import session as session_mod
+    monkeypatch.setenv("EDGENN_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(tunecache, "_loaded", {})
+    last = ["none"]
+
+    def kernel_of(kind):
+        def prepare(node, ins, outs):
+            def run(inputs, outputs):
+                time.sleep(0.001 if kind == "channels" else
+                           0.0002 if last[0] == "rows" else 0.002)
+                last[0] = kind
+                np.maximum(inputs[0], 0, out=outputs[0])
+            return run
+        return prepare
+    monkeypatch.setitem(KERNELS, "Relu", [
+        KernelSpec("Relu", "channels_mt", kernel_of("channels"), pool="omp"),
+        KernelSpec("Relu", "rows_mt", kernel_of("rows"), pool="omp", thread_split="rows"),
+        KernelSpec("Relu", "on_blas", relu_kernel(0.003), pool="blas")])
+    g = Graph([Node("Relu", [a], [b], {}, b) for a, b in (("x", "h1"), ("h1", "h2"),
+                                                          ("h2", "y"))],
+              [ValueInfo("x", "float32", (4, 64))], [ValueInfo("y", "float32", (4, 64))], {})
+    timed = []
+    real = session_mod._time_plans
+    monkeypatch.setattr(session_mod, "_time_plans",
+                        lambda plans, threads: timed.append(plans) or real(plans, threads))
+    monkeypatch.setattr(select, "cores_free", lambda threads: 1.0)
+    sess = session_mod.InferenceSession(g, threads=2)
+    (plans,) = timed
+    assert sorted(plans) == ["blas", "omp", "omp-rows"]
+    assert {s.choice.kernel for s in plans["omp"].steps} == {"channels_mt"}   # alone: faster
+    assert {s.choice.kernel for s in plans["omp-rows"].steps} == {"rows_mt"}
+    assert sess.plan.variant == "omp-rows"
+    x = np.random.default_rng(0).standard_normal((4, 64)).astype(np.float32)
+    np.testing.assert_array_equal(sess.run(None, {"x": x})[0], np.maximum(x, 0))
+    monkeypatch.setattr(tunecache, "_loaded", {})              # a new process
+    again = session_mod.InferenceSession(g, threads=2)
+    assert len(timed) == 1 and again.plan.variant == "omp-rows"
+    assert {s.choice.kernel for s in again.plan.steps} == {"rows_mt"}
+
+
+def test_row_split_kernels_are_marked_so():
+    """The depthwise and ExpandDepthwise kernels whose threads split the output rows say
+    so in their spec (what the "omp-rows" plan selects by), and no other kernel does."""
+    from edgenn.oplist import load_kernels
+    load_kernels()
+    rows = {s.name for specs in KERNELS.values() for s in specs if s.thread_split == "rows"}
+    assert {"depthwise_c8_rowsplit_mt", "expand_depthwise_c8_rowsplit_mt"} <= rows
+    assert all("rowsplit" in n and n.endswith("_mt") for n in rows)
+    assert not any(s.thread_split for specs in KERNELS.values() for s in specs
+                   if "rowsplit" not in s.name)
+
+
 def test_a_pool_choice_timed_on_shared_cores_is_not_cached(pooled_relu_kernels, monkeypatch):
     """The second vCPU taken while the plans were timed: the choice holds for this session
     only, and a new process times the pools again."""

@@ -66,13 +66,16 @@ def fusion_pays(first, second, fused) -> bool:
             and times[2] < FUSED_MARGIN * (times[0] + times[1]))
 
 
-def pair_step(pair: tuple[Node, Node], first, choose_step):
+def pair_step(pair: tuple[Node, Node], first, choose_step, side_by_side=None):
     """The step after a candidate's first conv (chosen: `first`): -> (node, choice, fused):
     the fused node if its kernel measured faster than both convs' (fusion_pays), else the
-    second conv. choose_step(node, **kw): the planner's choice for a node."""
+    second conv. choose_step(node, **kw): the planner's choice for a node;
+    side_by_side(choices) -> the three choices re-timed in the same rounds (or None:
+    then the times of their own choices decide)."""
     fused, second = pair
     chosen = choose_step(second)
     together = choose_step(fused, always_time=True)
-    if fusion_pays(first, chosen, together):
+    timed = side_by_side([first, chosen, together]) if side_by_side else None
+    if fusion_pays(*(timed or (first, chosen, together))):
         return fused, together, True
     return second, chosen, False

@@ -21,7 +21,7 @@ from ..registry import TensorInfo
 from . import limits, memory
 from .context import ContextPool, scratch_name
 from .fuse_steps import conv_pair_candidates, pair_step
-from .select import Choice, Tuner, choose
+from .select import Choice, Tuner, choose, time_side_by_side
 
 # ops whose output is the input's bytes under another shape: planned as views, no step
 VIEW_OPS = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"}
@@ -67,6 +67,7 @@ class Plan:
         self.pool = "blas"                      # threads > 1: whose thread pool kernels use
         self.variant = "blas"                   # its session.PLAN_VARIANTS key
         self.pool_times: dict = {}              # variant -> s, its fastest timed round
+        self.rows_offered = False               # a row-split kernel applied to some step
         self.uses_blas = any(s.choice.pool == "blas" for s in steps)
         # contexts are made while they fit the limit together; past it, callers wait
         self.contexts = ContextPool(self, max_memory)
@@ -250,8 +251,11 @@ def _build(graph: Graph, shapes: dict[str, tuple[int, ...]], reference: bool,
         if tuner is not None and tuner.progress is not None:
             tuner.progress(k + 1, len(steps_nodes))
         if k in pairs and n is steps_nodes[k]:   # this conv and the next as one step?
-            nxt, c2, fused = pair_step(pairs[k], choice, lambda m, **kw: choose(
-                m, info(m.inputs), info(m.outputs), tuner=tuner, **kw))
+            nxt, c2, fused = pair_step(
+                pairs[k], choice,
+                lambda m, **kw: choose(m, info(m.inputs), info(m.outputs), tuner=tuner, **kw),
+                lambda choices: time_side_by_side((n, pairs[k][1]), pairs[k][0], info,
+                                                  choices, tuner))
             ahead[k + 1] = (nxt, c2)
             if fused:    # it runs at k + 1: its input is read there, the middle is gone
                 del first[n.outputs[0]], last[n.outputs[0]]

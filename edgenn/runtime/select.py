@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -61,6 +61,10 @@ class Tuner:
     changed: bool = False
     pool: str = "blas"             # threads > 1: "blas" or "omp" kernels (never both)
     k_split: bool = False          # threads > 1: kernels that can split K do (PlanContext)
+    # threads > 1: where a kernel whose threads split the output rows applies, only such
+    # kernels are candidates (KernelSpec.thread_split); rows_offered: one applied
+    split_rows: bool = False
+    rows_offered: bool = False
 
     @staticmethod
     def resolve_mode(mode: str | None) -> str:
@@ -134,6 +138,8 @@ def choose(node: Node, ins, outs, reference: bool = False, tuner: Tuner | None =
     capable.sort(key=lambda s: -s.priority)   # stable: registration order within a priority
     if not capable:
         return Choice("reference", reference_runner(node), names, "no specialised kernel applies")
+    if tuner is not None:
+        capable = _rows_split_only(capable, tuner)
     capable = _prune_by_cost(capable, node, ins, outs)
     if len(capable) == 1 and not always_time:
         return _prepared(capable[0], node, ins, outs, names, "only capable kernel")
@@ -161,6 +167,59 @@ def choose(node: Node, ins, outs, reference: bool = False, tuner: Tuner | None =
     return choice
 
 
+def time_side_by_side(pair: tuple[Node, Node], fused: Node, infos, choices: list,
+                      tuner: Tuner | None) -> list | None:
+    """The two steps of a conv pair and their fused step, timed again in the same rounds:
+    -> [first, second, fused] with only those times, or None (tuning off, budget spent,
+    a step unmeasured). Each was timed in its own choose(), seconds apart: on a shared
+    machine a burst of load in one of them decided the fusion (MobileNetV2's first
+    block cached unfused, 184 us in the model at 2 threads against 170 fused, AMD EPYC
+    25/17). Round after round the first step writes the middle tensor, the second reads
+    it, then the fused step runs, each timed apart. The result is cached per CPU."""
+    if tuner is None or tuner.mode == "off" or \
+            any(not c.times.get(c.kernel) or c.kernel == "reference" for c in choices):
+        return None
+    roles = ("first", "second", "fused")
+    key = tunecache.node_key(fused, infos(fused.inputs)) + f"|{tuner.pool}|side-by-side|" \
+        + "+".join(c.kernel for c in choices)
+    cache = tunecache.load(tuner.threads)
+    hit = cache.get(key)
+    if tuner.mode == "full" or not (hit and set(hit.get("times", {})) == set(roles)):
+        if tuner.spent_s >= tuner.budget_s:
+            return None
+        t0 = time.perf_counter()
+        free = cores_free(tuner.threads)
+        times = _time_pair(pair, fused, infos, choices, tuner.threads)
+        hit = {"times": times}
+        if min(free, cores_free(tuner.threads)) >= CORES_FOR_CACHE:
+            cache[key] = hit
+            tuner.changed = True
+        tuner.spent_s += time.perf_counter() - t0
+    return [replace(c, times={c.kernel: hit["times"][r]}) for c, r in zip(choices, roles)]
+
+
+def _time_pair(pair, fused: Node, infos, choices, threads: int) -> dict:
+    """{"first", "second", "fused": median seconds}, from rounds of the three calls.
+    fused's inputs: x, w1, b1 of the first conv, w2, b2, z of the second."""
+    a, b = pair
+    sample = _sample_inputs(infos(fused.inputs), np.random.default_rng(0))
+    mid = infos(a.outputs)[0]
+    middle = np.empty(mid.shape, mid.dtype)
+    y = np.empty(infos(fused.outputs)[0].shape, infos(fused.outputs)[0].dtype)
+    first_in = sample[:len(a.inputs)]
+    second_in = [middle] + sample[3:2 + len(b.inputs)]
+    first, second, together = choices
+    runs = {"first": lambda i, o: first.run(first_in, [middle]),
+            "second": lambda i, o: second.run(second_in, [y]),
+            "fused": lambda i, o: together.run(sample, [y])}
+    try:
+        return _time_round_robin(runs, None, None, threads)
+    finally:
+        for c in choices:
+            for h in c.scratch:
+                h.release_own()     # the plan's context holds them from now on
+
+
 def _nothing(inputs, outputs) -> None:
     """The step of a node whose outputs have no elements."""
 
@@ -176,6 +235,14 @@ def _same_pool(specs, pool: str):
     other = "omp" if pool == "blas" else "blas"
     kept = [s for s in specs if s.pool != other]
     return kept if kept or pool == "blas" else specs
+
+
+def _rows_split_only(specs, tuner: Tuner):
+    """tuner.split_rows: the kernels whose threads split the output rows where one
+    applies, else all of them; whether one applied is noted on the tuner."""
+    rows = [s for s in specs if s.thread_split == "rows"]
+    tuner.rows_offered = tuner.rows_offered or bool(rows)
+    return rows if rows and tuner.split_rows else specs
 
 
 def _prune_by_cost(specs, node, ins, outs):

@@ -20,14 +20,23 @@ _ONNX_TYPE = {"float32": "float", "float64": "double", "int64": "int64", "int32"
               "int16": "int16", "uint16": "uint16", "uint32": "uint32", "uint64": "uint64"}
 MAX_PLANS = 8  # plans kept for distinct input shapes (least recently used evicted)
 # threads > 1: the plans a session times whole (_plan_best_pool): variant -> (the pool its
-# threaded kernels run on, whether the 1x1 convs that can split K do). The threads' caches
-# decide it in a model, not in a layer timed alone: a projection whose threads split its
-# output channels reads every channel the depthwise layer before it wrote on the other
-# core, and the next block's depthwise layer then writes into lines both cores hold (8x
-# the cost of lines only the writer holds, AMD EPYC 25/17); split by K, each thread reads
-# only what it wrote. MobileNetV2, 2 threads, same CPU: 4.24-4.27 ms against 4.32-4.35
-# (25th percentiles of 400-600 interleaved runs), its projections 4 us slower alone.
-PLAN_VARIANTS = {"blas": ("blas", False), "omp": ("omp", False), "omp-ksplit": ("omp", True)}
+# threaded kernels run on, whether the 1x1 convs that can split K do, whether the layers
+# that can split their output rows do). The threads' caches decide it in a model, not in a
+# layer timed alone:
+# - a projection whose threads split its output channels reads every channel the
+#   depthwise layer before it wrote on the other core, and the next block's depthwise
+#   layer then writes into lines both cores hold (8x the cost of lines only the writer
+#   holds, AMD EPYC 25/17); split by K, each thread reads only what it wrote. MobileNetV2,
+#   2 threads, same CPU: 4.24-4.27 ms against 4.32-4.35 (25th percentiles of 400-600
+#   interleaved runs), its projections 4 us slower alone.
+# - on the large planes (56x56, 28x28) a projection's threads split the pixels, in the
+#   same bands of rows that row-split depthwise layers give their threads: a stage's
+#   tensors then stay on the core that wrote them. Alone, each depthwise layer times the
+#   same either way (a tie at 56x56, channels faster at 28x28); in MobileNetV2 at 2
+#   threads the rows plan ran 0.967-0.975x the K-split one (medians of 500 interleaved
+#   runs, three processes, AMD EPYC 25/17).
+PLAN_VARIANTS = {"blas": ("blas", False, False), "omp": ("omp", False, False),
+                 "omp-ksplit": ("omp", True, False), "omp-rows": ("omp", True, True)}
 
 
 @dataclass
@@ -129,14 +138,16 @@ class InferenceSession:
     def _plan_best_pool(self, shapes: dict) -> Plan:
         """threads > 1: one plan on OpenBLAS's thread pool, one on edgenn's OpenMP kernels
         (mixed, each pool's spinning idle workers starve the other's: measured 2-9x slower)
-        and, where its 1x1 convs can split K (conv_sgemm), the OpenMP plan with them split:
-        timed whole, the fastest is kept, the decision cached per CPU."""
+        and, where its 1x1 convs can split K (conv_sgemm), the OpenMP plan with them split,
+        and where some layers can split their output rows, the OpenMP plan with them split
+        so (PLAN_VARIANTS): timed whole, the fastest is kept, the decision cached per CPU."""
         from . import tunecache
-        # "-probed": decided by _time_plans' fastest rounds and cached only when the threads
-        # had their cores at every probe between its rounds (below); the older "pool|",
+        # decided by _time_plans' fastest rounds and cached only when the threads had their
+        # cores at every probe between its rounds (below); the older "pool|",
         # "pool-steady|", "pool-fastest|", "pool-checked|" (probed before and after only)
-        # and "pool-ksplit|" entries could keep a one-thread plan timed under load
-        key = "pool-probed|" + tunecache.graph_key(self.graph, shapes)
+        # and "pool-ksplit|" entries could keep a one-thread plan timed under load, and
+        # "pool-probed|" ones were chosen without the "omp-rows" plan
+        key = "plan-variant|" + tunecache.graph_key(self.graph, shapes)
         cache = tunecache.load(self.threads) if self.tune != "off" else {}
         known = cache.get(key, {}).get("pool") if self.tune == "cached" else None
         if self.tune == "off" or known in PLAN_VARIANTS:
@@ -146,6 +157,8 @@ class InferenceSession:
         plans = {"omp": self._plan_on_pool(shapes, "omp")}
         if any(getattr(s.choice.run, "can_split_k", False) for s in plans["omp"].steps):
             plans["omp-ksplit"] = self._plan_on_pool(shapes, "omp-ksplit")
+        if plans["omp"].rows_offered:
+            plans["omp-rows"] = self._plan_on_pool(shapes, "omp-rows")
         plans["blas"] = self._plan_on_pool(shapes, "blas")
         times, free = _time_plans(plans, self.threads)
         best = min(times, key=times.get)
@@ -165,13 +178,14 @@ class InferenceSession:
         timing, so the OpenMP candidates were timed sharing a core (AMD EPYC 25/17, 2
         threads: MobileNetV2's stem conv_direct_8x48__avx512f_mt read 586 us for its 143,
         the one-thread kernel kept)."""
-        pool, k_split = PLAN_VARIANTS[variant]
+        pool, k_split, split_rows = PLAN_VARIANTS[variant]
         tuner = Tuner(self.tune, self.threads, progress=self._progress, pool=pool,
-                      k_split=k_split)
+                      k_split=k_split, split_rows=split_rows)
         with thread_control.blas(1 if pool == "omp" else self.threads):
             plan = build(self.graph, shapes, tuner=tuner, max_memory=self.max_memory)
         plan.pool = pool
         plan.variant = variant
+        plan.rows_offered = tuner.rows_offered
         return plan
 
     def _check_outputs(self, output_names) -> list[str]:

@@ -161,7 +161,7 @@ def rowsplit_name(name: str) -> str:
 
 for _lanes, _name, _isa in ((8, "depthwise_c8", ""), (16, "depthwise_c16__avx512f", "avx512")):
     kernel("Conv", rowsplit_name(_name) + "_mt", supports=_rows_split_supports, isa=_isa,
-           cost=c_cost)(
+           cost=c_cost, thread_split="rows")(
         lambda node, ins, outs, lanes=_lanes: _prepare_c8(node, ins, outs, plan_threads(),
                                                           lanes, split_rows=True))
 
@@ -298,7 +298,7 @@ def register_widths(op, widths, supports, mt_supports, prepare, cost=c_cost,
                                                          lanes))
         if rows_split_supports is not None:
             kernel(op, rowsplit_name(name) + "_mt", supports=rows_split_supports, isa=isa,
-                   cost=cost)(
+                   cost=cost, thread_split="rows")(
                 lambda node, ins, outs, lanes=lanes: prepare(
                     node, ins, outs, plan_threads(), lanes, split_rows=True))
 
