@@ -7,7 +7,8 @@ thread pools spin and starve each other, so interleaving is only fair at 1 threa
 
 Runtimes: edgenn, onnxruntime, mnn (fp32); with --int8 also edgenn-int8 (its own
 quantizer), onnxruntime-int8 (quantize_static QDQ) and mnn-int8 (its own quantizer, Session
-API), all calibrated on the same images.
+API), all calibrated on the same images; or any of them listed in --runtimes. Ratios are to
+the first runtime listed, with each pair of processes run back to back.
 """
 import argparse
 import json
@@ -77,21 +78,22 @@ def main():
                 if ms is not None:
                     per_process.setdefault(rt, []).append(ms)
         rows = {rt: float(np.median(v)) for rt, v in per_process.items()}
-        base = rows.get("edgenn")
+        first = runtimes[0]                    # the ratios' base: the first runtime listed
+        base = rows.get(first)
         for rt, ms in rows.items():
             ratio = f"{ms / base:6.2f}x" if base else ""
             spread = per_process[rt]
             span = f"  (processes: {min(spread):.2f}-{max(spread):.2f})" if len(spread) > 1 else ""
             if len(spread) > 1 and base:
-                best = min(spread) / min(per_process["edgenn"])
+                best = min(spread) / min(per_process[first])
                 span += f"  best {min(spread):.2f} = {best:.2f}x"
-            print(f"{rt:18} {ms:9.2f} ms  {ratio} of edgenn fp32{span}")
+            print(f"{rt:18} {ms:9.2f} ms  {ratio} of {first}{span}")
             if len(spread) > 1:
                 print(f"{'':18} each process, in order: {' '.join(f'{x:.2f}' for x in spread)}")
-            if rt != "edgenn" and base and len(spread) > 1:
+            if rt != first and base and len(spread) > 1:
                 # process k of each runtime ran back to back: a ratio per such pair sees
                 # the same state of the shared machine, where the medians above mix states
-                pairs = [b / a for a, b in zip(per_process["edgenn"], spread)]
+                pairs = [b / a for a, b in zip(per_process[first], spread)]
                 print(f"{'':18} paired ratio (same minute): median {np.median(pairs):.3f}, "
                       f"range {min(pairs):.2f}-{max(pairs):.2f}")
 

@@ -109,6 +109,33 @@ def test_qconv_every_path_matches_reference(case):
     assert check_all_paths(*case) >= 1
 
 
+GROUP_CONV_CASES = [c for c in CONV_CASES
+                    if not qconv._is_depthwise(c[0], _infos(c[1], c[2]))]
+
+
+@pytest.mark.parametrize("case", GROUP_CONV_CASES, ids=_ids(GROUP_CONV_CASES))
+def test_qconv_threads_give_the_one_thread_bytes(case):
+    """At 2 and 3 threads a group-1 QConv's threads fill their shares of the padded image
+    (plain, phase planes, shifted copies or 4-channel interleaved), of the residual's and
+    the output's flat copies, and split the columns: every byte as at one thread, on every
+    tier and plan (flat or gathered); the outputs pre-filled with 0 and 255."""
+    node, inputs, const = case
+    ins = _infos(inputs, const)
+    outs = infer_node(node, ins, fold=False)
+    want = _reference(node, inputs)
+    modes = [{}, {"force_wide": True}] + VNNI_MODES
+    if _can_flat(node, inputs):
+        modes += [dict(m, flat=True) for m in [{}] + VNNI_MODES]
+    for mode in modes:
+        base = np.empty(outs[0].shape, outs[0].dtype)
+        qconv.prepare_gemm(node, ins, outs, **mode)(inputs, [base])
+        assert_matches(base, want, node, f"{mode}")
+        for threads, fill in itertools.product((2, 3), (0, 255)):
+            got = np.full(outs[0].shape, fill, outs[0].dtype)
+            qconv.prepare_gemm(node, ins, outs, threads=threads, **mode)(inputs, [got])
+            np.testing.assert_array_equal(got, base, f"{mode} threads={threads}")
+
+
 @pytest.mark.parametrize("case", GEMM_CASES, ids=_ids(GEMM_CASES))
 def test_qgemm_every_path_matches_reference(case):
     assert check_all_paths(*case) >= 1

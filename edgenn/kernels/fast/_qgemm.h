@@ -477,7 +477,7 @@ static inline int qg_phase_used(int p, int s, int k, int d) {
  * Per column phase q, the columns ix with (ix + pw) % sw == q, from ix0 every sw-th, go to
  * v0.. of the phase row: computed once, not per row (integer divisions were most of the
  * fill's time). */
-static void qg_conv_fill_phases(const qg_conv *g) {
+static void qg_conv_fill_phases(const qg_conv *g, long c0, long c1) {
     enum { QMAX = 16 };
     const long plane = (long)g->Hq * g->Wq;
     int ix0[QMAX], v0[QMAX], n[QMAX], nq = 0;
@@ -492,9 +492,9 @@ static void qg_conv_fill_phases(const qg_conv *g) {
     }
     int prow[64];   /* row phases the taps read (sh <= 64: the kernel checks) */
     for (int p = 0; p < g->sh && p < 64; p++) prow[p] = qg_phase_used(p, g->sh, g->kh, g->dh);
-    for (int c = 0; c < g->C; c++) {
-        const uint8_t *src = g->x + (long)c * g->H * g->W;
-        uint8_t *base = g->xp + (long)c * g->sh * g->sw * plane;
+    for (long c = c0; c < c1; c++) {
+        const uint8_t *src = g->x + c * g->H * g->W;
+        uint8_t *base = g->xp + c * g->sh * g->sw * plane;
         int p = g->ph % g->sh, u = g->ph / g->sh;          /* of padded row iy + ph */
         for (int iy = 0; iy < g->H; iy++) {
             if (u < g->Hq && prow[p]) {
@@ -577,9 +577,9 @@ static inline void qg_quad_rows(const qg_conv *g, int q, int iy, const uint8_t *
 }
 
 /* nc4: the image into the interior of the 4-channel-interleaved padded scratch. */
-static void qg_conv_fill_nc4(const qg_conv *g) {
+static void qg_conv_fill_nc4(const qg_conv *g, long q0, long q1) {
     const uint8_t *end = g->x + (long)g->C * g->H * g->W;
-    for (int q = 0; q < g->C / 4; q++) {
+    for (int q = (int)q0; q < q1; q++) {
         for (int iy = 0; iy < g->H; iy++) {
             const uint8_t *r[4];
             qg_quad_rows(g, q, iy, r);
@@ -591,10 +591,10 @@ static void qg_conv_fill_nc4(const qg_conv *g) {
 
 /* shifted: the image into its copies, each the pixels its (row phase, kernel column)
  * reads (the borders hold the zero point from the first fill on). */
-static void qg_conv_fill_shifted(const qg_conv *g) {
+static void qg_conv_fill_shifted(const qg_conv *g, long q0, long q1) {
     const long copy = (long)g->Hq * g->ow * 4;
     const uint8_t *end = g->x + (long)g->C * g->H * g->W;
-    for (int q = 0; q < g->C / 4; q++) {
+    for (int q = (int)q0; q < q1; q++) {
         for (int iy = 0; iy < g->H; iy++) {
             const int py = iy + g->ph, pi = py % g->sh, u = py / g->sh;
             if (u >= g->Hq) break;
@@ -615,24 +615,36 @@ static void qg_conv_fill_shifted(const qg_conv *g) {
     }
 }
 
-/* Copy the image into the interior of the padded scratch (or its phase planes, or the
- * 4-channel-interleaved layout). */
-static void qg_conv_fill_padded(const qg_conv *g) {
+/* Thread t of nt: its share [*a, *b) of n units (channels, quads or planes), as even as
+ * whole units allow. */
+static inline void qg_share(long n, int t, int nt, long *a, long *b) {
+    *a = n * t / nt;
+    *b = n * (t + 1) / nt;
+}
+
+/* Copy thread t's share of the image's channels (of 4-channel quads in the interleaved
+ * layouts) into the interior of the padded scratch (or its phase planes, or the
+ * 4-channel-interleaved layout); the shares of nt threads fill it all. On one thread, the
+ * copy was most of what a ResNet-18 int8 3x3 conv lost to its 2-thread split (31-80 us a
+ * layer, AMD EPYC 25/17). */
+static void qg_conv_fill_padded_part(const qg_conv *g, int t, int nt) {
+    long a, b;
+    qg_share(g->phased || !(g->shifted || g->nc4) ? g->C : g->C / 4, t, nt, &a, &b);
     if (g->phased) {
-        qg_conv_fill_phases(g);
+        qg_conv_fill_phases(g, a, b);
         return;
     }
     if (g->shifted) {
-        qg_conv_fill_shifted(g);
+        qg_conv_fill_shifted(g, a, b);
         return;
     }
     if (g->nc4) {
-        qg_conv_fill_nc4(g);
+        qg_conv_fill_nc4(g, a, b);
         return;
     }
-    for (int c = 0; c < g->C; c++) {
-        const uint8_t *src = g->x + (long)c * g->H * g->W;
-        uint8_t *dst = g->xp + ((long)c * g->Hp + g->ph) * g->Wp + g->pw;
+    for (long c = a; c < b; c++) {
+        const uint8_t *src = g->x + c * g->H * g->W;
+        uint8_t *dst = g->xp + (c * g->Hp + g->ph) * g->Wp + g->pw;
         if (g->W == g->Wp) {
             memcpy(dst, src, (size_t)g->H * g->W);
         } else {
@@ -641,6 +653,9 @@ static void qg_conv_fill_padded(const qg_conv *g) {
         }
     }
 }
+
+/* The whole image, on the calling thread. */
+static void qg_conv_fill_padded(const qg_conv *g) { qg_conv_fill_padded_part(g, 0, 1); }
 
 /* n bytes src -> dst (n small: inline, 16 bytes per step, the last step overlapping).
  * slack: dst and src may be read / written up to 16 bytes past n (a short run is then
@@ -1175,12 +1190,12 @@ static void qg_conv_row_offsets(const qg_conv *g, long K, long *off) {
  * of 16 bytes and more by inline 16-byte steps, the last one overlapping: rows are short,
  * 7-56 bytes in ResNet-18, so a memcpy call per row is mostly call overhead. */
 static void qg_conv_repitch(const qg_conv_plan *p, const qg_conv *g, const char *src, char *dst,
-                            long es, int to_flat) {
+                            long es, int to_flat, long m0, long m1) {
     const long row = g->ow * es, pitch = qg_conv_pitch(g) * es;
     const long sstep = to_flat ? row : pitch, dstep = to_flat ? pitch : row;
     const long splane = (to_flat ? g->oh * g->ow : p->Nf) * es;
     const long dplane = (to_flat ? p->Nf : g->oh * g->ow) * es;
-    for (long m = 0; m < p->M; m++) {
+    for (long m = m0; m < m1; m++) {
         const char *s = src + m * splane;
         char *d = dst + m * dplane;
         for (long oy = 0; oy < g->oh; oy++, s += sstep, d += dstep) {
@@ -1190,17 +1205,32 @@ static void qg_conv_repitch(const qg_conv_plan *p, const qg_conv *g, const char 
     }
 }
 
-/* flat plans: y (M, oh, ow) <- the computed columns yf (M, Nf), es bytes per element */
+/* flat plans: y (M, oh, ow) <- the computed columns yf (M, Nf), es bytes per element;
+ * thread t of nt moves its share of the M planes */
+static void qg_conv_compact_part(const qg_conv_plan *p, const qg_conv *g, const char *yf,
+                                 char *y, long es, int t, int nt) {
+    long a, b;
+    qg_share(p->M, t, nt, &a, &b);
+    qg_conv_repitch(p, g, yf, y, es, 0, a, b);
+}
+
 static void qg_conv_compact(const qg_conv_plan *p, const qg_conv *g, const char *yf, char *y,
                             long es) {
-    qg_conv_repitch(p, g, yf, y, es, 0);
+    qg_conv_compact_part(p, g, yf, y, es, 0, 1);
 }
 
 /* flat plans with a residual: z (M, oh, ow) u8 -> zf (M, Nf) in the computed columns'
- * layout (the inverse of qg_conv_compact) */
+ * layout (the inverse of qg_conv_compact); thread t of nt moves its share of the planes */
+static void qg_conv_expand_part(const qg_conv_plan *p, const qg_conv *g, const uint8_t *z,
+                                uint8_t *zf, int t, int nt) {
+    long a, b;
+    qg_share(p->M, t, nt, &a, &b);
+    qg_conv_repitch(p, g, (const char *)z, (char *)zf, 1, 1, a, b);
+}
+
 static void qg_conv_expand(const qg_conv_plan *p, const qg_conv *g, const uint8_t *z,
                            uint8_t *zf) {
-    qg_conv_repitch(p, g, (const char *)z, (char *)zf, 1, 1);
+    qg_conv_expand_part(p, g, z, zf, 0, 1);
 }
 
 /* The whole image on the calling thread; yf: the flat plan's computed columns (M x Nf
