@@ -117,8 +117,9 @@ GROUP_CONV_CASES = [c for c in CONV_CASES
 def test_qconv_threads_give_the_one_thread_bytes(case):
     """At 2 and 3 threads a group-1 QConv's threads fill their shares of the padded image
     (plain, phase planes, shifted copies or 4-channel interleaved), of the residual's and
-    the output's flat copies, and split the columns: every byte as at one thread, on every
-    tier and plan (flat or gathered); the outputs pre-filled with 0 and 255."""
+    the output's flat copies, and split the columns or the output channels: every byte as
+    at one thread, on every tier and plan (flat or gathered); the outputs pre-filled with 0
+    and 255."""
     node, inputs, const = case
     ins = _infos(inputs, const)
     outs = infer_node(node, ins, fold=False)
@@ -130,10 +131,14 @@ def test_qconv_threads_give_the_one_thread_bytes(case):
         base = np.empty(outs[0].shape, outs[0].dtype)
         qconv.prepare_gemm(node, ins, outs, **mode)(inputs, [base])
         assert_matches(base, want, node, f"{mode}")
-        for threads, fill in itertools.product((2, 3), (0, 255)):
+        for threads, fill, split in itertools.product((2, 3), (0, 255), (False, True)):
             got = np.full(outs[0].shape, fill, outs[0].dtype)
-            qconv.prepare_gemm(node, ins, outs, threads=threads, **mode)(inputs, [got])
-            np.testing.assert_array_equal(got, base, f"{mode} threads={threads}")
+            run = qconv.prepare_gemm(node, ins, outs, threads=threads, split_channels=split,
+                                     **mode)
+            run(inputs, [got])
+            np.testing.assert_array_equal(got, base, f"{mode} threads={threads} {split}")
+            per_group = outs[0].shape[1] // node.attrs.get("group", 1)
+            assert run.kernel.splits_channels == (split and per_group > 6)   # >= 2 panels
 
 
 @pytest.mark.parametrize("case", GEMM_CASES, ids=_ids(GEMM_CASES))

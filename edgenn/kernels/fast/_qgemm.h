@@ -1101,13 +1101,14 @@ static void qv_conv_tiles(const qg_conv_plan *p, const qg_conv *g, const uint8_t
 }
 #endif
 
-/* Output pixels [jb, je) of one image, one group: y (M, N) (u8 or float, row stride N
- * elements) = epilogue(W x im2col) with W packed at wp ([ceil(M/6)][G][24 bytes]); z (M, N)
- * residual or NULL. The padded image must be filled (qg_conv_fill_padded) before; threads
- * run disjoint pixel ranges (jb a multiple of QG_NR), each with its own ws. */
-static void qg_conv_cols(const qg_conv_plan *p, const uint8_t *wp, const qg_conv *g,
-                         const qe_epi *e, void *y, const uint8_t *z, uint8_t *ws, long jb,
-                         long je) {
+/* Output pixels [jb, je) and output channels [mb, me) of one image, one group: y (M, N)
+ * (u8 or float, row stride N elements) = epilogue(W x im2col) with W packed at wp
+ * ([ceil(M/6)][G][24 bytes]); z (M, N) residual or NULL. The padded image must be filled
+ * (qg_conv_fill_padded) before; threads run disjoint pixel ranges (jb a multiple of QG_NR)
+ * or disjoint channel ranges (mb a multiple of QG_MR), each with its own ws. */
+static void qg_conv_tile_range(const qg_conv_plan *p, const uint8_t *wp, const qg_conv *g,
+                               const qe_epi *e, void *y, const uint8_t *z, uint8_t *ws,
+                               long jb, long je, long mb, long me) {
     const long M = p->M, N = p->Nf, G = p->G, es = e->out_f32 ? 4 : 1;
     const int flavor_wide = p->wide;
     qg_ukr_t ukr = qg_pick_ukr(QG_CONV, flavor_wide, p->use_avx2);
@@ -1118,7 +1119,7 @@ static void qg_conv_cols(const qg_conv_plan *p, const uint8_t *wp, const qg_conv
             const long nv = je - j0 < p->nc ? je - j0 : p->nc, t0 = qvt_tail_start(nv);
             if (t0 >= 0)   /* the last columns' patterns, once for every 6-row panel */
                 qvt_patterns(G, g->xp, p->goff, j0 + t0, (int)(nv - t0), pat);
-            for (long m0 = 0; m0 < M; m0 += QG_MR)
+            for (long m0 = mb; m0 < me; m0 += QG_MR)
                 qv_conv_tiles(p, g, wp + (m0 / QG_MR) * G * QG_ABYTES, NULL,
                               M - m0 < QG_MR ? (int)(M - m0) : QG_MR, m0, j0, nv, e, y, z,
                               t0 >= 0 ? pat : NULL);
@@ -1142,7 +1143,7 @@ static void qg_conv_cols(const qg_conv_plan *p, const uint8_t *wp, const qg_conv
         const long t0 = p->use_vnni == QG_VNNI_AVX512 ? qvt_tail_start(nv) : -1;
         if (t0 >= 0) qvt_patterns_packed(G, bblk, G * QG_BBYTES, t0, (int)(nv - t0), pat);
 #endif
-        for (long m0 = 0; m0 < M; m0 += QG_MR) {   /* the A panel stays in L1 */
+        for (long m0 = mb; m0 < me; m0 += QG_MR) {   /* the A panel stays in L1 */
             int mr = M - m0 < QG_MR ? (int)(M - m0) : QG_MR;
 #if QE_X86 && QV_HAVE
             if (p->use_vnni) {   /* 6 x 32 tiles along the block's pixels */
@@ -1165,6 +1166,27 @@ static void qg_conv_cols(const qg_conv_plan *p, const uint8_t *wp, const qg_conv
                      (char *)y + (m0 * N + j0) * es, N, z ? z + m0 * N + j0 : NULL, &x, QG_CONV);
         }
     }
+}
+
+/* Output pixels [jb, je), every output channel (the threads' column split). */
+static void qg_conv_cols(const qg_conv_plan *p, const uint8_t *wp, const qg_conv *g,
+                         const qe_epi *e, void *y, const uint8_t *z, uint8_t *ws, long jb,
+                         long je) {
+    qg_conv_tile_range(p, wp, g, e, y, z, ws, jb, je, 0, p->M);
+}
+
+/* Thread t of nt: its share of the output channels, whole 6-row panels, every pixel (the
+ * threads' channel split: each reads only its panels of the weights, where split by
+ * pixels each read all of them: ResNet-18 int8's 512 x 4608 weights of a 7x7 conv, 2.4
+ * MB, streamed by both cores). */
+static void qg_conv_rows_part(const qg_conv_plan *p, const uint8_t *wp, const qg_conv *g,
+                              const qe_epi *e, void *y, const uint8_t *z, uint8_t *ws, int t,
+                              int nt) {
+    long a, b;
+    qg_share((p->M + QG_MR - 1) / QG_MR, t, nt, &a, &b);
+    if (a < b)
+        qg_conv_tile_range(p, wp, g, e, y, z, ws, 0, p->Nf, a * QG_MR,
+                           b * QG_MR < p->M ? b * QG_MR : p->M);
 }
 
 /* flat plans: off[k] = where im2col row k starts in the padded image, or (phased) in its

@@ -86,6 +86,9 @@ cdef extern from "_qgemm.h" nogil:
                      const qe_epi *e, void *y, const uint8_t *z, uint8_t *ws, void *yf,
                      uint8_t *zf)
     void qg_conv_fill_padded_part(const qg_conv *g, int t, int nt)
+    void qg_conv_rows_part(const qg_conv_plan *p, const uint8_t *wp, const qg_conv *g,
+                           const qe_epi *e, void *y, const uint8_t *z, uint8_t *ws, int t,
+                           int nt)
     void qg_conv_expand_part(const qg_conv_plan *p, const qg_conv *g, const uint8_t *z,
                              uint8_t *zf, int t, int nt)
     void qg_conv_compact_part(const qg_conv_plan *p, const qg_conv *g, const char *yf,
@@ -361,11 +364,12 @@ cdef class QConvKernel:
     cdef object own_ws, own_pad
     cdef long group, Mtot, Ctot, gstride, xsize, ysize, wsize, chunk, padsize, flatsize
     cdef long zflatsize
-    cdef int out_f32, threads
+    cdef int out_f32, threads, split_m
 
     def __init__(self, cnp.ndarray wpacked, bint wide, geom, long group, long M, dict epi,
                  uint8_t x_zp, bint force_portable=False, int threads=1, excess=None,
-                 str isa="avx2", flat=None, bint implicit=False, exact=None):
+                 str isa="avx2", flat=None, bint implicit=False, exact=None,
+                 split_channels=None):
         self.geo = _geometry(geom, group)
         self.group, self.Mtot, self.Ctot = group, M, geom[0]
         self.geo.pad = x_zp
@@ -450,15 +454,27 @@ cdef class QConvKernel:
         ex = _set_excess(&self.plan.excess, excess, (self.plan.M + QG_MR - 1) // QG_MR,
                          QG_MR * 4)
         self.keep = (wp, _fill_epi(&self.epi, epi), ex, row_off, goff)
-        # threads > 1: pixel ranges of whole QG_NR panels, one workspace each
+        # threads > 1: pixel ranges of whole QG_NR panels, one workspace each; or, where
+        # the weights outweigh the columns (M > Nf: each thread reads all M x K weight
+        # bytes when the pixels are split, all K x Nf column bytes when the channels are),
+        # channel ranges of whole 6-row panels (split_channels: True / False forces it)
         panels = (self.plan.Nf + QG_NR - 1) // QG_NR
-        self.threads = max(1, min(threads, panels // 2))
+        mpanels = (self.plan.M + QG_MR - 1) // QG_MR
+        if split_channels is None:
+            split_channels = self.plan.M > self.plan.Nf
+        self.split_m = threads > 1 and bool(split_channels) and mpanels >= 2
+        self.threads = max(1, min(threads, mpanels if self.split_m else panels // 2))
         self.chunk = (panels + self.threads - 1) // self.threads * QG_NR
         self.wsize = (qg_conv_workspace(&self.plan) + 63) // 64 * 64
         self.own_ws = self.own_pad = None
         self.geo.xp = NULL
         self.xsize = self.Ctot * self.geo.H * self.geo.W
         self.ysize = M * self.plan.N
+
+    @property
+    def splits_channels(self):
+        """Its threads split the output channels (else the pixels, or one thread)."""
+        return bool(self.split_m)
 
     @property
     def simd(self):
@@ -575,10 +591,17 @@ cdef class QConvKernel:
                     if yf != NULL and zc != NULL:
                         zc = zf
                     for t in prange(self.threads, num_threads=self.threads, schedule="static"):
-                        qg_conv_cols(&self.plan, wp + gi * self.gstride, &g, &e,
-                                     yf if yf != NULL else yp + (b * self.ysize + gi * yg) * es,
-                                     zc, wsu + t * self.wsize, t * self.chunk,
-                                     min(self.plan.Nf, (t + 1) * self.chunk))
+                        if self.split_m:
+                            qg_conv_rows_part(&self.plan, wp + gi * self.gstride, &g, &e,
+                                              yf if yf != NULL
+                                              else yp + (b * self.ysize + gi * yg) * es,
+                                              zc, wsu + t * self.wsize, t, self.threads)
+                        else:
+                            qg_conv_cols(&self.plan, wp + gi * self.gstride, &g, &e,
+                                         yf if yf != NULL
+                                         else yp + (b * self.ysize + gi * yg) * es,
+                                         zc, wsu + t * self.wsize, t * self.chunk,
+                                         min(self.plan.Nf, (t + 1) * self.chunk))
                     if yf != NULL:
                         for t in prange(self.threads, num_threads=self.threads,
                                         schedule="static"):

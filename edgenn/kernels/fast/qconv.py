@@ -71,7 +71,8 @@ def implicit_rows(w_rows: np.ndarray, taps: int) -> np.ndarray:
 
 
 def prepare_gemm(node, ins, outs, force_portable=False, force_wide=False, threads=1,
-                 excess_limit=EXCESS_LIMIT, isa="avx2", flat=None, implicit=None, exact=None):
+                 excess_limit=EXCESS_LIMIT, isa="avx2", flat=None, implicit=None, exact=None,
+                 split_channels=None):
     """-> run(inputs, outputs); force_wide / excess_limit: tests pin the portable build,
     the int16 path, the u8 + excess path (excess_limit=1); isa as qgemm.prepare_qgemm;
     flat: True / False forces the in-place im2col over the padded width on / off (None:
@@ -79,7 +80,9 @@ def prepare_gemm(node, ins, outs, force_portable=False, force_wide=False, thread
     flat stride-1 group-1 convs of 4k channels): no im2col block, the tiles read the image
     laid out 4 channels per pixel (None: wherever it applies, _qgemm.implicit_ok); exact
     (implicit plans): the image once per kernel column, shifted, so that no column is
-    computed to be dropped (None: where that saves products, _qgemm._exact_pays)."""
+    computed to be dropped (None: where that saves products, _qgemm._exact_pays);
+    split_channels (threads > 1): the threads split the output channels, not the pixels
+    (None: where there are more channels than computed pixels, _qgemm.QConvKernel)."""
     qg = _qgemm()
     w = np.asarray(ins[3].value, np.int8)
     m = w.shape[0]
@@ -106,7 +109,8 @@ def prepare_gemm(node, ins, outs, force_portable=False, force_wide=False, thread
     x_zp = 0 if dynamic else int(scalar(ins[2]))
     k = qg.QConvKernel(packed, wide, _geom(node, ins, outs), group, m, epi, x_zp,
                        force_portable=force_portable, threads=threads, excess=excess, isa=isa,
-                       flat=flat, implicit=implicit, exact=exact)
+                       flat=flat, implicit=implicit, exact=exact,
+                       split_channels=split_channels)
     if dynamic:
         k.set_dynamic(*dynamic_constants(ins, m, wsum))
     run = kernel_runner(k, opt(ins, 9) is not None, dynamic)
