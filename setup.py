@@ -34,7 +34,8 @@ extensions = [
     Extension("edgenn.kernels.fast._rowops", ["edgenn/kernels/fast/_rowops.pyx"],
               include_dirs=["edgenn/kernels/fast", SIMDE],
               # no mul+add contraction: the quantize / QAdd passes must round as NumPy does
-              extra_compile_args=["-O3", "-ffp-contract=off"]),
+              extra_compile_args=["-O3", "-ffp-contract=off", "-fopenmp"],
+              extra_link_args=["-fopenmp"]),
     # tests only: the packed sgemm with its AVX2 / AVX-512F kernels on SIMDe (emulated)
     Extension("edgenn.kernels.fast._sgemm_emu", ["edgenn/kernels/fast/_sgemm_emu.pyx"],
               include_dirs=[np.get_include(), "edgenn/kernels/fast", SIMDE],

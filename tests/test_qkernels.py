@@ -141,6 +141,26 @@ def test_qconv_threads_give_the_one_thread_bytes(case):
             assert run.kernel.splits_channels == (split and per_group > 6)   # >= 2 panels
 
 
+def test_qgemm_threads_give_the_one_thread_bytes():
+    """At 2 and 3 threads QGemm's threads split the rows (whole 6-row panels) or, with
+    fewer panels than threads, the columns (whole groups of 32): every byte as at one
+    thread, on every tier and path; the outputs pre-filled with 0 and 255."""
+    split_cols = 0
+    for node, inputs, const in GEMM_CASES:
+        ins = _infos(inputs, const)
+        outs = infer_node(node, ins, fold=False)
+        for mode in [{}, {"force_wide": True}, {"excess_limit": 1.0}] + VNNI_MODES:
+            base = np.empty(outs[0].shape, outs[0].dtype)
+            qgemm.prepare_qgemm(node, ins, outs, **mode)(inputs, [base])
+            for threads, fill in itertools.product((2, 3), (0, 255)):
+                got = np.full(outs[0].shape, fill, outs[0].dtype)
+                run = qgemm.prepare_qgemm(node, ins, outs, threads=threads, **mode)
+                run(inputs, [got])
+                np.testing.assert_array_equal(got, base, f"{mode} threads={threads}")
+                split_cols += run.kernel.splits_columns
+    assert split_cols >= 10          # the one-row and few-row cases of >= 64 columns
+
+
 @pytest.mark.parametrize("case", GEMM_CASES, ids=_ids(GEMM_CASES))
 def test_qgemm_every_path_matches_reference(case):
     assert check_all_paths(*case) >= 1

@@ -128,10 +128,12 @@ def maxpool_bytes_scratch(long W, long OW, int kw, int sw, int pw, int dw):
 
 def maxpool_bytes(const unsigned char[:, :, ::1] x, unsigned char[:, :, ::1] y, bint signed,
                   int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw,
-                  unsigned char[::1] row):
+                  unsigned char[::1] row, int threads=1):
     """MaxPool of quantized planes (_pool_bytes.h): x (P, H, W) -> y (P, OH, OW), bytes read
     as int8 when `signed` else uint8 (pass int8 arrays as .view(np.uint8)); any window
-    (kernel, strides, pads begin, dilations; the output size decides the end pads)."""
+    (kernel, strides, pads begin, dilations; the output size decides the end pads).
+    threads > 1: OpenMP threads take even shares of the planes, each with its part of
+    `row` (threads x maxpool_bytes_scratch bytes)."""
     cdef long P = x.shape[0], H = x.shape[1], W = x.shape[2], OH = y.shape[1], OW = y.shape[2]
     if y.shape[0] != P or min(kh, kw, sh, sw, dh, dw) < 1 or ph < 0 or pw < 0:
         raise ValueError("maxpool_bytes: bad geometry")
@@ -139,15 +141,21 @@ def maxpool_bytes(const unsigned char[:, :, ::1] x, unsigned char[:, :, ::1] y, 
         return
     if H == 0 or W == 0:
         raise ValueError("maxpool_bytes: empty input planes")
-    if row.shape[0] < maxpool_bytes_row(W, OW, kw, sw, pw, dw):
+    cdef long rb = maxpool_bytes_row(W, OW, kw, sw, pw, dw), p0, p1
+    cdef int t, nt = max(1, min(threads, P))
+    if row.shape[0] < rb * nt:
         raise ValueError("maxpool_bytes: row scratch too small")
     with nogil:
-        if signed:
-            maxpool_s8(<const int8_t *>&x[0, 0, 0], <int8_t *>&y[0, 0, 0], P, H, W, OH, OW,
-                       kh, kw, sh, sw, ph, pw, dh, dw, <int8_t *>&row[0])
-        else:
-            maxpool_u8(&x[0, 0, 0], &y[0, 0, 0], P, H, W, OH, OW, kh, kw, sh, sw, ph, pw,
-                       dh, dw, &row[0])
+        for t in prange(nt, num_threads=nt, schedule="static"):
+            p0 = P * t // nt
+            p1 = P * (t + 1) // nt
+            if signed:
+                maxpool_s8(<const int8_t *>&x[p0, 0, 0], <int8_t *>&y[p0, 0, 0], p1 - p0, H,
+                           W, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw,
+                           <int8_t *>&row[t * rb])
+            else:
+                maxpool_u8(&x[p0, 0, 0], &y[p0, 0, 0], p1 - p0, H, W, OH, OW, kh, kw, sh,
+                           sw, ph, pw, dh, dw, &row[t * rb])
 
 
 def global_pool(const float[:, ::1] x, float[::1] y, bint is_max, bint avx2=True):

@@ -1281,6 +1281,8 @@ typedef struct {
     int use_vnni;            /* QG_VNNI_*: qv_ / qa_ukr_gemm_6x32 (as in qg_conv_plan) */
     long mc;                 /* rows per packed A block (multiple of 6) */
     qg_excess_table excess;  /* per B panel (u8 path with 8-bit weights), or all NULL */
+    long pb, pe;             /* the B panels computed: [pb, pe), pb a multiple of 4 (all:
+                              * 0, NP; a thread's share where the threads split columns) */
 } qg_gemm_plan;
 
 static long qg_gemm_block(long M, long G) {
@@ -1351,7 +1353,7 @@ static void qg_gemm_run(const qg_gemm_plan *p, const uint8_t *bp, const uint8_t 
 #if QE_X86 && QV_HAVE
         if (p->use_vnni) {   /* 6 x 32 tiles; B panels NP (a multiple of 4) cover N */
             int32_t acc[QV_PANELS * QV_MR * QG_NR];
-            for (long pj = 0; pj < p->NP && pj * QG_NR < N; pj += QV_PANELS) {
+            for (long pj = p->pb; pj < p->pe && pj * QG_NR < N; pj += QV_PANELS) {
                 long n0 = pj * QG_NR, nvalid = N - n0 < QV_PANELS * QG_NR ? N - n0 : QV_PANELS * QG_NR;
                 for (long ap = 0; ap * QG_MR < mc; ap++) {
                     int mr = mc - ap * QG_MR < QG_MR ? (int)(mc - ap * QG_MR) : QG_MR;
@@ -1368,7 +1370,7 @@ static void qg_gemm_run(const qg_gemm_plan *p, const uint8_t *bp, const uint8_t 
         long mfull = p->use_avx2 && !p->wide ? mc / QG_MR * QG_MR : mc;
         /* full 6-row panels: 6 x 8 tiles, each B panel reused across the A panels */
         long npan = (mfull + QG_MR - 1) / QG_MR;
-        for (long pj = 0; npan && pj * QG_NR < N; pj++) {
+        for (long pj = p->pb; npan && pj < p->pe && pj * QG_NR < N; pj++) {
             long n0 = pj * QG_NR, nr = N - n0 < QG_NR ? N - n0 : QG_NR;
             qg_excess x = qg_excess_of(&p->excess, pj, QG_BBYTES);
             qg_sweep(p->use_avx2, ukr, G, ws, G * QG_ABYTES, bp + pj * bps, 0, npan, i0, QG_MR,
@@ -1380,7 +1382,7 @@ static void qg_gemm_run(const qg_gemm_plan *p, const uint8_t *bp, const uint8_t 
         for (long m0 = mfull; m0 < mc; m0++) {
             const uint8_t *ar = ws + (m0 / QG_MR) * G * QG_ABYTES + (m0 % QG_MR) * 4;
             long m = i0 + m0;
-            for (long pj = 0; pj < p->NP; pj += 4) {
+            for (long pj = p->pb; pj < p->pe; pj += 4) {
                 long n0 = pj * QG_NR;
                 if (n0 >= N) break;
                 long nr = N - n0 < 4 * QG_NR ? N - n0 : 4 * QG_NR;

@@ -7,6 +7,8 @@ tiled float32 transpose (_transpose.h).
 float32 C-contiguous arrays; every function takes `avx2` (the AVX2+FMA build when true
 and the CPU has it, else the portable one) and releases the GIL."""
 
+from cython.parallel cimport prange
+
 cdef extern from "_cpu.h" nogil:
     int edgenn_isa_x86(int t)
     int EDGENN_ISA_AVX2
@@ -132,14 +134,26 @@ def bias_gelu_rows(float[:, ::1] y, const float[::1] bias, bint avx2=True):
 
 
 def quantize_u8(const float[::1] x, unsigned char[::1] y, float scale, int zero_point,
-                bint divide=True, bint avx2=True):
-    """y = clamp(rint(x / scale) + zero_point, 0, 255) (divide) or rint(x * scale) + ..."""
+                bint divide=True, bint avx2=True, int threads=1):
+    """y = clamp(rint(x / scale) + zero_point, 0, 255) (divide) or rint(x * scale) + ...;
+    threads > 1: OpenMP threads take 64-element-aligned ranges (elementwise: the same
+    bytes)."""
     assert x.shape[0] == y.shape[0]
     cdef int a = avx2 and _avx2
-    if x.shape[0] == 0:
+    cdef long n = x.shape[0], per, lo, t
+    if n == 0:
         return
+    if threads <= 1:
+        with nogil:
+            rowops_quantize_u8(a, &x[0], &y[0], n, scale, zero_point, divide)
+        return
+    per = ((n + threads - 1) // threads + 63) // 64 * 64
     with nogil:
-        rowops_quantize_u8(a, &x[0], &y[0], x.shape[0], scale, zero_point, divide)
+        for t in prange(threads, num_threads=threads, schedule="static"):
+            lo = t * per
+            if lo < n:
+                rowops_quantize_u8(a, &x[lo], &y[lo], min(per, n - lo), scale, zero_point,
+                                   divide)
 
 
 def dynamic_quantize_u8(const float[::1] x, unsigned char[::1] y, bint avx2=True):

@@ -14,7 +14,7 @@ import numpy as np
 from ...registry import kernel
 from .. import scratch
 from . import _rowops
-from .threading_cost import c_cost
+from .threading_cost import c_cost, plan_threads
 
 
 def scalar(info):
@@ -43,18 +43,33 @@ def _dequantize_supports(node, ins, outs) -> bool:
             and (zp is None or scalar(zp) is not None))
 
 
+# the threads' split pays from about this many elements (a model's float input: 150K)
+QUANTIZE_MT_MIN = 1 << 15
+
+
+def _quantize_mt_supports(node, ins, outs) -> bool:
+    return (plan_threads() > 1 and int(np.prod(ins[0].shape)) >= QUANTIZE_MT_MIN
+            and _quantize_supports(node, ins, outs))
+
+
 @kernel("QuantizeLinear", "quantize_u8_c", supports=_quantize_supports, cost=c_cost)
-def prepare_quantize(node, ins, outs):
+def prepare_quantize(node, ins, outs, threads: int = 1):
     signed = outs[0].dtype == "int8"
     scale, zp = np.float32(scalar(ins[1])), int(scalar(ins[2])) + (128 if signed else 0)
     quantize = _rowops.quantize_u8
 
     def run(inputs, outputs):
         y = outputs[0].reshape(-1).view(np.uint8)
-        quantize(inputs[0].reshape(-1), y, scale, zp, True)
+        quantize(inputs[0].reshape(-1), y, scale, zp, True, True, threads)
         if signed:
             np.bitwise_xor(y, 0x80, out=y)
     return run
+
+
+# the session's threads over ranges of the elements (a model's input quantized on one
+# thread of two: 50-59 us of MobileNetV2 int8's 1.8 ms, AMD EPYC 25/17)
+kernel("QuantizeLinear", "quantize_u8_c_mt", supports=_quantize_mt_supports, cost=c_cost)(
+    lambda node, ins, outs: prepare_quantize(node, ins, outs, plan_threads()))
 
 
 @kernel("DequantizeLinear", "dequantize_u8_c", supports=_dequantize_supports, cost=c_cost)
