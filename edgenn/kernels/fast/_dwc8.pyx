@@ -158,11 +158,12 @@ def maxpool_bytes(const unsigned char[:, :, ::1] x, unsigned char[:, :, ::1] y, 
                            sw, ph, pw, dh, dw, &row[t * rb])
 
 
-def global_pool(const float[:, ::1] x, float[::1] y, bint is_max, bint avx2=True):
+def global_pool(const float[:, ::1] x, float[::1] y, bint is_max, bint avx2=True,
+                int threads=1):
     """x (R, S) -> y (R,): mean (accumulated in double, four lanes; _pool_tiles.h) or max
-    of each row. avx2 False: the portable loops (tests)."""
-    cdef Py_ssize_t R = x.shape[0], S = x.shape[1], r, i
-    cdef float m, v
+    of each row. avx2 False: the portable loops (tests). threads > 1: OpenMP threads take
+    even shares of the rows (each row's sum as on one thread)."""
+    cdef Py_ssize_t R = x.shape[0], S = x.shape[1]
     if y.shape[0] != R:
         raise ValueError("global_pool: one output per row")
     if R == 0:
@@ -170,18 +171,34 @@ def global_pool(const float[:, ::1] x, float[::1] y, bint is_max, bint avx2=True
     if S == 0:
         raise ValueError("global_pool: empty rows")
     cdef int use_avx2 = avx2 and _avx2
-    if not is_max:
+    cdef int t, nt = max(1, min(threads, R))
+    if nt == 1:
         with nogil:
-            global_mean_rows(use_avx2, &x[0, 0], &y[0], R, S)
+            _global_rows(&x[0, 0], &y[0], 0, R, S, is_max, use_avx2)
         return
     with nogil:
-        for r in range(R):
-            m = x[r, 0]
-            for i in range(1, S):
-                v = x[r, i]
-                if v > m:
-                    m = v
-            y[r] = m
+        for t in prange(nt, num_threads=nt, schedule="static"):
+            _global_rows(&x[0, 0], &y[0], R * t // nt, R * (t + 1) // nt, S, is_max,
+                         use_avx2)
+
+
+cdef void _global_rows(const float *x, float *y, Py_ssize_t r0, Py_ssize_t r1, Py_ssize_t S,
+                       bint is_max, int use_avx2) noexcept nogil:
+    """Rows [r0, r1) of global_pool (x rows S floats apart)."""
+    cdef Py_ssize_t r, i
+    cdef float m, v
+    if r1 <= r0:
+        return
+    if not is_max:
+        global_mean_rows(use_avx2, x + r0 * S, y + r0, r1 - r0, S)
+        return
+    for r in range(r0, r1):
+        m = x[r * S]
+        for i in range(1, S):
+            v = x[r * S + i]
+            if v > m:
+                m = v
+        y[r] = m
 
 
 def dwc8(x, w8, b8, off, z, y, Q, obuf, int sh, int sw, int ph, int pw, int Hp, int Wp,
