@@ -359,10 +359,31 @@ def test_pool_timing_interleaves_the_plans(monkeypatch):
     monkeypatch.setattr(select, "cores_free",
                         lambda threads: order.append("probe") or next(shares))
     times, free = session_mod._time_plans({"blas": FakePlan("blas"), "omp": FakePlan("omp")},
-                                          2, rounds=3)
+                                          2, rounds=(3, 3))
     assert order == ["probe"] + ["blas", "blas", "idle", "omp", "omp", "probe"] * 3
     assert set(times) == {"blas", "omp"} and all(t >= 0 for t in times.values())
     assert free == 0.5           # the least share at any probe: one round under load
+
+
+def test_plans_are_timed_for_more_rounds_while_the_timing_is_short(monkeypatch):
+    """At least PLAN_ROUNDS[0] rounds; more, up to PLAN_ROUNDS[1], while the timing has
+    taken less than PLAN_TIMING_S (9 rounds picked any of MobileNetV2's three OpenMP
+    plans, 1-3% apart)."""
+    from edgenn.runtime import session as session_mod
+
+    class FakePlan:
+        def __init__(self, pool):
+            self.pool, self.input_specs, self.output_refs = pool, [("float32", (2,))], {}
+            self.uses_blas = False
+    runs = []
+    monkeypatch.setattr(session_mod, "_run", lambda plan, *a: runs.append(plan.pool))
+    monkeypatch.setattr(select, "cores_free", lambda threads: 1.0)
+    session_mod._time_plans({"omp": FakePlan("omp")}, 2, rounds=(2, 7))
+    assert len(runs) == 2 * 7                          # quick runs: every round
+    runs.clear()
+    monkeypatch.setattr(session_mod, "PLAN_TIMING_S", 0.0)
+    session_mod._time_plans({"omp": FakePlan("omp")}, 2, rounds=(2, 7))
+    assert len(runs) == 2 * 2                          # the time spent: the minimum
 
 
 def test_candidates_are_timed_in_rounds_not_one_after_another(monkeypatch):

@@ -259,13 +259,20 @@ def _run(plan: Plan, threads: int, feeds, outputs, timings=None) -> list[np.ndar
     return plan.run(feeds, outputs, timings)
 
 
+# rounds of _time_plans: at least PLAN_ROUNDS[0], then more up to PLAN_ROUNDS[1] while
+# the timing has taken less than PLAN_TIMING_S. MobileNetV2's three OpenMP plans at 2
+# threads (AMD EPYC 25/17) differ by 1-3%: the fastest of 9 rounds picked each of the
+# three in four timings, the fastest of 40 the same one in three.
+PLAN_ROUNDS, PLAN_TIMING_S = (9, 40), 2.0
+
+
 def _time_plans(plans: dict[str, Plan], threads: int,
-                rounds: int = 9) -> tuple[dict[str, float], float]:
+                rounds: tuple[int, int] = PLAN_ROUNDS) -> tuple[dict[str, float], float]:
     """-> (seconds of a whole run of each plan, the least share of their cores the threads
     had at a probe before, between or after the rounds: select.cores_free).
 
-    Each plan's time is the fastest of `rounds` whole runs on zero inputs in the
-    steady state of back-to-back calls, the rounds interleaved across the plans: a burst
+    Each plan's time is the fastest of its whole runs on zero inputs (rounds: PLAN_ROUNDS,
+    PLAN_TIMING_S) in the steady state of back-to-back calls, the rounds interleaved across the plans: a burst
     of load on a shared machine then slows every plan alike instead of deciding (and caching) the
     choice. Seen on a 2-core guest timing the pools one after the other: the OpenMP plan
     measured 1.3x slower while the second core was busy, and MobileNetV2 ran 10 ms
@@ -287,7 +294,10 @@ def _time_plans(plans: dict[str, Plan], threads: int,
     # plan be cached at 2 threads from a timing with the second vCPU taken in between
     # (every plan ~7 ms; its OpenMP plans run 3.8; AMD EPYC 25/17)
     free = [select.cores_free(threads)]
-    for _ in range(rounds):
+    start = time.perf_counter()
+    for r in range(rounds[1]):
+        if r >= rounds[0] and time.perf_counter() - start > PLAN_TIMING_S:
+            break
         for pool, (plan, feeds, names) in args.items():
             _run(plan, threads, feeds, names)
             t0 = time.perf_counter()
