@@ -280,6 +280,28 @@ def test_fusion_is_decided_on_the_pair_and_fused_step_timed_side_by_side(tmp_pat
     assert len(calls) == 2
 
 
+def test_side_by_side_times_steps_their_choose_did_not(tmp_path, monkeypatch):
+    """A step with one capable kernel is bound untimed by choose(); the side-by-side rounds
+    time it anyway (such pairs were never fused: the AVX2 row-split plan had one depthwise
+    kernel). Tuning off, or a reference step: nothing is timed."""
+    from edgenn.runtime import select
+    monkeypatch.setenv("EDGENN_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(select, "_time_pair", lambda *a: {"first": 1.0, "second": 2.0,
+                                                          "fused": 2.5})
+    a = Node("Conv", ["x", "w1"], ["t"], {}, "a")
+    b = Node("Conv", ["t", "w2"], ["y"], {}, "b")
+    fused = Node("ExpandDepthwise", ["x", "w1", "", "w2", "", ""], ["y"], {}, "a+b")
+    info = lambda names: [TensorInfo("float32", (1, 4)) if n else None for n in names]  # noqa: E731
+    untimed = [select.Choice(k, None) for k in ("conv_k", "dw_k", "fused_k")]
+    got = select.time_side_by_side((a, b), fused, info, untimed, select.Tuner(mode="full"))
+    assert [c.times for c in got] == [{"conv_k": 1.0}, {"dw_k": 2.0}, {"fused_k": 2.5}]
+    assert fuse_steps.fusion_pays(*got)
+    assert select.time_side_by_side((a, b), fused, info, untimed,
+                                    select.Tuner(mode="off")) is None
+    ref = untimed[:2] + [select.Choice("reference", None)]
+    assert select.time_side_by_side((a, b), fused, info, ref, select.Tuner(mode="full")) is None
+
+
 def test_side_by_side_rounds_chain_the_pair_through_its_middle(tmp_path):
     """_time_pair: the first step writes the middle tensor the second reads, each gets
     its own node's inputs (x, w1, b1; middle, w2, b2), the fused step all six, and the

@@ -175,9 +175,12 @@ def time_side_by_side(pair: tuple[Node, Node], fused: Node, infos, choices: list
     machine a burst of load in one of them decided the fusion (MobileNetV2's first
     block cached unfused, 184 us in the model at 2 threads against 170 fused, AMD EPYC
     25/17). Round after round the first step writes the middle tensor, the second reads
-    it, then the fused step runs, each timed apart. The result is cached per CPU."""
+    it, then the fused step runs, each timed apart. The result is cached per CPU. A step
+    that had one capable kernel (not timed by choose()) is timed here too: without this,
+    such a pair was never fused (the AVX2 tier's row-split plan, one depthwise kernel,
+    planned MobileNetV2 unfused, AMD EPYC 25/17 under EDGENN_MAX_ISA=avx2)."""
     if tuner is None or tuner.mode == "off" or \
-            any(not c.times.get(c.kernel) or c.kernel == "reference" for c in choices):
+            any(c.kernel in ("reference", "empty") for c in choices):
         return None
     roles = ("first", "second", "fused")
     key = tunecache.node_key(fused, infos(fused.inputs)) + f"|{tuner.pool}|side-by-side|" \
