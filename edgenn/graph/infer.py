@@ -60,6 +60,10 @@ def infer_node(node: Node, ins: list[TensorInfo | None], fold: bool = True) -> l
         shapes = [None if i is None else i.shape for i in ins]
         raise GraphError(f"{node.op} node {node.name!r}: cannot infer output shape from "
                          f"input shapes {shapes}: {exc}") from exc
+    extra = [o for o in node.outputs[len(outs):] if o]
+    if extra:   # a hand-made or fuzzed model naming outputs the op does not have
+        raise GraphError(f"{node.op} node {node.name!r} names {len(node.outputs)} outputs; "
+                         f"the op produces {len(outs)} here (no {extra[:4]})")
     if fold and node.op not in NONDETERMINISTIC and all(
             i is None or i.value is not None for i in ins) and \
             sum(math.prod(o.shape) for o in outs) <= FOLD_LIMIT:
