@@ -77,6 +77,18 @@ class Tuner:
         if self.changed:
             tunecache.save(self.threads)
 
+    def measured(self, cache: dict, key: str, measure, entry):
+        """measure(), its time counted against the budget; entry(result) cached under key
+        only when the threads had their cores before and after it (CORES_FOR_CACHE)."""
+        t0 = time.perf_counter()
+        free = cores_free(self.threads)
+        result = measure()
+        if min(free, cores_free(self.threads)) >= CORES_FOR_CACHE:
+            cache[key] = entry(result)
+            self.changed = True
+        self.spent_s += time.perf_counter() - t0
+        return result
+
 
 def reference_runner(node: Node):
     """Wrap a reference kernel as a step callable: compute, then copy into the outputs."""
@@ -157,21 +169,16 @@ def choose(node: Node, ins, outs, reference: bool = False, tuner: Tuner | None =
     if tuner.mode == "off" or tuner.spent_s >= tuner.budget_s:
         why = "tuning off: first capable" if tuner.mode == "off" else "tuning budget spent"
         return _prepared(capable[0], node, ins, outs, names, why)
-    t0 = time.perf_counter()
-    free = cores_free(tuner.threads)
-    choice = _measure(node, ins, outs, capable, names, tuner.threads)
-    if min(free, cores_free(tuner.threads)) >= CORES_FOR_CACHE:
-        cache[key] = {"kernel": choice.kernel, "times": choice.times}
-        tuner.changed = True
-    tuner.spent_s += time.perf_counter() - t0
-    return choice
+    return tuner.measured(cache, key,
+                          lambda: _measure(node, ins, outs, capable, names, tuner.threads),
+                          lambda choice: {"kernel": choice.kernel, "times": choice.times})
 
 
 def time_side_by_side(pair: tuple[Node, Node], fused: Node, infos, choices: list,
                       tuner: Tuner | None) -> list | None:
     """The two steps of a conv pair and their fused step, timed again in the same rounds:
     -> [first, second, fused] with only those times, or None (tuning off, budget spent,
-    a step unmeasured). Each was timed in its own choose(), seconds apart: on a shared
+    a reference or empty step). Each was timed in its own choose(), seconds apart: on a shared
     machine a burst of load in one of them decided the fusion (MobileNetV2's first
     block cached unfused, 184 us in the model at 2 threads against 170 fused, AMD EPYC
     25/17). Round after round the first step writes the middle tensor, the second reads
@@ -190,14 +197,8 @@ def time_side_by_side(pair: tuple[Node, Node], fused: Node, infos, choices: list
     if tuner.mode == "full" or not (hit and set(hit.get("times", {})) == set(roles)):
         if tuner.spent_s >= tuner.budget_s:
             return None
-        t0 = time.perf_counter()
-        free = cores_free(tuner.threads)
-        times = _time_pair(pair, fused, infos, choices, tuner.threads)
-        hit = {"times": times}
-        if min(free, cores_free(tuner.threads)) >= CORES_FOR_CACHE:
-            cache[key] = hit
-            tuner.changed = True
-        tuner.spent_s += time.perf_counter() - t0
+        hit = tuner.measured(cache, key, lambda: {"times": _time_pair(
+            pair, fused, infos, choices, tuner.threads)}, lambda entry: entry)
     return [replace(c, times={c.kernel: hit["times"][r]}) for c, r in zip(choices, roles)]
 
 

@@ -14,7 +14,7 @@ import numpy as np
 from ...graph.shapes.nn import window_geometry
 from ...registry import kernel
 from .. import scratch
-from .threading_cost import c_cost, numba_cost, plan_threads
+from .threading_cost import c_cost, numba_cost, plan_threads, threaded_only
 from . import depthwise
 from .depthwise import Polyphase, _jit, c8_plane, max_threads
 
@@ -141,9 +141,10 @@ def _global_supports(node, ins, outs) -> bool:
     return len(ins[0].shape) == 4 and ins[0].dtype == "float32"
 
 
-def _global_mt_supports(node, ins, outs) -> bool:
-    return (plan_threads() > 1 and _global_supports(node, ins, outs)
-            and ins[0].shape[0] * ins[0].shape[1] >= 2 * plan_threads())
+def _global_rows_supports(node, ins, outs) -> bool:
+    """Rows (n * c) for every thread to take two."""
+    return _global_supports(node, ins, outs) and \
+        ins[0].shape[0] * ins[0].shape[1] >= 2 * plan_threads()
 
 
 def _prepare_global(node, ins, outs, is_max: bool, threads: int = 1):
@@ -170,7 +171,7 @@ def prepare_global_max(node, ins, outs):
 # thread of two what both had written, 20-25 us in the model for 8-10 alone (AMD EPYC 25/17)
 for _op, _name, _max in (("GlobalAveragePool", "global_avgpool_c_mt", False),
                          ("GlobalMaxPool", "global_maxpool_c_mt", True)):
-    kernel(_op, _name, supports=_global_mt_supports)(
+    kernel(_op, _name, supports=threaded_only(_global_rows_supports))(
         lambda node, ins, outs, is_max=_max: _prepare_global(node, ins, outs, is_max,
                                                              plan_threads()))
 
@@ -231,12 +232,12 @@ def prepare_maxpool_bytes(node, ins, outs, threads: int = 1):
     return run
 
 
-def _int_window_mt_supports(node, ins, outs) -> bool:
-    return plan_threads() > 1 and ins[0].shape[0] * ins[0].shape[1] > 1 and \
-        _int_window_supports(node, ins, outs)
+def _int_planes_supports(node, ins, outs) -> bool:
+    """More than one plane to share."""
+    return ins[0].shape[0] * ins[0].shape[1] > 1 and _int_window_supports(node, ins, outs)
 
 
 # the session's threads over the planes (ResNet-18 int8's 112 -> 56 pool on one thread of
 # two: 78 us of its 5.4 ms, AMD EPYC 25/17)
-kernel("MaxPool", "maxpool_bytes_c_mt", supports=_int_window_mt_supports, cost=c_cost)(
+kernel("MaxPool", "maxpool_bytes_c_mt", supports=threaded_only(_int_planes_supports), cost=c_cost)(
     lambda node, ins, outs: prepare_maxpool_bytes(node, ins, outs, plan_threads()))

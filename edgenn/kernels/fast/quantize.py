@@ -14,7 +14,7 @@ import numpy as np
 from ...registry import kernel
 from .. import scratch
 from . import _rowops
-from .threading_cost import c_cost, plan_threads
+from .threading_cost import c_cost, plan_threads, threaded_only
 
 
 def scalar(info):
@@ -47,9 +47,8 @@ def _dequantize_supports(node, ins, outs) -> bool:
 QUANTIZE_MT_MIN = 1 << 15
 
 
-def _quantize_mt_supports(node, ins, outs) -> bool:
-    return (plan_threads() > 1 and int(np.prod(ins[0].shape)) >= QUANTIZE_MT_MIN
-            and _quantize_supports(node, ins, outs))
+def _large_quantize_supports(node, ins, outs) -> bool:
+    return int(np.prod(ins[0].shape)) >= QUANTIZE_MT_MIN and _quantize_supports(node, ins, outs)
 
 
 @kernel("QuantizeLinear", "quantize_u8_c", supports=_quantize_supports, cost=c_cost)
@@ -68,7 +67,7 @@ def prepare_quantize(node, ins, outs, threads: int = 1):
 
 # the session's threads over ranges of the elements (a model's input quantized on one
 # thread of two: 50-59 us of MobileNetV2 int8's 1.8 ms, AMD EPYC 25/17)
-kernel("QuantizeLinear", "quantize_u8_c_mt", supports=_quantize_mt_supports, cost=c_cost)(
+kernel("QuantizeLinear", "quantize_u8_c_mt", supports=threaded_only(_large_quantize_supports), cost=c_cost)(
     lambda node, ins, outs: prepare_quantize(node, ins, outs, plan_threads()))
 
 
