@@ -63,8 +63,11 @@ static inline void CD_BLOCK(const cd_args *a, const float *wb, const long *joff,
         }
         return;
     }
-    for (long r = 0; r < mr; r++) {
+#pragma GCC unroll 12
+    for (int r = 0; r < MB; r++) {      /* constant bounds: acc stays in registers */
+        if (r >= mr) break;
         const float b = a->bias ? a->bias[m0 + r] : 0.f;
+#pragma GCC unroll 3
         for (int v = 0; v < NV; v++)
             CD_STORE(out + r * ldo + CD_L * v, CD_EPI(acc[r][v], b, a, m0 + r), np - CD_L * v);
     }

@@ -144,6 +144,7 @@ static inline void DWC_FN(dwc_expand_px)(const float *xc, long plane, const floa
                                          const DWC_FN(dwc_actc) *k, const int P)
 {
     DWC_V acc[DWC_EXPAND_PX];
+#pragma GCC unroll 16
     for (int p = 0; p < P; p++)
         acc[p] = bias;
     for (int c = 0; c < K; c++, xc += plane) {
@@ -153,6 +154,7 @@ static inline void DWC_FN(dwc_expand_px)(const float *xc, long plane, const floa
             acc[p] = DWC_FMA(wv, DWC_SET1(xc[p]), acc[p]);
     }
     float *dst = Q + ((long)(iy + g->ph) * g->Wp + ix + g->pw) * DWC_L;
+#pragma GCC unroll 16
     for (int p = 0; p < P; p++) {
         DWC_STOREU(dst, DWC_FN(dwc_act)(acc[p], mode, k));
         dst += DWC_L;

@@ -114,7 +114,9 @@ DWP_ATTR __attribute__((always_inline)) static inline void DWP_FN(pw_tile)(
         long np, float *out, const long NV) {
     const long ldy = a->H * a->W;
     DWP_V acc[DWP_MBW][DWP_NV];
+#pragma GCC unroll 8
     for (int r = 0; r < DWP_MBW; r++)
+#pragma GCC unroll 3
         for (int v = 0; v < NV; v++) acc[r][v] = DWP_SET1(a->bp[m0 + r]);
     const float *t = T + p0;
     for (long k = 0; k < a->C; k++, t += a->tpitch, wb += DWP_MBW) {
@@ -126,8 +128,10 @@ DWP_ATTR __attribute__((always_inline)) static inline void DWP_FN(pw_tile)(
         }
     }
     const DWP_V lo = DWP_SET1(a->pact == DWP_CLIP ? a->plo : 0.f), hi = DWP_SET1(a->phi);
+#pragma GCC unroll 8
     for (int r = 0; r < DWP_MBW; r++) {
         if (r >= mr) break;
+#pragma GCC unroll 3
         for (int v = 0; v < NV; v++) {
             const DWP_V y = DWP_FN(act)(acc[r][v], a->pact, lo, hi);
             if (np >= DWP_L * (v + 1)) DWP_STORE(out + r * ldy + DWP_L * v, y);
