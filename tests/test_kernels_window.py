@@ -89,3 +89,45 @@ def test_global_mean_vector_and_portable_give_the_same_bits(rows, size):
     np.testing.assert_array_equal(vec, port)
     exact = x.astype(np.float64).mean(axis=1)
     assert np.all(np.abs(vec - exact) <= np.abs(exact) * 2 ** -23 + 1e-30)
+
+
+# tall planes for pool8's row split: stride 2 with pads (ResNet's 3x3 / 2 stem pool), ceil
+# mode, kernel == stride, a 5x5 window, batch 2, a channel tail (C not a multiple of 8)
+POOL_ROW_GEOMS = [((1, 16, 23, 20), [3, 3], [2, 2], [1, 1, 1, 1], 0),
+                  ((2, 11, 17, 9), [2, 2], [2, 2], [0, 0, 0, 0], 1),
+                  ((1, 8, 30, 13), [5, 5], [1, 1], [2, 2, 2, 2], 0),
+                  ((1, 3, 9, 31), [3, 2], [2, 1], [1, 0, 1, 1], 1)]
+
+
+@pytest.mark.parametrize("vector", [True, False], ids=["avx2", "portable"])
+@pytest.mark.parametrize("is_max", [True, False], ids=["max", "avg"])
+def test_pool8_rows_split_gives_the_one_thread_bits(vector, is_max):
+    # each thread packs the rows its share of outputs reads into its own plane; the
+    # planes' interiors start as +inf (max) / NaN (average), so an output computed from a
+    # row its thread did not pack shows, and y starts as NaN, so one left unwritten shows
+    from edgenn.kernels.fast import _dwc8, pool
+    rng = np.random.default_rng(3)
+    for shape, k, s, pads, ceil in POOL_ROW_GEOMS:
+        op = "MaxPool" if is_max else "AveragePool"
+        node = Node(op, ["x"], ["y"], dict(kernel_shape=k, strides=s, pads=pads,
+                                           ceil_mode=ceil), "p")
+        x = rng.standard_normal(shape).astype(np.float32)
+        (oshape,) = [o.shape for o in infer_node(node, [TensorInfo("float32", shape)],
+                                                 fold=False)]
+        kernel, strides, begin, dil, cnt = pool._geometry(node, shape, oshape)
+        hp, wp, off = depthwise.c8_plane(shape[2:], oshape[2:], kernel, strides, begin, dil)
+
+        def run(threads):
+            q = np.full((threads, hp, wp, 8), -np.inf if is_max else 0.0, np.float32)
+            q[:, begin[0]:begin[0] + shape[2], begin[1]:begin[1] + shape[3]] = \
+                np.inf if is_max else np.nan
+            y = np.full(oshape, np.nan, np.float32)
+            _dwc8.pool8(x, off, cnt, y, q.reshape(threads, -1),
+                        np.zeros((threads, oshape[3] * 8), np.float32), *strides, *begin,
+                        hp, wp, is_max, vector)
+            return y
+        want = run(1)
+        np.testing.assert_allclose(want, REFERENCE[op](node.attrs, [x])[0], rtol=1e-6,
+                                   atol=1e-6)
+        for threads in sorted({2, 3, oshape[2]}):
+            np.testing.assert_array_equal(run(threads), want, err_msg=f"{shape} {threads}")

@@ -88,10 +88,13 @@ def obuf_floats(int OH, int OW, int L=8) -> int:
 
 
 def pool8(const float[:, :, :, ::1] x, const long[::1] off, const float[:, ::1] cnt,
-          float[:, :, :, ::1] y, float[::1] Q, float[::1] obuf, int sh, int sw, int ph, int pw,
-          int Hp, int Wp, bint is_max, bint avx2):
+          float[:, :, :, ::1] y, float[:, ::1] Q, float[:, ::1] obuf, int sh, int sw, int ph,
+          int pw, int Hp, int Wp, bint is_max, bint avx2):
     """MaxPool (is_max; Q pre-filled with -inf) or AveragePool (Q zeroed; cnt (OH, OW) the
-    number of counted cells of each window): x (N, C, H, W) -> y (N, C, OH, OW)."""
+    number of counted cells of each window): x (N, C, H, W) -> y (N, C, OH, OW). Q
+    (threads, >= Hp*Wp*8), obuf (threads, >= OW*8): one row per OpenMP thread; threads > 1
+    take even shares of the output rows, every channel group (the rows a share reads
+    packed into its own Q)."""
     cdef dwc8_geom g
     g.ex = NULL
     g.kind = 1 if is_max else 2
@@ -100,10 +103,24 @@ def pool8(const float[:, :, :, ::1] x, const long[::1] off, const float[:, ::1] 
     g.OH, g.OW, g.T = y.shape[2], y.shape[3], off.shape[0]
     g.sh, g.sw, g.ph, g.pw, g.Hp, g.Wp = sh, sw, ph, pw, Hp, Wp
     g.mode, g.p0, g.p1, g.has_z, g.L = 0, 0, 0, 0, 8
+    if y.shape[0] != g.N or y.shape[1] != g.C or cnt.shape[0] != g.OH or \
+            cnt.shape[1] != g.OW or Q.shape[0] < 1 or obuf.shape[0] < Q.shape[0] or \
+            Q.shape[1] < <long>Hp * Wp * 8 or obuf.shape[1] < <long>g.OW * 8:
+        raise ValueError("pool8: y, counts or scratch do not match the layer")
     cdef int tier = DWC_AVX2 if avx2 and _avx2 else DWC_GENERIC
+    cdef int t, nt = max(1, min(Q.shape[0], g.OH))
+    cdef int groups = (g.C + 7) // 8
+    if y.size == 0:
+        return
     with nogil:
-        dwc8_run(tier, &x[0, 0, 0, 0], NULL, NULL, &off[0], NULL, &y[0, 0, 0, 0], &Q[0],
-                 &obuf[0], &g)
+        if nt == 1:
+            dwc8_run(tier, &x[0, 0, 0, 0], NULL, NULL, &off[0], NULL, &y[0, 0, 0, 0], &Q[0, 0],
+                     &obuf[0, 0], &g)
+        else:
+            for t in prange(nt, num_threads=nt, schedule="static"):
+                dwc8_run_part(tier, &x[0, 0, 0, 0], NULL, NULL, &off[0], NULL, &y[0, 0, 0, 0],
+                              &Q[t, 0], &obuf[t, 0], &g, 0, groups, t * g.OH // nt,
+                              (t + 1) * g.OH // nt)
 
 
 def maxpool_tiles_nchw(const float[:, :, ::1] x, float[:, :, ::1] y, int kh, int kw,
