@@ -19,12 +19,15 @@ static inline void phases_fill_plane(const float *x, float *xp, long H, long W, 
         } else if (SW == 2) {        /* image column ix -> phase (pl + ix) & 1 */
             float *restrict e = d + (pl & 1) * Wq + pl / 2;               /* ix even */
             float *restrict o = d + ((pl + 1) & 1) * Wq + (pl + 1) / 2;   /* ix odd */
-            long ix = 0;
-            for (; ix + 1 < W; ix += 2) {
-                e[ix / 2] = s[ix];
-                o[ix / 2] = s[ix + 1];
+            const long pairs = W / 2;
+            /* pair i: columns 2i and 2i + 1 (written so, the compiler vectorizes it; as
+             * e[ix / 2] with ix += 2 it stayed one float at a time: 28% of a 224 x 224
+             * stem conv's time, AMD EPYC 25/17) */
+            for (long i = 0; i < pairs; i++) {
+                e[i] = s[2 * i];
+                o[i] = s[2 * i + 1];
             }
-            if (ix < W) e[ix / 2] = s[ix];
+            if (W & 1) e[pairs] = s[W - 1];
         } else {
             for (long ix = 0; ix < W; ix++)
                 d[((pl + ix) % SW) * Wq + (pl + ix) / SW] = s[ix];
