@@ -125,10 +125,12 @@ TALL_GEOMS = [(1, 20, 34, 7, 3, 1, 1, 1), (1, 40, 40, 12, 3, 2, 1, 1), (2, 17, 1
 
 @pytest.mark.parametrize("lib,lanes,vector", PATHS,
                          ids=lambda v: getattr(v, "__name__", str(v)))
-def test_rows_split_gives_the_one_thread_bits(lib, lanes, vector, monkeypatch):
-    # threads taking bands of output rows (every channel group each) compute every output
-    # as one thread does; each band fills the padded rows it reads, and no other: the
-    # planes' interiors start as NaN
+@pytest.mark.parametrize("split_rows", [True, False], ids=["rows", "groups"])
+def test_threads_give_the_one_thread_bits(lib, lanes, vector, split_rows, monkeypatch):
+    # threads taking bands of output rows (every channel group each), or even shares of
+    # the (group, row) pairs (whole groups, a group's rows split where shares meet),
+    # compute every output as one thread does; each part fills the padded rows it reads,
+    # and no other: the planes' interiors start as NaN
     rng = np.random.default_rng(4)
     for geom in TALL_GEOMS + GEOMS:
         node, ins, _, _ = _case(rng, geom, "Clip", [-0.5, 0.7], True)
@@ -137,7 +139,7 @@ def test_rows_split_gives_the_one_thread_bits(lib, lanes, vector, monkeypatch):
         nan_interior_planes(monkeypatch, depthwise)
         for threads in sorted({2, 3, oh}):
             got = _run(node, ins, lib, lanes, vector, monkeypatch, threads=threads,
-                       split_rows=True)
+                       split_rows=split_rows)
             np.testing.assert_array_equal(got, want, str((geom, threads)))
         monkeypatch.undo()
 

@@ -127,10 +127,12 @@ TALL_GEOMS = [(1, 24, 40, 34, 7, 3, 1, 1, 1), (1, 16, 33, 40, 12, 3, 2, 1, 1),
 @pytest.mark.parametrize("lib,lanes,vector", PATHS,
                          ids=[f"{lib.__name__.split('.')[-1]}-{lanes}-{'vec' if v else 'c'}"
                               for lib, lanes, v in PATHS])
-def test_rows_split_gives_the_one_thread_bits(lib, lanes, vector, monkeypatch):
-    # threads taking bands of output rows expand the rows each band reads (the ones two
-    # bands share twice) and compute every output as one thread does; the planes'
-    # interiors start as NaN, so a row a band reads and did not expand shows
+@pytest.mark.parametrize("split_rows", [True, False], ids=["rows", "groups"])
+def test_threads_give_the_one_thread_bits(lib, lanes, vector, split_rows, monkeypatch):
+    # threads taking bands of output rows, or even shares of the (group, row) pairs (a
+    # group's rows split where shares meet), expand the rows each part reads (the ones two
+    # parts share twice) and compute every output as one thread does; the planes'
+    # interiors start as NaN, so a row a part reads and did not expand shows
     rng = np.random.default_rng(7)
     for geom in TALL_GEOMS + GEOMS:
         node, ins, _, _ = _case(rng, geom, ("Clip", [0.0, 6.0]), ("Relu", []), True)
@@ -138,7 +140,8 @@ def test_rows_split_gives_the_one_thread_bits(lib, lanes, vector, monkeypatch):
         oh = want.shape[2]
         nan_interior_planes(monkeypatch, expand_depthwise)
         for threads in sorted({2, 3, oh}):
-            got = _run(node, ins, lib, lanes, vector, monkeypatch, threads, split_rows=True)
+            got = _run(node, ins, lib, lanes, vector, monkeypatch, threads,
+                       split_rows=split_rows)
             np.testing.assert_array_equal(got, want, str((geom, threads)))
         monkeypatch.undo()
 

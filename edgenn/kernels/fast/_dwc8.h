@@ -421,6 +421,35 @@ static int dwc8_run_part(int tier, const float *x, const float *wl, const float 
     return 0;
 }
 
+/* Thread t of nt's share when the channel groups split: an even share of the (group,
+ * output row) pairs in group-major order, i.e. whole groups and at most two partial ones
+ * (their rows split where a share ends). Whole groups per thread had left 9 groups (144
+ * channels, MobileNetV2's 56x56 blocks) as 5 + 4 on two threads. */
+static int dwc8_run_share(int tier, const float *x, const float *wl, const float *bl,
+                          const long *off, const float *z, float *y, float *Q, float *obuf,
+                          const dwc8_geom *g, int t, int nt)
+{
+    const long OH = g->OH, units = (long)((g->C + g->L - 1) / g->L) * OH;
+    const long u1 = units * (t + 1) / nt;
+    long u = units * t / nt;
+    int rc = 0;
+    while (u < u1 && !rc) {
+        const int gi = (int)(u / OH), r0 = (int)(u % OH);
+        const long end = (gi + 1) * OH;             /* group gi's last pair + 1 */
+        if (r0 == 0 && u1 >= end) {                 /* whole groups [gi, u1 / OH) */
+            const int gend = (int)(u1 / OH);
+            rc = dwc8_run_part(tier, x, wl, bl, off, z, y, Q, obuf, g, gi, gend, 0, g->OH);
+            u = gend * OH;
+        } else {                                    /* rows [r0, ..) of group gi */
+            const long stop = u1 < end ? u1 : end;
+            rc = dwc8_run_part(tier, x, wl, bl, off, z, y, Q, obuf, g, gi, gi + 1, r0,
+                               (int)(stop - gi * OH));
+            u = stop;
+        }
+    }
+    return rc;
+}
+
 /* Channel groups [g0, g1) of every output row: a thread's part when the groups split. */
 static int dwc8_run_groups(int tier, const float *x, const float *wl, const float *bl,
                            const long *off, const float *z, float *y, float *Q, float *obuf,

@@ -54,9 +54,9 @@ cdef extern from "_dwc8.h" nogil:
     int dwc8_run(int tier, const float *x, const float *w8, const float *b8,
                  const long *off, const float *z, float *y, float *Q, float *obuf,
                  const dwc8_geom *g)
-    int dwc8_run_groups(int tier, const float *x, const float *w8, const float *b8,
-                        const long *off, const float *z, float *y, float *Q, float *obuf,
-                        const dwc8_geom *g, int g0, int g1)
+    int dwc8_run_share(int tier, const float *x, const float *w8, const float *b8,
+                       const long *off, const float *z, float *y, float *Q, float *obuf,
+                       const dwc8_geom *g, int t, int nt)
     int dwc8_run_part(int tier, const float *x, const float *w8, const float *b8,
                       const long *off, const float *z, float *y, float *Q, float *obuf,
                       const dwc8_geom *g, int g0, int g1, int oy0, int oy1)
@@ -320,7 +320,6 @@ cdef class Dwc8Layer:
         cdef float *op = <float *>cnp.PyArray_DATA(obuf)
         cdef long qs = Q.shape[1], os = obuf.shape[1]
         cdef int nt = Q.shape[0], t, rc = 0
-        cdef int per = (self.groups + nt - 1) // nt
         if self.ysize == 0:
             return
         with nogil:
@@ -332,11 +331,10 @@ cdef class Dwc8Layer:
                     dwc8_run_part(self.tier, xp, self.w8p, self.b8p, self.offp, zp, yp,
                                   qp + t * qs, op + t * os, &self.g, 0, self.groups,
                                   t * self.g.OH // nt, (t + 1) * self.g.OH // nt)
-            else:                    # thread t: a range of the channel groups
+            else:                    # thread t: its share of the (group, row) pairs
                 for t in prange(nt, num_threads=nt, schedule="static"):
-                    dwc8_run_groups(self.tier, xp, self.w8p, self.b8p, self.offp, zp, yp,
-                                    qp + t * qs, op + t * os, &self.g, t * per,
-                                    min(self.groups, (t + 1) * per))
+                    dwc8_run_share(self.tier, xp, self.w8p, self.b8p, self.offp, zp, yp,
+                                   qp + t * qs, op + t * os, &self.g, t, nt)
         if rc:
             raise ValueError("dwc8: the tier and the lane count disagree")
 

@@ -193,8 +193,11 @@ def c8_runner(p, lib, xshape, yshape, split_rows: bool, z_input: int, expand=())
 
 def split_threads(threads: int, channels: int, out_rows: int, lanes: int,
                   split_rows: bool) -> int:
-    """Threads with work: at most one per output row (split_rows) or channel group."""
-    return max(1, min(threads, out_rows if split_rows else -(-channels // lanes)))
+    """Threads with work: at most one per output row (split_rows) or (channel group,
+    output row) pair (the groups split: whole groups, and the rows of the groups where
+    the shares meet, _dwc8.h's dwc8_run_share)."""
+    groups = -(-channels // lanes)
+    return max(1, min(threads, out_rows if split_rows else groups * out_rows))
 
 
 class C8Parts:
