@@ -107,30 +107,14 @@ QV_TARGET static void QDW_U8_FN(qdw_channel_u8rows)(const qdw_plan *p, const uin
         }
         return;
     }
-    if (p->sh == 1) {   /* down a column of 16 outputs: each tap row formed once, used thrice */
+    if (p->sh <= 2) {   /* down a column of 16 outputs: tap rows shared by consecutive
+                           output rows formed once (stride 1: rows oy .. oy + 2, two carried;
+                           stride 2: rows 2oy .. 2oy + 2, the first carried) */
         for (int ox0 = 0; ox0 < ow; ox0 += 16) {
             __m512i v0 = QDW_U8_TAPROW(U, sw, ox0), v1 = QDW_U8_TAPROW(U + Wu, sw, ox0);
             for (int oy = 0; oy < oh; oy++) {
-                const __m512i v2 = QDW_U8_TAPROW(U + (long)(oy + 2) * Wu, sw, ox0);
-                __m512i acc = QDW_U8_DP(_mm512_setzero_si512(), v0, w0);
-                acc = QDW_U8_DP(acc, v1, w1);
-                acc = QDW_U8_DP(acc, v2, w2);
-                const __m128i q = _mm512_cvtepi32_epi8(qdw_requant16_u8(acc, &k16));
-                uint8_t *yr = y + (long)oy * ow;
-                if (ox0 + 16 <= ow) _mm_storeu_si128((__m128i *)(yr + ox0), q);
-                else _mm_mask_storeu_epi8(yr + ox0, otail, q);
-                v0 = v1;
-                v1 = v2;
-            }
-        }
-        return;
-    }
-    if (p->sh == 2) {   /* down a column: an output row's last tap row is the next's first */
-        for (int ox0 = 0; ox0 < ow; ox0 += 16) {
-            __m512i v0 = QDW_U8_TAPROW(U, sw, ox0);
-            for (int oy = 0; oy < oh; oy++) {
                 const uint8_t *u = U + oy * ustep;
-                const __m512i v1 = QDW_U8_TAPROW(u + Wu, sw, ox0);
+                if (p->sh == 2 && oy) v1 = QDW_U8_TAPROW(u + Wu, sw, ox0);
                 const __m512i v2 = QDW_U8_TAPROW(u + 2 * Wu, sw, ox0);
                 __m512i acc = QDW_U8_DP(_mm512_setzero_si512(), v0, w0);
                 acc = QDW_U8_DP(acc, v1, w1);
@@ -139,7 +123,8 @@ QV_TARGET static void QDW_U8_FN(qdw_channel_u8rows)(const qdw_plan *p, const uin
                 uint8_t *yr = y + (long)oy * ow;
                 if (ox0 + 16 <= ow) _mm_storeu_si128((__m128i *)(yr + ox0), q);
                 else _mm_mask_storeu_epi8(yr + ox0, otail, q);
-                v0 = v2;
+                v0 = p->sh == 1 ? v1 : v2;
+                v1 = v2;
             }
         }
         return;
