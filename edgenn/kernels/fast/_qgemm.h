@@ -1257,7 +1257,7 @@ static void qg_conv_row_offsets(const qg_conv *g, long K, long *off) {
  * (rows ow apart, planes oh * ow) and the flat plan's computed columns (rows the pitch
  * apart, planes Nf): to_flat 0 y <- yf (qg_conv_compact), 1 zf <- z (qg_conv_expand; the
  * pitch - ow columns between rows are left as they are: their outputs are dropped). Rows
- * of 16 bytes and more by inline 16-byte steps, the last one overlapping: rows are short,
+ * by inline 16 / 8 / 4-byte steps, the last one overlapping (qg_copy_run): rows are short,
  * 7-56 bytes in ResNet-18, so a memcpy call per row is mostly call overhead. */
 static void qg_conv_repitch(const qg_conv_plan *p, const qg_conv *g, const char *src, char *dst,
                             long es, int to_flat, long m0, long m1) {
@@ -1268,10 +1268,8 @@ static void qg_conv_repitch(const qg_conv_plan *p, const qg_conv *g, const char 
     for (long m = m0; m < m1; m++) {
         const char *s = src + m * splane;
         char *d = dst + m * dplane;
-        for (long oy = 0; oy < g->oh; oy++, s += sstep, d += dstep) {
-            if (row >= 16) qg_copy_run((uint8_t *)d, (const uint8_t *)s, (int)row, 0);
-            else memcpy(d, s, (size_t)row);
-        }
+        for (long oy = 0; oy < g->oh; oy++, s += sstep, d += dstep)
+            qg_copy_run((uint8_t *)d, (const uint8_t *)s, (int)row, 0);
     }
 }
 
