@@ -450,21 +450,22 @@ static int dwc8_run_share(int tier, const float *x, const float *wl, const float
     return rc;
 }
 
-/* Channel groups [g0, g1) of every output row: a thread's part when the groups split. */
-static int dwc8_run_groups(int tier, const float *x, const float *wl, const float *bl,
-                           const long *off, const float *z, float *y, float *Q, float *obuf,
-                           const dwc8_geom *g, int g0, int g1)
+/* Thread t of nt's share when the rows split: every channel group, output rows
+ * [t OH / nt, (t + 1) OH / nt). */
+static int dwc8_run_rows(int tier, const float *x, const float *wl, const float *bl,
+                         const long *off, const float *z, float *y, float *Q, float *obuf,
+                         const dwc8_geom *g, int t, int nt)
 {
-    return dwc8_run_part(tier, x, wl, bl, off, z, y, Q, obuf, g, g0, g1, 0, g->OH);
+    return dwc8_run_part(tier, x, wl, bl, off, z, y, Q, obuf, g, 0, (g->C + g->L - 1) / g->L,
+                         (int)((long)t * g->OH / nt), (int)((long)(t + 1) * g->OH / nt));
 }
 
-/* The whole layer on the calling thread. Threads may instead each run a disjoint range
- * [g0, g1) of the ceil(C/L) channel groups, or of the output rows (dwc8_run_part), with
- * their own Q and obuf. */
+/* The whole layer on the calling thread. Threads may instead each run their share of
+ * the rows (dwc8_run_rows) or of the (group, row) pairs (dwc8_run_share), with their own
+ * Q and obuf. */
 static int dwc8_run(int tier, const float *x, const float *wl, const float *bl,
                     const long *off, const float *z, float *y, float *Q, float *obuf,
                     const dwc8_geom *g)
 {
-    return dwc8_run_groups(tier, x, wl, bl, off, z, y, Q, obuf, g, 0,
-                           (g->C + g->L - 1) / g->L);
+    return dwc8_run_rows(tier, x, wl, bl, off, z, y, Q, obuf, g, 0, 1);
 }

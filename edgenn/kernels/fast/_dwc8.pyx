@@ -57,9 +57,9 @@ cdef extern from "_dwc8.h" nogil:
     int dwc8_run_share(int tier, const float *x, const float *w8, const float *b8,
                        const long *off, const float *z, float *y, float *Q, float *obuf,
                        const dwc8_geom *g, int t, int nt)
-    int dwc8_run_part(int tier, const float *x, const float *w8, const float *b8,
+    int dwc8_run_rows(int tier, const float *x, const float *w8, const float *b8,
                       const long *off, const float *z, float *y, float *Q, float *obuf,
-                      const dwc8_geom *g, int g0, int g1, int oy0, int oy1)
+                      const dwc8_geom *g, int t, int nt)
     long dwc8_obuf_floats(int OH, int OW, int L)
 
 cdef extern from *:
@@ -109,7 +109,6 @@ def pool8(const float[:, :, :, ::1] x, const long[::1] off, const float[:, ::1] 
         raise ValueError("pool8: y, counts or scratch do not match the layer")
     cdef int tier = DWC_AVX2 if avx2 and _avx2 else DWC_GENERIC
     cdef int t, nt = max(1, min(Q.shape[0], g.OH))
-    cdef int groups = (g.C + 7) // 8
     if y.size == 0:
         return
     with nogil:
@@ -118,9 +117,8 @@ def pool8(const float[:, :, :, ::1] x, const long[::1] off, const float[:, ::1] 
                      &obuf[0, 0], &g)
         else:
             for t in prange(nt, num_threads=nt, schedule="static"):
-                dwc8_run_part(tier, &x[0, 0, 0, 0], NULL, NULL, &off[0], NULL, &y[0, 0, 0, 0],
-                              &Q[t, 0], &obuf[t, 0], &g, 0, groups, t * g.OH // nt,
-                              (t + 1) * g.OH // nt)
+                dwc8_run_rows(tier, &x[0, 0, 0, 0], NULL, NULL, &off[0], NULL, &y[0, 0, 0, 0],
+                              &Q[t, 0], &obuf[t, 0], &g, t, nt)
 
 
 def maxpool_tiles_nchw(const float[:, :, ::1] x, float[:, :, ::1] y, int kh, int kw,
@@ -328,9 +326,8 @@ cdef class Dwc8Layer:
                               &self.g)
             elif self.split_rows:    # thread t: every group, output rows [t*OH/nt, ..)
                 for t in prange(nt, num_threads=nt, schedule="static"):
-                    dwc8_run_part(self.tier, xp, self.w8p, self.b8p, self.offp, zp, yp,
-                                  qp + t * qs, op + t * os, &self.g, 0, self.groups,
-                                  t * self.g.OH // nt, (t + 1) * self.g.OH // nt)
+                    dwc8_run_rows(self.tier, xp, self.w8p, self.b8p, self.offp, zp, yp,
+                                  qp + t * qs, op + t * os, &self.g, t, nt)
             else:                    # thread t: its share of the (group, row) pairs
                 for t in prange(nt, num_threads=nt, schedule="static"):
                     dwc8_run_share(self.tier, xp, self.w8p, self.b8p, self.offp, zp, yp,

@@ -220,51 +220,43 @@ static inline void DWC_FN(dwc_taps)(const float *q, const float *wl, DWC_V bias,
 }
 
 /* The 3x3 taps (w: their nine vectors, in registers) of row oy's OW pixels from q into
- * obuf, + bias, then the activation: inlined with `mode` a constant where the caller
- * names one, so no pixel dispatches on it (a switch per pixel had cost the c16 loop a
- * fifth of its time, AMD EPYC 25/17). */
+ * obuf, + bias, then the activation. Tap (i, j) at row pointer i (rp floats apart) + j cp:
+ * three pointers and, where cp is the constant DWC_L (dilation 1 across, every MobileNet /
+ * EfficientNet depthwise conv), immediate displacements; eight offsets had not fit the
+ * general registers and were reloaded from the stack per pixel. */
 DWC_ATTR __attribute__((always_inline))
-static inline void DWC_FN(dwc_row9)(const float *q, const DWC_V *w, DWC_V bias,
-                                    const long *off, float *obuf, long sx, int OW,
-                                    const int mode, const DWC_FN(dwc_actc) *k)
-{
-    const long o1 = off[1], o2 = off[2], o3 = off[3], o4 = off[4], o5 = off[5],
-        o6 = off[6], o7 = off[7], o8 = off[8];
-    for (int ox = 0; ox < OW; ox++, q += sx) {
-        DWC_V a = DWC_FMA(w[0], DWC_LOADU(q), bias);
-        DWC_V b = DWC_MUL(w[1], DWC_LOADU(q + o1));
-        a = DWC_FMA(w[2], DWC_LOADU(q + o2), a);
-        b = DWC_FMA(w[3], DWC_LOADU(q + o3), b);
-        a = DWC_FMA(w[4], DWC_LOADU(q + o4), a);
-        b = DWC_FMA(w[5], DWC_LOADU(q + o5), b);
-        a = DWC_FMA(w[6], DWC_LOADU(q + o6), a);
-        b = DWC_FMA(w[7], DWC_LOADU(q + o7), b);
-        a = DWC_FMA(w[8], DWC_LOADU(q + o8), a);
-        DWC_STOREU(obuf + ox * DWC_L, DWC_FN(dwc_act)(DWC_ADD(a, b), mode, k));
-    }
-}
-
-/* dwc_row9 for taps one cell apart in a row (dilation 1 across, every MobileNet /
- * EfficientNet depthwise conv): tap (i, j) at row pointer i's cell j, immediate
- * displacements instead of eight offsets (which had not fit the general registers and
- * were reloaded from the stack per pixel); the same sums in the same order. */
-DWC_ATTR __attribute__((always_inline))
-static inline void DWC_FN(dwc_row9u)(const float *q, long rp, const DWC_V *w, DWC_V bias,
-                                     float *obuf, long sx, int OW, const int mode,
-                                     const DWC_FN(dwc_actc) *k)
+static inline void DWC_FN(dwc_row9)(const float *q, long rp, const long cp, const DWC_V *w,
+                                    DWC_V bias, float *obuf, long sx, int OW, const int mode,
+                                    const DWC_FN(dwc_actc) *k)
 {
     const float *q1 = q + rp, *q2 = q + 2 * rp;
     for (int ox = 0; ox < OW; ox++, q += sx, q1 += sx, q2 += sx) {
         DWC_V a = DWC_FMA(w[0], DWC_LOADU(q), bias);
-        DWC_V b = DWC_MUL(w[1], DWC_LOADU(q + DWC_L));
-        a = DWC_FMA(w[2], DWC_LOADU(q + 2 * DWC_L), a);
+        DWC_V b = DWC_MUL(w[1], DWC_LOADU(q + cp));
+        a = DWC_FMA(w[2], DWC_LOADU(q + 2 * cp), a);
         b = DWC_FMA(w[3], DWC_LOADU(q1), b);
-        a = DWC_FMA(w[4], DWC_LOADU(q1 + DWC_L), a);
-        b = DWC_FMA(w[5], DWC_LOADU(q1 + 2 * DWC_L), b);
+        a = DWC_FMA(w[4], DWC_LOADU(q1 + cp), a);
+        b = DWC_FMA(w[5], DWC_LOADU(q1 + 2 * cp), b);
         a = DWC_FMA(w[6], DWC_LOADU(q2), a);
-        b = DWC_FMA(w[7], DWC_LOADU(q2 + DWC_L), b);
-        a = DWC_FMA(w[8], DWC_LOADU(q2 + 2 * DWC_L), a);
+        b = DWC_FMA(w[7], DWC_LOADU(q2 + cp), b);
+        a = DWC_FMA(w[8], DWC_LOADU(q2 + 2 * cp), a);
         DWC_STOREU(obuf + ox * DWC_L, DWC_FN(dwc_act)(DWC_ADD(a, b), mode, k));
+    }
+}
+
+/* dwc_row9 with `mode` a constant where it is one of the common ones, so no pixel
+ * dispatches on it (a switch per pixel had cost the c16 loop a fifth of its time, AMD
+ * EPYC 25/17). */
+DWC_ATTR __attribute__((always_inline))
+static inline void DWC_FN(dwc_row9_act)(const float *q, long rp, const long cp,
+                                        const DWC_V *w, DWC_V bias, float *obuf, long sx,
+                                        int OW, int mode, const DWC_FN(dwc_actc) *k)
+{
+    switch (mode) {
+    case ACT_NONE: DWC_FN(dwc_row9)(q, rp, cp, w, bias, obuf, sx, OW, ACT_NONE, k); break;
+    case ACT_RELU: DWC_FN(dwc_row9)(q, rp, cp, w, bias, obuf, sx, OW, ACT_RELU, k); break;
+    case ACT_CLIP: DWC_FN(dwc_row9)(q, rp, cp, w, bias, obuf, sx, OW, ACT_CLIP, k); break;
+    default: DWC_FN(dwc_row9)(q, rp, cp, w, bias, obuf, sx, OW, mode, k); break;
     }
 }
 
@@ -279,25 +271,15 @@ static inline void DWC_FN(dwc_row)(const float *Q, const DWC_V *w, const float *
     const int T = g->T, OW = g->OW;
     const long sx = (long)g->sw * DWC_L;
     const float *q = Q + (long)oy * g->sh * g->Wp * DWC_L;
-    const long rp = T == 9 ? off[3] : 0;
-    if (T == 9 && off[1] == DWC_L && off[2] == 2 * DWC_L && off[4] == rp + DWC_L
-            && off[5] == rp + 2 * DWC_L && off[6] == 2 * rp && off[7] == 2 * rp + DWC_L
-            && off[8] == 2 * rp + 2 * DWC_L) {
-        switch (mode) {
-        case ACT_NONE: DWC_FN(dwc_row9u)(q, rp, w, bias, obuf, sx, OW, ACT_NONE, k); break;
-        case ACT_RELU: DWC_FN(dwc_row9u)(q, rp, w, bias, obuf, sx, OW, ACT_RELU, k); break;
-        case ACT_CLIP: DWC_FN(dwc_row9u)(q, rp, w, bias, obuf, sx, OW, ACT_CLIP, k); break;
-        default: DWC_FN(dwc_row9u)(q, rp, w, bias, obuf, sx, OW, mode, k); break;
-        }
-        return;
-    }
-    if (T == 9) {                       /* 3x3: the taps held in registers */
-        switch (mode) {
-        case ACT_NONE: DWC_FN(dwc_row9)(q, w, bias, off, obuf, sx, OW, ACT_NONE, k); break;
-        case ACT_RELU: DWC_FN(dwc_row9)(q, w, bias, off, obuf, sx, OW, ACT_RELU, k); break;
-        case ACT_CLIP: DWC_FN(dwc_row9)(q, w, bias, off, obuf, sx, OW, ACT_CLIP, k); break;
-        default: DWC_FN(dwc_row9)(q, w, bias, off, obuf, sx, OW, mode, k); break;
-        }
+    const long rp = T == 9 ? off[3] : 0, cp = T == 9 ? off[1] : 0;
+    if (T == 9 && off[2] == 2 * cp && off[4] == rp + cp && off[5] == rp + 2 * cp
+            && off[6] == 2 * rp && off[7] == 2 * rp + cp && off[8] == 2 * rp + 2 * cp) {
+        /* 3x3, the taps held in registers; tap (i, j) at i rp + j cp, as c8_plane lays
+         * them out (other offsets take the loop below) */
+        if (cp == DWC_L)
+            DWC_FN(dwc_row9_act)(q, rp, DWC_L, w, bias, obuf, sx, OW, mode, k);
+        else
+            DWC_FN(dwc_row9_act)(q, rp, cp, w, bias, obuf, sx, OW, mode, k);
         return;
     }
     int ox = 0;                         /* any kernel: four pixels, four FMA chains */

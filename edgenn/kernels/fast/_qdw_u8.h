@@ -31,10 +31,8 @@
         : _mm512_loadu_si512((const void *)((r) + (long)(sw) * (ox0)))), taps)
 
 /* Outputs [ox0, ox0 + 16) of one row of channel c: u rows of U at the output row's first
- * tap row, wr the three (w0, w1, w2, 0) row weights. Stride 1 down goes down a column
- * instead (qdw_channel_u8rows): the tap rows shared by three output rows formed once,
- * 3 -> 1 permute and shuffle per 16 outputs (stride 2: 3 -> 2), the int8 depthwise
- * layers' bound (MobileNetV2 int8 0.964x, 1 thread, AMD EPYC 25/17). */
+ * tap row, wr the three (w0, w1, w2, 0) row weights (strides down of 3 and more;
+ * qdw_channel_u8rows walks down columns for 1 and 2). */
 #define QDW_U8_ROW(i)                                                                              \
     acc = QDW_U8_DP(acc, QDW_U8_TAPROW(u + (i) * Wu, sw, ox0), w##i);
 
@@ -107,9 +105,12 @@ QV_TARGET static void QDW_U8_FN(qdw_channel_u8rows)(const qdw_plan *p, const uin
         }
         return;
     }
-    if (p->sh <= 2) {   /* down a column of 16 outputs: tap rows shared by consecutive
-                           output rows formed once (stride 1: rows oy .. oy + 2, two carried;
-                           stride 2: rows 2oy .. 2oy + 2, the first carried) */
+    /* strides 1 and 2 down: down a column of 16 outputs, each tap row's permute and
+     * shuffle done once for the output rows that share it (stride 1: rows oy .. oy + 2,
+     * two carried, 3 -> 1 per 16 outputs; stride 2: rows 2oy .. 2oy + 2, the first
+     * carried, 3 -> 2), the loop's bound (MobileNetV2 int8 0.964x, 1 thread, AMD EPYC
+     * 25/17) */
+    if (p->sh <= 2) {
         for (int ox0 = 0; ox0 < ow; ox0 += 16) {
             __m512i v0 = QDW_U8_TAPROW(U, sw, ox0), v1 = QDW_U8_TAPROW(U + Wu, sw, ox0);
             for (int oy = 0; oy < oh; oy++) {

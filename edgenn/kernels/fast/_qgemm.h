@@ -328,12 +328,6 @@ static qg_ukr_t qg_pick_ukr(int flavor, int wide, int use_avx2) {
 
 /* ---------------------------------------------------------------- packing */
 
-/* Interleave rows r[0..kg) (kg = 4 u8 rows, or 2 rows widened to s16) of n8 columns
- * (n8 a multiple of 8, every row readable for n8 bytes) into the group-`g` slots of
- * consecutive B panels: dst + p * pstride holds columns 8p..8p+7. pairs (u8 only, the
- * AVX-512 VNNI conv kernels): panels 2q and 2q + 1 share one slot of 64 bytes per group,
- * columns 16q..16q+7 then 16q+8..16q+15, at dst + 2q * pstride (the caller steps dst by
- * 64 bytes per group instead of 32). */
 #if QE_X86 && QV_HAVE
 /* The pair layout 64 columns a step (AVX-512BW: pairs are the AVX-512 VNNI kernels'): per
  * 128-bit lane L the unpacks give columns 16L.. in four quarters, and a 4 x 4 transpose
@@ -365,6 +359,12 @@ QV_TARGET static long qg_interleave_pairs64(const uint8_t *const *r, long n8, ui
 }
 #endif
 
+/* Interleave rows r[0..kg) (kg = 4 u8 rows, or 2 rows widened to s16) of n8 columns
+ * (n8 a multiple of 8, every row readable for n8 bytes) into the group-`g` slots of
+ * consecutive B panels: dst + p * pstride holds columns 8p..8p+7. pairs (u8 only, the
+ * AVX-512 VNNI conv kernels): panels 2q and 2q + 1 share one slot of 64 bytes per group,
+ * columns 16q..16q+7 then 16q+8..16q+15, at dst + 2q * pstride (the caller steps dst by
+ * 64 bytes per group instead of 32). */
 static void qg_interleave(const uint8_t *const *r, int wide, long n8, uint8_t *dst,
                           long pstride, int pairs) {
     long j = 0;
