@@ -15,7 +15,8 @@ def _tier_lines() -> list[str]:
     lacking = f" ({', '.join(lacking)}: not on this CPU, emulated only)" if lacking else ""
     return [f"edgenn CPU: {isa.describe()}",
             f"edgenn tiers native: {', '.join(isa.tiers())}; emulated through SIMDe: "
-            f"avx512vnni + avxvnni int8 micro-kernels, depthwise sums{lacking}, avx512vnni "
+            f"avx512vnni (6 x 32, 7 x 32 tiles) + avxvnni int8 micro-kernels, depthwise "
+            f"sums{lacking}, avx512vnni "
             f"int8 depthwise (u8 plane, narrow rows), avx2 + avx512 sgemm, spmm, recurrent, "
             f"direct-conv, depthwise-rows, depthwise c8 / c16 and depthwise-project kernels; "
             f"arm64: cross-built, under qemu (tests/test_aarch64.py)"]

@@ -185,6 +185,41 @@ def test_last_columns_with_the_rows_in_the_lanes_are_exact(lane, ng):
             assert not got[:, ncols:].any()
 
 
+def _pixel_reference(w, x):
+    """(ng, 32, 4) s8 weights (as u8) x (ng, 7, 4) u8 pixels -> (7, 32) int64 sums."""
+    return np.einsum("gpq,gcq->pc", x.astype(np.int64), w.view(np.int8).astype(np.int64))
+
+
+@pytest.mark.parametrize("lane", ["emulated"] + (["native"] if _qgemm.HAVE_VNNI else []))
+@pytest.mark.parametrize("ng", [1, 2, 9, 64, 300])
+def test_pixel_tile_is_exact(lane, ng):
+    # the 7-pixel x 32-channel tile (_qgemm_vnni_pix.h): every pixel's 4 bytes broadcast
+    # from goff[g] + 4 i, the groups stored out of order; u8 255 against s8 -128 / 127
+    rng = np.random.default_rng(ng + 7)
+    order = rng.permutation(ng)
+    for fill in ("random", "min", "max"):
+        if fill == "random":
+            w = rng.integers(0, 256, (ng, 32, 4), dtype=np.uint8)
+            x = rng.integers(0, 256, (ng, 7, 4), dtype=np.uint8)
+        else:
+            s = np.int8(-128 if fill == "min" else 127).view(np.uint8)
+            w, x = np.full((ng, 32, 4), s, np.uint8), np.full((ng, 7, 4), 255, np.uint8)
+        got = vnni_tiles.pixel_tile(lane, w, x, ng, order)
+        assert np.array_equal(got, _pixel_reference(w, x)), (lane, ng, fill)
+
+
+def test_emulated_lane_catches_a_broken_pixel_tile():
+    rng = np.random.default_rng(5)
+    w = rng.integers(0, 256, (11, 32, 4), dtype=np.uint8)
+    x = rng.integers(0, 256, (11, 7, 4), dtype=np.uint8)
+    want = _pixel_reference(w, x)
+    assert np.array_equal(vnni_tiles.pixel_tile("emulated", w, x, 11), want)
+    assert not np.array_equal(vnni_tiles.pixel_tile("emulated", w, x, 11, broken=True), want)
+    if _qgemm.HAVE_VNNI:      # the twin is only in the tests' emulated build
+        with pytest.raises(ValueError, match="no such kernel"):
+            vnni_tiles.pixel_tile("native", w, x, 11, broken=True)
+
+
 def test_emulated_lane_catches_a_broken_last_columns_kernel():
     rng = np.random.default_rng(2)
     a, b = _panels(rng, 13, "random")

@@ -561,6 +561,59 @@ def test_implicit_gemm_is_the_packed_plan_bit_for_bit(geom, out):
         assert_matches(got, want, node, f"implicit threads={threads} exact={exact}")
 
 
+PIXEL_TILE_GEOMS = [  # 1x1 convs too: the 7 x 32 tiles read every image 4 channels a pixel
+    (1, 64, 7, 7, 70, 1, 1, 0, 1, 1),        # 1x1: 49 pixels = 7 tiles, a 6-channel block
+    (1, 16, 14, 14, 33, 1, 1, 0, 1, 1),      # a 1-channel block
+    (2, 8, 5, 3, 40, 1, 1, 0, 1, 1),         # batch 2, 15 pixels: a last tile of 1
+    (1, 4, 2, 2, 16, 1, 1, 0, 1, 1),         # one tile of 4 pixels, one zmm of channels
+    (1, 8, 6, 6, 48, 3, 1, 1, 1, 1),         # 36 pixels: 5 tiles + 1, channels 32 + 16
+]
+
+
+@pytest.mark.skipif(not _qgemm.HAVE_VNNI, reason="AVX-512 VNNI not on this CPU (or "
+                    "EDGENN_MAX_ISA): the pixel tiles are that tier's")
+@pytest.mark.parametrize("geom", IMPLICIT_GEOMS + STRIDED_IMPLICIT_GEOMS + PIXEL_TILE_GEOMS)
+@pytest.mark.parametrize("out", ["u8", "f32", "u8+residual"])
+def test_pixel_tiles_are_the_default_plan_bit_for_bit(geom, out):
+    """qconv_u8s8_7x32: 7 pixels broadcast x 32 channels in the lanes over the shifted
+    image, the outputs written through a byte transpose (the residual read through its
+    inverse): the default plan's bytes and the reference's, with partial tiles of pixels
+    and channels, any thread count, the threads splitting pixels or channel blocks, every
+    epilogue (the float output per channel row); no output left unwritten."""
+    node, inputs, ins, outs, want = _output_case(np.random.default_rng(sum(geom) + len(out)),
+                                                 geom, out)
+    base = np.empty(outs[0].shape, outs[0].dtype)
+    qconv.prepare_gemm(node, ins, outs, isa="avx512vnni")(inputs, [base])
+    for threads, split in itertools.product((1, 2, 3), (False, True)):
+        run = qconv.prepare_gemm(node, ins, outs, isa="avx512vnni", threads=threads,
+                                 pixel_tiles=True, split_channels=split)
+        assert run.pixel_tiles and run.implicit and run.exact
+        got = np.full(outs[0].shape, 7, outs[0].dtype)
+        run(inputs, [got])
+        np.testing.assert_array_equal(got, base, f"threads={threads} split={split}")
+        assert_matches(got, want, node, f"pixel tiles threads={threads}")
+
+
+@pytest.mark.skipif(not _qgemm.HAVE_VNNI, reason="AVX-512 VNNI not on this CPU (or "
+                    "EDGENN_MAX_ISA): the pixel tiles are that tier's")
+def test_pixel_tiles_are_offered_where_they_run_in_registers():
+    """The tuner's candidate: group-1 convs of 4k channels with a u8 epilogue in registers;
+    not a float output, 3 input channels or a grouped conv (the direct API computes those)."""
+    specs = lambda node, ins, outs: {s.name for s in KERNELS["QConv"]
+                                     if s.supports(node, ins, outs)}
+    for geom, out, offered in [((1, 8, 6, 6, 48, 3, 1, 1, 1, 1), "u8", True),
+                               ((1, 8, 6, 6, 48, 1, 2, 0, 1, 1), "u8+residual", True),
+                               ((1, 8, 6, 6, 48, 3, 1, 1, 1, 1), "f32", False),
+                               ((1, 3, 6, 6, 48, 3, 1, 1, 1, 1), "u8", False),
+                               ((1, 8, 6, 6, 48, 3, 1, 1, 1, 2), "u8", False)]:
+        node, inputs, ins, outs, _ = _output_case(np.random.default_rng(1), geom, out)
+        assert ("qconv_u8s8_7x32__avx512vnni" in specs(node, ins, outs)) == offered, (geom, out)
+    with pytest.raises(ValueError, match="pixel tiles"):
+        node, inputs, ins, outs, _ = _output_case(np.random.default_rng(1),
+                                                  (1, 8, 6, 6, 48, 3, 1, 1, 1, 2), "u8")
+        qconv.prepare_gemm(node, ins, outs, isa="avx512vnni", pixel_tiles=True)
+
+
 @pytest.mark.skipif(not _qgemm.HAVE_VNNI, reason="AVX-512 VNNI not on this CPU (or "
                     "EDGENN_MAX_ISA): the implicit GEMM is that tier's")
 @pytest.mark.parametrize("width", [1, 2, 5, 8, 17, 23, 24, 40, 57])

@@ -197,6 +197,38 @@ static void check_spgemm(void) {
     }
 }
 
+/* The 7-pixel x 32-channel tile (_qgemm_vnni_pix.h): w [ng][32][4] s8, pixel i of group g
+ * at x + goff[g] + 4 i (groups stored in reverse), out [7][32]. */
+static void check_vnni_pix(void) {
+    static const long ngs[] = {1, 9, 300};
+    char what[128];
+    for (size_t t = 0; t < sizeof ngs / sizeof ngs[0]; t++)
+        for (int fill = 0; fill < 3; fill++) {   /* random, u8 255 x s8 -128, 255 x 127 */
+            const long ng = ngs[t];
+            uint8_t *w = malloc(ng * 128), *x = malloc(ng * 64);
+            long *goff = malloc(ng * sizeof(long));
+            const uint8_t s8 = fill == 1 ? 0x80 : 0x7f;
+            for (long i = 0; i < ng * 128; i++) w[i] = fill ? s8 : (uint8_t)rnd();
+            for (long i = 0; i < ng * 64; i++) x[i] = fill ? 255 : (uint8_t)rnd();
+            for (long g = 0; g < ng; g++) goff[g] = (ng - 1 - g) * 64;
+            int32_t got[7 * 32];
+            qvp_acc(ng, w, x, goff, got);
+            int ok = 1;
+            for (int i = 0; i < 7; i++)
+                for (int c = 0; c < 32; c++) {
+                    int64_t s = 0;
+                    for (long g = 0; g < ng; g++)
+                        for (int q = 0; q < 4; q++)
+                            s += (int64_t)(int8_t)w[(g * 32 + c) * 4 + q] * x[goff[g] + 4 * i + q];
+                    ok &= got[i * 32 + c] == (int32_t)s;
+                }
+            snprintf(what, sizeof what, "vnni conv 7x32 pixel tile (SIMDe) ng=%ld fill=%d: exact",
+                     ng, fill);
+            check(ok, what);
+            free(w); free(x); free(goff);
+        }
+}
+
 int main(void) {
 #if defined(__aarch64__)
     int t = edgenn_isa();
@@ -205,6 +237,7 @@ int main(void) {
     printf("tier %s\n", t == EDGENN_ISA_NEONDOT ? "neondot" : "neon");
 #endif
     check_vnni();
+    check_vnni_pix();
     check_sgemm();
     check_spmm();
     check_spgemm();

@@ -997,6 +997,8 @@ typedef struct {
     const long *goff;        /* implicit GEMM (flat, the image nc4, AVX-512 VNNI): group g's
                                 bytes at xp + goff[g] + 4 * column, no B block packed; or
                                 NULL */
+    int pix;                 /* implicit on the shifted image, 7-pixel x 32-channel tiles
+                                (_qgemm_vnni_pix.h): the weights [ceil(M/32)][G][32][4] */
 } qg_conv_plan;
 
 #if QE_X86 && QV_HAVE
@@ -1149,6 +1151,43 @@ static void qv_conv_tiles(const qg_conv_plan *p, const qg_conv *g, const uint8_t
 }
 #endif
 
+#if QE_X86 && QV_HAVE
+/* Pixel-tile plans (p->pix): output pixels [jb, je) x channels [mb, me) (mb a multiple of
+ * 32) in 7 x 32 tiles over the shifted nc4 image, wp the 32-channel blocks' weights. The
+ * integer and float epilogues in registers; any other (float out, post-affine, other
+ * activations) per channel row through qe_span_c. */
+static void qvp_conv_range(const qg_conv_plan *p, const uint8_t *wp, const qg_conv *g,
+                           const qe_epi *e, void *y, const uint8_t *z, long jb, long je,
+                           long mb, long me) {
+    const long N = p->N, G = p->G, es = e->out_f32 ? 4 : 1;
+    const int int_out = qv_int_out(e, z), float_out = qv_float_out(e);
+    for (long m0 = mb; m0 < me; m0 += QVP_CH) {
+        const int mc = me - m0 < QVP_CH ? (int)(me - m0) : QVP_CH;
+        const uint8_t *w = wp + (m0 / QVP_CH) * G * 4 * QVP_CH;
+        for (long n0 = jb; n0 < je; n0 += QVP_PX) {
+            const int r = je - n0 < QVP_PX ? (int)(je - n0) : QVP_PX;
+            const uint8_t *b = g->xp + 4 * n0;
+            const uint8_t *zo = z ? z + m0 * N + n0 : NULL;
+            if (int_out) {
+                qvp_u8(G, w, b, p->goff, r, mc, e, m0, (uint8_t *)y + m0 * N + n0, N);
+                continue;
+            }
+            if (float_out) {
+                qvp_fz(G, w, b, p->goff, r, mc, e, m0, (uint8_t *)y + m0 * N + n0, zo, N);
+                continue;
+            }
+            int32_t acc[QVP_PX * QVP_CH], row[QVP_PX];
+            qvp_acc(G, w, b, p->goff, acc);
+            for (int l = 0; l < mc; l++) {
+                for (int i = 0; i < r; i++) row[i] = acc[i * QVP_CH + l];
+                qe_span_c(row, r, e, m0 + l, n0, (char *)y + ((m0 + l) * N + n0) * es,
+                          z ? zo + l * N : NULL);
+            }
+        }
+    }
+}
+#endif
+
 /* Output pixels [jb, je) and output channels [mb, me) of one image, one group: y (M, N)
  * (u8 or float, row stride N elements) = epilogue(W x im2col) with W packed at wp
  * ([ceil(M/6)][G][24 bytes]); z (M, N) residual or NULL. The padded image must be filled
@@ -1161,6 +1200,10 @@ static void qg_conv_tile_range(const qg_conv_plan *p, const uint8_t *wp, const q
     const int flavor_wide = p->wide;
     qg_ukr_t ukr = qg_pick_ukr(QG_CONV, flavor_wide, p->use_avx2);
 #if QE_X86 && QV_HAVE
+    if (p->pix) {
+        qvp_conv_range(p, wp, g, e, y, z, jb, je, mb, me);
+        return;
+    }
     if (p->goff) {   /* implicit GEMM: the tiles read the nc4 image where it lies */
         int32_t *pat = (int32_t *)(ws + 64);
         for (long j0 = jb; j0 < je; j0 += p->nc) {
@@ -1231,10 +1274,11 @@ static void qg_conv_rows_part(const qg_conv_plan *p, const uint8_t *wp, const qg
                               const qe_epi *e, void *y, const uint8_t *z, uint8_t *ws, int t,
                               int nt) {
     long a, b;
-    qg_share((p->M + QG_MR - 1) / QG_MR, t, nt, &a, &b);
+    const long unit = p->pix ? 32 : QG_MR;   /* the weights' blocks of channels */
+    qg_share((p->M + unit - 1) / unit, t, nt, &a, &b);
     if (a < b)
-        qg_conv_tile_range(p, wp, g, e, y, z, ws, 0, p->Nf, a * QG_MR,
-                           b * QG_MR < p->M ? b * QG_MR : p->M);
+        qg_conv_tile_range(p, wp, g, e, y, z, ws, 0, p->Nf, a * unit,
+                           b * unit < p->M ? b * unit : p->M);
 }
 
 /* flat plans: off[k] = where im2col row k starts in the padded image, or (phased) in its

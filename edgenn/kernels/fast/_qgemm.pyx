@@ -72,6 +72,7 @@ cdef extern from "_qgemm.h" nogil:
         const long *row_off
         long Nf
         const long *goff
+        int pix
     ctypedef struct qg_gemm_plan:
         long M, K, N, G, NP
         int wide, use_avx2, use_vnni
@@ -370,7 +371,7 @@ cdef class QConvKernel:
     def __init__(self, cnp.ndarray wpacked, bint wide, geom, long group, long M, dict epi,
                  uint8_t x_zp, bint force_portable=False, int threads=1, excess=None,
                  str isa="avx2", flat=None, bint implicit=False, exact=None,
-                 split_channels=None):
+                 split_channels=None, bint pixel_tiles=False):
         self.geo = _geometry(geom, group)
         self.group, self.Mtot, self.Ctot = group, M, geom[0]
         self.geo.pad = x_zp
@@ -384,6 +385,16 @@ cdef class QConvKernel:
                             and self.geo.oh == self.geo.H and self.geo.ow == self.geo.W)
         self.plan.use_avx2 = HAVE_AVX2 and not force_portable and isa != "scalar"
         self.plan.use_vnni = _use_vnni(isa, wide, excess)
+        # pixel_tiles (qconv_u8s8_7x32): the implicit GEMM on the shifted image in 7-pixel x
+        # 32-channel tiles (_qgemm_vnni_pix.h), 1x1 convs included (their image laid out
+        # 4 channels per pixel too); wpacked in 32-channel blocks (qgemm.pack_blocks32)
+        if pixel_tiles:
+            if not (group == 1 and self.geo.C % 4 == 0 and not force_portable
+                    and self.plan.use_vnni == QG_VNNI_AVX512):
+                raise ValueError("pixel tiles: group-1 convs of 4k channels on AVX-512 VNNI")
+            self.plan.direct = 0
+            implicit, exact, flat = True, True, True
+        self.plan.pix = pixel_tiles
         # the padded image (per context): borders hold the zero point, the interior is
         # copied per call; a 64-byte header says which zero point the borders hold
         self.padsize = 0 if self.plan.direct else qg_conv_padded_size(&self.geo)
@@ -446,7 +457,8 @@ cdef class QConvKernel:
         self.zflatsize = (self.plan.M * self.plan.Nf + 63) // 64 * 64 \
             if self.flatsize and epi["has_z"] else 0
         self.plan.nc = qg_conv_block(self.plan.Nf, self.plan.G)
-        self.gstride = (self.plan.M + QG_MR - 1) // QG_MR * self.plan.G * QG_MR * 4
+        rows = 32 if pixel_tiles else QG_MR     # the weights' panels / blocks of channels
+        self.gstride = (self.plan.M + rows - 1) // rows * self.plan.G * rows * 4
         wp = np.ascontiguousarray(wpacked).view(np.uint8).ravel()
         if wp.size != self.gstride * group:
             raise ValueError(f"packed weights: {wp.size} bytes, expected {self.gstride * group}")
@@ -460,7 +472,7 @@ cdef class QConvKernel:
         # bytes when the pixels are split, all K x Nf column bytes when the channels are),
         # channel ranges of whole 6-row panels (split_channels: True / False forces it)
         panels = (self.plan.Nf + QG_NR - 1) // QG_NR
-        mpanels = (self.plan.M + QG_MR - 1) // QG_MR
+        mpanels = (self.plan.M + rows - 1) // rows
         if split_channels is None:
             split_channels = self.plan.M > self.plan.Nf
         self.split_m = threads > 1 and bool(split_channels) and mpanels >= 2

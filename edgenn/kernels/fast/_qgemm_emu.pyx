@@ -26,6 +26,13 @@ cdef extern from *:
     #undef QVC_DP8
     #undef QVC_PREFIX
     #define qv_ukr_conv_6x32_broken qvc_broken_6x2_acc
+    /* the 7-pixel x 32-channel tile's broken twin (_qgemm_vnni_pix.h) */
+    #define QVP_DP(c, x, w) _mm512_dpbusd_epi32(c, x, _mm512_srai_epi32(w, 1))
+    #define QVP_PREFIX qvp_broken
+    #include "_qgemm_vnni_pix.h"
+    #undef QVP_DP
+    #undef QVP_PREFIX
+    #define QVP_BROKEN 1
     #define QVT_BROKEN_DP(c, x, w) _mm512_dpbusd_epi32(c, x, _mm512_srai_epi32(w, 1))
     QVT_SUMS(qvt_sums_broken, QVT_BROKEN_DP)
     #define QVT_BROKEN 1

@@ -174,6 +174,7 @@ typedef void (*qvci_fz_t)(long, const uint8_t *, const uint8_t *, const long *, 
 static const qvci_u8_t qvci_u8[9] = {QVC_SHAPES(qvci, u8)};
 static const qvci_fz_t qvci_fz[9] = {QVC_SHAPES(qvci, fz)};
 #endif
+#include "_qgemm_vnni_pix.h"   /* the 7-pixel x 32-channel tiles (qconv_u8s8_7x32) */
 #undef QVC_SHAPES
 #undef QV_UKR
 #undef QV_ACCUMULATE

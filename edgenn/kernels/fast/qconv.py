@@ -18,8 +18,10 @@ import numpy as np
 
 from .conv import geometry
 from .qgemm import (EXCESS_LIMIT, MR, choose_path, consts_ok, dynamic_constants, dynamic_scale,
-                    epilogue_args, kernel_runner, opt, pack_a, register_tiers)
+                    epilogue_args, kernel_runner, opt, pack_a, pack_blocks32, register,
+                    register_tiers)
 from .quantize import scalar
+from .threading_cost import plan_threads
 
 ACTIVATIONS = ("", "Relu", "Clip", "HardSwish", "HardSigmoid", "Sigmoid", "SiLU", "LeakyRelu")
 
@@ -72,7 +74,7 @@ def implicit_rows(w_rows: np.ndarray, taps: int) -> np.ndarray:
 
 def prepare_gemm(node, ins, outs, force_portable=False, force_wide=False, threads=1,
                  excess_limit=EXCESS_LIMIT, isa="avx2", flat=None, implicit=None, exact=None,
-                 split_channels=None):
+                 split_channels=None, pixel_tiles=False):
     """-> run(inputs, outputs); force_wide / excess_limit: tests pin the portable build,
     the int16 path, the u8 + excess path (excess_limit=1); isa as qgemm.prepare_qgemm;
     flat: True / False forces the in-place im2col over the padded width on / off (None:
@@ -82,13 +84,17 @@ def prepare_gemm(node, ins, outs, force_portable=False, force_wide=False, thread
     (implicit plans): the image once per kernel column, shifted, so that no column is
     computed to be dropped (None: where that saves products, _qgemm._exact_pays);
     split_channels (threads > 1): the threads split the output channels, not the pixels
-    (None: where there are more channels than computed pixels, _qgemm.QConvKernel)."""
+    (None: where there are more channels than computed pixels, _qgemm.QConvKernel);
+    pixel_tiles (AVX-512 VNNI, group-1 convs of 4k channels, 1x1 included): the implicit
+    GEMM on the shifted image in 7-pixel x 32-channel tiles (qconv_u8s8_7x32)."""
     qg = _qgemm()
     w = np.asarray(ins[3].value, np.int8)
     m = w.shape[0]
     wrows = w.reshape(m, -1)                                   # (M, C/g*KH*KW)
     group = int(node.attrs.get("group", 1))
-    if implicit is None:
+    if pixel_tiles:
+        implicit = True
+    elif implicit is None:
         implicit = (flat is not False and not force_portable
                     and qg.implicit_ok(_geom(node, ins, outs), group, isa))
     if implicit:
@@ -101,8 +107,8 @@ def prepare_gemm(node, ins, outs, force_portable=False, force_wide=False, thread
     packed_rows, wide, excess = choose_path(wrows, MR, (m + MR - 1) // MR, force_wide,
                                             excess_limit, isa)
     mg = m // group
-    packed = np.concatenate([pack_a(packed_rows[g * mg:(g + 1) * mg], wide)
-                             for g in range(group)])
+    packed = pack_blocks32(packed_rows) if pixel_tiles else np.concatenate(
+        [pack_a(packed_rows[g * mg:(g + 1) * mg], wide) for g in range(group)])
     wsum = wrows.astype(np.int64).sum(axis=1)
     dynamic = dynamic_scale(ins)
     epi = epilogue_args(node, ins, m, wsum=None if dynamic else wsum)
@@ -110,7 +116,7 @@ def prepare_gemm(node, ins, outs, force_portable=False, force_wide=False, thread
     k = qg.QConvKernel(packed, wide, _geom(node, ins, outs), group, m, epi, x_zp,
                        force_portable=force_portable, threads=threads, excess=excess, isa=isa,
                        flat=flat, implicit=implicit, exact=exact,
-                       split_channels=split_channels)
+                       split_channels=split_channels, pixel_tiles=pixel_tiles)
     if dynamic:
         k.set_dynamic(*dynamic_constants(ins, m, wsum))
     run = kernel_runner(k, opt(ins, 9) is not None, dynamic)
@@ -119,12 +125,40 @@ def prepare_gemm(node, ins, outs, force_portable=False, force_wide=False, thread
     run.flat = k.flat
     run.implicit = bool(implicit)
     run.exact = k.exact
+    run.pixel_tiles = bool(pixel_tiles)
     return run
 
 
 # output pixels split over the session's threads in the _mt specs (OpenMP)
 register_tiers("QConv", "qconv_gemm_int8", _gemm_supports, prepare_gemm,
                {"avxvnni": "qconv_u8s8_6x16__avxvnni", "avx512vnni": "qconv_u8s8_6x32__avx512vnni"})
+
+
+def _pixel_tiles_supports(node, ins, outs) -> bool:
+    """qconv_u8s8_7x32: group-1 convs of 4k input channels (the image 4 channels per
+    pixel), where the CPU (and EDGENN_MAX_ISA) has AVX-512 VNNI, with an epilogue the
+    tiles compute in registers: u8 out, per-channel constants, no post affine, the float
+    path's activation none / Relu / Clip (any other runs per channel row, a candidate
+    the tuner would only time to drop: MobileNetV2's float-out 1x1, 2x the 6 x 32's)."""
+    if not (_gemm_supports(node, ins, outs) and int(node.attrs.get("group", 1)) == 1
+            and ins[0].shape[1] % 4 == 0 and _qgemm().HAVE_VNNI):
+        return False
+    e = epilogue_args(node, ins, ins[3].shape[0])
+    return (not e["out_f32"] and not e.get("post")
+            and (not e["float_path"] or e["act"] in ("", "Relu", "Clip")))
+
+
+# the 7-pixel x 32-channel tiles: a candidate the tuner times against the 6 x 32 ones
+# (priority below them, so an untimed plan keeps those)
+for _name, _threads in (("qconv_u8s8_7x32__avx512vnni", False),
+                        ("qconv_u8s8_7x32__avx512vnni_mt", True)):
+    register("QConv", _name,
+             (lambda node, ins, outs: plan_threads() > 1 and _pixel_tiles_supports(node, ins, outs))
+             if _threads else _pixel_tiles_supports,
+             lambda node, ins, outs, mt=_threads: prepare_gemm(
+                 node, ins, outs, isa="avx512vnni", pixel_tiles=True,
+                 threads=plan_threads() if mt else 1),
+             pool="omp" if _threads else "own", isa="avx512vnni", priority=1)
 
 
 # -- depthwise ---------------------------------------------------------------------------------

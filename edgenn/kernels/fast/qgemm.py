@@ -289,6 +289,12 @@ def pack_a(w_rows: np.ndarray, wide: bool) -> np.ndarray:
     return _panels(w_rows, MR, MR, wide)
 
 
+def pack_blocks32(w_rows: np.ndarray) -> np.ndarray:
+    """Conv weights (M, K) int8 -> blocks of 32 channels, [ceil(M/32)][K/4][32][4] (the
+    7 x 32 pixel tiles' vectors: _qgemm_vnni_pix.h)."""
+    return _panels(w_rows, 32, 32, False)
+
+
 def pack_b(w_kn: np.ndarray, wide: bool) -> np.ndarray:
     """Gemm weights (K, N) int8 -> B panels of 8 columns, N rounded up to 32."""
     return _panels(np.asarray(w_kn).T, NR, 4 * NR, wide)

@@ -1,6 +1,6 @@
 """Tests' access to the VNNI int8 micro-kernels on raw packed panels, AVX-512 VNNI
 (_qgemm_vnni.h) or AVX-VNNI (_qgemm_avxvnni.h), native (_qgemm) or compiled against SIMDe
-(_qgemm_emu, any CPU): one 6 x 32 call."""
+(_qgemm_emu, any CPU): one 6 x 32 call, or one 7-pixel x 32-channel one (pixel_tile)."""
 from __future__ import annotations
 
 import numpy as np
@@ -100,4 +100,23 @@ def implicit_tile(lane: str, a, b, ng: int, npan: int, order=None, rows: int = 6
     a = np.concatenate([np.ascontiguousarray(a, np.uint8).ravel(), np.zeros(64, np.uint8)])
     out = np.zeros((4, 6, 8), np.int32)
     _module(lane).vnni_implicit_into(a, img, goff, ng, npan, out.reshape(-1), rows)
+    return out
+
+
+def pixel_tile(lane: str, w, x, ng: int, order=None, broken: bool = False) -> np.ndarray:
+    """The 7-pixel x 32-channel tile (_qgemm_vnni_pix.h): w (ng, 32, 4) int8 weights as
+    uint8, x (ng, 7, 4) uint8 pixels, each group's 7 pixels (28 bytes) at goff[g] of an
+    image holding the groups in `order` -> (7, 32) int32 sums; broken: the emulated
+    build's twin (a weight operand halved)."""
+    w = np.ascontiguousarray(w, np.uint8).reshape(-1)
+    x = np.ascontiguousarray(x, np.uint8).reshape(ng, 28)
+    if ng < 1 or w.size != ng * 128:
+        raise ValueError("ng >= 1 groups of 32 x 4 weight bytes and 7 x 4 pixel bytes")
+    order = np.arange(ng) if order is None else np.asarray(order)
+    slots = np.empty(ng, np.int64)
+    slots[order] = np.arange(ng)
+    img = np.zeros((ng, 64), np.uint8)            # a group's 28 bytes, then slack
+    img[slots] = np.pad(x, ((0, 0), (0, 36)))
+    out = np.zeros((7, 32), np.int32)
+    _module(lane).vnni_pixel_tile_into(w, img.ravel(), slots * 64, ng, out.reshape(-1), broken)
     return out

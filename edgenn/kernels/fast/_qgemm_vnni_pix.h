@@ -1,0 +1,205 @@
+/* qconv_u8s8_7x32__avx512vnni: the implicit-GEMM conv tile turned around (onnxruntime
+ * MLAS's ConvSym orientation): 7 output pixels broadcast x 32 output channels in the
+ * lanes, where _qgemm_vnni_conv.h's tiles broadcast 6 channels' weights over 32 pixels.
+ *
+ * A plane of 7k pixels (49, 196, 784, 3136: every plane of ResNet-18 and of MobileNetV2
+ * from 56x56 down) is whole tiles, where the 32-pixel tiles leave a last 1-16 pixels at a
+ * fraction of their rate (a 7x7 plane: 32 + 16 + 1), and 32-channel blocks cover the
+ * usual channel counts where 6-row panels leave a 2- or 4-row one. Measured alone
+ * (synthetic, AMD EPYC 25/17): 3x3 convs of 256 channels at 14x14 and 512 at 7x7 at
+ * 230-233 GMAC/s against ~205 for the pixel tiles.
+ *
+ * b: the shifted nc4 image (qg_conv.shifted) at output pixel n0, so group g's 4 bytes of
+ * pixel n0 + i are at b + goff[g] + 4 i; w: the 32-channel block's weights,
+ * [ng][32 channels][4 bytes] (qconv's packing with 32 lanes). 14 accumulators c<i><h>:
+ * pixel i, channels 16h .. 16h + 15.
+ *   qvp_acc: the s32 sums into out[7 pixels][32 channels];
+ *   qvp_u8 / qvp_fz (native build): the integer / float epilogues in registers, the same
+ *   operations in the same order as qvc_*_u8 / _fz per output, the bytes written through
+ *   an 8 x 16 transpose: r <= 7 pixels and mc <= 32 channels of y (channel rows ld apart)
+ *   from the tile's first output; z the residual in y's layout or NULL.
+ * A tile of r < 7 pixels reads 7 (<= 24 bytes past the image's last pixel: its slack).
+ * Optional: QVP_DP(c, x, w) the product step (the emulated test build's broken twin) and
+ * QVP_PREFIX the functions' prefix (qvp). */
+
+#ifdef QVP_DP
+#define QVP_DP_GIVEN 1
+#else
+#define QVP_DP(c, x, w) _mm512_dpbusd_epi32(c, x, w)
+#endif
+#ifndef QVP_PREFIX
+#define QVP_PREFIX qvp
+#define QVP_PREFIX_DEFAULT 1
+#endif
+#define QVP_CAT_(a, b) a##_##b
+#define QVP_CAT(a, b) QVP_CAT_(a, b)
+#define QVP_FN(kind) QVP_CAT(QVP_PREFIX, kind)
+
+#ifndef QVP_PX
+#define QVP_PX 7    /* pixels per tile */
+#define QVP_CH 32   /* channels per tile (two zmm) */
+#endif
+
+#define QVP_ROW(i)                                                                                \
+    {                                                                                             \
+        const __m512i s = _mm512_set1_epi32(*(const int32_t *)(px + 4 * (i)));                    \
+        c##i##0 = QVP_DP(c##i##0, s, w0);                                                         \
+        c##i##1 = QVP_DP(c##i##1, s, w1);                                                         \
+    }
+/* the ng groups into named accumulators (an indexed array made GCC shuffle them through
+ * memory), then c[7][2] over them for the epilogues */
+#define QVP_ACCUMULATE                                                                            \
+    __m512i c00 = _mm512_setzero_si512(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,  \
+            c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00,          \
+            c61 = c00;                                                                            \
+    for (long g = 0; g < ng; g++, w += 4 * QVP_CH) {                                              \
+        const uint8_t *px = b + goff[g];                                                          \
+        const __m512i w0 = _mm512_loadu_si512(w), w1 = _mm512_loadu_si512(w + 64);                \
+        QVP_ROW(0) QVP_ROW(1) QVP_ROW(2) QVP_ROW(3) QVP_ROW(4) QVP_ROW(5) QVP_ROW(6)              \
+    }                                                                                             \
+    const __m512i c[QVP_PX][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31},                 \
+                                  {c40, c41}, {c50, c51}, {c60, c61}};
+
+QV_TARGET static void QVP_FN(acc)(long ng, const uint8_t *w, const uint8_t *b, const long *goff,
+                                  int32_t *out) {
+    QVP_ACCUMULATE
+    for (int i = 0; i < QVP_PX; i++)
+        for (int h = 0; h < 2; h++) _mm512_storeu_si512(out + i * QVP_CH + 16 * h, c[i][h]);
+}
+
+#if defined(EDGENN_QEPI_H) && QE_X86 && !defined(QVP_HELPERS)   /* native build */
+#define QVP_HELPERS 1
+/* p[i] (i < 8): 16 channels' bytes of pixel i -> channel l's pixels 0 .. r-1 at y + l ld
+ * (l < mc <= 16): bytes, then 16-bit, then 32-bit unpacks leave channels 2k, 2k + 1 as the
+ * two halves of d[k]. */
+__attribute__((always_inline)) QV_TARGET static inline void
+qvp_store_transposed(const __m128i p[8], int r, int mc, uint8_t *y, long ld) {
+    __m128i a[8], s[8], d[8];
+    for (int k = 0; k < 4; k++) {
+        a[2 * k] = _mm_unpacklo_epi8(p[2 * k], p[2 * k + 1]);       /* channels 0-7 */
+        a[2 * k + 1] = _mm_unpackhi_epi8(p[2 * k], p[2 * k + 1]);   /* channels 8-15 */
+    }
+    for (int k = 0; k < 2; k++)
+        for (int q = 0; q < 2; q++) {   /* pixels 4q .. 4q + 3, channels 8k .. 8k + 7 */
+            s[4 * k + q] = _mm_unpacklo_epi16(a[4 * q + k], a[4 * q + k + 2]);
+            s[4 * k + q + 2] = _mm_unpackhi_epi16(a[4 * q + k], a[4 * q + k + 2]);
+        }
+    /* s[4k + 2j + q]: channels 8k + 4j .. + 3, pixels 4q .. 4q + 3 */
+    for (int k = 0; k < 4; k++) {
+        d[2 * k] = _mm_unpacklo_epi32(s[2 * k], s[2 * k + 1]);
+        d[2 * k + 1] = _mm_unpackhi_epi32(s[2 * k], s[2 * k + 1]);
+    }
+    const __mmask16 pm = (__mmask16)((1u << r) - 1);
+    for (int k = 0; k < 8; k++) {
+        if (2 * k >= mc) break;
+        _mm_mask_storeu_epi8(y + 2 * k * ld, pm, d[k]);
+        if (2 * k + 1 < mc) _mm_mask_storeu_epi8(y + (2 * k + 1) * ld, pm, _mm_unpackhi_epi64(d[k], d[k]));
+    }
+}
+
+/* The inverse: channel l's pixels 0 .. r-1 at z + l ld (l < mc; others 0) -> p[i] the
+ * 16 channels of pixel i (i < 8). */
+__attribute__((always_inline)) QV_TARGET static inline void
+qvp_load_transposed(const uint8_t *z, long ld, int r, int mc, __m128i p[8]) {
+    const __mmask16 pm = (__mmask16)((1u << r) - 1);
+    __m128i rows[16], s[8], t[8], u[8];
+    for (int l = 0; l < 16; l++)
+        rows[l] = l < mc ? _mm_maskz_loadu_epi8(pm, z + l * ld) : _mm_setzero_si128();
+    for (int k = 0; k < 8; k++)   /* pixel j: channels 2k, 2k + 1 */
+        s[k] = _mm_unpacklo_epi8(rows[2 * k], rows[2 * k + 1]);
+    for (int k = 0; k < 4; k++) {  /* channels 4k .. 4k + 3: pixels 0-3, 4-7 */
+        t[2 * k] = _mm_unpacklo_epi16(s[2 * k], s[2 * k + 1]);
+        t[2 * k + 1] = _mm_unpackhi_epi16(s[2 * k], s[2 * k + 1]);
+    }
+    for (int k = 0; k < 2; k++)    /* channels 8k .. 8k + 7 */
+        for (int q = 0; q < 2; q++) {
+            /* pixels 4q, 4q + 1 | 4q + 2, 4q + 3 */
+            u[4 * k + 2 * q] = _mm_unpacklo_epi32(t[4 * k + q], t[4 * k + q + 2]);
+            u[4 * k + 2 * q + 1] = _mm_unpackhi_epi32(t[4 * k + q], t[4 * k + q + 2]);
+        }
+    /* u[4k + m]: channels 8k .. 8k + 7 of pixels 2m, 2m + 1 */
+    for (int m = 0; m < 4; m++) {
+        p[2 * m] = _mm_unpacklo_epi64(u[m], u[4 + m]);
+        p[2 * m + 1] = _mm_unpackhi_epi64(u[m], u[4 + m]);
+    }
+}
+#endif
+
+#if defined(EDGENN_QEPI_H) && QE_X86
+/* For each zmm h of 16 channels (lane mask m of the valid ones) and pixel i: q = sum +
+ * bias, BODY (which leaves the u8 value in q's lanes), the pixels' bytes stored
+ * transposed at y's channel rows. PRE(h) may set per-h constants. */
+#define QVP_FOR_OUTPUTS(PRE, BODY)                                                                \
+    for (int h = 0; h < 2; h++) {                                                                 \
+        const int mh = mc - 16 * h;                                                               \
+        if (mh <= 0) break;                                                                       \
+        const __mmask16 m = qv_lanes16(mh);                                                       \
+        const __m512i bias = _mm512_maskz_loadu_epi32(m, e->bias + m0 + 16 * h);                 \
+        const __m512 mult = _mm512_maskz_loadu_ps(m, e->mult + m0 + 16 * h);                     \
+        PRE                                                                                       \
+        __m128i p[8];                                                                             \
+        _Pragma("GCC unroll 7") for (int i = 0; i < QVP_PX; i++) {                                \
+            __m512i q = _mm512_add_epi32(c[i][h], bias);                                          \
+            BODY                                                                                  \
+            p[i] = _mm512_cvtepi32_epi8(q);                                                       \
+        }                                                                                         \
+        p[7] = p[6];                                                                              \
+        qvp_store_transposed(p, r, mh < 16 ? mh : 16, y + 16 * h * ld, ld);                      \
+    }
+
+QV_TARGET static void QVP_FN(u8)(long ng, const uint8_t *w, const uint8_t *b, const long *goff,
+                                 int r, int mc, const qe_epi *e, long m0, uint8_t *y, long ld) {
+    QVP_ACCUMULATE
+    const __m512 big = _mm512_set1_ps(16777216.f);
+    const __m512i zp = _mm512_set1_epi32(e->yzp);
+    const __m512i lo = _mm512_set1_epi32(qe_u8(e->lo)), hi = _mm512_set1_epi32(qe_u8(e->hi));
+    QVP_FOR_OUTPUTS(,
+        __m512 f = _mm512_min_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(q), mult), big);
+        q = _mm512_add_epi32(_mm512_cvtps_epi32(f), zp);
+        q = _mm512_min_epi32(_mm512_max_epi32(q, lo), hi);)
+}
+
+QV_TARGET static void QVP_FN(fz)(long ng, const uint8_t *w, const uint8_t *b, const long *goff,
+                                 int r, int mc, const qe_epi *e, long m0, uint8_t *y,
+                                 const uint8_t *z, long ld) {
+    QVP_ACCUMULATE
+    const __m512 big = _mm512_set1_ps(16777216.f), zero = _mm512_setzero_ps();
+    const __m512 p0 = _mm512_set1_ps(e->p0), p1 = _mm512_set1_ps(e->p1);
+    const __m512 zs = _mm512_set1_ps(e->zscale), inv = _mm512_set1_ps(e->inv_y);
+    const __m512i yzp = _mm512_set1_epi32(e->yzp), zzp = _mm512_set1_epi32(e->zzp);
+    const __m512i u8max = _mm512_set1_epi32(255), izero = _mm512_setzero_si512();
+    const int act = e->act;
+    QVP_FOR_OUTPUTS(
+        const __m512 fadd = e->fadd ? _mm512_maskz_loadu_ps(m, e->fadd + m0 + 16 * h) : zero;
+        __m128i zt[8];
+        if (z) qvp_load_transposed(z + 16 * h * ld, ld, r, mh < 16 ? mh : 16, zt);,
+        __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(q), mult);
+        if (e->fadd) v = _mm512_add_ps(v, fadd);
+        if (z) {
+            __m512i zi = _mm512_cvtepu8_epi32(zt[i]);
+            v = _mm512_add_ps(v, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(zi, zzp)),
+                                               zs));
+        }
+        if (act == QE_RELU) v = _mm512_max_ps(v, zero);
+        else if (act == QE_CLIP) v = _mm512_min_ps(_mm512_max_ps(v, p0), p1);
+        v = _mm512_min_ps(_mm512_mul_ps(v, inv), big);
+        q = _mm512_add_epi32(_mm512_cvtps_epi32(v), yzp);
+        q = _mm512_min_epi32(_mm512_max_epi32(q, izero), u8max);)
+}
+#undef QVP_FOR_OUTPUTS
+#endif
+
+#undef QVP_ACCUMULATE
+#undef QVP_ROW
+#undef QVP_FN
+#undef QVP_CAT
+#undef QVP_CAT_
+#ifdef QVP_DP_GIVEN
+#undef QVP_DP_GIVEN
+#else
+#undef QVP_DP
+#endif
+#ifdef QVP_PREFIX_DEFAULT
+#undef QVP_PREFIX
+#undef QVP_PREFIX_DEFAULT
+#endif
