@@ -17,9 +17,9 @@ from __future__ import annotations
 import numpy as np
 
 from .conv import geometry
+from ...registry import kernel
 from .qgemm import (EXCESS_LIMIT, MR, choose_path, consts_ok, dynamic_constants, dynamic_scale,
-                    epilogue_args, kernel_runner, opt, pack_a, pack_blocks32, register,
-                    register_tiers)
+                    epilogue_args, kernel_runner, opt, pack_a, pack_blocks32, register_tiers)
 from .quantize import scalar
 from .threading_cost import plan_threads
 
@@ -149,16 +149,18 @@ def _pixel_tiles_supports(node, ins, outs) -> bool:
 
 
 # the 7-pixel x 32-channel tiles: a candidate the tuner times against the 6 x 32 ones
-# (priority below them, so an untimed plan keeps those)
+# (priority below them, so an untimed plan keeps those); bit-exact epilogues only, so no
+# _exp twin (register's) for the transcendental activations
 for _name, _threads in (("qconv_u8s8_7x32__avx512vnni", False),
                         ("qconv_u8s8_7x32__avx512vnni_mt", True)):
-    register("QConv", _name,
-             (lambda node, ins, outs: plan_threads() > 1 and _pixel_tiles_supports(node, ins, outs))
-             if _threads else _pixel_tiles_supports,
-             lambda node, ins, outs, mt=_threads: prepare_gemm(
-                 node, ins, outs, isa="avx512vnni", pixel_tiles=True,
-                 threads=plan_threads() if mt else 1),
-             pool="omp" if _threads else "own", isa="avx512vnni", priority=1)
+    kernel("QConv", _name,
+           supports=(lambda node, ins, outs: plan_threads() > 1
+                     and _pixel_tiles_supports(node, ins, outs))
+           if _threads else _pixel_tiles_supports,
+           pool="omp" if _threads else "own", isa="avx512vnni", priority=1)(
+        lambda node, ins, outs, mt=_threads: prepare_gemm(
+            node, ins, outs, isa="avx512vnni", pixel_tiles=True,
+            threads=plan_threads() if mt else 1))
 
 
 # -- depthwise ---------------------------------------------------------------------------------
