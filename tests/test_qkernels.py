@@ -576,10 +576,10 @@ PIXEL_TILE_GEOMS = [  # 1x1 convs too: the 7 x 32 tiles read every image 4 chann
 @pytest.mark.parametrize("out", ["u8", "f32", "u8+residual"])
 def test_pixel_tiles_are_the_default_plan_bit_for_bit(geom, out):
     """qconv_u8s8_7x32: 7 pixels broadcast x 32 channels in the lanes over the shifted
-    image, the outputs written through a byte transpose (the residual read through its
-    inverse): the default plan's bytes and the reference's, with partial tiles of pixels
-    and channels, any thread count, the threads splitting pixels or channel blocks, every
-    epilogue (the float output per channel row); no output left unwritten."""
+    image, the outputs written through a byte (float output: 8 x 8 float) transpose, the
+    residual read through its inverse: the default plan's bytes and the reference's, with
+    partial tiles of pixels and channels, any thread count, the threads splitting pixels
+    or channel blocks, every epilogue; no output left unwritten."""
     node, inputs, ins, outs, want = _output_case(np.random.default_rng(sum(geom) + len(out)),
                                                  geom, out)
     base = np.empty(outs[0].shape, outs[0].dtype)
@@ -596,18 +596,51 @@ def test_pixel_tiles_are_the_default_plan_bit_for_bit(geom, out):
 
 @pytest.mark.skipif(not _qgemm.HAVE_VNNI, reason="AVX-512 VNNI not on this CPU (or "
                     "EDGENN_MAX_ISA): the pixel tiles are that tier's")
+@pytest.mark.parametrize("variant", list(epilogue_variants()), ids=str)
+def test_pixel_tiles_every_epilogue_bit_for_bit(variant):
+    """Every epilogue of the int8 spec (integer path, float path with and without a
+    residual, float output; each activation, post affine and float bias) on the 7 x 32
+    tiles, in registers or per channel row: the default plan's bytes (Sigmoid / SiLU: the
+    reference's within its tolerance, exp per row against 8 lanes) and the reference's, a
+    partial channel block and a last tile of 3 pixels (45 pixels)."""
+    act, params, y_quant, residual = variant
+    rng = np.random.default_rng(len(act) + 3 * residual + 5 * y_quant)
+    for post, fbias in ((None, False), ((0.5, -0.25), not y_quant)):
+        node, inputs, const = qconv_case(rng, (1, 8, 5, 9, 40, 3, 1, 1, 1, 1), act, params,
+                                         y_quant, residual, bits=8, fbias=fbias, post=post)
+        ins = _infos(inputs, const)
+        outs = infer_node(node, ins, fold=False)
+        base = np.empty(outs[0].shape, outs[0].dtype)
+        qconv.prepare_gemm(node, ins, outs, isa="avx512vnni")(inputs, [base])
+        run = qconv.prepare_gemm(node, ins, outs, isa="avx512vnni", pixel_tiles=True)
+        got = np.full(outs[0].shape, 7, outs[0].dtype)
+        run(inputs, [got])
+        if act not in TRANSCENDENTAL:   # exp per channel row (qe_span_c) vs 8 lanes: 1 ulp
+            np.testing.assert_array_equal(got, base, f"{variant} post={post}")
+        assert_matches(got, _reference(node, inputs), node, f"{variant} post={post}")
+
+
+@pytest.mark.skipif(not _qgemm.HAVE_VNNI, reason="AVX-512 VNNI not on this CPU (or "
+                    "EDGENN_MAX_ISA): the pixel tiles are that tier's")
 def test_pixel_tiles_are_offered_where_they_run_in_registers():
-    """The tuner's candidate: group-1 convs of 4k channels with a u8 epilogue in registers;
-    not a float output, 3 input channels or a grouped conv (the direct API computes those)."""
+    """The tuner's candidate: group-1 convs of 4k channels with an epilogue in registers
+    (u8 or float out, activation none / Relu / Clip); not a Sigmoid, 3 input channels or
+    a grouped conv (the direct API computes those)."""
     specs = lambda node, ins, outs: {s.name for s in KERNELS["QConv"]
                                      if s.supports(node, ins, outs)}
     for geom, out, offered in [((1, 8, 6, 6, 48, 3, 1, 1, 1, 1), "u8", True),
                                ((1, 8, 6, 6, 48, 1, 2, 0, 1, 1), "u8+residual", True),
-                               ((1, 8, 6, 6, 48, 3, 1, 1, 1, 1), "f32", False),
+                               ((1, 8, 6, 6, 48, 3, 1, 1, 1, 1), "f32", True),
                                ((1, 3, 6, 6, 48, 3, 1, 1, 1, 1), "u8", False),
                                ((1, 8, 6, 6, 48, 3, 1, 1, 1, 2), "u8", False)]:
         node, inputs, ins, outs, _ = _output_case(np.random.default_rng(1), geom, out)
         assert ("qconv_u8s8_7x32__avx512vnni" in specs(node, ins, outs)) == offered, (geom, out)
+    for y_quant in (False, True):
+        node, inputs, const = qconv_case(np.random.default_rng(1), (1, 8, 6, 6, 48, 3, 1, 1, 1, 1),
+                                         "Sigmoid", y_quant=y_quant, bits=8)
+        ins = _infos(inputs, const)
+        assert "qconv_u8s8_7x32__avx512vnni" not in specs(node, ins, infer_node(node, ins,
+                                                                                  fold=False))
     with pytest.raises(ValueError, match="pixel tiles"):
         node, inputs, ins, outs, _ = _output_case(np.random.default_rng(1),
                                                   (1, 8, 6, 6, 48, 3, 1, 1, 1, 2), "u8")

@@ -212,7 +212,7 @@ static void check_vnni_pix(void) {
             for (long i = 0; i < ng * 64; i++) x[i] = fill ? 255 : (uint8_t)rnd();
             for (long g = 0; g < ng; g++) goff[g] = (ng - 1 - g) * 64;
             int32_t got[7 * 32];
-            qvp_acc(ng, w, x, goff, got);
+            qvp_acc(ng, w, x, goff, NULL, got);
             int ok = 1;
             for (int i = 0; i < 7; i++)
                 for (int c = 0; c < 32; c++) {

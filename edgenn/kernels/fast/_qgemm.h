@@ -1164,30 +1164,41 @@ static void qv_conv_tiles(const qg_conv_plan *p, const qg_conv *g, const uint8_t
 #if QE_X86 && QV_HAVE
 /* Pixel-tile plans (p->pix): output pixels [jb, je) x channels [mb, me) (mb a multiple of
  * 32) in 7 x 32 tiles over the shifted nc4 image, wp the 32-channel blocks' weights. The
- * integer and float epilogues in registers; any other (float out, post-affine, other
+ * integer and float epilogues and the float output (activation none / Relu / Clip) in
+ * registers; any other (per-column constants, a u8 output's post affine, other
  * activations) per channel row through qe_span_c. */
 static void qvp_conv_range(const qg_conv_plan *p, const uint8_t *wp, const qg_conv *g,
                            const qe_epi *e, void *y, const uint8_t *z, long jb, long je,
                            long mb, long me) {
     const long N = p->N, G = p->G, es = e->out_f32 ? 4 : 1;
     const int int_out = qv_int_out(e, z), float_out = qv_float_out(e);
+    const int f32_out = e->out_f32 && !e->per_col
+                        && (e->act == QE_NONE || e->act == QE_RELU || e->act == QE_CLIP);
     for (long m0 = mb; m0 < me; m0 += QVP_CH) {
         const int mc = me - m0 < QVP_CH ? (int)(me - m0) : QVP_CH;
-        const uint8_t *w = wp + (m0 / QVP_CH) * G * 4 * QVP_CH;
-        for (long n0 = jb; n0 < je; n0 += QVP_PX) {
+        const long block = G * 4 * QVP_CH;   /* a block's weight bytes */
+        const uint8_t *w = wp + (m0 / QVP_CH) * block;
+        const int next = m0 + QVP_CH < me;
+        for (long n0 = jb, t = 0; n0 < je; n0 += QVP_PX, t++) {
             const int r = je - n0 < QVP_PX ? (int)(je - n0) : QVP_PX;
             const uint8_t *b = g->xp + 4 * n0;
+            /* tiles 0-3 prefetch the next block's quarters */
+            const uint8_t *pf = next && t < 4 ? w + block + t * G * 32 : NULL;
             const uint8_t *zo = z ? z + m0 * N + n0 : NULL;
             if (int_out) {
-                qvp_u8(G, w, b, p->goff, r, mc, e, m0, (uint8_t *)y + m0 * N + n0, N);
+                qvp_u8(G, w, b, p->goff, pf, r, mc, e, m0, (uint8_t *)y + m0 * N + n0, N);
                 continue;
             }
             if (float_out) {
-                qvp_fz(G, w, b, p->goff, r, mc, e, m0, (uint8_t *)y + m0 * N + n0, zo, N);
+                qvp_fz(G, w, b, p->goff, pf, r, mc, e, m0, (uint8_t *)y + m0 * N + n0, zo, N);
+                continue;
+            }
+            if (f32_out) {
+                qvp_f32(G, w, b, p->goff, pf, r, mc, e, m0, (float *)y + m0 * N + n0, zo, N);
                 continue;
             }
             int32_t acc[QVP_PX * QVP_CH], row[QVP_PX];
-            qvp_acc(G, w, b, p->goff, acc);
+            qvp_acc(G, w, b, p->goff, pf, acc);
             for (int l = 0; l < mc; l++) {
                 for (int i = 0; i < r; i++) row[i] = acc[i * QVP_CH + l];
                 qe_span_c(row, r, e, m0 + l, n0, (char *)y + ((m0 + l) * N + n0) * es,

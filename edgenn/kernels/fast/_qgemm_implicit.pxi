@@ -69,12 +69,12 @@ cdef extern from *:
     #if QV_HAVE
     #ifdef QVP_BROKEN
         if (broken) {
-            qvp_broken_acc(G, w, xp, goff, out);
+            qvp_broken_acc(G, w, xp, goff, NULL, out);
             return 0;
         }
     #endif
         if (broken) return -1;
-        qvp_acc(G, w, xp, goff, out);
+        qvp_acc(G, w, xp, goff, NULL, out);
         return 0;
     #else
         (void)G; (void)w; (void)xp; (void)goff; (void)out; (void)broken;

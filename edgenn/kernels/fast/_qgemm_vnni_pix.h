@@ -12,12 +12,16 @@
  * b: the shifted nc4 image (qg_conv.shifted) at output pixel n0, so group g's 4 bytes of
  * pixel n0 + i are at b + goff[g] + 4 i; w: the 32-channel block's weights,
  * [ng][32 channels][4 bytes] (qconv's packing with 32 lanes). 14 accumulators c<i><h>:
- * pixel i, channels 16h .. 16h + 15.
+ * pixel i, channels 16h .. 16h + 15. pf (or NULL): ng * 32 bytes to prefetch into L2, a
+ * line every 2 groups (the driver's slice of the next block's weights: a block is read
+ * at 128 bytes a group, 4.6x the 6 x 32 tiles' rate, faster than memory delivers it where
+ * a whole model has pushed the weights out of the caches).
  *   qvp_acc: the s32 sums into out[7 pixels][32 channels];
  *   qvp_u8 / qvp_fz (native build): the integer / float epilogues in registers, the same
  *   operations in the same order as qvc_*_u8 / _fz per output, the bytes written through
  *   an 8 x 16 transpose: r <= 7 pixels and mc <= 32 channels of y (channel rows ld apart)
- *   from the tile's first output; z the residual in y's layout or NULL.
+ *   from the tile's first output; z the residual in y's layout or NULL;
+ *   qvp_f32: the float output (qe_span_c's operations), through two 8 x 8 transposes.
  * A tile of r < 7 pixels reads 7 (<= 24 bytes past the image's last pixel: its slack).
  * Optional: QVP_DP(c, x, w) the product step (the emulated test build's broken twin) and
  * QVP_PREFIX the functions' prefix (qvp). */
@@ -53,6 +57,7 @@
             c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00,          \
             c61 = c00;                                                                            \
     for (long g = 0; g < ng; g++, w += 4 * QVP_CH) {                                              \
+        if (pf && !(g & 1)) _mm_prefetch((const char *)pf + 32 * g, _MM_HINT_T1);                 \
         const uint8_t *px = b + goff[g];                                                          \
         const __m512i w0 = _mm512_loadu_si512(w), w1 = _mm512_loadu_si512(w + 64);                \
         QVP_ROW(0) QVP_ROW(1) QVP_ROW(2) QVP_ROW(3) QVP_ROW(4) QVP_ROW(5) QVP_ROW(6)              \
@@ -61,7 +66,7 @@
                                   {c40, c41}, {c50, c51}, {c60, c61}};
 
 QV_TARGET static void QVP_FN(acc)(long ng, const uint8_t *w, const uint8_t *b, const long *goff,
-                                  int32_t *out) {
+                                  const uint8_t *pf, int32_t *out) {
     QVP_ACCUMULATE
     for (int i = 0; i < QVP_PX; i++)
         for (int h = 0; h < 2; h++) _mm512_storeu_si512(out + i * QVP_CH + 16 * h, c[i][h]);
@@ -148,7 +153,8 @@ qvp_load_transposed(const uint8_t *z, long ld, int r, int mc, __m128i p[8]) {
     }
 
 QV_TARGET static void QVP_FN(u8)(long ng, const uint8_t *w, const uint8_t *b, const long *goff,
-                                 int r, int mc, const qe_epi *e, long m0, uint8_t *y, long ld) {
+                                 const uint8_t *pf, int r, int mc, const qe_epi *e, long m0,
+                                 uint8_t *y, long ld) {
     QVP_ACCUMULATE
     const __m512 big = _mm512_set1_ps(16777216.f);
     const __m512i zp = _mm512_set1_epi32(e->yzp);
@@ -160,8 +166,8 @@ QV_TARGET static void QVP_FN(u8)(long ng, const uint8_t *w, const uint8_t *b, co
 }
 
 QV_TARGET static void QVP_FN(fz)(long ng, const uint8_t *w, const uint8_t *b, const long *goff,
-                                 int r, int mc, const qe_epi *e, long m0, uint8_t *y,
-                                 const uint8_t *z, long ld) {
+                                 const uint8_t *pf, int r, int mc, const qe_epi *e, long m0,
+                                 uint8_t *y, const uint8_t *z, long ld) {
     QVP_ACCUMULATE
     const __m512 big = _mm512_set1_ps(16777216.f), zero = _mm512_setzero_ps();
     const __m512 p0 = _mm512_set1_ps(e->p0), p1 = _mm512_set1_ps(e->p1);
@@ -185,6 +191,73 @@ QV_TARGET static void QVP_FN(fz)(long ng, const uint8_t *w, const uint8_t *b, co
         v = _mm512_min_ps(_mm512_mul_ps(v, inv), big);
         q = _mm512_add_epi32(_mm512_cvtps_epi32(v), yzp);
         q = _mm512_min_epi32(_mm512_max_epi32(q, izero), u8max);)
+}
+
+/* v[i] (i < 8): 16 channels' floats of pixel i -> channel l's pixels 0 .. r-1 at y + l ld
+ * (l < mc <= 16): two 8 x 8 transposes (unpack, shuffle, 128-bit lane swap). */
+__attribute__((always_inline)) QV_TARGET static inline void
+qvp_store_transposed_f32(const __m512 v[8], int r, int mc, float *y, long ld) {
+    const __mmask8 pm = (__mmask8)((1u << r) - 1);
+    for (int half = 0; half < 2; half++) {
+        __m256 a[8], t[8], o[8];
+        for (int i = 0; i < 8; i++)
+            a[i] = half ? _mm512_extractf32x8_ps(v[i], 1) : _mm512_castps512_ps256(v[i]);
+        for (int k = 0; k < 4; k++) {
+            t[2 * k] = _mm256_unpacklo_ps(a[2 * k], a[2 * k + 1]);
+            t[2 * k + 1] = _mm256_unpackhi_ps(a[2 * k], a[2 * k + 1]);
+        }
+        for (int q = 0; q < 2; q++)   /* pixels 4q .. 4q + 3 */
+            for (int k = 0; k < 2; k++) {
+                a[4 * q + 2 * k] = _mm256_shuffle_ps(t[4 * q + k], t[4 * q + k + 2], 0x44);
+                a[4 * q + 2 * k + 1] = _mm256_shuffle_ps(t[4 * q + k], t[4 * q + k + 2], 0xee);
+            }
+        /* a[4q + j]: channels j, j + 4 (per 128-bit lane) of pixels 4q .. 4q + 3 */
+        for (int j = 0; j < 4; j++) {
+            o[j] = _mm256_permute2f128_ps(a[j], a[4 + j], 0x20);
+            o[j + 4] = _mm256_permute2f128_ps(a[j], a[4 + j], 0x31);
+        }
+        for (int l = 0; l < 8; l++)
+            if (8 * half + l < mc) _mm256_mask_storeu_ps(y + (8 * half + l) * ld, pm, o[l]);
+    }
+}
+
+/* The float output (out_f32): the float epilogue's operations up to the requantization
+ * (float bias, residual, Relu / Clip, post affine), stored as float. */
+QV_TARGET static void QVP_FN(f32)(long ng, const uint8_t *w, const uint8_t *b, const long *goff,
+                                  const uint8_t *pf, int r, int mc, const qe_epi *e, long m0,
+                                  float *y, const uint8_t *z, long ld) {
+    QVP_ACCUMULATE
+    const __m512 zero = _mm512_setzero_ps();
+    const __m512 p0 = _mm512_set1_ps(e->p0), p1 = _mm512_set1_ps(e->p1);
+    const __m512 zs = _mm512_set1_ps(e->zscale), ps = _mm512_set1_ps(e->ps);
+    const __m512 pb = _mm512_set1_ps(e->pb);
+    const __m512i zzp = _mm512_set1_epi32(e->zzp);
+    const int act = e->act;
+    for (int h = 0; h < 2; h++) {
+        const int mh = mc - 16 * h;
+        if (mh <= 0) break;
+        const __mmask16 m = qv_lanes16(mh);
+        const __m512i bias = _mm512_maskz_loadu_epi32(m, e->bias + m0 + 16 * h);
+        const __m512 mult = _mm512_maskz_loadu_ps(m, e->mult + m0 + 16 * h);
+        const __m512 fadd = e->fadd ? _mm512_maskz_loadu_ps(m, e->fadd + m0 + 16 * h) : zero;
+        __m128i zt[8];
+        if (z) qvp_load_transposed(z + 16 * h * ld, ld, r, mh < 16 ? mh : 16, zt);
+        __m512 v[8];
+        _Pragma("GCC unroll 7") for (int i = 0; i < QVP_PX; i++) {
+            v[i] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(c[i][h], bias)), mult);
+            if (e->fadd) v[i] = _mm512_add_ps(v[i], fadd);
+            if (z) {
+                __m512i zi = _mm512_cvtepu8_epi32(zt[i]);
+                v[i] = _mm512_add_ps(v[i], _mm512_mul_ps(
+                    _mm512_cvtepi32_ps(_mm512_sub_epi32(zi, zzp)), zs));
+            }
+            if (act == QE_RELU) v[i] = _mm512_max_ps(v[i], zero);
+            else if (act == QE_CLIP) v[i] = _mm512_min_ps(_mm512_max_ps(v[i], p0), p1);
+            if (e->post) v[i] = _mm512_add_ps(_mm512_mul_ps(v[i], ps), pb);
+        }
+        v[7] = v[6];
+        qvp_store_transposed_f32(v, r, mh < 16 ? mh : 16, y + 16 * h * ld, ld);
+    }
 }
 #undef QVP_FOR_OUTPUTS
 #endif

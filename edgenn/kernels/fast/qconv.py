@@ -137,15 +137,17 @@ register_tiers("QConv", "qconv_gemm_int8", _gemm_supports, prepare_gemm,
 def _pixel_tiles_supports(node, ins, outs) -> bool:
     """qconv_u8s8_7x32: group-1 convs of 4k input channels (the image 4 channels per
     pixel), where the CPU (and EDGENN_MAX_ISA) has AVX-512 VNNI, with an epilogue the
-    tiles compute in registers: u8 out, per-channel constants, no post affine, the float
-    path's activation none / Relu / Clip (any other runs per channel row, a candidate
-    the tuner would only time to drop: MobileNetV2's float-out 1x1, 2x the 6 x 32's)."""
+    tiles compute in registers: the integer path, or the float path's activation none /
+    Relu / Clip (a u8 output without a post affine); any other runs per channel row, a
+    candidate the tuner would only time to drop (MobileNetV2's float-out 1x1 ran 2x the
+    6 x 32's before the float output had its own)."""
     if not (_gemm_supports(node, ins, outs) and int(node.attrs.get("group", 1)) == 1
             and ins[0].shape[1] % 4 == 0 and _qgemm().HAVE_VNNI):
         return False
     e = epilogue_args(node, ins, ins[3].shape[0])
-    return (not e["out_f32"] and not e.get("post")
-            and (not e["float_path"] or e["act"] in ("", "Relu", "Clip")))
+    if not e["float_path"]:
+        return True
+    return e["act"] in ("", "Relu", "Clip") and (e["out_f32"] or not e.get("post"))
 
 
 # the 7-pixel x 32-channel tiles: a candidate the tuner times against the 6 x 32 ones
