@@ -726,8 +726,15 @@ def test_implicit_gemm_applies_only_where_it_computes_the_conv():
                            implicit=True, exact=False)
 
 
+WIDE_GEOMS = [   # long rows: many 16-pixel chunks of the fill's interleave, then a tail
+    (1, 8, 3, 300, 8, 3, 1, 1, 1, 1),
+    (1, 4, 2, 520, 4, 5, 1, 2, 2, 1),        # dilation 2
+]
+
+
 @pytest.mark.parametrize("geom,shifted", [(g, False) for g in IMPLICIT_GEOMS] +
-                         [(g, True) for g in IMPLICIT_GEOMS + STRIDED_IMPLICIT_GEOMS])
+                         [(g, True) for g in IMPLICIT_GEOMS + STRIDED_IMPLICIT_GEOMS
+                          + WIDE_GEOMS])
 def test_implicit_gemm_image_is_the_padded_input(geom, shifted):
     """The bytes the implicit tiles read, on every machine (the tiles themselves run on
     SIMDe in tests/test_isa.py): the zero-point padded image 4 channels per pixel, its
