@@ -429,6 +429,8 @@ def test_dynamic_scale_changes_every_call(geom, threads):
     depthwise = qconv._is_depthwise(node, ins)
     modes = [dict(force_portable=p) for p in SIMD] + VNNI_MODES   # VNNI: the implicit GEMM
     four_k = geom[1] % 4 == 0 and geom[6] == 1 and geom[-1] == 1  # for 3x3_4k and 5x5_pad2
+    if four_k and _qgemm.HAVE_VNNI:                               # and the 7 x 32 tiles
+        modes.append(dict(isa="avx512vnni", pixel_tiles=True))
     for mode in modes:
         portable = mode.get("force_portable", False)
         if depthwise:
