@@ -75,7 +75,9 @@
     s = _mm256_set1_epi32(*(const int32_t *)(a + 4 * R));                                         \
     h##R = QVC_DP8(h##R, v0, s);
 #define QVC_ACCUMULATE                                                                            \
-    __m256i h0 = _mm256_setzero_si256(), h1 = h0, h2 = h0, h3 = h0, h4 = h0, h5 = h0;             \
+    __m256i h0 = _mm512_castsi512_si256(QVC_INIT(0)), h1 = _mm512_castsi512_si256(QVC_INIT(1)),   \
+            h2 = _mm512_castsi512_si256(QVC_INIT(2)), h3 = _mm512_castsi512_si256(QVC_INIT(3)),   \
+            h4 = _mm512_castsi512_si256(QVC_INIT(4)), h5 = _mm512_castsi512_si256(QVC_INIT(5));   \
     {                                                                                             \
         (void)npan;                                                                               \
         for (long g = 0; g < ng; g++, a += 4 * QV_MR) {                                           \
@@ -100,8 +102,9 @@
     c##R##0 = QVC_DP(c##R##0, v0, s);                                                            \
     if (QVC_NV > 1) c##R##1 = QVC_DP(c##R##1, v1, s);
 #define QVC_ACCUMULATE                                                                            \
-    __m512i c00 = _mm512_setzero_si512(), c01 = c00, c10 = c00, c11 = c00, c20 = c00,             \
-            c21 = c00, c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;          \
+    __m512i c00 = QVC_INIT(0), c01 = c00, c10 = QVC_INIT(1), c11 = c10, c20 = QVC_INIT(2),        \
+            c21 = c20, c30 = QVC_INIT(3), c31 = c30, c40 = QVC_INIT(4), c41 = c40,                \
+            c50 = QVC_INIT(5), c51 = c50;                                                         \
     {                                                                                             \
         QVC_P1                                                                                    \
         for (long g = 0; g < ng; g++, a += 4 * QV_MR) {                                           \
@@ -119,6 +122,10 @@
 
 #endif
 
+/* The accumulators' start: 0 (the bare sums), or (the epilogues) row R's bias, so the
+ * sums come out with it added (the same int32 wrap-around sum, one add fewer per zmm:
+ * the epilogue is the bound of short-K layers such as MobileNetV2's K = 16 expansion). */
+#define QVC_INIT(R) _mm512_setzero_si512()
 QV_TARGET static void QVC_FN(acc)(long ng, const uint8_t *a, const uint8_t *b, QVC_BARG,
                                   int npan, int32_t *out) {
     QVC_ACCUMULATE
@@ -131,16 +138,21 @@ QV_TARGET static void QVC_FN(acc)(long ng, const uint8_t *a, const uint8_t *b, Q
         }
 }
 
+#undef QVC_INIT
+
 #if defined(EDGENN_QEPI_H) && QE_X86   /* the native build (SIMDe lacks masked byte loads) */
-/* For each zmm h of valid columns (lane mask m) and row r < mr: q = sum + bias, BODY
- * (which leaves the u8 value in q's lanes), stored at y's row r. */
+#define QVC_INIT(R) \
+    ((R) < mr ? _mm512_set1_epi32(e->bias[m0 + (R)]) : _mm512_setzero_si512())
+/* For each zmm h of valid columns (lane mask m) and row r < mr: q = sum + bias (the
+ * accumulators started at it), BODY (which leaves the u8 value in q's lanes), stored at
+ * y's row r. */
 #define QVC_FOR_OUTPUTS(BODY)                                                                     \
     for (int h = 0; h < QVC_NVL; h++) {                                                            \
         const __mmask16 m = qv_lanes16(nvalid - 16 * h);                                              \
         if (!m) break;                                                                            \
         _Pragma("GCC unroll 6") for (int r = 0; r < QVC_ROWS; r++) {                              \
             if (r >= mr) break;                                                                   \
-            __m512i q = _mm512_add_epi32(c[r][h], _mm512_set1_epi32(e->bias[m0 + r]));            \
+            __m512i q = c[r][h];                                                                  \
             BODY                                                                                  \
             _mm512_mask_cvtepi32_storeu_epi8(y + r * ld + 16 * h, m, q);                          \
         }                                                                                         \
@@ -184,6 +196,7 @@ QV_TARGET static void QVC_FN(fz)(long ng, const uint8_t *a, const uint8_t *b, QV
         q = _mm512_add_epi32(_mm512_cvtps_epi32(v), yzp);
         q = _mm512_min_epi32(_mm512_max_epi32(q, izero), u8max);)
 }
+#undef QVC_INIT
 #endif
 
 #undef QVC_ACCUMULATE

@@ -53,9 +53,9 @@
 /* the ng groups into named accumulators (an indexed array made GCC shuffle them through
  * memory), then c[7][2] over them for the epilogues */
 #define QVP_ACCUMULATE                                                                            \
-    __m512i c00 = _mm512_setzero_si512(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,  \
-            c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00,          \
-            c61 = c00;                                                                            \
+    __m512i c00 = QVP_INIT(0), c01 = QVP_INIT(1), c10 = c00, c11 = c01, c20 = c00, c21 = c01,     \
+            c30 = c00, c31 = c01, c40 = c00, c41 = c01, c50 = c00, c51 = c01, c60 = c00,          \
+            c61 = c01;                                                                            \
     for (long g = 0; g < ng; g++, w += 4 * QVP_CH) {                                              \
         if (pf && !(g & 1)) _mm_prefetch((const char *)pf + 32 * g, _MM_HINT_T1);                 \
         const uint8_t *px = b + goff[g];                                                          \
@@ -65,6 +65,9 @@
     const __m512i c[QVP_PX][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31},                 \
                                   {c40, c41}, {c50, c51}, {c60, c61}};
 
+/* The accumulators' start: 0 (the bare sums), or (the epilogues) the channels' biases, so
+ * the sums come out with them added (as _qgemm_vnni_conv.h's QVC_INIT) */
+#define QVP_INIT(h) _mm512_setzero_si512()
 QV_TARGET static void QVP_FN(acc)(long ng, const uint8_t *w, const uint8_t *b, const long *goff,
                                   const uint8_t *pf, int32_t *out) {
     QVP_ACCUMULATE
@@ -130,21 +133,25 @@ qvp_load_transposed(const uint8_t *z, long ld, int r, int mc, __m128i p[8]) {
 }
 #endif
 
+#undef QVP_INIT
+
 #if defined(EDGENN_QEPI_H) && QE_X86
+/* channels 16h .. 16h + 15 of the tile's mc: their biases (0 past mc) */
+#define QVP_INIT(h) _mm512_maskz_loadu_epi32(qv_lanes16(mc - 16 * (h)), e->bias + m0 + 16 * (h))
 /* For each zmm h of 16 channels (lane mask m of the valid ones) and pixel i: q = sum +
- * bias, BODY (which leaves the u8 value in q's lanes), the pixels' bytes stored
- * transposed at y's channel rows. PRE(h) may set per-h constants. */
+ * bias (the accumulators started at it), BODY (which leaves the u8 value in q's lanes),
+ * the pixels' bytes stored transposed at y's channel rows. PRE(h) may set per-h
+ * constants. */
 #define QVP_FOR_OUTPUTS(PRE, BODY)                                                                \
     for (int h = 0; h < 2; h++) {                                                                 \
         const int mh = mc - 16 * h;                                                               \
         if (mh <= 0) break;                                                                       \
         const __mmask16 m = qv_lanes16(mh);                                                       \
-        const __m512i bias = _mm512_maskz_loadu_epi32(m, e->bias + m0 + 16 * h);                 \
         const __m512 mult = _mm512_maskz_loadu_ps(m, e->mult + m0 + 16 * h);                     \
         PRE                                                                                       \
         __m128i p[8];                                                                             \
         _Pragma("GCC unroll 7") for (int i = 0; i < QVP_PX; i++) {                                \
-            __m512i q = _mm512_add_epi32(c[i][h], bias);                                          \
+            __m512i q = c[i][h];                                                                  \
             BODY                                                                                  \
             p[i] = _mm512_cvtepi32_epi8(q);                                                       \
         }                                                                                         \
@@ -237,14 +244,13 @@ QV_TARGET static void QVP_FN(f32)(long ng, const uint8_t *w, const uint8_t *b, c
         const int mh = mc - 16 * h;
         if (mh <= 0) break;
         const __mmask16 m = qv_lanes16(mh);
-        const __m512i bias = _mm512_maskz_loadu_epi32(m, e->bias + m0 + 16 * h);
         const __m512 mult = _mm512_maskz_loadu_ps(m, e->mult + m0 + 16 * h);
         const __m512 fadd = e->fadd ? _mm512_maskz_loadu_ps(m, e->fadd + m0 + 16 * h) : zero;
         __m128i zt[8];
         if (z) qvp_load_transposed(z + 16 * h * ld, ld, r, mh < 16 ? mh : 16, zt);
         __m512 v[8];
         _Pragma("GCC unroll 7") for (int i = 0; i < QVP_PX; i++) {
-            v[i] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(c[i][h], bias)), mult);
+            v[i] = _mm512_mul_ps(_mm512_cvtepi32_ps(c[i][h]), mult);
             if (e->fadd) v[i] = _mm512_add_ps(v[i], fadd);
             if (z) {
                 __m512i zi = _mm512_cvtepu8_epi32(zt[i]);
@@ -260,6 +266,7 @@ QV_TARGET static void QVP_FN(f32)(long ng, const uint8_t *w, const uint8_t *b, c
     }
 }
 #undef QVP_FOR_OUTPUTS
+#undef QVP_INIT
 #endif
 
 #undef QVP_ACCUMULATE
