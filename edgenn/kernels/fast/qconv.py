@@ -7,6 +7,9 @@ qconv_gemm_int8: group-1 convs (and grouped ones, group by group) as the packed 
   packed per block straight from the uint8 image (padding reads x_zp, contributing 0);
   1x1 stride-1 convs only interleave K. Layers whose weights could saturate vpmaddubsw
   (8-bit weights, a same-signed pair summing past 128) take the exact int16 path.
+qconv_u8s8_7x32__avx512vnni: group-1 convs of 4k channels (1x1 included) as the implicit
+  GEMM turned around, 7 output pixels broadcast x 32 output channels in the lanes, over
+  the shifted image: whole tiles on 7k-pixel planes; the tuner times it against the 6 x 32.
 qconv_dw_int8: depthwise (group == C == M), int16 pair products, any kernel / stride /
   padding / dilation; qconv_dw_u8s8__avx512vnni / __avxvnni the same sums by vpdpwssd.
 Both take a run-time x_scale / x_zp (onnxruntime's quantize_dynamic form, float output):
