@@ -136,6 +136,9 @@ QV_UKR(qv_ukr_gemm_6x32, QV_DP_GEMM)   /* B: the packed constant weights' panels
 static inline __mmask16 qv_lanes16(long n) {
     return (__mmask16)(n >= 16 ? 0xffff : n <= 0 ? 0 : (1u << n) - 1);
 }
+#if defined(EDGENN_QEPI_H) && QE_X86
+#include "_qgemm_vnni_epi.h"   /* the tiles' epilogues on one zmm */
+#endif
 #include "_qgemm_vnni_conv_shapes.h"
 
 /* The nine shapes' functions of one family and kind, in qvc_index's order */

@@ -162,39 +162,21 @@ QV_TARGET static void QVC_FN(u8)(long ng, const uint8_t *a, const uint8_t *b, QV
                                  int npan, int mr, long nvalid, const qe_epi *e, long m0,
                                  uint8_t *y, long ld) {
     QVC_ACCUMULATE
-    const __m512 big = _mm512_set1_ps(16777216.f);
-    const __m512i zp = _mm512_set1_epi32(e->yzp);
-    const __m512i lo = _mm512_set1_epi32(qe_u8(e->lo)), hi = _mm512_set1_epi32(qe_u8(e->hi));
-    QVC_FOR_OUTPUTS(
-        __m512 f = _mm512_min_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(q),
-                                               _mm512_set1_ps(e->mult[m0 + r])), big);
-        q = _mm512_add_epi32(_mm512_cvtps_epi32(f), zp);
-        q = _mm512_min_epi32(_mm512_max_epi32(q, lo), hi);)
+    const qv_epi_consts k = qv_epi_setup(e);
+    QVC_FOR_OUTPUTS(q = qv_epi_int(&k, q, _mm512_set1_ps(e->mult[m0 + r]));)
 }
 
 QV_TARGET static void QVC_FN(fz)(long ng, const uint8_t *a, const uint8_t *b, QVC_BARG,
                                  int npan, int mr, long nvalid, const qe_epi *e, long m0,
                                  uint8_t *y, const uint8_t *z, long ld) {
     QVC_ACCUMULATE
-    const __m512 big = _mm512_set1_ps(16777216.f), zero = _mm512_setzero_ps();
-    const __m512 p0 = _mm512_set1_ps(e->p0), p1 = _mm512_set1_ps(e->p1);
-    const __m512 zs = _mm512_set1_ps(e->zscale), inv = _mm512_set1_ps(e->inv_y);
-    const __m512i yzp = _mm512_set1_epi32(e->yzp), zzp = _mm512_set1_epi32(e->zzp);
-    const __m512i u8max = _mm512_set1_epi32(255), izero = _mm512_setzero_si512();
-    const int act = e->act;
+    const qv_epi_consts k = qv_epi_setup(e);
     QVC_FOR_OUTPUTS(
-        __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(e->mult[m0 + r]));
-        if (e->fadd) v = _mm512_add_ps(v, _mm512_set1_ps(e->fadd[m0 + r]));
-        if (z) {
-            __m512i zi = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, z + r * ld + 16 * h));
-            v = _mm512_add_ps(v, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(zi, zzp)),
-                                               zs));
-        }
-        if (act == QE_RELU) v = _mm512_max_ps(v, zero);
-        else if (act == QE_CLIP) v = _mm512_min_ps(_mm512_max_ps(v, p0), p1);
-        v = _mm512_min_ps(_mm512_mul_ps(v, inv), big);
-        q = _mm512_add_epi32(_mm512_cvtps_epi32(v), yzp);
-        q = _mm512_min_epi32(_mm512_max_epi32(q, izero), u8max);)
+        const __m512 fadd = e->fadd ? _mm512_set1_ps(e->fadd[m0 + r]) : k.zero;
+        const __m512i zi = z ? _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, z + r * ld + 16 * h))
+                             : _mm512_setzero_si512();
+        q = qv_epi_requant(&k, qv_epi_float(&k, q, _mm512_set1_ps(e->mult[m0 + r]),
+                                            e->fadd ? &fadd : NULL, z ? &zi : NULL));)
 }
 #undef QVC_INIT
 #endif

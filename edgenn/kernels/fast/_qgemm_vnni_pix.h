@@ -163,41 +163,22 @@ QV_TARGET static void QVP_FN(u8)(long ng, const uint8_t *w, const uint8_t *b, co
                                  const uint8_t *pf, int r, int mc, const qe_epi *e, long m0,
                                  uint8_t *y, long ld) {
     QVP_ACCUMULATE
-    const __m512 big = _mm512_set1_ps(16777216.f);
-    const __m512i zp = _mm512_set1_epi32(e->yzp);
-    const __m512i lo = _mm512_set1_epi32(qe_u8(e->lo)), hi = _mm512_set1_epi32(qe_u8(e->hi));
-    QVP_FOR_OUTPUTS(,
-        __m512 f = _mm512_min_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(q), mult), big);
-        q = _mm512_add_epi32(_mm512_cvtps_epi32(f), zp);
-        q = _mm512_min_epi32(_mm512_max_epi32(q, lo), hi);)
+    const qv_epi_consts k = qv_epi_setup(e);
+    QVP_FOR_OUTPUTS(, q = qv_epi_int(&k, q, mult);)
 }
 
 QV_TARGET static void QVP_FN(fz)(long ng, const uint8_t *w, const uint8_t *b, const long *goff,
                                  const uint8_t *pf, int r, int mc, const qe_epi *e, long m0,
                                  uint8_t *y, const uint8_t *z, long ld) {
     QVP_ACCUMULATE
-    const __m512 big = _mm512_set1_ps(16777216.f), zero = _mm512_setzero_ps();
-    const __m512 p0 = _mm512_set1_ps(e->p0), p1 = _mm512_set1_ps(e->p1);
-    const __m512 zs = _mm512_set1_ps(e->zscale), inv = _mm512_set1_ps(e->inv_y);
-    const __m512i yzp = _mm512_set1_epi32(e->yzp), zzp = _mm512_set1_epi32(e->zzp);
-    const __m512i u8max = _mm512_set1_epi32(255), izero = _mm512_setzero_si512();
-    const int act = e->act;
+    const qv_epi_consts k = qv_epi_setup(e);
     QVP_FOR_OUTPUTS(
-        const __m512 fadd = e->fadd ? _mm512_maskz_loadu_ps(m, e->fadd + m0 + 16 * h) : zero;
+        const __m512 fadd = e->fadd ? _mm512_maskz_loadu_ps(m, e->fadd + m0 + 16 * h) : k.zero;
         __m128i zt[8];
         if (z) qvp_load_transposed(z + 16 * h * ld, ld, r, mh < 16 ? mh : 16, zt);,
-        __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(q), mult);
-        if (e->fadd) v = _mm512_add_ps(v, fadd);
-        if (z) {
-            __m512i zi = _mm512_cvtepu8_epi32(zt[i]);
-            v = _mm512_add_ps(v, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(zi, zzp)),
-                                               zs));
-        }
-        if (act == QE_RELU) v = _mm512_max_ps(v, zero);
-        else if (act == QE_CLIP) v = _mm512_min_ps(_mm512_max_ps(v, p0), p1);
-        v = _mm512_min_ps(_mm512_mul_ps(v, inv), big);
-        q = _mm512_add_epi32(_mm512_cvtps_epi32(v), yzp);
-        q = _mm512_min_epi32(_mm512_max_epi32(q, izero), u8max);)
+        const __m512i zi = z ? _mm512_cvtepu8_epi32(zt[i]) : _mm512_setzero_si512();
+        q = qv_epi_requant(&k, qv_epi_float(&k, q, mult, e->fadd ? &fadd : NULL,
+                                            z ? &zi : NULL));)
 }
 
 /* v[i] (i < 8): 16 channels' floats of pixel i -> channel l's pixels 0 .. r-1 at y + l ld
@@ -234,31 +215,20 @@ QV_TARGET static void QVP_FN(f32)(long ng, const uint8_t *w, const uint8_t *b, c
                                   const uint8_t *pf, int r, int mc, const qe_epi *e, long m0,
                                   float *y, const uint8_t *z, long ld) {
     QVP_ACCUMULATE
-    const __m512 zero = _mm512_setzero_ps();
-    const __m512 p0 = _mm512_set1_ps(e->p0), p1 = _mm512_set1_ps(e->p1);
-    const __m512 zs = _mm512_set1_ps(e->zscale), ps = _mm512_set1_ps(e->ps);
-    const __m512 pb = _mm512_set1_ps(e->pb);
-    const __m512i zzp = _mm512_set1_epi32(e->zzp);
-    const int act = e->act;
+    const qv_epi_consts k = qv_epi_setup(e);
+    const __m512 ps = _mm512_set1_ps(e->ps), pb = _mm512_set1_ps(e->pb);
     for (int h = 0; h < 2; h++) {
         const int mh = mc - 16 * h;
         if (mh <= 0) break;
         const __mmask16 m = qv_lanes16(mh);
         const __m512 mult = _mm512_maskz_loadu_ps(m, e->mult + m0 + 16 * h);
-        const __m512 fadd = e->fadd ? _mm512_maskz_loadu_ps(m, e->fadd + m0 + 16 * h) : zero;
+        const __m512 fadd = e->fadd ? _mm512_maskz_loadu_ps(m, e->fadd + m0 + 16 * h) : k.zero;
         __m128i zt[8];
         if (z) qvp_load_transposed(z + 16 * h * ld, ld, r, mh < 16 ? mh : 16, zt);
         __m512 v[8];
         _Pragma("GCC unroll 7") for (int i = 0; i < QVP_PX; i++) {
-            v[i] = _mm512_mul_ps(_mm512_cvtepi32_ps(c[i][h]), mult);
-            if (e->fadd) v[i] = _mm512_add_ps(v[i], fadd);
-            if (z) {
-                __m512i zi = _mm512_cvtepu8_epi32(zt[i]);
-                v[i] = _mm512_add_ps(v[i], _mm512_mul_ps(
-                    _mm512_cvtepi32_ps(_mm512_sub_epi32(zi, zzp)), zs));
-            }
-            if (act == QE_RELU) v[i] = _mm512_max_ps(v[i], zero);
-            else if (act == QE_CLIP) v[i] = _mm512_min_ps(_mm512_max_ps(v[i], p0), p1);
+            const __m512i zi = z ? _mm512_cvtepu8_epi32(zt[i]) : _mm512_setzero_si512();
+            v[i] = qv_epi_float(&k, c[i][h], mult, e->fadd ? &fadd : NULL, z ? &zi : NULL);
             if (e->post) v[i] = _mm512_add_ps(_mm512_mul_ps(v[i], ps), pb);
         }
         v[7] = v[6];
