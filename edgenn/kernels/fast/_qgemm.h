@@ -1174,9 +1174,9 @@ static void qvp_conv_range(const qg_conv_plan *p, const uint8_t *wp, const qg_co
     const int int_out = qv_int_out(e, z), float_out = qv_float_out(e);
     const int f32_out = e->out_f32 && !e->per_col
                         && (e->act == QE_NONE || e->act == QE_RELU || e->act == QE_CLIP);
+    const long block = G * 4 * QVP_CH;   /* a block's weight bytes */
     for (long m0 = mb; m0 < me; m0 += QVP_CH) {
         const int mc = me - m0 < QVP_CH ? (int)(me - m0) : QVP_CH;
-        const long block = G * 4 * QVP_CH;   /* a block's weight bytes */
         const uint8_t *w = wp + (m0 / QVP_CH) * block;
         const int next = m0 + QVP_CH < me;
         for (long n0 = jb, t = 0; n0 < je; n0 += QVP_PX, t++) {
@@ -1295,7 +1295,7 @@ static void qg_conv_rows_part(const qg_conv_plan *p, const uint8_t *wp, const qg
                               const qe_epi *e, void *y, const uint8_t *z, uint8_t *ws, int t,
                               int nt) {
     long a, b;
-    const long unit = p->pix ? 32 : QG_MR;   /* the weights' blocks of channels */
+    const long unit = p->pix ? QVP_CH : QG_MR;   /* the weights' blocks of channels */
     qg_share((p->M + unit - 1) / unit, t, nt, &a, &b);
     if (a < b)
         qg_conv_tile_range(p, wp, g, e, y, z, ws, 0, p->Nf, a * unit,

@@ -46,7 +46,7 @@ cdef extern from "_cpu.h" nogil:
     int EDGENN_ISA_AVX2, EDGENN_ISA_AVXVNNI, EDGENN_ISA_AVX512VNNI
 
 cdef extern from "_qgemm.h" nogil:
-    int QG_MR, QG_NR, QA_HAVE, QG_VNNI_AVX512, QG_VNNI_AVX, QVT_MAX
+    int QG_MR, QG_NR, QA_HAVE, QG_VNNI_AVX512, QG_VNNI_AVX, QVT_MAX, QVP_CH
     ctypedef struct qg_conv:
         const uint8_t *x
         int C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow
@@ -457,7 +457,7 @@ cdef class QConvKernel:
         self.zflatsize = (self.plan.M * self.plan.Nf + 63) // 64 * 64 \
             if self.flatsize and epi["has_z"] else 0
         self.plan.nc = qg_conv_block(self.plan.Nf, self.plan.G)
-        rows = 32 if pixel_tiles else QG_MR     # the weights' panels / blocks of channels
+        rows = QVP_CH if pixel_tiles else QG_MR   # the weights' panels / blocks of channels
         self.gstride = (self.plan.M + rows - 1) // rows * self.plan.G * rows * 4
         wp = np.ascontiguousarray(wpacked).view(np.uint8).ravel()
         if wp.size != self.gstride * group:

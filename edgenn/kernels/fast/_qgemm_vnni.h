@@ -74,6 +74,8 @@ static inline simde__m128i edgenn_cvtepi32_epi8(simde__m512i a) {
 
 #define QV_MR 6
 #define QV_PANELS 4
+#define QVP_PX 7    /* the pixel tiles' (_qgemm_vnni_pix.h) pixels per tile */
+#define QVP_CH 32   /* and channels per tile (two zmm): a block of the weights */
 #include "_qgemm_vnni_tail.h"   /* (its constants and pattern builder on every target) */
 
 #if QV_HAVE

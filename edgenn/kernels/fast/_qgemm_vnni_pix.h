@@ -39,10 +39,6 @@
 #define QVP_CAT(a, b) QVP_CAT_(a, b)
 #define QVP_FN(kind) QVP_CAT(QVP_PREFIX, kind)
 
-#ifndef QVP_PX
-#define QVP_PX 7    /* pixels per tile */
-#define QVP_CH 32   /* channels per tile (two zmm) */
-#endif
 
 #define QVP_ROW(i)                                                                                \
     {                                                                                             \

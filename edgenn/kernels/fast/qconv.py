@@ -22,7 +22,8 @@ import numpy as np
 from .conv import geometry
 from ...registry import kernel
 from .qgemm import (EXCESS_LIMIT, MR, choose_path, consts_ok, dynamic_constants, dynamic_scale,
-                    epilogue_args, kernel_runner, opt, pack_a, pack_blocks32, register_tiers)
+                    epilogue_args, integer_path, kernel_runner, opt, pack_a, pack_blocks32,
+                    register_tiers)
 from .quantize import scalar
 from .threading_cost import plan_threads
 
@@ -147,10 +148,11 @@ def _pixel_tiles_supports(node, ins, outs) -> bool:
     if not (_gemm_supports(node, ins, outs) and int(node.attrs.get("group", 1)) == 1
             and ins[0].shape[1] % 4 == 0 and _qgemm().HAVE_VNNI):
         return False
-    e = epilogue_args(node, ins, ins[3].shape[0])
-    if not e["float_path"]:
+    if integer_path(node, ins):
         return True
-    return e["act"] in ("", "Relu", "Clip") and (e["out_f32"] or not e.get("post"))
+    float_out = opt(ins, 6) is None
+    return ((node.attrs.get("activation", "") or "") in ("", "Relu", "Clip")
+            and (float_out or not node.attrs.get("post_affine")))
 
 
 # the 7-pixel x 32-channel tiles: a candidate the tuner times against the 6 x 32 ones

@@ -25,6 +25,7 @@ from .threading_cost import plan_threads
 
 F32 = np.float32
 MR, NR = 6, 8                     # register tile of the C micro-kernel (_qgemm.h)
+PIX_CH = 32                       # channels of a 7 x 32 pixel tile's block (QVP_CH)
 ACTIVATIONS = ("", "Relu", "Clip", "HardSwish", "HardSigmoid", "Sigmoid", "SiLU", "LeakyRelu",
                "Gelu")
 # exp / erf in C may round differently from NumPy's in the last float bit, so a u8 output
@@ -107,6 +108,14 @@ def consts_ok(node, ins, outs, channels: int, activations=ACTIVATIONS,
     return node.attrs.get("activation", "") in activations
 
 
+def integer_path(node, ins) -> bool:
+    """Whether the epilogue requantizes on the integer path: a u8 output, no residual, no
+    post affine, an activation that is only a clamp (else the float path)."""
+    return (opt(ins, 6) is not None and opt(ins, 9) is None
+            and (node.attrs.get("activation", "") or "") in INTEGER_PATH_ACTIVATIONS
+            and not node.attrs.get("post_affine"))
+
+
 def epilogue_args(node, ins, channels: int, wsum=None, per_col: bool = False) -> dict:
     """The epilogue constants of the int8 spec, computed once in float32 NumPy exactly as
     the reference does. wsum (channels,): sum_k w[c, k] when the kernel's sums are over the
@@ -136,7 +145,7 @@ def epilogue_args(node, ins, channels: int, wsum=None, per_col: bool = False) ->
     post = node.attrs.get("post_affine") or None
     if post:
         e.update(post=1, ps=float(F32(post[0])), pb=float(F32(post[1])))
-    if has_y and not has_z and act in INTEGER_PATH_ACTIVATIONS and not post:
+    if integer_path(node, ins):
         mult = x_scale * w_scale / y_scale                       # float32, as the reference
         lo, hi = integer_path_bounds(act, params, y_scale, y_zp)
         e.update(float_path=0, act="", lo=int(np.clip(lo, -1, 256)), hi=int(np.clip(hi, -1, 256)))
@@ -292,7 +301,7 @@ def pack_a(w_rows: np.ndarray, wide: bool) -> np.ndarray:
 def pack_blocks32(w_rows: np.ndarray) -> np.ndarray:
     """Conv weights (M, K) int8 -> blocks of 32 channels, [ceil(M/32)][K/4][32][4] (the
     7 x 32 pixel tiles' vectors: _qgemm_vnni_pix.h)."""
-    return _panels(w_rows, 32, 32, False)
+    return _panels(w_rows, PIX_CH, PIX_CH, False)
 
 
 def pack_b(w_kn: np.ndarray, wide: bool) -> np.ndarray:
