@@ -113,4 +113,9 @@ for ext in extensions:
 for ext in extensions:
     ext.extra_compile_args.append("-g" if os.environ.get("EDGENN_DEBUG_BUILD") else "-g0")
 
-setup(ext_modules=cythonize(extensions, compiler_directives={"language_level": 3}))
+# every core compiles: Cython translates the sources in parallel, and build_ext compiles
+# the extensions in parallel (setuptools' -j)
+JOBS = max(os.cpu_count() or 1, 1)
+setup(ext_modules=cythonize(extensions, nthreads=JOBS,
+                            compiler_directives={"language_level": 3}),
+      options={"build_ext": {"parallel": JOBS}})

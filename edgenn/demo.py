@@ -14,7 +14,7 @@ import numpy as np
 MODELS = os.path.join(os.path.dirname(__file__), "models")
 DEMO_MODEL = os.path.join(MODELS, "digits.onnx")
 # the same model converted (scripts/make_demo_model.py; tests/test_lean_install.py checks
-# it against a fresh conversion): what a runtime-only install (no onnx) runs
+# it against a fresh conversion)
 DEMO_ENN = os.path.join(MODELS, "digits.enn")
 DEMO_SAMPLES = os.path.join(MODELS, "digits_samples.npz")
 
@@ -27,7 +27,6 @@ def _stage(name: str, t0: float) -> float:
 
 def main(threads: int = 1) -> int:
     from .api import InferenceSession
-    from .extras import have
     from .tools import describe, rel_err
 
     print(f"edgenn demo: {os.path.basename(DEMO_MODEL)} "
@@ -36,16 +35,11 @@ def main(threads: int = 1) -> int:
     images, labels = samples["images"], samples["labels"]
     t = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        if have("onnx"):
-            from .api import convert
-            enn_path = os.path.join(tmp, "digits.enn")
-            graph = convert(DEMO_MODEL, enn_path)
-            t = _stage(f"convert + optimize -> .enn ({os.path.getsize(enn_path) / 1e3:.0f} kB,"
-                       f" {len(graph.nodes)} nodes from {graph.meta.get('source_nodes')})", t)
-        else:
-            enn_path = DEMO_ENN
-            print("  (runtime-only install, no onnx: running the shipped digits.enn; "
-                  "pip install 'edgenn[convert]' to convert from ONNX)")
+        from .api import convert
+        enn_path = os.path.join(tmp, "digits.enn")
+        graph = convert(DEMO_MODEL, enn_path)
+        t = _stage(f"convert + optimize -> .enn ({os.path.getsize(enn_path) / 1e3:.0f} kB,"
+                   f" {len(graph.nodes)} nodes from {graph.meta.get('source_nodes')})", t)
         sess = InferenceSession(enn_path, threads=threads, input_shapes={"image": images.shape})
         t = _stage("load .enn + plan (kernels chosen, memory planned)", t)
         (probs,) = sess.run(None, {"image": images})

@@ -1,9 +1,10 @@
 """Optional dependencies: what each one enables and the pip extra that installs it.
 
 `pip install edgenn` is the runtime only (numpy, safetensors, threadpoolctl, tqdm and the
-compiled kernels): it loads and runs .enn models. The rest is opt-in:
+compiled kernels): it loads and runs .enn and .onnx models (edgenn reads ONNX itself,
+converters/onnx/proto.py). The rest is opt-in:
 
-    convert  onnx    ONNX import (edgenn.convert, .onnx sources, `edgenn convert|check`)
+    convert  onnx    ONNX export (`edgenn export`), .tflite import (with tflite)
     numba    numba   the Numba kernels (tuner candidates beside the C ones)
     scipy    scipy   SciPy's erf in the reference kernels (else math.erf, exact but slower)
     scale    optuna  the search of `edgenn scale` (loading a family and `select` need none)

@@ -275,13 +275,15 @@ def test_threaded_columns_match_one_thread(threads):
         np.testing.assert_array_equal(outs[0], outs[1])
 
 
+@pytest.mark.parametrize("tier", PATHS)
 @pytest.mark.parametrize("threads", [2, 3])
-def test_threads_split_whole_panels_evenly(threads):
+def test_threads_split_whole_panels_evenly(tier, threads):
     """Threads take balanced runs of 16-wide panels (channels in the rows mode, columns
     otherwise), ragged last panels and shares that start mid-pair included: bit for bit one
-    thread's result."""
+    thread's result, on every tier this CPU runs and on the emulated ones."""
     rng = np.random.default_rng(9)
-    rows_mode = sg.tier_of("avx512") == 2
+    lib, isa = _lib(tier)
+    rows_mode = "rows" in _modes(tier)
     for m, k, n in [(96, 64, 196), (160, 48, 49), (48, 40, 49), (200, 33, 30), (64, 8, 67)]:
         w = rng.standard_normal((m, k)).astype(np.float32)
         b = rng.standard_normal((k, n)).astype(np.float32)
@@ -290,11 +292,11 @@ def test_threads_split_whole_panels_evenly(threads):
             outs = []
             for t in (1, threads):
                 if mode == "rows":
-                    g = sg.SGemm(m, n, k, packed_wt=sg.pack_b(np.ascontiguousarray(w.T)),
-                                 bias_row=bias, act="Relu", threads=t, isa="avx512")
+                    g = lib.SGemm(m, n, k, packed_wt=lib.pack_b(np.ascontiguousarray(w.T)),
+                                  bias_row=bias, act="Relu", threads=t, isa=isa)
                 else:
-                    g = sg.SGemm(m, n, k, packed_a=sg.pack_a(w), bias_row=bias, act="Relu",
-                                 direct_b=True, threads=t)
+                    g = lib.SGemm(m, n, k, packed_a=lib.pack_a(w), bias_row=bias, act="Relu",
+                                  direct_b=True, threads=t, isa=isa)
                 out = np.full((m, n), np.nan, np.float32)
                 g.run_images(b.reshape(1, k, 1, n), out.reshape(1, m, 1, n))
                 outs.append(out)

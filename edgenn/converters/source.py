@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 
 from ..errors import ModelFormatError, ModelNotFoundError
-from ..extras import require
 from ..graph import format as enn
 from ..graph import sealed
 from ..graph.ir import Graph
@@ -72,9 +71,7 @@ def load(source, optimized: bool = True, key=None) -> Graph:
 
 
 def _import_onnx(source) -> Graph:
-    """ONNX -> Graph; the importer needs the onnx package (the 'convert' extra)."""
-    name = source if isinstance(source, str) else "this model"
-    require("onnx", f"{name} is not an .enn file; reading it as ONNX")
+    """ONNX -> Graph (the importer reads protobuf itself: no onnx package needed)."""
     from .onnx.importer import import_onnx
     return import_onnx(source)
 

@@ -9,17 +9,16 @@ the passes and codecs to see it).
 """
 from __future__ import annotations
 
-import onnx
-
 from ...errors import UnsupportedOpError
 from ...graph.ir import Graph
 from ...registry import converter
+from . import proto
 from .importer import attribute_values, subgraph
 
 
 def _body(onode, name: str, ctx, missing) -> Graph:
     for a in onode.attribute:
-        if a.name == name and a.type == onnx.AttributeProto.GRAPH:
+        if a.name == name and a.type == proto.GRAPH:
             return subgraph(a.g, ctx, missing)
     raise UnsupportedOpError({onode.op_type: [onode.name]},
                              f"{onode.op_type} {onode.name!r} has no {name} graph")

@@ -7,16 +7,13 @@ Ops with no converter use `generic`, which copies attributes and fills schema de
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
-import onnx
-from onnx import helper, numpy_helper
 
-from ...errors import EdgennError, GraphError, ModelFormatError, UnsupportedOpError
+from ...errors import EdgennError, ModelFormatError, UnsupportedOpError
 from ...graph.dtypes import from_onnx
 from ...graph.ir import Graph, Node, ValueInfo
 from ...registry import CONVERTERS, REFERENCE, SHAPE_RULES
+from . import proto, schemas
 
 MIN_OPSET, MAX_OPSET = 7, 21
 # attributes added after MAX_OPSET whose semantics the kernels implement
@@ -54,15 +51,13 @@ class ConvertContext:
         return node
 
 
-def attribute_values(onode: onnx.NodeProto) -> dict:
+def attribute_values(onode: proto.Node) -> dict:
     attrs = {}
     for a in onode.attribute:
-        if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+        if a.type in (proto.GRAPH, proto.GRAPHS):
             continue            # sub-graphs: the control-flow converters (control.py)
-        value = helper.get_attribute_value(a)
-        if isinstance(value, onnx.TensorProto):
-            value = numpy_helper.to_array(value)
-        elif isinstance(value, bytes):
+        value = a.value()
+        if isinstance(value, bytes):
             value = value.decode("utf-8", "replace")
         elif isinstance(value, list) and value and isinstance(value[0], bytes):
             value = [v.decode("utf-8", "replace") for v in value]
@@ -70,59 +65,49 @@ def attribute_values(onode: onnx.NodeProto) -> dict:
     return attrs
 
 
-def schema_defaults(op: str, opset: int, domain: str = "") -> dict:
-    try:
-        schema = onnx.defs.get_schema(op, opset, domain)
-    except onnx.defs.SchemaError:
+def schema_defaults(op: str, opset: int) -> dict:
+    """The defaults of `op`'s attributes at `opset` (a fresh dict the caller may change)."""
+    schema = schemas.get(op, opset)
+    if schema is None:
         return {}
-    out = {}
-    for name, a in schema.attributes.items():
-        if a.default_value is not None and a.default_value.type:
-            value = helper.get_attribute_value(a.default_value)
-            if isinstance(value, bytes):
-                value = value.decode()
-            elif isinstance(value, list) and value and isinstance(value[0], bytes):
-                value = [v.decode() for v in value]      # RNN's activations
-            elif isinstance(value, onnx.TensorProto):
-                value = numpy_helper.to_array(value)
-            out[name] = value
-    return out
+    return {name: value.copy() if isinstance(value, (list, np.ndarray)) else value
+            for name, value in schema.attributes.items() if value is not None}
 
 
-def generic(onode: onnx.NodeProto, ctx: ConvertContext) -> None:
+def generic(onode: proto.Node, ctx: ConvertContext) -> None:
     """Copy the node, with schema defaults filled in for absent attributes."""
     attrs = schema_defaults(onode.op_type, ctx.opset)
     attrs.update(attribute_values(onode))
     ctx.emit(onode.op_type, list(onode.input), list(onode.output), attrs, onode.name)
 
 
-def _value_info(v: onnx.ValueInfoProto, untyped_ok: bool = False) -> ValueInfo:
+def _value_info(v: proto.ValueInfo, untyped_ok: bool = False) -> ValueInfo:
     """A graph input / output; untyped_ok: a body's may leave its type or shape to
     inference (dtype "" / shape None: the planner binds them from the enclosing node)."""
-    t = v.type.tensor_type
-    if untyped_ok and v.type.WhichOneof("value") is None:
+    t = v.type
+    if untyped_ok and t.kind is None:
         return ValueInfo(v.name, "", None)
-    if untyped_ok and v.type.HasField("tensor_type") and not t.HasField("shape"):
+    if untyped_ok and t.kind == "tensor" and t.shape is None:
         return ValueInfo(v.name, from_onnx(t.elem_type), None)    # rank unknown
-    if not v.type.HasField("tensor_type"):
+    if t.kind != "tensor":
         raise UnsupportedOpError({"non-tensor value": [v.name]}, "only tensor inputs/outputs")
     shape = []
-    for i, d in enumerate(t.shape.dim):
-        if d.HasField("dim_value") and d.dim_value >= 0:
-            shape.append(int(d.dim_value))
+    for i, (dim_value, dim_param) in enumerate(t.shape or ()):
+        if dim_value is not None and dim_value >= 0:
+            shape.append(int(dim_value))
         else:
-            shape.append(d.dim_param or f"{v.name}:{i}")
+            shape.append(dim_param or f"{v.name}:{i}")
     return ValueInfo(v.name, from_onnx(t.elem_type), tuple(shape))
 
 
-def _opset(model: onnx.ModelProto) -> int:
-    for o in model.opset_import:
-        if o.domain in ("", "ai.onnx"):
-            return int(o.version)
+def _opset(model: proto.Model) -> int:
+    for domain, version in model.opset_import:
+        if domain in ("", "ai.onnx"):
+            return int(version)
     return MAX_OPSET
 
 
-def _unknown_version(onode: onnx.NodeProto, opset: int) -> int | None:
+def _unknown_version(onode: proto.Node, opset: int) -> int | None:
     """Models may declare opsets outside MIN_OPSET..MAX_OPSET. A node is accepted when its
     op's definition at the model's opset is one we implement: the same definition as at
     the nearest supported opset, or a newer one that changed only the types it admits
@@ -131,29 +116,24 @@ def _unknown_version(onode: onnx.NodeProto, opset: int) -> int | None:
     nearest = min(max(opset, MIN_OPSET), MAX_OPSET)
     if opset == nearest:
         return None
-    try:
-        since = onnx.defs.get_schema(onode.op_type, opset).since_version
-        ours = onnx.defs.get_schema(onode.op_type, nearest)
-    except onnx.defs.SchemaError:
+    theirs, ours = schemas.get(onode.op_type, opset), schemas.get(onode.op_type, nearest)
+    if theirs is None or ours is None:
         return None  # an op unknown at one of the two: the caller reports what it lacks
-    if since == ours.since_version:
+    if theirs.since_version == ours.since_version:
         return None
     known = set(ours.attributes) | KNOWN_NEWER_ATTRIBUTES.get(onode.op_type, set())
     if opset > MAX_OPSET and all(a.name in known for a in onode.attribute):
         return None
-    return since
+    return theirs.since_version
 
 
-def _initializers(g) -> dict[str, np.ndarray]:
+def _initializers(g: proto.Graph) -> dict[str, np.ndarray]:
+    if g.sparse_initializer:
+        raise UnsupportedOpError({"sparse initializer": g.sparse_initializer},
+                                 "sparse initializers are not supported")
     consts = {}
     for t in g.initializer:
-        try:
-            consts[t.name] = np.require(numpy_helper.to_array(t), requirements="C")
-        except Exception as exc:
-            raise ModelFormatError(f"initializer {t.name!r} cannot be read: {exc}") from exc
-        if consts[t.name].dtype == object:
-            raise UnsupportedOpError({"string tensor": [t.name]},
-                                     "string initializers are not supported")
+        consts[t.name] = t.array()
     return consts
 
 
@@ -194,7 +174,6 @@ def subgraph(gproto, ctx: ConvertContext, missing: dict) -> Graph:
     """A control-flow op's body (If branch, Loop / Scan body) as a Graph: its formal
     inputs, outputs, nodes and constants. Tensors of the enclosing scopes it reads stay
     free names (graph/control.py: captures)."""
-    _check_names(gproto)
     consts = _initializers(gproto)
     sub = Graph(nodes=[], consts=consts,
                 inputs=[_value_info(v, True) for v in gproto.input if v.name not in consts],
@@ -205,7 +184,7 @@ def subgraph(gproto, ctx: ConvertContext, missing: dict) -> Graph:
     return sub
 
 
-def from_model(model: onnx.ModelProto) -> Graph:
+def from_model(model: proto.Model) -> Graph:
     """Convert a loaded ModelProto. Raises UnsupportedOpError listing every gap at once."""
     from ...oplist import load_all
     load_all()
@@ -225,7 +204,7 @@ def from_model(model: onnx.ModelProto) -> Graph:
                         "domain": model.domain, "doc_string": model.doc_string,
                         "graph_doc_string": g.doc_string,
                         "model_version": int(model.model_version),
-                        "metadata_props": {p.key: p.value for p in model.metadata_props}})
+                        "metadata_props": dict(model.metadata_props)})
     ctx = ConvertContext(graph, min(max(opset, MIN_OPSET), MAX_OPSET))
     ctx.source_opset = opset
     missing: dict[str, list[str]] = {}
@@ -236,41 +215,22 @@ def from_model(model: onnx.ModelProto) -> Graph:
     return graph
 
 
-def load_onnx(source) -> onnx.ModelProto:
-    """Parse ONNX from a path or bytes. Protobuf parsing runs no code from the file."""
-    try:
-        if isinstance(source, (bytes, bytearray, memoryview)):
-            return onnx.load_from_string(bytes(source))
-        base = os.path.dirname(os.path.abspath(source))
-        model = onnx.load(source, load_external_data=False)
-        if any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
-            onnx.external_data_helper.load_external_data_for_model(model, base)
-        return model
-    except (OSError, FileNotFoundError) as exc:
-        raise ModelFormatError(f"cannot read {source!r}: {exc}") from exc
-    except Exception as exc:
-        raise ModelFormatError(f"not a valid ONNX model: {exc}") from exc
-
-
-def _check_names(g) -> None:
-    """Every name is text: protobuf hands invalid UTF-8 over as bytes."""
-    for n in g.node:
-        for s in (n.name, n.op_type, n.domain, *n.input, *n.output,
-                  *(a.name for a in n.attribute), *(a.ref_attr_name for a in n.attribute)):
-            if not isinstance(s, str):
-                raise ModelFormatError(f"node {n.name!r}: a name is not valid UTF-8: {s!r}")
-    for v in (*g.input, *g.output, *g.initializer):
-        if not isinstance(v.name, str):
-            raise ModelFormatError(f"a tensor name is not valid UTF-8: {v.name!r}")
+def load_onnx(source) -> proto.Model:
+    """Parse ONNX from a path, bytes or an onnx.ModelProto (serialized and read back, so
+    there is one reader). Reading runs no code from the file (proto.py)."""
+    if hasattr(source, "SerializeToString"):
+        return proto.parse(source.SerializeToString())
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return proto.parse(bytes(source))
+    return proto.read(source)
 
 
 def import_onnx(source) -> Graph:
     """ONNX (path, bytes or ModelProto) -> Graph. A model the converters trip over for
     any reason is a ModelFormatError (never a bare exception from deep inside)."""
-    model = source if isinstance(source, onnx.ModelProto) else load_onnx(source)
+    model = source if isinstance(source, proto.Model) else load_onnx(source)
     if not model.graph.node and not model.graph.output:
         raise ModelFormatError("the ONNX model has no graph")
-    _check_names(model.graph)
     try:
         return from_model(model)
     except EdgennError:
