@@ -2,6 +2,7 @@
 
     python fuzz/run.py enn  [libFuzzer flags]    # .enn loader (bytes -> Graph -> plan)
     python fuzz/run.py onnx [libFuzzer flags]    # ONNX importer + passes + planner
+    python fuzz/run.py onnxproto [flags]         # the ONNX reader alone (proto.py)
     python fuzz/run.py run  [libFuzzer flags]    # run() with random input shapes / dtypes
     python fuzz/run.py ennf [libFuzzer flags]    # .ennf family reader + members + probes
 
@@ -32,6 +33,7 @@ with atheris.instrument_imports(include=["edgenn"], exclude=NUMBA_MODULES):
     import edgenn
     from edgenn import api  # noqa: F401
     from edgenn.converters.onnx import importer  # noqa: F401
+    from edgenn.converters.onnx import proto
     from edgenn.errors import EdgennError
     from edgenn.graph import format as enn  # noqa: F401
     from edgenn.oplist import load_kernels
@@ -50,6 +52,24 @@ def load_and_plan(data: bytes) -> None:
         if sess.plan is not None:
             feeds = {a.name: np.zeros(a.shape, a.dtype) for a in sess.get_inputs()}
             sess.run(None, feeds)
+    except EdgennError:
+        pass
+
+
+def read_onnx(data: bytes) -> None:
+    """The reader alone, every lazy part forced: tensors decoded, attributes' values."""
+    def graph(g):
+        for t in g.initializer:
+            t.array()
+        for n in g.node:
+            for a in n.attribute:
+                if a.type in (proto.GRAPH, proto.GRAPHS):
+                    for sub in ([a.g] if a.g else []) + a.graphs:
+                        graph(sub)
+                else:
+                    a.value()
+    try:
+        graph(proto.parse(data).graph)
     except EdgennError:
         pass
 
@@ -94,8 +114,8 @@ def load_family(data: bytes) -> None:
         pass
 
 
-TARGETS = {"enn": load_and_plan, "onnx": load_and_plan, "run": random_run,
-           "ennf": load_family}
+TARGETS = {"enn": load_and_plan, "onnx": load_and_plan, "onnxproto": read_onnx,
+           "run": random_run, "ennf": load_family}
 
 
 def main() -> None:

@@ -69,7 +69,7 @@ def write_corpus(directory: str, kind: str) -> list[str]:
     paths = []
     for name, m in models.items():
         path = os.path.join(directory, f"{name}.{kind}")
-        if kind == "onnx":
+        if kind in ("onnx", "onnxproto"):
             data = m.SerializeToString()
         else:
             from edgenn.graph import format as enn

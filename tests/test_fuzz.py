@@ -1,7 +1,7 @@
 """The fuzz harnesses (fuzz/run.py, atheris): every past finding stays fixed, and each
 harness runs a bounded time in CI with no finding (no exception outside edgenn's
 hierarchy, no crash, no timeout, no memory blow-up), from a fixed seed (-seed=1) so CI
-is reproducible; longer runs with fresh seeds find the new things (README, Robustness),
+is reproducible; longer runs with fresh seeds find the new things (docs/robustness.md),
 and each finding joins tests/fuzz_regressions/."""
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def test_past_finding_is_a_named_error(path):
         sess.run(None, {a.name: np.zeros(a.shape, a.dtype) for a in sess.get_inputs()})
 
 
-@pytest.mark.parametrize("target", ["enn", "onnx", "run", "ennf"])
+@pytest.mark.parametrize("target", ["enn", "onnx", "onnxproto", "run", "ennf"])
 def test_bounded_fuzz_finds_nothing(target, tmp_path):
     import atheris  # noqa: F401 - in the test extra: missing, this fails (never skips)
     cmd = [sys.executable, str(ROOT / "fuzz" / "run.py"), target, f"--corpus={tmp_path / 'c'}",

@@ -98,12 +98,18 @@ DTYPES = [TensorProto.FLOAT, TensorProto.UINT8, TensorProto.INT8, TensorProto.UI
           TensorProto.INT16, TensorProto.INT32, TensorProto.INT64, TensorProto.BOOL,
           TensorProto.FLOAT16, TensorProto.DOUBLE, TensorProto.UINT32, TensorProto.UINT64,
           TensorProto.COMPLEX64, TensorProto.COMPLEX128, TensorProto.BFLOAT16,
-          TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT8E5M2]
+          TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT8E5M2, TensorProto.INT4,
+          TensorProto.UINT4]
 
 
 def _values(dtype: int, n: int, rng) -> np.ndarray:
     """n values spanning the type's range: its extremes, zero, -1 where signed."""
     np_dtype = helper.tensor_dtype_to_np_dtype(dtype)
+    if dtype in (TensorProto.INT4, TensorProto.UINT4):
+        lo, hi = (-8, 7) if dtype == TensorProto.INT4 else (0, 15)
+        v = rng.integers(lo, hi, n, endpoint=True)
+        v[:2] = [lo, hi]
+        return v.astype(np_dtype)
     if np_dtype.kind in "iu":
         info = np.iinfo(np_dtype)
         v = rng.integers(info.min, info.max, n, dtype=np_dtype, endpoint=True)
@@ -364,3 +370,17 @@ print("ok")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        timeout=300, env={**os.environ, "EDGENN_TUNE": "off"})
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
+
+
+def test_lists_and_dims_past_their_bounds_are_refused_before_they_are_made():
+    """A packed list of millions of ints, or a tensor of 100 dims: refused by count, not
+    decoded into millions of Python objects first."""
+    ints = _varint(8 << 3 | 2) + _varint(proto.MAX_ITEMS + 10) + b"\x01" * (proto.MAX_ITEMS + 10)
+    attr = _varint(1 << 3 | 2) + _varint(1) + b"a" + _varint(20 << 3) + _varint(7) + ints
+    node = _varint(5 << 3 | 2) + _varint(len(attr)) + attr
+    graph = _varint(1 << 3 | 2) + _varint(len(node)) + node
+    with pytest.raises(ModelFormatError, match="items"):
+        proto.parse(_varint(7 << 3 | 2) + _varint(len(graph)) + graph)
+    t = helper.make_tensor("t", TensorProto.FLOAT, [1] * 100, [1.0])
+    with pytest.raises(ModelFormatError, match="dims"):
+        proto.Tensor(proto.Reader(t.SerializeToString(), None), (0, t.ByteSize()), "t")

@@ -23,7 +23,8 @@ import numpy as np
 from ...errors import ModelFormatError, ModelNotFoundError, UnsupportedOpError
 
 MAX_DEPTH = 64             # nested graphs (If / Loop bodies) and nested types
-MAX_ITEMS = 1 << 24        # nodes, names, attributes, dims, ... in one file
+MAX_ITEMS = 1 << 22        # nodes, names, attributes, dims, list values ... in one file
+MAX_RANK = 64              # dims of a tensor (NumPy's own limit)
 
 # wire types
 VARINT, I64, LEN, I32 = 0, 1, 2, 5
@@ -34,8 +35,9 @@ TENSOR_DTYPES = {1: "<f4", 2: "u1", 3: "i1", 4: "<u2", 5: "<i2", 6: "<i4", 7: "<
 # the types NumPy lacks, read as ml_dtypes' (their bits in raw_data or int32_data) where
 # ml_dtypes is installed, as onnx.numpy_helper reads them
 ML_DTYPES = {16: "bfloat16", 17: "float8_e4m3fn", 18: "float8_e4m3fnuz", 19: "float8_e5m2",
-             20: "float8_e5m2fnuz"}
-UNSUPPORTED_DTYPES = {8: "string", 21: "uint4", 22: "int4", 23: "float4e2m1"}
+             20: "float8_e5m2fnuz", 21: "uint4", 22: "int4"}
+PACKED_4BIT = (21, 22)      # two values a byte, the first in the low nibble
+UNSUPPORTED_DTYPES = {8: "string", 23: "float4e2m1"}
 
 # AttributeProto.AttributeType
 FLOAT, INT, STRING, TENSOR, GRAPH, FLOATS, INTS, STRINGS, TENSORS, GRAPHS = range(1, 11)
@@ -237,6 +239,8 @@ class Tensor:
         dims, self.typed = Repeated(), {}
         for number, wire, value in r.fields(*span, what):
             if number == 1:
+                if wire == LEN and value[1] - value[0] > 10 * MAX_RANK:
+                    raise ModelFormatError(f"{what}: more than {MAX_RANK} dims")
                 dims.add_varint(r, wire, value, what)
             elif number == 2 and wire == VARINT:
                 self.data_type = value
@@ -267,6 +271,8 @@ class Tensor:
             elif number == 12 and wire == LEN:
                 self.doc_string = r.blob(value).decode("utf-8", "replace")
         self.dims = dims.ints()
+        if len(self.dims) > MAX_RANK:
+            raise ModelFormatError(f"{what}: more than {MAX_RANK} dims")
         if any(d < 0 for d in self.dims):
             raise ModelFormatError(f"tensor {self.name!r}: negative dims {self.dims}")
 
@@ -305,12 +311,23 @@ class Tensor:
             raise UnsupportedOpError({f"{name} tensor": [self.name]},
                                      f"{name} tensors need the ml_dtypes package") from None
         target = np.dtype(getattr(ml_dtypes, name))
+        packed = self.data_type in PACKED_4BIT
         bits = np.dtype(f"<u{target.itemsize}")
-        saved, self.data_type = self.data_type, 4 if target.itemsize == 2 else 2
+        saved, dims = (self.data_type, self.dims)
+        self.data_type = 4 if target.itemsize == 2 else 2
+        if packed:
+            self.dims = [(count + 1) // 2]
         try:
-            return self.array().astype(bits.newbyteorder("=")).view(target)
+            raw = self.array().astype(bits.newbyteorder("="))
         finally:
-            self.data_type = saved
+            self.data_type, self.dims = saved, dims
+        if not packed:
+            return raw.view(target)
+        nibbles = np.stack([raw & 0xF, raw >> 4], axis=-1).reshape(-1)[:count]
+        if name == "int4":
+            nibbles = nibbles.astype(np.int8)
+            nibbles[nibbles > 7] -= 16
+        return nibbles.astype(target).reshape(dims)
 
     def _typed(self, dtype: np.dtype, count: int, what: str) -> np.ndarray:
         """The value from the typed fields: float_data (float, complex64), double_data
@@ -399,10 +416,13 @@ class Attribute:
                 self.t = Tensor(r, value, f"{what}, attribute {self.name!r}")
             elif number == 6 and wire == LEN:
                 self.g = Graph(r, value, f"{what}, attribute {self.name!r}")
-            elif number == 7:
-                floats.add_fixed(r, wire, value, "<f4", what)
-            elif number == 8:
-                ints.add_varint(r, wire, value, what)
+            elif number in (7, 8):          # lists of Python numbers: counted first
+                if wire == LEN:
+                    r.count((value[1] - value[0]) // (4 if number == 7 else 1))
+                if number == 7:
+                    floats.add_fixed(r, wire, value, "<f4", what)
+                else:
+                    ints.add_varint(r, wire, value, what)
             elif number == 9 and wire == LEN:
                 self.strings.append(r.blob(value))
             elif number == 10 and wire == LEN:
