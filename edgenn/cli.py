@@ -91,6 +91,38 @@ def cmd_run(args) -> int:
     return EXIT_OK
 
 
+def cmd_tune(args) -> int:
+    import json
+    from .errors import InputError
+    from .runtime import tunecache
+    if args.import_file:
+        with open(args.import_file) as f:
+            added = tunecache.import_bundle(json.load(f))
+        print(f"{added} tuning entries added to {tunecache.cache_dir()}")
+    if args.model:
+        from .api import InferenceSession
+        from .tools import progress_printer
+        t0 = time.perf_counter()
+        sess = InferenceSession(args.model, threads=args.threads,
+                                tune="full" if args.full else "cached",
+                                input_shapes=_parse_shapes(args.shape) or None,
+                                progress=progress_printer())
+        if sess.plan is None:
+            raise InputError("the model has dynamic input dims: bind them with --shape")
+        timed = sum(1 for st in sess.plan.steps if st.choice.times)
+        print(f"tuned {args.model} ({args.threads} thread(s)): {timed} of "
+              f"{len(sess.plan.steps)} steps timed or cached, {time.perf_counter() - t0:.1f} s;"
+              f" cache {tunecache.cache_dir()}")
+    elif not args.import_file:
+        raise InputError("edgenn tune: give a model to tune, or --import FILE")
+    if args.export:
+        bundle = tunecache.export_bundle()
+        with open(args.export, "w") as f:
+            json.dump(bundle, f)
+        print(f"{sum(len(e) for e in bundle['entries'].values())} entries -> {args.export}")
+    return EXIT_OK
+
+
 def _safe(name: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)
 
@@ -512,9 +544,12 @@ def build_parser() -> argparse.ArgumentParser:
         s.add_argument("--shape", action="append", metavar="NAME=D1,D2,..",
                        help="bind an input's dynamic dims")
         s.add_argument("--input", action="append", metavar="NAME=FILE.npy")
-        s.add_argument("--tune", choices=("off", "cached", "full"), default=None,
-                       help="kernel choice at load: off (no timing), cached (default), "
-                            "full (retime); or EDGENN_TUNE")
+        s.add_argument("--tune", choices=("background", "off", "cached", "full"),
+                       default=None,
+                       help="kernel choice: background (default: untimed first plan, "
+                            "tuned in the background), off (no timing), cached (time what "
+                            "the cache lacks before the first run), full (retime); or "
+                            "EDGENN_TUNE")
         s.set_defaults(fn=fn)
         return s
 
@@ -661,6 +696,19 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--threads", type=int, default=1)
     f.add_argument("-o", "--output", required=True)
     f.set_defaults(fn=cmd_finetune)
+    t = sub.add_parser("tune", help="time every layer's kernels now (an install step), "
+                                    "or export / import the tuning cache")
+    t.add_argument("model", nargs="?", help=".onnx, .tflite or .enn to tune")
+    t.add_argument("--threads", type=int, default=1)
+    t.add_argument("--shape", action="append", metavar="NAME=D1,D2,..",
+                   help="bind an input's dynamic dims")
+    t.add_argument("--full", action="store_true", help="retime what is cached too")
+    t.add_argument("--export", metavar="FILE.json",
+                   help="then write this CPU's whole tuning cache to FILE (to ship)")
+    t.add_argument("--import", dest="import_file", metavar="FILE.json",
+                   help="merge an exported cache (same CPU and edgenn build) into this one")
+    t.set_defaults(fn=cmd_tune)
+
     d = sub.add_parser("demo", help="convert, check and run the embedded default model")
     d.add_argument("--threads", type=int, default=1)
     d.set_defaults(fn=cmd_demo)

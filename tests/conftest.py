@@ -24,11 +24,13 @@ def _tier_lines() -> list[str]:
 
 def pytest_configure(config):
     """Every test session starts from the same tuning state: an empty tuning cache of its
-    own (not the user's ~/.cache/edgenn) and the default tune mode, so a kernel choice
-    never depends on what an earlier run cached or on the caller's EDGENN_TUNE."""
+    own (not the user's ~/.cache/edgenn) and tune="cached", so a kernel choice never
+    depends on what an earlier run cached or on the caller's EDGENN_TUNE, and a session's
+    plan is tuned when it is made (the default, "background", swaps tuned plans in later:
+    tests/test_background_tuning.py)."""
     config._edgenn_cache = tempfile.mkdtemp(prefix="edgenn-test-cache-")
     os.environ["EDGENN_CACHE_DIR"] = config._edgenn_cache
-    os.environ.pop("EDGENN_TUNE", None)
+    os.environ["EDGENN_TUNE"] = "cached"
 
 
 def pytest_unconfigure(config):

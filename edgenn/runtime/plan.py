@@ -69,6 +69,7 @@ class Plan:
         self.pool_times: dict = {}              # variant -> s, its fastest timed round
         self.rows_offered = False               # a row-split kernel applied to some step
         self.uses_blas = any(s.choice.pool == "blas" for s in steps)
+        self.untimed = 0                        # choices made untimed (select.FIRST)
         # contexts are made while they fit the limit together; past it, callers wait
         self.contexts = ContextPool(self, max_memory)
 

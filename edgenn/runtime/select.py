@@ -6,8 +6,10 @@ left, the choice is measured on this CPU: every candidate is first checked again
 reference kernel on the real shapes (a wrong one is never timed), then timed (warm-up,
 median), and the fastest is bound. Results are cached per CPU (runtime/tunecache.py).
 
-tune modes (InferenceSession(tune=...) or EDGENN_TUNE): "off" = no timing, cost model
-else registry order; "cached" (default) = time only what the cache lacks; "full" = retime.
+tune modes (InferenceSession(tune=...) or EDGENN_TUNE): "background" (default) = a first
+plan at once (cached choices, else untimed ones), what it guessed timed in the background
+and swapped in (runtime/background.py); "off" = no timing, cost model else registry
+order; "cached" = time what the cache lacks before the session is ready; "full" = retime.
 The choice is a named, inspectable value kept on each plan step.
 """
 from __future__ import annotations
@@ -24,18 +26,19 @@ from ..graph.ir import Node
 from ..extras import have
 from ..registry import KERNELS, REFERENCE
 from ..kernels import isa, scratch
-from . import tunecache
+from . import costmodel, tunecache
 
-TUNE_MODES = ("off", "cached", "full")
+TUNE_MODES = ("background", "off", "cached", "full")
+# the Tuner's mode for a background session's first plan: cached choices where the cache
+# has them, else untimed ones (counted in Tuner.untimed for the background tuner)
+FIRST = "first"
 CHECK_RTOL = 1e-4          # a candidate must match the reference this closely to be timed
 COST_PRUNE = 4.0           # drop candidates the cost model says are 4x worse than the best
 MIN_REPEATS, MAX_REPEATS, TIME_PER_CANDIDATE = 3, 15, 0.05  # seconds
 # an approximate candidate (lsb_tolerance > 0: an int8 layer computed in fp32) is bound only
 # when it is this much faster than the fastest exact one: it may land outputs a step away
 # (steps that add up over a model), and its timing alone, in a warm loop, hides what its
-# fp32 copies of the input and output (4x the bytes) cost inside the model (MobileNetV2
-# int8's 14x14 stride-2 depthwise on a Zen 4: fp32 38 us timed alone, 111 us in the model,
-# the int8 kernel 46 us)
+# fp32 copies of the input and output (4x the bytes) cost inside the model
 APPROX_MARGIN = 1.25
 
 
@@ -65,10 +68,12 @@ class Tuner:
     # kernels are candidates (KernelSpec.thread_split); rows_offered: one applied
     split_rows: bool = False
     rows_offered: bool = False
+    untimed: int = 0               # mode FIRST: choices made without the timing they need
+    gate: object = None            # background tuning: measurements go through gate.measure
 
     @staticmethod
     def resolve_mode(mode: str | None) -> str:
-        mode = mode or os.environ.get("EDGENN_TUNE", "") or "cached"
+        mode = mode or os.environ.get("EDGENN_TUNE", "") or "background"
         if mode not in TUNE_MODES:
             raise ValueError(f"tune must be one of {TUNE_MODES}, got {mode!r}")
         return mode
@@ -82,10 +87,12 @@ class Tuner:
         only when the threads had their cores before and after it (CORES_FOR_CACHE)."""
         t0 = time.perf_counter()
         free = cores_free(self.threads)
-        result = measure()
+        result = self.gate.measure(measure) if self.gate is not None else measure()
         if min(free, cores_free(self.threads)) >= CORES_FOR_CACHE:
             cache[key] = entry(result)
             self.changed = True
+            if self.gate is not None:       # a background tuner may not live to finish()
+                tunecache.save(self.threads)
         self.spent_s += time.perf_counter() - t0
         return result
 
@@ -120,13 +127,12 @@ def _prepared(spec, node, ins, outs, names, reason, times=None) -> Choice:
 
 # A choice timed while the OpenMP threads got less than this share of their cores (a
 # shared machine's second vCPU taken) is used, not cached: cached, it would outlive the
-# moment (runtime/session.py's pool choice had MobileNetV2 int8 on its one-thread plan,
-# 3.2 ms at 2 threads against its OpenMP plan's 1.9, AMD EPYC 25/17)
+# moment
 CORES_FOR_CACHE = 0.75
 
 
 def cores_free(threads: int) -> float:
-    """The share of `threads` cores the OpenMP threads get right now (_sgemm's ~1 ms
+    """The share of `threads` cores the OpenMP threads get right now (_sgemm's short
     probe); 1.0 at one thread."""
     if threads <= 1:
         return 1.0
@@ -163,29 +169,36 @@ def choose(node: Node, ins, outs, reference: bool = False, tuner: Tuner | None =
     cache = tunecache.load(tuner.threads) if tuner.mode != "off" else {}
     hit = cache.get(key)
     by_name = {s.name: s for s in capable}
-    if tuner.mode == "cached" and hit and hit.get("kernel") in by_name:
+    if tuner.mode in ("cached", FIRST) and hit and hit.get("kernel") in by_name:
         return _prepared(by_name[hit["kernel"]], node, ins, outs, names, "cached timing",
                          hit.get("times"))
+    if tuner.mode == FIRST:
+        tuner.untimed += 1
+        best, predicted = costmodel.pick(node, ins, outs, list(by_name), tuner.threads)
+        if best is not None:
+            return _prepared(by_name[best], node, ins, outs, names,
+                             "first plan: predicted by the cost model", predicted)
+        return _prepared(capable[0], node, ins, outs, names,
+                         "first plan: untimed, first capable")
     if tuner.mode == "off" or tuner.spent_s >= tuner.budget_s:
         why = "tuning off: first capable" if tuner.mode == "off" else "tuning budget spent"
         return _prepared(capable[0], node, ins, outs, names, why)
     return tuner.measured(cache, key,
                           lambda: _measure(node, ins, outs, capable, names, tuner.threads),
-                          lambda choice: {"kernel": choice.kernel, "times": choice.times})
+                          lambda choice: {"kernel": choice.kernel, "times": choice.times,
+                                          "op": node.op,
+                                          "features": costmodel.features(node, ins, outs)})
 
 
 def time_side_by_side(pair: tuple[Node, Node], fused: Node, infos, choices: list,
                       tuner: Tuner | None) -> list | None:
     """The two steps of a conv pair and their fused step, timed again in the same rounds:
     -> [first, second, fused] with only those times, or None (tuning off, budget spent,
-    a reference or empty step). Each was timed in its own choose(), seconds apart: on a shared
-    machine a burst of load in one of them decided the fusion (MobileNetV2's first
-    block cached unfused, 184 us in the model at 2 threads against 170 fused, AMD EPYC
-    25/17). Round after round the first step writes the middle tensor, the second reads
-    it, then the fused step runs, each timed apart. The result is cached per CPU. A step
-    that had one capable kernel (not timed by choose()) is timed here too: without this,
-    such a pair was never fused (the AVX2 tier's row-split plan, one depthwise kernel,
-    planned MobileNetV2 unfused, AMD EPYC 25/17 under EDGENN_MAX_ISA=avx2)."""
+    a reference or empty step). Each was timed in its own choose(), seconds apart, and on
+    a shared machine a burst of load in one of them would decide the fusion. Round after
+    round the first step writes the middle tensor, the second reads it, then the fused
+    step runs, each timed apart. The result is cached per CPU. A step that had one
+    capable kernel (not timed by choose()) is timed here too, so such pairs can fuse."""
     if tuner is None or tuner.mode == "off" or \
             any(c.kernel in ("reference", "empty") for c in choices):
         return None
@@ -195,7 +208,8 @@ def time_side_by_side(pair: tuple[Node, Node], fused: Node, infos, choices: list
     cache = tunecache.load(tuner.threads)
     hit = cache.get(key)
     if tuner.mode == "full" or not (hit and set(hit.get("times", {})) == set(roles)):
-        if tuner.spent_s >= tuner.budget_s:
+        tuner.untimed += tuner.mode == FIRST
+        if tuner.mode == FIRST or tuner.spent_s >= tuner.budget_s:
             return None
         hit = tuner.measured(cache, key, lambda: {"times": _time_pair(
             pair, fused, infos, choices, tuner.threads)}, lambda entry: entry)
@@ -324,19 +338,13 @@ def _measure(node, ins, outs, specs, names, threads: int = 1) -> Choice:
 def _time_round_robin(runs: dict, inputs, outputs, threads: int = 1) -> dict:
     """Median seconds of each candidate, the samples taken in rounds (each candidate once
     per round) rather than candidate after candidate: a burst of load on a shared machine
-    then slows every candidate alike. Timed one after the other, a phase in which the
-    second vCPU was taken for a few hundred ms (AMD EPYC 25/17 guest, 2 threads: the stem
-    conv's two-thread kernel at 123 us, then 150-228 us for seconds) fell on some
-    candidates only and decided the choice. Each run follows another candidate's, as a
-    layer's follows another layer's in a model, so no candidate is timed with its input
-    and weights hot from its own previous run (timed so, MobileNetV2's first depthwise
-    layer kept a channel-packing kernel that ran 182 us in the model against 96 for the
-    one reading its rows in place, 2 threads).
+    then slows every candidate alike instead of some only. Each run follows another
+    candidate's, as a layer's follows another layer's in a model, so no candidate is
+    timed with its input and weights hot from its own previous run.
 
     threads > 1: the OpenMP workers are woken before each timed run, as they are awake
-    between a model's threaded layers: after another candidate's single-threaded run (the
-    portable one takes ms) they had gone to sleep, and waking them was timed with the
-    next candidate (the stem's two-thread direct conv read 548 us for its 170)."""
+    between a model's threaded layers; otherwise waking them would be timed with the
+    candidate that follows a single-threaded one."""
     wake = None
     if threads > 1:
         from ..kernels.fast import _sgemm

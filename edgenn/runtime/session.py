@@ -11,9 +11,10 @@ from ..errors import InputError
 from ..graph.ir import Graph
 from . import limits
 from . import threads as thread_control
+from .background import Activity, BackgroundTuning
 from .plan import Plan, build
 from . import select
-from .select import Tuner
+from .select import FIRST, Tuner
 
 _ONNX_TYPE = {"float32": "float", "float64": "double", "int64": "int64", "int32": "int32",
               "int8": "int8", "uint8": "uint8", "bool": "bool", "float16": "float16",
@@ -21,20 +22,12 @@ _ONNX_TYPE = {"float32": "float", "float64": "double", "int64": "int64", "int32"
 MAX_PLANS = 8  # plans kept for distinct input shapes (least recently used evicted)
 # threads > 1: the plans a session times whole (_plan_best_pool): variant -> (the pool its
 # threaded kernels run on, whether the 1x1 convs that can split K do, whether the layers
-# that can split their output rows do). The threads' caches decide it in a model, not in a
-# layer timed alone:
-# - a projection whose threads split its output channels reads every channel the
-#   depthwise layer before it wrote on the other core, and the next block's depthwise
-#   layer then writes into lines both cores hold (8x the cost of lines only the writer
-#   holds, AMD EPYC 25/17); split by K, each thread reads only what it wrote. MobileNetV2,
-#   2 threads, same CPU: 4.24-4.27 ms against 4.32-4.35 (25th percentiles of 400-600
-#   interleaved runs), its projections 4 us slower alone.
-# - on the large planes (56x56, 28x28) a projection's threads split the pixels, in the
-#   same bands of rows that row-split depthwise layers give their threads: a stage's
-#   tensors then stay on the core that wrote them. Alone, each depthwise layer times the
-#   same either way (a tie at 56x56, channels faster at 28x28); in MobileNetV2 at 2
-#   threads the rows plan ran 0.967-0.975x the K-split one (medians of 500 interleaved
-#   runs, three processes, AMD EPYC 25/17).
+# that can split their output rows do). Which is fastest depends on where each thread's
+# tensors live in the caches, which a layer timed alone does not show:
+# - a projection whose threads split its output channels reads every channel the layer
+#   before it wrote on the other core; split by K, each thread reads what it wrote;
+# - on large planes, a projection whose threads split the pixels in the same bands of rows
+#   as a row-split depthwise layer keeps a stage's tensors on the core that wrote them.
 PLAN_VARIANTS = {"blas": ("blas", False, False), "omp": ("omp", False, False),
                  "omp-ksplit": ("omp", True, False), "omp-rows": ("omp", True, True)}
 
@@ -56,8 +49,11 @@ class InferenceSession:
     threads: Numba and BLAS threads together (1 is the edge default).
     input_shapes: {name: shape} binds dynamic dims now (otherwise at the first run).
     reference: run every node on its plain NumPy reference kernel (or EDGENN_REFERENCE=1).
-    tune: "off" | "cached" (default) | "full", or EDGENN_TUNE: how kernels are chosen at
-        load (runtime/select.py); `progress(done, total)` is called while planning.
+    tune: "background" (default) | "off" | "cached" | "full", or EDGENN_TUNE: how kernels
+        are chosen (runtime/select.py). "background": ready at once on cached or untimed
+        choices, the untimed ones timed on a free core and the tuned plan swapped in
+        between calls (`wait_tuned()` waits for it). `progress(done, total)` is called
+        while planning.
     max_memory: bytes (or "2G") a plan may use: every tensor and one run's memory are
         checked before allocation (runtime/limits.py; default half the machine's memory).
     """
@@ -81,6 +77,8 @@ class InferenceSession:
         self._plans: dict[tuple, Plan] = {}
         self._uses = 0
         self._planning = threading.Lock()     # one plan per input shapes, built once
+        self._activity = Activity(self.threads)   # calls in flight (the background tuner's)
+        self._background = BackgroundTuning(self)
         self._inputs = {v.name: v for v in self.graph.inputs}
         self._dtypes = {v.name: _np_dtype(v.dtype) for v in self.graph.inputs}
         shapes = {v.name: tuple(v.shape) for v in self.graph.inputs}
@@ -112,7 +110,16 @@ class InferenceSession:
         plan = self._plans.get(key) or self._plan(key)
         self._uses += 1
         plan.last_use = self._uses            # for the LRU (a plain store: no lock needed)
-        return _run(plan, self.threads, feeds, outputs, timings)
+        self._activity.enter()
+        try:
+            return _run(plan, self.threads, feeds, outputs, timings)
+        finally:
+            self._activity.exit()
+
+    def wait_tuned(self, timeout: float | None = None) -> bool:
+        """Wait until the background tuner has swapped in every plan it was timing (tune=
+        "background"); -> False when `timeout` seconds passed first."""
+        return self._background.wait(timeout)
 
     def _plan(self, key: tuple) -> Plan:
         with self._planning:
@@ -120,24 +127,43 @@ class InferenceSession:
             if plan is not None:
                 return plan
             shapes = {v.name: s for v, s in zip(self.graph.inputs, key)}
-            thread_control.numba_threads(self.threads)
-            if self.threads > 1 and not self.reference:
-                plan = self._plan_best_pool(shapes)
-            else:
-                tuner = Tuner(self.tune, self.threads, progress=self._progress)
-                with thread_control.blas(self.threads):
-                    plan = build(self.graph, shapes, reference=self.reference, tuner=tuner,
-                                 max_memory=self.max_memory)
+            background = self.tune == "background" and not self.reference
+            plan = self._build(shapes, FIRST if background else self.tune, self._progress)
             plans = dict(self._plans)         # readers see the old dict or the new one
             if len(plans) >= MAX_PLANS:     # evict the least recently used
                 plans.pop(min(plans, key=lambda k: getattr(plans[k], "last_use", 0)))
             plans[key] = plan
             self._plans = plans
+            if background and plan.untimed:
+                self._background.submit(key, lambda gate: self._build(shapes, "cached",
+                                                                      gate=gate))
             return plan
 
-    def _plan_best_pool(self, shapes: dict) -> Plan:
+    def _swap(self, key: tuple, plan: Plan) -> None:
+        """The tuned plan for `key` in place of its first one (if still kept): a new
+        table, so a call that has read the old one runs the old plan to its end."""
+        with self._planning:
+            old = self._plans.get(key)
+            if old is not None:
+                plan.last_use = getattr(old, "last_use", 0)
+                self._plans = {**self._plans, key: plan}
+
+    def _build(self, shapes: dict, mode: str, progress=None, gate=None) -> Plan:
+        """The plan for `shapes`, its kernels chosen in tuner mode `mode`; plan.untimed
+        counts the choices mode FIRST made without timing them."""
+        thread_control.numba_threads(self.threads)
+        if self.threads > 1 and not self.reference:
+            return self._plan_best_pool(shapes, mode, progress, gate)
+        tuner = Tuner(mode, self.threads, progress=progress, gate=gate)
+        with thread_control.blas(self.threads):
+            plan = build(self.graph, shapes, reference=self.reference, tuner=tuner,
+                         max_memory=self.max_memory)
+        plan.untimed = tuner.untimed
+        return plan
+
+    def _plan_best_pool(self, shapes: dict, mode: str, progress, gate) -> Plan:
         """threads > 1: one plan on OpenBLAS's thread pool, one on edgenn's OpenMP kernels
-        (mixed, each pool's spinning idle workers starve the other's: measured 2-9x slower)
+        (never mixed: each pool's spinning idle workers starve the other's)
         and, where its 1x1 convs can split K (conv_sgemm), the OpenMP plan with them split,
         and where some layers can split their output rows, the OpenMP plan with them split
         so (PLAN_VARIANTS): timed whole, the fastest is kept, the decision cached per CPU."""
@@ -148,19 +174,23 @@ class InferenceSession:
         # and "pool-ksplit|" entries could keep a one-thread plan timed under load, and
         # "pool-probed|" ones were chosen without the "omp-rows" plan
         key = "plan-variant|" + tunecache.graph_key(self.graph, shapes)
-        cache = tunecache.load(self.threads) if self.tune != "off" else {}
-        known = cache.get(key, {}).get("pool") if self.tune == "cached" else None
-        if self.tune == "off" or known in PLAN_VARIANTS:
-            return self._plan_on_pool(shapes, known or "blas")
+        cache = tunecache.load(self.threads) if mode != "off" else {}
+        known = cache.get(key, {}).get("pool") if mode in ("cached", FIRST) else None
+        if mode in ("off", FIRST) or known in PLAN_VARIANTS:
+            plan = self._plan_on_pool(shapes, known or "blas", mode, progress, gate)
+            plan.untimed += mode == FIRST and known not in PLAN_VARIANTS
+            return plan
         # the OpenMP plan first: its candidates are timed before any BLAS call has left
         # OpenBLAS's workers spinning on the other cores
-        plans = {"omp": self._plan_on_pool(shapes, "omp")}
+        args = (mode, progress, gate)
+        plans = {"omp": self._plan_on_pool(shapes, "omp", *args)}
         if any(getattr(s.choice.run, "can_split_k", False) for s in plans["omp"].steps):
-            plans["omp-ksplit"] = self._plan_on_pool(shapes, "omp-ksplit")
+            plans["omp-ksplit"] = self._plan_on_pool(shapes, "omp-ksplit", *args)
         if plans["omp"].rows_offered:
-            plans["omp-rows"] = self._plan_on_pool(shapes, "omp-rows")
-        plans["blas"] = self._plan_on_pool(shapes, "blas")
-        times, free = _time_plans(plans, self.threads)
+            plans["omp-rows"] = self._plan_on_pool(shapes, "omp-rows", *args)
+        plans["blas"] = self._plan_on_pool(shapes, "blas", *args)
+        timing = lambda: _time_plans(plans, self.threads)   # noqa: E731
+        times, free = gate.measure(timing) if gate is not None else timing()
         best = min(times, key=times.get)
         # a decision timed while the threads shared cores is this session's only
         # (select.CORES_FOR_CACHE)
@@ -170,19 +200,17 @@ class InferenceSession:
         plans[best].pool_times = times
         return plans[best]
 
-    def _plan_on_pool(self, shapes: dict, variant: str) -> Plan:
+    def _plan_on_pool(self, shapes: dict, variant: str, mode: str, progress, gate) -> Plan:
         """The plan whose threaded kernels all run on the variant's pool (PLAN_VARIANTS).
         An OpenMP plan is built (and its candidates timed) with OpenBLAS at one thread: the
-        reference outputs each node's candidates are checked against call BLAS, and at two
-        threads its workers then spun on the second core through the first ~0.1 s of
-        timing, so the OpenMP candidates were timed sharing a core (AMD EPYC 25/17, 2
-        threads: MobileNetV2's stem conv_direct_8x48__avx512f_mt read 586 us for its 143,
-        the one-thread kernel kept)."""
+        reference outputs the candidates are checked against call BLAS, whose workers
+        would otherwise spin on the other cores while the OpenMP candidates are timed."""
         pool, k_split, split_rows = PLAN_VARIANTS[variant]
-        tuner = Tuner(self.tune, self.threads, progress=self._progress, pool=pool,
-                      k_split=k_split, split_rows=split_rows)
+        tuner = Tuner(mode, self.threads, progress=progress, pool=pool, k_split=k_split,
+                      split_rows=split_rows, gate=gate)
         with thread_control.blas(1 if pool == "omp" else self.threads):
             plan = build(self.graph, shapes, tuner=tuner, max_memory=self.max_memory)
+        plan.untimed = tuner.untimed
         plan.pool = pool
         plan.variant = variant
         plan.rows_offered = tuner.rows_offered
@@ -233,7 +261,7 @@ class InferenceSession:
 
 
 def _np_dtype(name: str):
-    """The numpy dtype of an input (compared per run: dtype.name costs ~10 us), or None
+    """The numpy dtype of an input (compared per run, cheaper than dtype.name), or None
     for a name numpy does not know by itself (bfloat16 before ml_dtypes is imported)."""
     try:
         return np.dtype(name)
@@ -260,9 +288,8 @@ def _run(plan: Plan, threads: int, feeds, outputs, timings=None) -> list[np.ndar
 
 
 # rounds of _time_plans: at least PLAN_ROUNDS[0], then more up to PLAN_ROUNDS[1] while
-# the timing has taken less than PLAN_TIMING_S. MobileNetV2's three OpenMP plans at 2
-# threads (AMD EPYC 25/17) differ by 1-3%: the fastest of 9 rounds picked each of the
-# three in four timings, the fastest of 40 the same one in three.
+# the timing has taken less than PLAN_TIMING_S: plan variants often differ by a few
+# percent, less than a few rounds' noise.
 PLAN_ROUNDS, PLAN_TIMING_S = (9, 40), 2.0
 
 
@@ -272,27 +299,22 @@ def _time_plans(plans: dict[str, Plan], threads: int,
     had at a probe before, between or after the rounds: select.cores_free).
 
     Each plan's time is the fastest of its whole runs on zero inputs (rounds: PLAN_ROUNDS,
-    PLAN_TIMING_S) in the steady state of back-to-back calls, the rounds interleaved across the plans: a burst
-    of load on a shared machine then slows every plan alike instead of deciding (and caching) the
-    choice. Seen on a 2-core guest timing the pools one after the other: the OpenMP plan
-    measured 1.3x slower while the second core was busy, and MobileNetV2 ran 10 ms
-    instead of 7.5.
+    PLAN_TIMING_S) in the steady state of back-to-back calls, the rounds interleaved
+    across the plans, so a burst of load on a shared machine slows every plan alike
+    instead of deciding (and caching) the choice.
 
     Each sample is the second of two runs in a row: after the pause for OpenBLAS's
-    spinning workers (_let_blas_idle) the other core's vCPU is asleep, and the first run
-    after it pays for waking it (and for cold caches). Timed alone, that first run made a
-    one-layer 1x1 conv's OpenMP plan read 1.5-5.7 ms for its 0.15 ms steady state (the
-    one-thread plan: 0.26 -> 0.53; AMD EPYC 26/2 (Zen 5), 2 threads), so every small graph
-    was given the one-thread plan, and a family's 2-thread probe layers ran on one core."""
+    spinning workers (_let_blas_idle) the other core may be asleep, and the first run
+    after it pays for waking it (and for cold caches), which would favour one-thread
+    plans."""
     import time
     args = {}
     for pool, plan in plans.items():
         feeds = [np.zeros(shape, dtype) for dtype, shape in plan.input_specs]
         args[pool] = (plan, feeds, list(plan.output_refs))
     samples = {pool: [] for pool in plans}
-    # probed at every round: probes before and after only had let MobileNetV2's one-thread
-    # plan be cached at 2 threads from a timing with the second vCPU taken in between
-    # (every plan ~7 ms; its OpenMP plans run 3.8; AMD EPYC 25/17)
+    # probed at every round, not only before and after: the second core may be taken for
+    # part of the timing only
     free = [select.cores_free(threads)]
     start = time.perf_counter()
     for r in range(rounds[1]):
@@ -305,17 +327,14 @@ def _time_plans(plans: dict[str, Plan], threads: int,
             samples[pool].append(time.perf_counter() - t0)
             _let_blas_idle(plan)
         free.append(select.cores_free(threads))
-    # the fastest round, not the median: a shared machine's load only ever slows a run, and
-    # it slows the plan that uses both cores most; the median of 7 rounds had a burst of it
-    # choose (and cache) the one-thread kernels of the BLAS plan for MobileNetV2 int8, 3.0
-    # ms at 2 threads where its OpenMP plan runs 2.0 (AMD EPYC 25/17)
+    # the fastest round, not the median: a shared machine's load only ever slows a run,
+    # and it slows most the plan that uses both cores most
     return {pool: float(np.min(s)) for pool, s in samples.items()}, min(free)
 
 
 def _let_blas_idle(plan: Plan) -> None:
     """After a run of a plan that called BLAS, wait until OpenBLAS's workers sleep (threads.
-    wait_blas_idle), so the next plan timed runs on free cores: alternating the plans had
-    ResNet-18's OpenMP plan timed at 31.9 ms (12.6 alone) on Zen 5 at 2 threads, the BLAS
-    plan chosen and cached. Steady state never mixes the pools."""
+    wait_blas_idle), so the next plan timed runs on free cores. Steady state never mixes
+    the pools."""
     if plan.uses_blas:
         thread_control.wait_blas_idle()

@@ -167,3 +167,39 @@ def _file_lock(path: str):
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def export_bundle() -> dict:
+    """This CPU's cached choices (every thread count) as one JSON-able bundle, for an app
+    to ship and `import_bundle` on machines of the same CPU and edgenn build."""
+    from ..version import __version__
+    prefix = f"{cpu_signature()}-v{__version__}-b{build_digest()}-t"
+    entries = {}
+    for path in glob.glob(os.path.join(cache_dir(), prefix + "*.json")):
+        threads = path[len(os.path.join(cache_dir(), prefix)):-len(".json")]
+        if threads.isdigit():
+            entries[threads] = {**_read(path), **_loaded.get(path, {})}
+    return {"cpu": cpu_signature(), "version": __version__, "build": build_digest(),
+            "entries": entries}
+
+
+def import_bundle(bundle: dict) -> int:
+    """Merge an exported bundle into this machine's cache (entries already here win);
+    -> the entries added. ValueError when it was made on another CPU or build (its
+    timings would not hold here, and its kernel names may not exist)."""
+    from ..version import __version__
+    mine = {"cpu": cpu_signature(), "version": __version__, "build": build_digest()}
+    theirs = {k: bundle.get(k) for k in mine}
+    if theirs != mine:
+        raise ValueError(f"the tuning bundle is for {theirs}, this machine is {mine}")
+    added = 0
+    for threads, entries in bundle.get("entries", {}).items():
+        data = load(int(threads))
+        with _lock:
+            for key, value in entries.items():
+                if key not in data:
+                    data[key] = value
+                    added += 1
+        save(int(threads))
+    return added
+
