@@ -25,11 +25,9 @@ class View:
         self.producer: dict[str, Node] = graph.producers()
         self.users: dict[str, list[Node]] = {}
         for n in graph.nodes:
-            for i in n.inputs:
+            for i in dict.fromkeys(n.inputs):      # a node is one user of x in Mul(x, x)
                 if i:
-                    lst = self.users.setdefault(i, [])
-                    if not any(u is n for u in lst):
-                        lst.append(n)
+                    self.users.setdefault(i, []).append(n)
         self.outputs = graph.output_names()
         self.alive = {id(n) for n in graph.nodes}
 
