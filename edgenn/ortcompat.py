@@ -1,6 +1,6 @@
 """onnxruntime's Python API over edgenn, so `import edgenn as ort` runs onnxruntime code.
 
-What maps, and how (the README lists what has no meaning in edgenn):
+What maps, and how (docs/ortcompat.md lists what has no meaning in edgenn):
 - SessionOptions: intra_op_num_threads -> threads (0 = one per core, as onnxruntime);
   graph_optimization_level ORT_DISABLE_ALL -> the graph as written (no passes), any other
   level -> edgenn's optimizer; add_free_dimension_override_by_name -> input_shapes;

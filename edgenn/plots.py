@@ -127,7 +127,7 @@ def plot_pareto(search: dict, device: dict, path: str, title: str,
     ax.set_xscale("log")
     from matplotlib.ticker import FormatStrFormatter
     for axis in (ax.xaxis.set_major_formatter, ax.xaxis.set_minor_formatter):
-        axis(FormatStrFormatter("%g"))                 # 2, 5, 10 ms rather than 10^0
+        axis(FormatStrFormatter("%g"))                 # plain ticks: 2, 5, 10, not 10^0
     ax.tick_params(axis="x", which="minor", labelsize=7)
     ax.set_xlabel("latency (ms, log scale; edgenn's tuned plan on the build host)")
     ax.set_ylabel(f"fidelity ({search.get('metric', 'auto')})")

@@ -34,9 +34,8 @@ from . import entropy
 VERSION = 2
 GRAPH_KEY = "graph"
 # blobs below this ride in the payload frame, coded together: a zstd frame of its own
-# costs a small tensor its Huffman table (int8 tensors of 4-16 KB coded alone: up to 4.4%
-# above their entropy, PP-OCR v4 / v2 weights; the tensors under 16 KB of each
-# model cost 1.6-1.9% above their summed entropy inside the frame, in blocks of their own)
+# costs a small tensor its Huffman table, a visible share of a few KB; inside the frame
+# the small integer tensors share a block (and its table) of their own (encode_payload)
 PACK_BYTES = 16384
 ALIGN = 8                 # the text is padded to it, so packed offsets are aligned in memory
 PAYLOAD_SLACK = 16 << 20  # the payload may expand to 64 x its frame + this (graph/entropy.py)
@@ -90,9 +89,8 @@ def pack(table: dict, blobs: dict) -> tuple[dict, dict, bytes, int]:
 def encode_payload(payload: bytes, split: int | None = None) -> bytes:
     """The payload's zstd frame (the very frame it was read from, when it was); split:
     a block flushed before that offset (the integer blobs: their literals then get
-    Huffman tables of their own, not shared with the graph text and the floats: the
-    small tensors of PP-OCR v4 / v2 cost 1.6-1.9% above their summed entropy, 2.8-3.1%
-    in one block run)."""
+    Huffman tables of their own, not shared with the graph text and the floats, whose
+    byte statistics differ and would cost the integers bits in a shared table)."""
     digest = hashlib.blake2b(payload, digest_size=16).digest()
     frame = _FRAMES.get(digest)
     if frame is not None:

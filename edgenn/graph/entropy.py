@@ -2,12 +2,12 @@
 the int8 / int4 codes of weight-only "qblock" weights): one zstd frame per blob, decoded
 once at load.
 
-Why zstd (Python 3.14's compression.zstd; backports.zstd before): measured on the int8
-weights of the PP-OCR v4 rec / det and v2 cls models (real trained weights, per-channel
-int8), zstd level 19 codes tensors of >= 64k weights within 0.4-2.3% of their empirical
-order-0 entropy (its Huffman literals) and decodes at ~535 MB/s; constriction's ANS and
-LZMA reach the entropy as closely on large tensors but decode at 15-28 MB/s, and ANS's
-frequency table costs more on small tensors (scripts/entropy_report.py re-measures).
+Why zstd (Python 3.14's compression.zstd; backports.zstd before): on real trained
+per-channel int8 weights, zstd level 19 codes large tensors close to their empirical
+order-0 entropy (its Huffman literals) and decodes fast; constriction's ANS and LZMA
+reach the entropy as closely on large tensors but decode an order of magnitude slower,
+and ANS's frequency table costs more on small tensors (scripts/entropy_report.py
+measures the coders on a model's weights).
 
 A coded blob is stored as uint8 bytes; its table entry says {"coder": "zstd", "dtype",
 "shape"}. Decoding is bounded: the frame must expand to exactly the declared size, and a
@@ -32,8 +32,8 @@ _FROM_FILE: dict[int, tuple[weakref.ref, bytes]] = {}   # id(decoded) -> (ref, i
 
 
 def _zstd():
-    """The zstd module (looked up once: a failed import of compression.zstd costs ~0.4 ms,
-    and it was paid per coded blob)."""
+    """The zstd module (looked up once: a failed import of compression.zstd is not cheap,
+    and would otherwise be paid per coded blob)."""
     global _ZSTD
     if _ZSTD is None:
         try:

@@ -7,10 +7,10 @@ the ones before it on its architecture, but for avxvnni: below):
     x86-64:  scalar < avx2 (AVX2 + FMA) < avxvnni (AVX-VNNI) < avx512 (F/BW/VL/DQ) < avx512vnni
     aarch64: scalar < neon < neondot (sdot / udot)
 
-avxvnni (the VEX vpdpbusd / vpdpwssd of Alder Lake and later clients, Sapphire Rapids,
-Zen 5) is in that order for the cap only: an AVX-512 CPU may lack it (Zen 4, Ice Lake), so
+avxvnni (the VEX vpdpbusd / vpdpwssd of recent client CPUs without AVX-512, and of some
+AVX-512 CPUs) is in that order for the cap only: an AVX-512 CPU may lack it (many do), so
 tiers() lists it where the CPU has it. `EDGENN_MAX_ISA=avxvnni` on a CPU that has both
-runs as an AVX2 + AVX-VNNI client CPU (Alder Lake) does.
+runs as an AVX2 + AVX-VNNI client CPU without AVX-512 does.
 
 `EDGENN_MAX_ISA=avx2` (for example) caps every kernel at that tier for the whole process;
 kernel specs name their tier in `KernelSpec.isa` and are offered only where `usable(isa)`.
@@ -91,7 +91,7 @@ def describe() -> str:
 
 def cpu_model() -> str:
     """The CPU's model name (from /proc/cpuinfo where there is one), with its x86 family
-    and model numbers (virtual machines often report only "Intel(R) Xeon(R) Processor")."""
+    and model numbers (virtual machines often report only a generic brand string)."""
     fields = {}
     try:
         with open("/proc/cpuinfo") as f:

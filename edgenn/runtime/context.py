@@ -88,8 +88,8 @@ class ExecutionContext:
 
     def _bind(self, feeds: list[np.ndarray]) -> list:
         """Each feed read in place by the steps that read it (as onnxruntime binds a NumPy
-        input), or copied into its buffer: a copy of a 224 x 224 image's 600 KB cost 0.1-0.16
-        ms when it came from memory, 4% of MobileNetV2 int8 (AMD EPYC 25/17). In place only
+        input), or copied into its buffer: copying an image-sized input that comes from
+        memory is a visible share of a small int8 model's run. In place only
         where nothing writes it (no graph output is the input or a view of it) and the
         array is what a buffer would be: C-contiguous, writable, of the planned dtype and
         shape. -> the slots bound this call."""

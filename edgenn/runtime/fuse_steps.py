@@ -50,11 +50,9 @@ def _time(choice):
 # A tie goes to the fused step: it is kept up to this factor over the pair's time, about
 # the tuner's noise between rounds. Each kernel is timed alone, on repeated calls, where
 # the pair's intermediate tensor is as warm as it gets; in the model it is not, and the
-# pair's write and read of it also evict what the next layers read. MobileNetV2's second
-# block timed 0.613 ms fused against 0.609 as two layers (one session; 0.571 against 0.616
-# in another), and ran 0.58-0.62 ms fused against 0.84-1.01 unfused inside the model (AMD
-# EPYC 25/17, 1 thread). Not more: on the AVX2 tier the c8 fusions timed 1.04-1.075x
-# their pairs and ran 3-9% slower than them in the model too (same CPU, EDGENN_MAX_ISA=avx2).
+# pair's write and read of it also evict what the next layers read, so a fused step that
+# times level with its pair runs faster in the model. Not more: a fused step that times
+# a few percent slower than its pair runs slower in the model too.
 FUSED_MARGIN = 1.03
 
 

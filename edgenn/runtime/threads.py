@@ -74,8 +74,7 @@ def current_blas() -> int | None:
 
 # OpenBLAS's workers spin for a while after each call before they sleep (its THREAD_TIMEOUT,
 # 2^28 cycles by default: ~0.1 s); OpenMP kernels timed in that window share the cores with
-# them. Measured on Zen 5 at 2 threads: ResNet-18's OpenMP plan 12.6 ms alone, 24-31 ms
-# right after a BLAS plan's run, 14-15 ms from 0.1-0.2 s after it.
+# them
 BLAS_SPIN_S = 0.25
 
 

@@ -224,12 +224,11 @@ def anchored(base: list[float], anchors: dict[int, float]) -> list[float]:
     between the anchors in log predicted latency. The layer probes run each layer alone,
     its weights in cache and its threads started; a whole model streams all its weights,
     syncs its threads once per layer and meets the machine's load of the moment, which
-    shifts small and large members differently. Measured (AMD EPYC 26/2 (Zen 5),
-    MobileNetV2 family, 4 devices: avx512vnni / avx2 x 1 / 2 threads): layer probes alone
-    -35% .. +49% per member; anchored at the two ends in log weight bytes (an int8 and an
-    fp32 member of one geometry are 4x apart there, yet scale alike) -29% .. +45%; at the
-    fastest, middle and slowest member in log predicted latency -6% .. +14% but one member
-    at 2 threads (+40%, on a machine whose 2-thread speed drifts by 1.4x between runs)."""
+    shifts small and large members differently. Anchors at the fastest, middle and
+    slowest member in log predicted latency track whole runs much more closely than the
+    layer probes alone, or than anchors at the two ends in log weight bytes (an int8 and
+    an fp32 member of one geometry are far apart there, yet scale alike); a machine whose
+    multi-thread speed drifts between runs still moves single members."""
     pts = sorted((np.log(base[i]), np.log(ms / base[i]))
                  for i, ms in anchors.items() if base[i] > 0 and ms > 0)
     if not pts:

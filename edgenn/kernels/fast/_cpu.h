@@ -7,11 +7,11 @@
  * (sdot / udot) from the kernel's HWCAP_ASIMDDP.
  *
  * Tiers, in the order of EDGENN_MAX_ISA's cap:
- *   x86:   scalar < avx2 (AVX2 + FMA) < avxvnni (+ AVX-VNNI, VEX vpdpbusd: Alder Lake and
- *          later clients, Sapphire Rapids, Zen 5) < avx512 (F, BW, VL, DQ) < avx512vnni
+ *   x86:   scalar < avx2 (AVX2 + FMA) < avxvnni (+ AVX-VNNI, VEX vpdpbusd: recent client
+ *          CPUs, some AVX-512 ones) < avx512 (F, BW, VL, DQ) < avx512vnni
  *   arm64: scalar < neon < neondot
  * Each contains the ones before it except avxvnni, which is a feature of its own: an
- * AVX-512 CPU may lack it (Skylake-SP, Ice Lake, Zen 4), so a kernel of that tier asks
+ * AVX-512 CPU may lack it (many do, AVX-512 VNNI or not), so a kernel of that tier asks
  * edgenn_isa_x86(EDGENN_ISA_AVXVNNI), which checks the feature too.
  * EDGENN_MAX_ISA=<tier> caps the tier every kernel sees (oneDNN's ONEDNN_MAX_CPU_ISA
  * idea): read once, at the first probe; an unknown name caps nothing (isa.py rejects it

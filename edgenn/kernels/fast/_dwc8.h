@@ -81,13 +81,10 @@ static void dwc8_pack(const float *xb, int c0, int nl, float *Q, const dwc8_geom
 }
 
 /* Planes narrower than one vector (W < L) are packed, and output planes with OW < L
- * unpacked, as one flat run of H*W pixels, L at a time through a transpose (a 7-wide row
- * was 56 scalar moves). Interleaved in one process, Clip 3x3, 1 thread, 8 lanes: 960x7x7
- * 40 -> 29 us, 576x14x14 stride 2 27 -> 21 us (AMD EPYC 26/2, Zen 5); 62 -> 47 and
- * 45 -> 38 us (AMD EPYC 25/1, Zen 3), other planes within 1-2%. Flat for W < 16 too was
- * slower on 14x14 at 8 lanes (576 channels 57 -> 70 us): rows of 14 are one vector and a
- * 6-pixel tail already, and the flat run's per-pixel cell stores cost more; at 16 lanes a
- * row of 14 is no whole vector, so those planes go flat. */
+ * unpacked, as one flat run of H*W pixels, L at a time through a transpose (row by row, a
+ * 7-wide row of 8 lanes is 56 scalar moves). Not for W >= L: at 8 lanes, rows of 14 are
+ * one vector and a 6-pixel tail already, and the flat run's per-pixel cell stores cost
+ * more; at 16 lanes a row of 14 is no whole vector, so those planes go flat. */
 static inline int dwc8_flat_dims(int H, int W, int L)
 {
     return W < L && (long)H * W >= L;

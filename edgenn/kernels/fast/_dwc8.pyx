@@ -243,8 +243,8 @@ cdef class Dwc8Layer:
     """One depthwise conv (or ExpandDepthwise: ew / eb / emode / ep0 / ep1, the fused 1x1
     conv's, as expand_dwc8 takes them) bound once: its constant operands and geometry
     (dwc8's arguments) are kept as pointers, so a call passes and checks only x, z, y and
-    the scratch Q / obuf (float32 C-contiguous arrays): 3.4 -> 1.4 us a call, MobileNetV2's
-    16 such layers a run (AMD EPYC 25/17)."""
+    the scratch Q / obuf (float32 C-contiguous arrays): the per-call overhead counts, a
+    mobile net runs many such small layers."""
     cdef dwc8_geom g
     cdef dwc8_expand ex
     cdef object keep

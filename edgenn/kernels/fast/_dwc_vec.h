@@ -14,8 +14,8 @@ DWC_ATTR static inline __attribute__((always_inline)) void DWC_FN(dwc_gather)(
 
 /* Rows [iy0, iy1) of a small plane of a full group as one flat run: DWC_L pixels at a
  * time through a transpose (the tail block overlapping), each pixel's vector stored to its padded cell.
- * Its own function, called instead of the row-wise pack below (a flag inside that one ran
- * its 14x14 planes 4-5% slower, AMD EPYC 25/1 (Zen 3), 8 lanes). */
+ * Its own function, called instead of the row-wise pack below (a flag inside that one
+ * would slow it down on the planes it handles). */
 DWC_ATTR static void DWC_FN(dwc_pack_flat)(const float *xb, int c0, float *Q,
                                            const dwc8_geom *g, int iy0, int iy1)
 {
@@ -195,9 +195,8 @@ DWC_ATTR static void DWC_FN(dwc_expand)(const float *xb, int gi, float *Q, const
 }
 
 /* Any kernel's T taps (weight vectors wl, tap offsets off) of NP <= 4 pixels from q
- * (sx floats apart) into o: NP FMA chains side by side. A row's last pixels had run one
- * at a time, one chain latency-bound: 3 of a 7x7 plane's 7, 15% of EfficientNet-Lite0's
- * c16 depthwise samples (5x5; the model 0.992x after, AMD EPYC 25/17). */
+ * (sx floats apart) into o: NP FMA chains side by side, so a row's last pixels (3 of a
+ * 7x7 plane's 7) do not run one at a time, one chain latency-bound. */
 DWC_ATTR __attribute__((always_inline))
 static inline void DWC_FN(dwc_taps)(const float *q, const float *wl, DWC_V bias,
                                     const long *off, float *o, long sx, int T, int mode,
@@ -245,8 +244,7 @@ static inline void DWC_FN(dwc_row9)(const float *q, long rp, const long cp, cons
 }
 
 /* dwc_row9 with `mode` a constant where it is one of the common ones, so no pixel
- * dispatches on it (a switch per pixel had cost the c16 loop a fifth of its time, AMD
- * EPYC 25/17). */
+ * dispatches on it (a switch per pixel is a large share of this short loop's work). */
 DWC_ATTR __attribute__((always_inline))
 static inline void DWC_FN(dwc_row9_act)(const float *q, long rp, const long cp,
                                         const DWC_V *w, DWC_V bias, float *obuf, long sx,

@@ -18,10 +18,9 @@ DWP_ATTR __attribute__((always_inline)) static inline DWP_V DWP_FN(act)(
  * chains, and the input rows shared by the two output rows loaded once (4 rows x 3 taps
  * x NV loads for 18 * NV FMAs). EDGE: the row's first or last vector (NV = 1), its taps
  * by masked loads; else every tap's floats lie inside the row: plain loads (masks
- * computed per vector had the compiler spill them: 1.3x slower, AVX-512), and where
+ * computed per vector make the compiler spill them), and where
  * DWP_ALIGNR is defined (AVX-512F) the left / right taps are the aligned loads shifted by
- * one float instead of two more loads, each across a cache line (the fused kernel alone
- * 273 -> 242 us on MobileNetV2's first block, AMD EPYC 25/17). */
+ * one float instead of two more loads, each across a cache line. */
 DWP_ATTR __attribute__((always_inline)) static inline void DWP_FN(dw_tile)(
         const dwp_args *a, const float *xc, const DWP_V *w, DWP_V b, long oy, long ox,
         float *to, DWP_V lo, DWP_V hi, const int NV, const int R, const int EDGE) {

@@ -21,8 +21,8 @@ static inline void phases_fill_plane(const float *x, float *xp, long H, long W, 
             float *restrict o = d + ((pl + 1) & 1) * Wq + (pl + 1) / 2;   /* ix odd */
             const long pairs = W / 2;
             /* pair i: columns 2i and 2i + 1 (written so, the compiler vectorizes it; as
-             * e[ix / 2] with ix += 2 it stayed one float at a time: 28% of a 224 x 224
-             * stem conv's time, AMD EPYC 25/17) */
+             * e[ix / 2] with ix += 2 it stays one float at a time, a large share of a
+             * stem conv on a large image) */
             for (long i = 0; i < pairs; i++) {
                 e[i] = s[2 * i];
                 o[i] = s[2 * i + 1];

@@ -8,8 +8,8 @@
  * cells starting at every column, hm[q] = max_j row[q + j dw] (contiguous again), and the
  * outputs are hm[ox sw] (stride 2: the even bytes, edgenn_even_bytes). A
  * window with no in-image cell gives the minimum. Max is exact and order-free, so this is
- * the reference's result. (Per output, a kw-cell loop at stride sw was ~8x slower: the
- * strided reads kept the compiler from vectorizing it.)
+ * the reference's result. (Not a kw-cell loop per output at stride sw: its strided reads
+ * keep the compiler from vectorizing it.)
  * row: scratch of maxpool_bytes_row(...) elements: the padded row (pw + W + the right
  * margin the last window reaches), then hm.
  */
@@ -38,7 +38,7 @@ static long maxpool_bytes_row(long W, long OW, int kw, int sw, int pw, int dw) {
  * SSE2 mask / shift and pack; the end by one more step ending at the last output. Reads
  * row[0 .. 2 OW + 2), one byte past the last window (the scratch's hm follows the row; the
  * byte lands in a dropped odd lane). One pass instead of two max passes, a copy and a
- * gather (140 -> ~60 us for 64 planes of 112 x 112). */
+ * gather. */
 static inline int pb_u8_h3s2(uint8_t *o, const uint8_t *row, long OW) {
 #if defined(__SSE2__)
     if (OW < 16) return 0;

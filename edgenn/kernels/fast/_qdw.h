@@ -14,11 +14,11 @@
  * the sums go to a buffer, then through the shared epilogue; on AVX-512 the integer
  * epilogue runs in registers instead, 16 lanes, the lanes of real outputs compressed to
  * the front and stored as one run (qdw_channel_narrow).
- * On Zen1 vpmaddwd has the fp32 FMA's throughput (one pipe), so this is about as fast
- * as the fp32 depthwise kernel (dwc8), not faster: less memory, same multiplies.
+ * Where vpmaddwd has the fp32 FMA's throughput (one pipe on some cores), this is about as
+ * fast as the fp32 depthwise kernel (dwc8), not faster: less memory, same multiplies.
  *
  * Builds: AVX2 (runtime-checked), AVX-512 VNNI (the same sums by vpdpwssd, 256-bit:
- * _qdw_sums.h is written once for both; equal speed on Zen 4, the tuner picks) and
+ * _qdw_sums.h is written once for both; neither wins everywhere, the tuner picks) and
  * portable C over the same packed plane.
  */
 #ifndef EDGENN_QDW_H
@@ -215,7 +215,7 @@ QE_AVX2 static void qdw_pack_plane_avx2(const qdw_plan *p, const uint8_t *x, con
 
 /* The integer epilogue of 16 outputs of channel c given as (0-3 | 8-11, 4-7 | 12-15),
  * stored at y: the two packs put the outputs back in order. Always inlined (a call per 16
- * outputs, its constants passed on the stack, was 40% of a 28x28 layer's time). */
+ * outputs passes its constants on the stack, a large share of the work it does). */
 QE_AVX2 __attribute__((always_inline)) static inline void qdw_out16_int(
         __m256i alo, __m256i ahi, __m256i bias, __m256 mult, __m256i zp16, __m128i lo8,
         __m128i hi8, char *y) {

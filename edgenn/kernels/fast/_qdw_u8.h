@@ -6,8 +6,8 @@
  * The plane is copied into a zero-point-padded u8 plane U (Hu rows of Wu bytes: the
  * padding holds x_zp, so no border case), and for 16 outputs ox0.. of an output row:
  *   lane t (outputs ox0 + 4t .. + 3) = the 16 bytes of U's row at sw * (ox0 + 4t), put in
- *   the lane by one dword permute of the row's 32 / 64 bytes (vpermd: four loads and three
- *   inserts had run 1.2-1.3x slower, AMD EPYC 25/17), shuffled in the lane so output o's
+ *   the lane by one dword permute of the row's 32 / 64 bytes (vpermd: one load and one
+ *   permute, not four loads and three inserts), shuffled in the lane so output o's
  *   dword is its row's three taps and one more byte (bytes sw*o .. sw*o + 3), then
  *   vpdpbusd with the broadcast (w0, w1, w2, 0):
  * per tap row of 16 outputs a load, a permute, a shuffle and a vpdpbusd, where the int16
@@ -49,7 +49,8 @@
     }
 
 /* One channel's plane x into U's interior (the rest holds x_zp from qdw_u8_fill): 16 bytes
- * per step, the last one masked (a memcpy call per row cost 8% on 28x28 planes). */
+ * per step, the last one masked (no memcpy call per row: on short rows the call costs
+ * more than the copy). */
 QV_TARGET static void QDW_U8_FN(qdw_u8_plane)(const qdw_plan *p, const uint8_t *x, uint8_t *U) {
     const int W = p->W, Wu = (int)p->Wu;
     const __mmask16 wtail = (__mmask16)((1u << (W % 16)) - 1);
@@ -108,8 +109,7 @@ QV_TARGET static void QDW_U8_FN(qdw_channel_u8rows)(const qdw_plan *p, const uin
     /* strides 1 and 2 down: down a column of 16 outputs, each tap row's permute and
      * shuffle done once for the output rows that share it (stride 1: rows oy .. oy + 2,
      * two carried, 3 -> 1 per 16 outputs; stride 2: rows 2oy .. 2oy + 2, the first
-     * carried, 3 -> 2), the loop's bound (MobileNetV2 int8 0.964x, 1 thread, AMD EPYC
-     * 25/17) */
+     * carried, 3 -> 2): the permutes and shuffles are what bounds this loop */
     if (p->sh <= 2) {
         for (int ox0 = 0; ox0 < ow; ox0 += 16) {
             __m512i v0 = QDW_U8_TAPROW(U, sw, ox0), v1 = QDW_U8_TAPROW(U + Wu, sw, ox0);

@@ -17,23 +17,23 @@
  * - "u8" (kg = 4 bytes): vpmaddubsw multiplies u8 x s8 and adds adjacent pairs into s16,
  *   saturating. Exact when no weight pair (w_2j, w_2j+1) of the layer has the same sign
  *   and |w_2j + w_2j+1| > 128 (the 7-bit weights of our quantizer never do); checked at
- *   prepare. The s16 pair sums t are accumulated without vpmaddwd (which shares the one
- *   integer-multiply pipe of Zen-class cores with vpmaddubsw) by two wrapping s16 sums,
+ *   prepare. The s16 pair sums t are accumulated without vpmaddwd (which on some cores
+ *   shares a single integer-multiply pipe with vpmaddubsw) by two wrapping s16 sums,
  *       W = sum t  (mod 2^16),   V = 128 + sum (t >> 8)
  *   over at most 255 groups, turned into the exact s32 sums once per tile (QG_FINISH).
- *   6 x 8 tile, inline asm (the compiler spilled the 12 accumulators). Measured on this
- *   Zen1 EPYC (quiet machine): ~51 GOPS in the loop against ~38 for vpmaddubsw +
- *   vpmaddwd(ones) + vpaddd, the MLAS / XNNPACK AVX2 scheme (fp32 FMA peak: 38 GFLOP/s).
+ *   6 x 8 tile, inline asm (the compiler spilled the 12 accumulators). Where one pipe
+ *   does the multiplies, this beats vpmaddubsw + vpmaddwd(ones) + vpaddd, the MLAS /
+ *   XNNPACK AVX2 scheme (two multiply-pipe ops where this has one), and the fp32 FMA peak.
  *   Small K (QConv K <= 48): the finish and epilogue per tile dominate, so a 6 x 16 tile
  *   with the vpmaddwd(ones) widening and no finish is used instead.
  * - "u8 + excess": 8-bit weights (onnxruntime's quantizers without reduce_range) are split
- *   W = Wm + Wx, Wm with no saturating pair (the u8 path above), Wx the excess of the rare
- *   saturating pairs (~0.1% of pairs on real models: one element per pair, |x| <= 127, so
+ *   W = Wm + Wx, Wm with no saturating pair (the u8 path above), Wx the excess of the
+ *   saturating pairs, rare in real models (one element per pair, |x| <= 127, so
  *   vpmaddubsw on it is exact too). Wx is kept per constant panel as a list of the K
- *   groups where it is non-zero (qg_excess, ~1% of the groups) and added to each tile's
+ *   groups where it is non-zero (qg_excess: few groups) and added to each tile's
  *   sums before the epilogue (qg_excess_add): u8-path speed, exact.
  * - "wide" (kg = 2 int16): operands widened to s16, vpmaddwd into s32: exact for any
- *   8-bit weights, ~38 GOPS at best (fp32 parity); for layers whose excess is not sparse.
+ *   8-bit weights, at best the fp32 kernels' rate; for layers whose excess is not sparse.
  *
  * The zero point of the activations is folded into the epilogue's per-channel constant:
  * sum_k (x_k - z) w_k = sum_k x_k w_k - z sum_k w_k; conv padding reads z (contributes 0).
@@ -332,8 +332,8 @@ static qg_ukr_t qg_pick_ukr(int flavor, int wide, int use_avx2) {
 /* The pair layout 64 columns a step (AVX-512BW: pairs are the AVX-512 VNNI kernels'): per
  * 128-bit lane L the unpacks give columns 16L.. in four quarters, and a 4 x 4 transpose
  * of the lanes puts each 16-column group's 64 bytes together. -> columns done (a
- * multiple of 64). The SSE2 loop's 16 columns a step had cost 3.6% of MobileNetV2 int8
- * (its B packing, AMD EPYC 25/17). */
+ * multiple of 64). Four times the SSE2 loop's 16 columns a step: every conv's B block
+ * is packed per run, so the packing is a visible share of an int8 model. */
 QV_TARGET static long qg_interleave_pairs64(const uint8_t *const *r, long n8, uint8_t *dst,
                                             long pstride) {
     long j = 0;
@@ -569,8 +569,8 @@ static inline void qg_move16(uint8_t *d, const uint8_t *s) {
 }
 
 /* n bytes (a multiple of 4, < 64) s -> d in 16 / 8 / 4-byte moves. Unrolled: as a loop of
- * 16-byte memcpys GCC made it one memcpy call of the whole length, and those calls were
- * 3% of an implicit-GEMM conv (the image fill's rows of 7-14 pixels end here). */
+ * 16-byte memcpys GCC makes it one memcpy call of the whole length, which on runs this
+ * short costs more than the copy (the image fill's rows of 7-14 pixels end here). */
 static inline void qg_store_words(uint8_t *d, const uint8_t *s, int n) {
     int o = 0;
     if (n >= 16) qg_move16(d, s), o = 16;
@@ -705,8 +705,7 @@ static inline void qg_copy_run(uint8_t *dst, const uint8_t *src, int n, int slac
 /* Copy thread t's share of the image's channels (of 4-channel quads in the interleaved
  * layouts) into the interior of the padded scratch (or its phase planes, or the
  * 4-channel-interleaved layout); the shares of nt threads fill it all. On one thread, the
- * copy was most of what a ResNet-18 int8 3x3 conv lost to its 2-thread split (31-80 us a
- * layer, AMD EPYC 25/17). */
+ * copy would leave the other threads idle and undo much of a conv's multi-thread split. */
 static void qg_conv_fill_padded_part(const qg_conv *g, int t, int nt) {
     long a, b;
     qg_share(g->phased || !(g->shifted || g->nc4) ? g->C : g->C / 4, t, nt, &a, &b);
@@ -727,7 +726,7 @@ static void qg_conv_fill_padded_part(const qg_conv *g, int t, int nt) {
         uint8_t *dst = g->xp + (c * g->Hp + g->ph) * g->Wp + g->pw;
         if (g->W == g->Wp) {
             memcpy(dst, src, (size_t)g->H * g->W);
-        } else {   /* inline: a memcpy call per 7-56 byte row had cost ResNet-18 int8 3% */
+        } else {   /* inline: a library call per short row costs more than the copy */
             for (int iy = 0; iy < g->H; iy++)
                 qg_copy_run(dst + (long)iy * g->Wp, src + (long)iy * g->W, g->W, 0);
         }
@@ -1080,7 +1079,7 @@ QE_AVX2 static void qv_tile_out(const int32_t *acc, int mr, long nvalid, const q
 
 /* Pixels per block: the packed block (nc x K bytes) in about 192 KiB of L2, a multiple
  * of 32 (the VNNI kernel's 4-panel tile: a block of 9 panels would run 4 + 4 + 1, the
- * last tile a quarter used; ResNet-18's 14x14 layers lost ~25% to it). */
+ * last tile a quarter used). */
 static long qg_conv_block(long N, long G) {
     const long step = 4 * QG_NR;
     long bytes_per_px = G * 4;

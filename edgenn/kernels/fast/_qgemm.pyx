@@ -113,7 +113,7 @@ cdef extern from "_qdw.h" nogil:
 MR, NR = QG_MR, QG_NR
 FLAT_WASTE = 0.5     # flat QConv plans where the dropped columns are <= this share of a row
 # implicit-GEMM plans on the shifted image where it saves >= this share of the products
-# (AMD EPYC 25/17, per layer: 14x14 saves 4.3%, ran 2-4% faster; 28x28 3.9%, even)
+# (a smaller saving only breaks even with the shifted image's own cost)
 EXACT_GAIN = 0.04
 TAIL_COLUMNS = QVT_MAX   # a block's last columns computed with the rows in the lanes
 HAVE_AVX2 = bool(edgenn_isa_x86(EDGENN_ISA_AVX2))       # the one probe, EDGENN_MAX_ISA applied
@@ -160,8 +160,8 @@ def nc4_image(cnp.ndarray x, geom, int pad, bint shifted):
 def implicit_ok(geom, long group, str isa) -> bool:
     """Where the implicit GEMM (no im2col block: QConvKernel(implicit=True)) applies:
     group-1 convs with 4k channels on AVX-512 VNNI, stride 1 where the default flat plan
-    would run, strided ones on the shifted image. It ran ResNet-18's stride-1 3x3 convs
-    3-8% faster than the packed block, its stride-2 ones 10-13% (AMD EPYC 25/17)."""
+    would run, strided ones on the shifted image. With no block to pack, it beats the
+    packed block on 3x3 convs, strided ones most."""
     cdef qg_conv g = _geometry(geom, group)
     if group != 1 or g.C % 4 or isa != "avx512vnni" or not HAVE_VNNI:
         return False
@@ -592,8 +592,8 @@ cdef class QConvKernel:
                                     yp + (b * self.ysize + gi * yg) * es, zc, wsu, yf, zf)
                         continue
                     # the padded image and the residual's flat copy: each thread its share
-                    # of the channels (the copies on one thread had the 3x3 convs of
-                    # ResNet-18 int8 at 1.55-1.8x their one-thread speed, AMD EPYC 25/17)
+                    # of the channels (copies on one thread would leave the others idle
+                    # and undo much of the split's gain)
                     if not self.plan.direct or (yf != NULL and zc != NULL):
                         for t in prange(self.threads, num_threads=self.threads,
                                         schedule="static"):
@@ -768,9 +768,8 @@ cdef class QGemmKernel:
         self.out_f32 = epi["out_f32"]
         self.dyn = None
         # row ranges: whole 6-row panels, at most one range per thread; fewer panels than
-        # threads: column ranges of whole 32-column groups (the single-row Gemm of a
-        # batch-1 classifier ran on one thread of two: MobileNetV2 int8's 36 us, AMD EPYC
-        # 25/17)
+        # threads: column ranges of whole 32-column groups (so the single-row Gemm of a
+        # batch-1 classifier does not run on one thread)
         panels = (rows + QG_MR - 1) // QG_MR
         groups = self.plan.NP // 4
         cols = panels < min(threads, 64) and groups > panels

@@ -1,5 +1,5 @@
-/* int8 GEMM micro-kernels for AVX-VNNI (the VEX-encoded vpdpbusd of client CPUs without
- * AVX-512: Alder Lake and later; also Sapphire Rapids and Zen 5): qgemm_u8s8_6x16__avxvnni.
+/* int8 GEMM micro-kernels for AVX-VNNI (the VEX-encoded vpdpbusd of recent client CPUs
+ * without AVX-512; some AVX-512 CPUs have it too): qgemm_u8s8_6x16__avxvnni.
  *
  * The 256-bit counterpart of _qgemm_vnni.h: vpdpbusd adds 4 adjacent u8 x s8 products into
  * an s32 lane with no s16 step, so any 8-bit weights are exact (no 7-bit restriction, no

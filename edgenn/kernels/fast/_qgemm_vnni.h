@@ -11,8 +11,8 @@
  * accumulators, each (row r, panel pair): lanes 0-7 panel 2p, lanes 8-15 panel 2p + 1.
  * The conv kernels read their B block with each pair of panels interleaved per group
  * (64 bytes: one zmm load, qg_interleave's pairs layout; the panel-after-panel layout
- * took two ymm loads and a vinserti64x4 per zmm: ResNet-18's 3x3 layers ran 15-20% slower
- * on a Zen 4); the gemm kernel reads the constant weights' panels as packed.
+ * would take two ymm loads and a vinserti64x4 per zmm); the gemm kernel reads the
+ * constant weights' panels as packed.
  * out: 4 blocks [q][6 rows][8 columns] of s32 sums, the layout the 6 x 8 epilogue reads.
  *   conv flavor: A = s8 weights (broadcast), B = u8 pixels     acc += B(u8) . A(s8)
  *   gemm flavor: A = u8 activations (broadcast), B = s8 weights acc += A(u8) . B(s8)

@@ -16,8 +16,7 @@
  * m0's first output (row stride ld), z the residual in y's layout or NULL.
  * NV = 0 reads the first panel of b's pair (the first 32 of each group's 64 bytes), so a
  * block's last <= 8 pixels (a 7x7 plane's 49th, 14x14's last 4) take 8 lanes of sums, not
- * 16 or 32: MobileNetV2's 7x7 1x1 layers 3-6% and ResNet-18's 14 -> 7 stride-2 3x3 7%
- * faster (AMD EPYC 25/17, interleaved A/B of the layer).
+ * 16 or 32 (on small planes that last block is a visible share of the layer).
  * QVC_IMPLICIT 1 (the implicit-GEMM instances, prefix qvci): b is the image itself, laid
  * out with 4 channels interleaved per pixel (qg_conv_fill_nc4), and group g's 16 pixels
  * are the 64 bytes at b + goff[g] (the 4 channels of one tap): no im2col block is packed,

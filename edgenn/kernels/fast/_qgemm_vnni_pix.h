@@ -5,17 +5,16 @@
  * A plane of 7k pixels (49, 196, 784, 3136: every plane of ResNet-18 and of MobileNetV2
  * from 56x56 down) is whole tiles, where the 32-pixel tiles leave a last 1-16 pixels at a
  * fraction of their rate (a 7x7 plane: 32 + 16 + 1), and 32-channel blocks cover the
- * usual channel counts where 6-row panels leave a 2- or 4-row one. Measured alone
- * (synthetic, AMD EPYC 25/17): 3x3 convs of 256 channels at 14x14 and 512 at 7x7 at
- * 230-233 GMAC/s against ~205 for the pixel tiles.
+ * usual channel counts where 6-row panels leave a 2- or 4-row one.
  *
  * b: the shifted nc4 image (qg_conv.shifted) at output pixel n0, so group g's 4 bytes of
  * pixel n0 + i are at b + goff[g] + 4 i; w: the 32-channel block's weights,
  * [ng][32 channels][4 bytes] (qconv's packing with 32 lanes). 14 accumulators c<i><h>:
  * pixel i, channels 16h .. 16h + 15. pf (or NULL): ng * 32 bytes to prefetch into L2, a
  * line every 2 groups (the driver's slice of the next block's weights: a block is read
- * at 128 bytes a group, 4.6x the 6 x 32 tiles' rate, faster than memory delivers it where
- * a whole model has pushed the weights out of the caches).
+ * at 128 bytes a group, per product 4.6 times the weight bytes of the 6 x 32 tiles:
+ * faster than memory delivers it where a whole model has pushed the weights out of the
+ * caches).
  *   qvp_acc: the s32 sums into out[7 pixels][32 channels];
  *   qvp_u8 / qvp_fz (native build): the integer / float epilogues in registers, the same
  *   operations in the same order as qvc_*_u8 / _fz per output, the bytes written through

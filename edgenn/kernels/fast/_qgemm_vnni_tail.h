@@ -19,9 +19,8 @@
 
 #include <string.h>
 
-/* columns: where the ymm tile stays faster (AMD EPYC 25/17, per layer with 1152 K groups:
- * 1 column 0.79x the ymm tile's time, 2 0.95x, 3 0.98-1.01x, 6 1.05x, 8 1.10-1.18x, the
- * patterns of many columns no longer in L1) */
+/* columns: the most a block's tail takes this way; from about three on the ymm tile is as
+ * fast or faster (the patterns of many columns no longer fit in L1) */
 #define QVT_MAX 2
 #define QVT_LANES 48              /* dwords of 8 groups of a 6-row panel */
 

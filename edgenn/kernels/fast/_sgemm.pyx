@@ -336,7 +336,7 @@ cdef class SGemm:
     def run_images(self, cnp.ndarray x, cnp.ndarray out, cnp.ndarray z=None, ws=None):
         """Conv fast path, A constant: x (n, C, H, W), out (n, M, OH, OW), z like out (or
         None), float32; out C-contiguous, x / z copied if strided; one call for the batch, no memoryview
-        set-up (~1 us: it matters for the many 0.1 ms layers of a mobile net)."""
+        set-up (a per-call cost that matters for the many short layers of a mobile net)."""
         cdef long n, b, xs, os, ldb
         cdef sg_operand var
         cdef sg_epi e = self.epi

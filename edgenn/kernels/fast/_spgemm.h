@@ -11,8 +11,8 @@
  *   1x1 conv whose pixels are the M rows, so the register tiles of _spmm_tile.h compute it.
  *   Per block of T = spg_rows(tier) rows: x's (T, K) block is packed transposed into ws as
  *   (K, T) (zero rows past M), z's likewise as (N, T), the tile writes y^T's (N, T) block
- *   into ws, which is copied back transposed (8 x 8 AVX2 transposes on the x86 tiers: a
- *   scalar copy cost as much as the tiles themselves on a 1024 -> 10 head at 90% zeros).
+ *   into ws, which is copied back transposed (8 x 8 AVX2 transposes on the x86 tiers: on
+ *   a very sparse layer a scalar copy costs as much as the tiles themselves).
  *   e->off must hold col * T. ws: spg_ws floats, its rows from a 64-byte boundary.
  *   Tiers of _spmm.h: 0 portable (T = 32), 1 / 4 / 5 AVX2 (T = 32 / 8 / 16), 2 / 3 / 6
  *   AVX-512F (T = 64 / 32 / 16): the narrow tiles for few rows, where a tile's cost is

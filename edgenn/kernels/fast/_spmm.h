@@ -160,8 +160,8 @@ static inline long sp_tile(int tier)
 static inline int sp_tier_avx512(int tier) { return tier == 2 || tier == 3 || tier == 6; }
 
 /* A workspace's first 64-byte boundary (SP_ALIGN floats in): the packed rows of a tile
- * then start on cache lines, so no vector load of them is split across two (measured:
- * unaligned, the 64-pixel AVX-512F tile ran 1.6x slower on Zen 4). */
+ * then start on cache lines, so no vector load of them is split across two (a zmm load
+ * not aligned to 64 bytes always is, and split loads cost extra). */
 static inline float *sp_align(float *ws)
 {
     return (float *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);

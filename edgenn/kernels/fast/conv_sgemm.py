@@ -38,8 +38,8 @@ def _mt_supports(node, ins, outs) -> bool:
     return plan_threads() > 1 and _conv_supports(node, ins, outs)
 
 
-# rows mode offered up to this many output pixels (Zen 5: from ~784 on the column mode's
-# 32-pixel vectors are full and it was as fast or faster)
+# rows mode offered up to this many output pixels (from about 28 x 28 outputs on, the
+# column mode's 32-pixel vectors are full and it is as fast or faster; the tuner picks)
 ROWS_MAX_PIXELS = 1024
 
 
@@ -71,7 +71,7 @@ for _tier, _name in (("", "conv_sgemm"), ("avx512", "conv_sgemm_12x32__avx512f")
 # the AVX-512 rows mode for small outputs (sg_gemm_rows_avx512: pixels broadcast, channels
 # in the vectors, so 7x7 = 49 pixels are not cut into 16-wide column vectors, and each
 # 32 channels' weights are read once for all pixels): 1x1 convs read the image in place,
-# others its explicit im2col (Zen 5, ResNet-18's 512 -> 512 3x3 @ 7x7: 2.0 -> 1.5 ms)
+# others its explicit im2col (e.g. ResNet-18's 512 -> 512 3x3 convs at 7x7)
 kernel("Conv", "conv_rows_12x32__avx512f", supports=_rows_supports, isa="avx512",
        priority=1)(lambda node, ins, outs: _prepare_conv(node, ins, outs, 1, "avx512", True))
 kernel("Conv", "conv_rows_12x32__avx512f_mt", supports=_rows_mt_supports, isa="avx512",

@@ -136,9 +136,9 @@ kernel("Conv", "depthwise_c16__avx512f_mt", supports=_c16_mt_supports, isa="avx5
 # where the groups split unevenly (144 channels: 9 groups of 16, 5 against 4) and on
 # large planes. Each band fills the padded rows it reads, so the (KH-1)*dh rows between
 # two bands are packed (or, ExpandDepthwise, expanded) twice, and the lines where two
-# bands meet are written by both threads. MobileNetV2's blocks, ExpandDepthwise alone, 2
-# threads (AMD EPYC 25/17, 16 lanes): 24 -> 144 @ 56x56 230 us split by rows vs 259 by
-# groups; 32 -> 192 @ 28x28 110 vs 87; 64 -> 384 @ 14x14 86 vs 67. Offered where each
+# bands meet are written by both threads. Neither split wins everywhere: rows tend to on
+# large planes, groups on small ones (the packing twice of the rows between bands weighs
+# more there). Offered where each
 # thread has ROW_SPLIT_MIN_ROWS output rows; the tuner keeps whichever split is faster.
 ROW_SPLIT_MIN_ROWS = 8
 
@@ -243,8 +243,8 @@ def lane_major(rows: np.ndarray, lanes: int) -> np.ndarray:
 
 ROWS_ACTIVATIONS = ("", "Relu", "Clip")
 # the rows kernels are offered to the tuner where they can win: unit stride and rows of
-# >= 28 outputs (Zen 5, MobileNetV2's shapes: 32@112 and 144@56 0.78x of c8; 28x28 even;
-# 14x14, 7x7 and every stride-2 layer 1.2-2.8x slower, the per-plane fill and short rows)
+# >= 28 outputs (they win on wide planes; on narrower ones and at stride 2 the per-plane
+# fill and the short rows cost more than they save)
 ROWS_MIN_WIDTH = 28
 
 

@@ -32,8 +32,8 @@ BINARY = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divid
 
 
 # ops that may raise numpy's FP warnings on ordinary data (x/0, log(-1), ...) run under
-# errstate(ignore): IEEE results, silently, as the reference. That costs ~10 us a call
-# here, so Add/Sub/Mul (only overflow, rare) and the exact ops skip it.
+# errstate(ignore): IEEE results, silently, as the reference. Entering and leaving it is
+# a fixed cost per call, so Add/Sub/Mul (only overflow, rare) and the exact ops skip it.
 QUIET = {"Div", "Pow", "Exp", "Log", "Sqrt", "Reciprocal", "Sin", "Cos"}
 
 
@@ -85,7 +85,7 @@ def _prelu_any_supports(node, ins, outs) -> bool:
 @kernel("PRelu", "prelu_split", supports=_prelu_any_supports)
 def prepare_prelu_split(node, ins, outs):
     """Any finite constant slope: y = slope min(x, 0) + max(x, 0), four branch-free passes
-    (a masked copy or np.where runs ~50x slower on the random signs of activations);
+    (a masked copy or np.where is far slower on the random signs of activations);
     exact: one of the two terms is zero (NaN stays NaN)."""
     from .. import scratch
     slope = np.require(ins[1].value, dtype=np.float32, requirements="C")

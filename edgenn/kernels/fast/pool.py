@@ -132,8 +132,8 @@ def _rows_supports(node, ins, outs) -> bool:
     return _window_supports(node, ins, outs) and outs[0].shape[2] >= plan_threads()
 
 
-# the session's threads over the output rows: ResNet-18's 112 -> 56 pool on one thread of
-# two was 212 us of its 12.8 ms at 2 threads (AMD EPYC 25/17); rows, as the stem conv
+# the session's threads over the output rows (a large early pool on one thread leaves the
+# others idle for a visible share of the run); rows, as the stem conv
 # before it splits them, so each thread pools mostly what it wrote
 for _op, _name, _max in (("MaxPool", "maxpool_c8_mt", True),
                          ("AveragePool", "avgpool_c8_mt", False)):
@@ -184,8 +184,8 @@ def prepare_global_max(node, ins, outs):
     return _prepare_global(node, ins, outs, True)
 
 
-# the session's threads over the rows (channels): MobileNetV2's 1280 x 49 mean read on one
-# thread of two what both had written, 20-25 us in the model for 8-10 alone (AMD EPYC 25/17)
+# the session's threads over the rows (channels), so each thread mostly reads what it
+# wrote: on one thread, the mean reads the other threads' shares from their cores' caches
 for _op, _name, _max in (("GlobalAveragePool", "global_avgpool_c_mt", False),
                          ("GlobalMaxPool", "global_maxpool_c_mt", True)):
     kernel(_op, _name, supports=threaded_only(_global_rows_supports))(
@@ -254,7 +254,7 @@ def _int_planes_supports(node, ins, outs) -> bool:
     return ins[0].shape[0] * ins[0].shape[1] > 1 and _int_window_supports(node, ins, outs)
 
 
-# the session's threads over the planes (ResNet-18 int8's 112 -> 56 pool on one thread of
-# two: 78 us of its 5.4 ms, AMD EPYC 25/17)
+# the session's threads over the planes (a large early pool on one thread leaves the
+# others idle for a visible share of an int8 model's run)
 kernel("MaxPool", "maxpool_bytes_c_mt", supports=threaded_only(_int_planes_supports), cost=c_cost)(
     lambda node, ins, outs: prepare_maxpool_bytes(node, ins, outs, plan_threads()))

@@ -143,8 +143,7 @@ def _pixel_tiles_supports(node, ins, outs) -> bool:
     pixel), where the CPU (and EDGENN_MAX_ISA) has AVX-512 VNNI, with an epilogue the
     tiles compute in registers: the integer path, or the float path's activation none /
     Relu / Clip (a u8 output without a post affine); any other runs per channel row, a
-    candidate the tuner would only time to drop (MobileNetV2's float-out 1x1 ran 2x the
-    6 x 32's before the float output had its own)."""
+    candidate the tuner would only time to drop (slower than the 6 x 32 tiles)."""
     if not (_gemm_supports(node, ins, outs) and int(node.attrs.get("group", 1)) == 1
             and ins[0].shape[1] % 4 == 0 and _qgemm().HAVE_VNNI):
         return False

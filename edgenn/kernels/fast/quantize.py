@@ -66,7 +66,7 @@ def prepare_quantize(node, ins, outs, threads: int = 1):
 
 
 # the session's threads over ranges of the elements (a model's input quantized on one
-# thread of two: 50-59 us of MobileNetV2 int8's 1.8 ms, AMD EPYC 25/17)
+# thread leaves the others idle for a visible share of a small int8 model's run)
 kernel("QuantizeLinear", "quantize_u8_c_mt", supports=threaded_only(_large_quantize_supports), cost=c_cost)(
     lambda node, ins, outs: prepare_quantize(node, ins, outs, plan_threads()))
 

@@ -373,8 +373,8 @@ static void sg_pack_a(const float *src, long rs, long cs, long i0, long mc, long
 #if SG_X86
 /* sg_pack_a for a row-major A (cs == 1): per full 6-row panel, 8 columns at a time as
  * one 8 x 8 transpose (rows 6-7 zero) whose first 6 lanes of each row are the panel's 8
- * k-steps; the scalar loop had read A at 6.8 GB/s (116 us of MiniLM's 128 x 1536 x 384
- * GEMM's 1440, AMD EPYC 25/17). Each k-step's 8-float store runs 2 floats into the next
+ * k-steps (a scalar loop reads a row-major A far below memory speed, a visible share of
+ * a transformer's GEMMs). Each k-step's 8-float store runs 2 floats into the next
  * step, which overwrites them; a panel's last step is stored by 6 floats. */
 SG_AVX2 static void sg_pack_a_rows(const float *src, long rs, long i0, long mc, long k0,
                                    long kc, float *dst) {
@@ -480,9 +480,9 @@ typedef struct { long kc, mc, nc; } sg_blocks;
 
 /* KC: K in balanced blocks of <= 384 (a 16-column B micro-panel of kc rows stays in L1);
  * MC: the A block (mc x kc) in about 192 KiB of L2 (up to a quarter more where that keeps
- * M in one block), M in balanced blocks of whole 12-row tiles: a 126-row budget had cut
- * MiniLM's 128 rows into 126 + 2, each 32-column tile then ending in a 6-row and a 2-row
- * call (the 2 x 32 one has 4 accumulators: latency-bound); NC: the packed B block in
+ * M in one block), M in balanced blocks of whole 12-row tiles: a cut such as 128 rows
+ * into 126 + 2 would end each 32-column tile in a 6-row and a 2-row call (the 2 x 32 one
+ * has 4 accumulators: latency-bound); NC: the packed B block in
  * ~1 MiB. */
 static sg_blocks sg_choose_blocks(long M, long N, long K) {
     sg_blocks b;
@@ -506,8 +506,8 @@ static inline long sg_workspace_size(long M, long N, long K, int pack_a, int pac
 
 /* Direct 1x1-conv path: A prepacked (full K), B (K, N) read in place (unit column
  * stride, row stride ldb), no packing except the ragged last NR panel. N is cut into
- * chunks of nb columns whose kc x nb B block stays in L2 (sg_direct_chunk_bytes; measured:
- * 64 KiB beat 8/16/32 KiB on MobileNetV2's 1x1 shapes); within a chunk, each MR-row A panel
+ * chunks of nb columns whose kc x nb B block stays in L2 (sg_direct_chunk_bytes, 64 KiB:
+ * the best of the sizes tried on 1x1 conv shapes); within a chunk, each MR-row A panel
  * sweeps the chunk's NR panels in one call (sg_sweep_avx2_*), so C is written as MR
  * contiguous row runs of nb floats and the B block is reused by every A panel. */
 static long sg_direct_chunk_bytes = 64 * 1024;
@@ -518,8 +518,8 @@ static void sg_gemm_direct(long M, long N, long K, const float *ap, const float 
     long nb = sg_direct_chunk_bytes / 4 / kcmax / SG_NR * SG_NR;
     if (nb < SG_NR) nb = SG_NR;
 #if SG_X86
-    /* AVX-512: chunks of whole 32-column tiles (a 48-column chunk ran one 16-column tile
-     * in three, the load-bound kind; Zen 4: +2-16% on MobileNetV2's 1x1 shapes) */
+    /* AVX-512: chunks of whole 32-column tiles (a 48-column chunk would run one
+     * 16-column tile in three, the load-bound kind) */
     if (tier >= 2) nb = (nb + SG_NR2 - 1) / SG_NR2 * SG_NR2;
 #endif
     long nfull = N / SG_NR * SG_NR;
@@ -542,9 +542,8 @@ static void sg_gemm_direct(long M, long N, long K, const float *ap, const float 
                         const float *b1 = j1 < nfull ? B + pc * ldb + j1 : ws;
                         /* a chunk of <= 16 columns prefetches the next panel pair: with so
                          * few (Winograd's 7x7 and 14x14 GEMMs: 16) each A panel is read once,
-                         * from memory, 12 products per 13 loads (ResNet-18's 7x7 F(2,3)
-                         * layers 1.90 -> 1.53 ms in the model, Zen 4; MiniLM's GEMMs, on
-                         * 32-column tiles, unchanged either way) */
+                         * from memory, 12 products per 13 loads; wider chunks reuse each
+                         * A panel over their tiles) */
                         const float *pf = nc <= SG_NR && ir + SG_MR2 < M ? a + 2 * K * SG_MR
                                                                         : NULL;
                         sg_tile_avx512(kc, a, K * SG_MR, b0, jr < nfull ? ldb : SG_NR, b1,
@@ -709,11 +708,9 @@ static void sg_gemm_cols(long M, long N, long K, const sg_operand *a, const sg_o
  * 2 NP accumulators, so up to 8 independent FMA chains where the 6 x 16 tile with one
  * row has 2. K in blocks of SG_GEMV_KB, each block's sums added to a running total: a
  * float32 error bound of (KB + K / KB) eps instead of the tile's (384 + K / 384) eps;
- * one chain over all of K (or the tile's 384-blocks) left a TFLite pose model's
- * ill-conditioned output farther from float64 than LiteRT's (2.5e-4 vs 2.0e-4 relative).
- * 1 x 1280 @ 1280 x 1000 (MobileNetV2's classifier), 1 thread: 400 -> 97 us; 2 rows
- * 456 -> 215 us (AMD EPYC 25/1, Zen 3, interleaved builds; OpenBLAS's sgemv 70-110 us).
- * Epilogue as the tile's (sg_row_out). */
+ * one chain over all of K (or the tile's 384-blocks) leaves an ill-conditioned output (a
+ * TFLite pose model's) farther from float64 than LiteRT does. For the one- or two-row
+ * products of a batch-1 classifier. Epilogue as the tile's (sg_row_out). */
 SG_AVX2 static inline __attribute__((always_inline)) void sg_gemv_avx2_t(
         long K, const float *a, long acs, const float *bp, long b_ps, float *c,
         const sg_epi *e, long m, long n0, long left, const int NP) {

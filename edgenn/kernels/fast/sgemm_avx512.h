@@ -4,8 +4,8 @@
  * columns, read in place for 1x1 convs), so packing is shared across the tiers: one call
  * covers two consecutive A panels (a0, a0 + a_ps) against two B panels, 12 x 32 in 24 zmm
  * accumulators: per k, 2 B loads and 12 broadcasts feed 24 FMAs, so the two FMA ports and
- * not the load ports bound it (a 12 x 16 tile needs 13 loads for 12 FMAs: measured 30%
- * slower), and 24 independent chains hide the FMA latency.
+ * not the load ports bound it (a 12 x 16 tile needs 13 loads for 12 FMAs: load-bound),
+ * and 24 independent chains hide the FMA latency.
  * The epilogue is the AVX2 kernel's (sg_row_out on the two halves of each row), so both
  * tiers give the same bits for the same sums; the sums themselves are FMA chains over k
  * in the same order on both tiers.
@@ -214,9 +214,8 @@ static inline void sg_tile_avx512(long kc, const float *a0, long a_ps, const flo
  * pixels in ceil(N / 12) balanced tiles of <= 12, so no tile is a short one. Full K per
  * tile (no K blocks: the 32-channel panel pair, K * 128 B, is reused from L1 / L2).
  * AVX2 has no rows mode: a 6 x 16 one (6 pixels broadcast, 16 channels), with or without
- * K blocks of 128-256, was 0.96-1.42x the column mode's time on MobileNetV2's and
- * ResNet-18's 7x7 / 14x14 convs (AMD EPYC 25/1, Zen 3): half the AVX-512 tile reads each
- * weight panel twice as often. */
+ * K blocks, is no faster than the column mode on 7x7 / 14x14 convs: half the AVX-512
+ * tile reads each weight panel twice as often. */
 static inline void sg_gemm_rows_krange_avx512(long N, long K, long k0, long k1,
                                               const float *wt, const float *B, long ldb,
                                               float *C, long ldc, const sg_epi *e, long m_lo,
@@ -229,7 +228,7 @@ static inline void sg_gemm_rows_krange_avx512(long N, long K, long k0, long k1,
         const float *b0 = wt + (m / SG_NR) * ps;
         const float *b1 = nr > SG_NR ? b0 + ps : b0;
         /* the first pixel tile prefetches the next 32 channels' panels (weights come from
-         * memory in a whole model's run: 1280 x 320 on Zen 5 396 -> 317 us cold) */
+         * memory in a whole model's run, not from the caches as in a layer run alone) */
         const long mn = m + SG_NR2 < m_hi ? m + SG_NR2 : -1;
         const float *pf0 = mn < 0 ? NULL : wt + (mn / SG_NR) * ps;
         const float *pf1 = mn < 0 ? NULL : mn + SG_NR < m_hi ? pf0 + ps : pf0;

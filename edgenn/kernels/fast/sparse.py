@@ -35,7 +35,7 @@ _last = (None, 0.0)   # (weights, their zero fraction): every sparse spec asks, 
 
 def zero_fraction(w: np.ndarray) -> float:
     """Zeros / size; the last weights' answer kept, so the dozen sparse specs of one node
-    count a large weight once (planning a BERT-size Gemm: ~1 ms a count)."""
+    count a large weight once (each count reads the whole weight)."""
     global _last
     last = _last
     if last[0] is w:

@@ -28,7 +28,7 @@ from . import epilogue
 from .sparse import ACTS, MIN_ZEROS, csr, zero_fraction
 from .threading_cost import plan_threads, threaded_only
 
-SPMV_MAX_ROWS = 8     # beyond, a narrow tile is faster (Zen 4: the 8-row one from 2 rows)
+SPMV_MAX_ROWS = 8     # beyond, a narrow tile is faster (below, the tuner picks)
 
 # (name, tier the spec needs, tier the C code runs, algorithm, rows per tile: 0 = spmv)
 TIERS = (("spmv_4x16__avx512f", "avx512", "avx512", "spmv", 0),

@@ -1,9 +1,9 @@
 """Cost hints for the window kernels (depthwise, pooling), read by the autotuner's pruning.
 
 The single-threaded C kernels (8 channels per AVX2 vector) beat the Numba ones at one
-thread on every layer measured (MobileNetV2 depthwise: 3.5 vs 8.1 ms); the Numba kernels
+thread on every layer; the Numba kernels
 would only pay when they can split channels over threads. They are priced out, so tuning
-never imports numba or compiles them for nothing (~20 s on first use).
+never imports numba or compiles them for nothing (a long compile on first use).
 """
 
 
@@ -12,9 +12,9 @@ def c_cost(node, ins, outs) -> float:
 
 
 def numba_cost(node, ins, outs) -> float:
-    # Priced out at every thread count for now: at 2 threads, MobileNetV2 with the parallel
-    # Numba depthwise measured 57 ms against 25 ms at 1 thread (Numba's and OpenBLAS's
-    # pools contend for the 2 cores); they stay registered, tested and selectable.
+    # Priced out at every thread count for now: with more than one thread, the parallel
+    # Numba depthwise makes a model slower than one thread does (Numba's and OpenBLAS's
+    # pools contend for the cores); they stay registered, tested and selectable.
     return 10.0
 
 

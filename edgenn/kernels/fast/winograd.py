@@ -90,10 +90,11 @@ def weight_transform(w: np.ndarray, m: int) -> np.ndarray:
 
 # ---- cost model -----------------------------------------------------------------------------
 
-# Rates measured here (1 thread, Zen 3, OpenBLAS 0.3.31): transforms in ns per element of V
+# Rates fitted on one x86 core with OpenBLAS (the estimates are only compared with each
+# other): transforms in ns per element of V
 # (alpha^2 * C * tiles) and of M (alpha^2 * K * tiles), tiles rounded up to the 8 lanes a
 # vector handles; sgemm GFLOP/s falls with the narrow dimension n as peak * n / (n + half)
-# (n = tiles for the alpha^2 GEMMs: 12 GFLOP/s at 4 tiles, 21 at 16, 26 at 49, 29 at 196).
+# (n = tiles for the alpha^2 GEMMs, so the products of few tiles run far below peak).
 _NS_IN = {2: 0.8, 4: 0.9, 6: 2.2}
 _NS_OUT = {2: 0.5, 4: 0.7, 6: 1.3}
 _GEMM_PEAK, _GEMM_HALF = 30.0, 8.0      # alpha^2 GEMMs (K x C) @ (C x tiles)
@@ -128,9 +129,6 @@ def winograd_cost_ratio(c: int, k: int, h: int, w: int, m: int) -> float:
     input transform + alpha^2 GEMMs + output transform per tile; MNN keeps the best unit and
     none below 1), here in seconds from rates measured on this machine, so the transforms
     and the skinny GEMMs of few tiles (7x7 outputs, 512 channels) are priced honestly.
-    ResNet-18 (1 thread), model vs measured: 64ch 56x56 F(4,3) 2.9 vs 3.1; 128ch 28x28
-    F(4,3) 3.1 vs 2.9; 256ch 14x14 F(2,3) 2.0 vs 1.8; 512ch 7x7 F(2,3) 1.27 vs 1.27,
-    F(4,3) 1.11 vs 1.09, F(6,3) 0.59 vs 0.60.
     """
     return direct_seconds(c, k, h, w) / winograd_seconds(c, k, h, w, m)
 
@@ -283,9 +281,8 @@ def prepare_f43(node, ins, outs):
 
 # the alpha^2 GEMMs on edgenn's own packed sgemm, per tier: no BLAS call overhead and
 # full-width register tiles where OpenBLAS is weak, the skinny products of few tiles
-# (ResNet-18's 14x14 and 7x7 layers: 16 tiles per product; Zen 4, 1 thread, 16 products
-# 512 x 512 x 16: 2.0 ms against OpenBLAS's 3.3). *_mt: the products over the session's
-# OpenMP threads (the transforms stay on one).
+# (ResNet-18's 14x14 and 7x7 layers: 16 tiles per product). *_mt: the products over the
+# session's OpenMP threads (the transforms stay on one).
 def _mt_supports(node, ins, outs) -> bool:
     return plan_threads() > 1 and _supports(node, ins, outs)
 
