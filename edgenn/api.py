@@ -3,11 +3,9 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
-
 from . import ortcompat as oc
 from .converters.source import is_enn, load, optimize  # noqa: F401 - the public API
-from .errors import EdgennError, InputError
+from .errors import EdgennError
 from .graph import format as enn
 from .graph import sealed
 from .graph.ir import Graph
@@ -79,21 +77,19 @@ class InferenceSession(_GraphSession):
         return oc.IOBinding(self)
 
     def run_with_iobinding(self, binding, run_options=None) -> None:
+        """Run on the binding's inputs; bound outputs (OrtValues, callers' buffers) are
+        written in place, the rest kept as new OrtValues (binding.get_outputs())."""
         names = list(binding._outputs) or [v.name for v in self.graph.outputs]
         values = self.run(names, binding._inputs, run_options)
-        results = []
-        for name, value in zip(names, values):
-            bound = binding._outputs.get(name)
-            if bound is not None:              # the caller's array, written in place
-                if bound.numpy().shape != value.shape or bound.numpy().dtype != value.dtype:
-                    raise InputError(f"bound output {name!r} is {bound.numpy().dtype}"
-                                     f"{list(bound.numpy().shape)}, the model gives "
-                                     f"{value.dtype}{list(value.shape)}")
-                np.copyto(bound.numpy(), value)
-                results.append(bound)
-            else:
-                results.append(oc.OrtValue(value))
-        binding._results = results
+        binding._results = oc.bound_results(binding._outputs, names, values)
+
+    def run_with_ort_values(self, output_names, input_dict_ort_values: dict,
+                            run_options=None) -> list:
+        """onnxruntime's run over OrtValues: {name: OrtValue} in, a list of OrtValues out
+        (None or [] = every output, as onnxruntime)."""
+        values = self.run(output_names or None, oc.ortvalue_feed(input_dict_ort_values),
+                          run_options)
+        return [oc.OrtValue(v) for v in values]
 
     def end_profiling(self) -> str:
         """Write the Chrome-trace JSON of the runs so far; -> its file name ("" if off)."""

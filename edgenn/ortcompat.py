@@ -5,16 +5,19 @@ What maps, and how (docs/ortcompat.md lists what has no meaning in edgenn):
   graph_optimization_level ORT_DISABLE_ALL -> the graph as written (no passes), any other
   level -> edgenn's optimizer; add_free_dimension_override_by_name -> input_shapes;
   enable_profiling / profile_file_prefix -> a Chrome-trace JSON (end_profiling);
-  optimized_model_filepath -> the optimized model saved as .enn; the rest is accepted and
-  kept (get_session_config_entry returns what was set) but changes nothing.
+  optimized_model_filepath -> the optimized model saved as ONNX at that path (edgenn's
+  exporter), or as .enn for a path ending in .enn; the rest is accepted and kept
+  (get_session_config_entry returns what was set) but changes nothing.
 - providers: "CPUExecutionProvider" (edgenn's tuned CPU kernels); any other provider is
   not available here: onnxruntime's behaviour for an unavailable one is kept (a warning,
   then the CPU).
-- InferenceSession.run / run_with_iobinding / io_binding; OrtValue over numpy arrays;
-  RunOptions (terminate=True refuses the run); get_modelmeta, get_providers, ...
+- InferenceSession.run / run_with_ort_values / run_with_iobinding / io_binding; OrtValue
+  over numpy arrays; IOBinding's raw-pointer binds over the caller's memory (numpy views,
+  not copies); RunOptions (terminate=True refuses the run); get_modelmeta, ...
 """
 from __future__ import annotations
 
+import ctypes
 import enum
 import json
 import os
@@ -24,7 +27,7 @@ import warnings
 
 import numpy as np
 
-from .errors import InputError
+from .errors import InputError, UnsupportedOpError
 from .graph.ir import Graph
 
 CPU = "CPUExecutionProvider"
@@ -152,9 +155,96 @@ def _cpu_only(device_type: str) -> None:
         raise InputError(f"device {device_type!r}: edgenn runs on the CPU only")
 
 
+def element_dtype(element_type) -> np.dtype:
+    """onnxruntime's element_type -> a numpy dtype. onnxruntime takes a numpy type or dtype
+    (np.float32), its name, or an ONNX TensorProto element type (onnx.TensorProto.FLOAT)."""
+    try:
+        if isinstance(element_type, (int, np.integer)) and not isinstance(element_type, bool):
+            from .graph.dtypes import from_onnx
+            dtype = np.dtype(from_onnx(int(element_type)))
+        else:
+            dtype = np.dtype(element_type)
+    except (TypeError, UnsupportedOpError):
+        dtype = None
+    if dtype is None or dtype.hasobject or dtype.kind in "SU" or dtype.itemsize == 0:
+        # strings and objects have no fixed-size raw memory to view
+        raise InputError(f"element_type {element_type!r}: not a numeric numpy type or ONNX "
+                         f"tensor element type")
+    return dtype
+
+
+def buffer_array(element_type, shape, buffer_ptr) -> np.ndarray:
+    """The caller's memory at `buffer_ptr` as an array of `element_type` and `shape`, not
+    copied (writes land in the caller's buffer): onnxruntime's raw-pointer binds, whose
+    caller keeps the buffer alive while it is bound."""
+    dtype = element_dtype(element_type)
+    dims = tuple(int(d) for d in shape)
+    if any(d < 0 for d in dims):
+        raise InputError(f"buffer shape {list(dims)}: dims must be >= 0")
+    address = int(buffer_ptr)
+    if address == 0:
+        raise InputError("buffer_ptr is null: pass the address of the buffer's data "
+                         "(array.ctypes.data)")
+    nbytes = int(np.prod(dims, dtype=np.int64)) * dtype.itemsize
+    raw = np.ctypeslib.as_array((ctypes.c_ubyte * nbytes).from_address(address))
+    return raw.view(dtype).reshape(dims)
+
+
+def check_output_buffer(graph: Graph, name: str, array: np.ndarray) -> None:
+    """A caller's buffer bound to output `name` must be of its dtype and shape as far as
+    the model declares them (dims the model leaves open are checked at each run)."""
+    value = next((v for v in graph.outputs if v.name == name), None)
+    if value is None:
+        raise InputError(f"bind_output: the model has no output {name!r} (outputs: "
+                         f"{[v.name for v in graph.outputs]})")
+    want = value.shape
+    shape_ok = want is None or (len(want) == array.ndim and all(
+        not isinstance(w, int) or w < 0 or w == d for w, d in zip(want, array.shape)))
+    if (value.dtype and array.dtype.name != value.dtype) or not shape_ok:
+        raise InputError(f"bound output {name!r} is {array.dtype.name}{list(array.shape)}, "
+                         f"the model gives {value.dtype}{list(want or [])} "
+                         f"(str = any size)")
+
+
+def bound_results(bound: dict, names: list[str], values: list[np.ndarray]) -> list[OrtValue]:
+    """A run's outputs as IOBinding.get_outputs() gives them: an output bound to an OrtValue
+    or a caller's buffer is written into it in place; the others become new OrtValues.
+    Every bound one is checked first, so a mismatch leaves all the caller's buffers as
+    they were."""
+    for name, value in zip(names, values):
+        target = bound.get(name)
+        if target is not None and (target.numpy().shape != value.shape or
+                                   target.numpy().dtype != value.dtype):
+            raise InputError(f"bound output {name!r} is {target.numpy().dtype}"
+                             f"{list(target.numpy().shape)}, the model gives "
+                             f"{value.dtype}{list(value.shape)}")
+    results = []
+    for name, value in zip(names, values):
+        target = bound.get(name)
+        if target is None:
+            results.append(OrtValue(value))
+        else:
+            np.copyto(target.numpy(), value)
+            results.append(target)
+    return results
+
+
+def ortvalue_feed(values: dict) -> dict[str, np.ndarray]:
+    """run_with_ort_values' {name: OrtValue} -> run's {name: array} (the same memory)."""
+    feed = {}
+    for name, value in values.items():
+        if not isinstance(value, OrtValue):
+            raise InputError(f"run_with_ort_values: input {name!r} is a "
+                             f"{type(value).__name__}, not an OrtValue (make one with "
+                             f"OrtValue.ortvalue_from_numpy)")
+        feed[name] = value.numpy()
+    return feed
+
+
 class IOBinding:
-    """onnxruntime's IOBinding: inputs bound once, outputs written into bound OrtValues
-    (the caller's arrays, in place) or returned as new OrtValues."""
+    """onnxruntime's IOBinding: inputs bound once (arrays, OrtValues or the caller's memory
+    at a pointer), outputs written into bound OrtValues or the caller's memory at a
+    pointer (in place) or returned as new OrtValues."""
 
     def __init__(self, session: "InferenceSession"):
         self._session = session
@@ -169,16 +259,26 @@ class IOBinding:
         self._inputs[name] = value.numpy()
 
     def bind_input(self, name, device_type, device_id, element_type, shape, buffer_ptr):
-        raise InputError("bind_input with a raw pointer is not supported by edgenn: use "
-                         "bind_cpu_input(name, array) or bind_ortvalue_input")
+        """The input read from the caller's memory at `buffer_ptr` (element_type, shape):
+        a view, read at each run, as onnxruntime reads it (run checks its dtype / shape)."""
+        _cpu_only(device_type)
+        self._inputs[name] = buffer_array(element_type, shape, buffer_ptr)
 
     def bind_output(self, name: str, device_type: str = "cpu", device_id: int = 0,
                     element_type=None, shape=None, buffer_ptr=None) -> None:
+        """Without buffer_ptr: a new OrtValue at each run. With it: the output written into
+        the caller's memory there, which must hold the model's output (element_type and
+        shape checked against the model's now, and against the run's at each run)."""
         _cpu_only(device_type)
-        if buffer_ptr is not None:
-            raise InputError("bind_output with a raw pointer is not supported by edgenn: "
-                             "use bind_ortvalue_output(name, OrtValue)")
-        self._outputs[name] = None
+        if buffer_ptr is None:
+            self._outputs[name] = None
+            return
+        if element_type is None or shape is None:
+            raise InputError(f"bind_output({name!r}) with a buffer_ptr needs its "
+                             f"element_type and shape")
+        array = buffer_array(element_type, shape, buffer_ptr)
+        check_output_buffer(self._session.graph, name, array)
+        self._outputs[name] = OrtValue(array)
 
     def bind_ortvalue_output(self, name: str, value: OrtValue) -> None:
         self._outputs[name] = value
@@ -297,11 +397,21 @@ def free_dim_shapes(graph: Graph, free_dims: dict) -> dict | None:
 
 
 def save_optimized(graph: Graph, path: str) -> None:
-    """SessionOptions.optimized_model_filepath: the optimized model, as .enn (edgenn writes
-    no ONNX yet: a path not ending in .enn gets .enn appended, with a warning)."""
+    """SessionOptions.optimized_model_filepath: the optimized model where onnxruntime users
+    look for it, an ONNX file at `path` (edgenn's exporter: its fused ops written as
+    standard ONNX; int8 ops keep the ai.edgenn domain), or .enn for a path ending in
+    .enn. A path ending in .ort asks for onnxruntime's own format, which edgenn does not
+    write: .enn is appended, with a warning."""
     from .api import save
-    if not path.endswith(".enn"):
-        warnings.warn(f"optimized_model_filepath {path!r}: edgenn saves its optimized "
-                      f"model as .enn, written to {path + '.enn'!r}", stacklevel=3)
+    if path.endswith(".ort"):
+        warnings.warn(f"optimized_model_filepath {path!r}: edgenn does not write "
+                      f"onnxruntime's .ort format; its optimized model is written to "
+                      f"{path + '.enn'!r}", stacklevel=3)
         path += ".enn"
-    save(graph, path)
+    if path.endswith(".enn"):
+        save(graph, path)
+        return
+    from .extras import require
+    require("onnx", f"optimized_model_filepath {path!r} (an ONNX file)")
+    from .converters.onnx.exporter import export
+    export(graph, path)

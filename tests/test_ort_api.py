@@ -44,6 +44,31 @@ def model_with_metadata(tmp_path_factory):
     return str(path)
 
 
+@pytest.fixture(scope="module")
+def conv_relu(tmp_path_factory):
+    """A Conv + Relu model built with onnx.helper (edgenn fuses the Relu into the Conv),
+    an input and onnxruntime's output: (path, x, y)."""
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(4).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+         helper.make_node("Relu", ["c"], ["y"])], "conv_relu",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp_path_factory.mktemp("conv_relu") / "conv_relu.onnx"
+    onnx.save(model, str(path))
+    x = rng.standard_normal((1, 3, 8, 8)).astype(np.float32)
+    import onnxruntime
+    y = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"]
+                                     ).run(None, {"x": x})[0]
+    return str(path), x, y
+
+
 def test_session_with_options_and_providers(ort, reference):
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1
@@ -113,6 +138,111 @@ def test_io_binding(ort, reference):
     assert value.shape() == list(reference.shape) and value.data_type() == "tensor(float)"
     got = binding.get_outputs()[0].numpy()
     np.testing.assert_allclose(got, reference, rtol=1e-4, atol=1e-6)
+
+
+def test_io_binding_raw_pointers(ort, conv_relu):
+    """Inputs read from, and outputs written into, the caller's own buffers by pointer."""
+    path, x, want = conv_relu
+    x = x.copy()                         # the caller's own buffer, changed below
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    out = np.zeros(want.shape, np.float32)
+    binding = sess.io_binding()
+    binding.bind_input("x", "cpu", 0, np.float32, list(x.shape), x.ctypes.data)
+    binding.bind_output("y", "cpu", 0, np.float32, list(out.shape), out.ctypes.data)
+    sess.run_with_iobinding(binding)
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-6)     # in the caller's buffer
+    value = binding.get_outputs()[0]
+    assert value.data_ptr() == out.ctypes.data and value.shape() == list(want.shape)
+    assert np.shares_memory(value.numpy(), out)
+    np.testing.assert_allclose(binding.copy_outputs_to_cpu()[0], want, rtol=1e-4, atol=1e-6)
+    # a second run on new data in the same bound buffers; an ONNX element type works too
+    x[...] = -x
+    again = np.zeros(want.shape, np.float32)
+    binding.bind_output("y", "cpu", 0, onnx.TensorProto.FLOAT, list(again.shape),
+                        again.ctypes.data)
+    sess.run_with_iobinding(binding)
+    np.testing.assert_allclose(again, sess.run(None, {"x": x.copy()})[0], rtol=1e-4,
+                               atol=1e-6)
+
+
+def test_run_with_ort_values(ort, conv_relu):
+    path, x, want = conv_relu
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    values = sess.run_with_ort_values(["y"], {"x": ort.OrtValue.ortvalue_from_numpy(x)})
+    assert isinstance(values, list) and len(values) == 1
+    assert isinstance(values[0], ort.OrtValue)
+    assert values[0].shape() == list(want.shape) and values[0].data_type() == "tensor(float)"
+    np.testing.assert_allclose(values[0].numpy(), want, rtol=1e-4, atol=1e-6)
+    every = sess.run_with_ort_values(None, {"x": ort.OrtValue.ortvalue_from_numpy(x)},
+                                     ort.RunOptions())
+    np.testing.assert_allclose(every[0].numpy(), want, rtol=1e-4, atol=1e-6)
+
+
+def test_optimized_model_filepath_onnx(ort, conv_relu, tmp_path):
+    """The optimized model as an ONNX file at that very path, which onnxruntime runs to
+    the original model's outputs."""
+    import onnxruntime
+    path, x, want = conv_relu
+    opts = ort.SessionOptions()
+    opts.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+    sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(sess.run(None, {"x": x})[0], want, rtol=1e-4, atol=1e-6)
+    assert os.listdir(tmp_path) == ["optimized.onnx"]
+    again = onnxruntime.InferenceSession(str(tmp_path / "optimized.onnx"),
+                                         providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(again.run(None, {"x": x})[0], want, rtol=1e-4, atol=1e-6)
+
+
+def test_wrong_output_buffer_is_a_clear_error(conv_relu):
+    """edgenn only: a raw-pointer output buffer of another shape or dtype than the model's
+    output is refused, naming the output (onnxruntime fails at the run, a RuntimeError);
+    the caller's buffer is left as it was."""
+    path, x, _ = conv_relu
+    sess = edgenn.InferenceSession(path)
+    binding = sess.io_binding()
+    binding.bind_cpu_input("x", x)
+    small = np.full((1, 4, 8, 7), 7, np.float32)
+    with pytest.raises(edgenn.InputError, match=r"'y'.*\[1, 4, 8, 7\].*\[1, 4, 8, 8\]"):
+        binding.bind_output("y", "cpu", 0, np.float32, list(small.shape), small.ctypes.data)
+    wide = np.zeros((1, 4, 8, 8), np.float64)
+    with pytest.raises(ValueError, match="'y' is float64"):
+        binding.bind_output("y", "cpu", 0, np.float64, list(wide.shape), wide.ctypes.data)
+    with pytest.raises(edgenn.InputError, match="element_type and shape"):
+        binding.bind_output("y", "cpu", 0, None, None, small.ctypes.data)
+    assert (small == 7).all() and (wide == 0).all()
+    # dims left open by the model are checked at the run, before any buffer is written
+    sess = edgenn.InferenceSession(DEMO_MODEL)
+    probs = np.full((len(X) + 1, 10), 7, np.float32)
+    binding = sess.io_binding()
+    binding.bind_cpu_input("image", X)
+    binding.bind_output("probs", "cpu", 0, np.float32, list(probs.shape), probs.ctypes.data)
+    with pytest.raises(edgenn.InputError, match="'probs'"):
+        sess.run_with_iobinding(binding)
+    assert (probs == 7).all()
+
+
+def test_optimized_model_filepath_onnx_needs_the_convert_extra(conv_relu, tmp_path,
+                                                                monkeypatch):
+    """edgenn only: without the onnx package the ONNX file cannot be written: edgenn's
+    MissingDependencyError names the extra. A .enn path needs no onnx, nor does .ort
+    (onnxruntime's own format, which edgenn does not write: .enn appended, a warning)."""
+    from edgenn import extras
+    monkeypatch.setattr(extras, "have", lambda module: module != "onnx")
+    path, x, want = conv_relu
+    opts = edgenn.SessionOptions()
+    opts.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+    with pytest.raises(edgenn.MissingDependencyError, match=r"edgenn\[convert\]"):
+        edgenn.InferenceSession(path, opts)
+    assert not os.listdir(tmp_path)
+    opts.optimized_model_filepath = str(tmp_path / "optimized.enn")
+    edgenn.InferenceSession(path, opts)
+    np.testing.assert_allclose(
+        edgenn.InferenceSession(str(tmp_path / "optimized.enn")).run(None, {"x": x})[0],
+        want, rtol=1e-4, atol=1e-6)
+    opts.optimized_model_filepath = str(tmp_path / "optimized.ort")
+    with pytest.warns(UserWarning, match="optimized.ort.enn"):
+        edgenn.InferenceSession(path, opts)
+    assert sorted(os.listdir(tmp_path)) == ["optimized.enn", "optimized.ort.enn"]
 
 
 def test_profiling_writes_a_chrome_trace(ort, tmp_path):
