@@ -17,7 +17,8 @@ import weakref
 
 _STOP = threading.Event()           # set at interpreter exit: tuners stop between timings
 atexit.register(_STOP.set)
-RETRIES = 5                          # a measurement disturbed this often is taken as it is
+RETRIES = 5                          # a measurement disturbed this often is used, not cached
+ON_CPU = 0.9                         # a clean measurement ran on a core this share of its time
 
 
 def cores() -> int:
@@ -55,20 +56,32 @@ class Activity:
 
 class Gate:
     """What a background Tuner measures through (select.Tuner.gate): wait for a free
-    core, measure, measure again if the calls crowded the cores meanwhile."""
+    core, measure, measure again if the session's calls crowded the cores meanwhile or
+    the tuner's thread did not have its core (other processes: it runs at the lowest
+    priority, so then its times are the machine's load, not the kernels'). `clean`: the
+    last measurement was neither, so it may be cached."""
 
     def __init__(self, activity: Activity, threads: int):
         self.activity, self.threads = activity, threads
+        self.clean = False
+        self.measuring_s = 0.0           # the last call's time in measure(), waits excluded
 
     def measure(self, measure):
+        self.measuring_s = 0.0
         for _ in range(RETRIES):
             while self.activity.busy(self.threads) and not _STOP.is_set():
                 time.sleep(0.002)
             if _STOP.is_set():
                 raise Stopped
             before = self.activity.crowded
+            wall, cpu = time.perf_counter(), time.thread_time()
             result = measure()
-            if self.activity.crowded == before and not self.activity.busy(self.threads):
+            took = time.perf_counter() - wall
+            self.measuring_s += took
+            had_core = time.thread_time() - cpu >= ON_CPU * took
+            self.clean = had_core and self.activity.crowded == before and \
+                not self.activity.busy(self.threads)
+            if self.clean:
                 return result
         return result
 

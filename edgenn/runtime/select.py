@@ -88,12 +88,15 @@ class Tuner:
         t0 = time.perf_counter()
         free = cores_free(self.threads)
         result = self.gate.measure(measure) if self.gate is not None else measure()
-        if min(free, cores_free(self.threads)) >= CORES_FOR_CACHE:
+        clean = self.gate is None or self.gate.clean
+        if clean and min(free, cores_free(self.threads)) >= CORES_FOR_CACHE:
             cache[key] = entry(result)
             self.changed = True
             if self.gate is not None:       # a background tuner may not live to finish()
                 tunecache.save(self.threads)
-        self.spent_s += time.perf_counter() - t0
+        # the budget is of timing: a background tuner's waits for a free core are not spent
+        self.spent_s += self.gate.measuring_s if self.gate is not None else \
+            time.perf_counter() - t0
         return result
 
 
@@ -172,17 +175,16 @@ def choose(node: Node, ins, outs, reference: bool = False, tuner: Tuner | None =
     if tuner.mode in ("cached", FIRST) and hit and hit.get("kernel") in by_name:
         return _prepared(by_name[hit["kernel"]], node, ins, outs, names, "cached timing",
                          hit.get("times"))
-    if tuner.mode == FIRST:
-        tuner.untimed += 1
+    if tuner.mode == "off":
+        return _prepared(capable[0], node, ins, outs, names, "tuning off: first capable")
+    if tuner.mode == FIRST or tuner.spent_s >= tuner.budget_s:
+        tuner.untimed += tuner.mode == FIRST
+        why = "first plan" if tuner.mode == FIRST else "tuning budget spent"
         best, predicted = costmodel.pick(node, ins, outs, list(by_name), tuner.threads)
         if best is not None:
             return _prepared(by_name[best], node, ins, outs, names,
-                             "first plan: predicted by the cost model", predicted)
-        return _prepared(capable[0], node, ins, outs, names,
-                         "first plan: untimed, first capable")
-    if tuner.mode == "off" or tuner.spent_s >= tuner.budget_s:
-        why = "tuning off: first capable" if tuner.mode == "off" else "tuning budget spent"
-        return _prepared(capable[0], node, ins, outs, names, why)
+                             f"{why}: predicted by the cost model", predicted)
+        return _prepared(capable[0], node, ins, outs, names, f"{why}: untimed, first capable")
     return tuner.measured(cache, key,
                           lambda: _measure(node, ins, outs, capable, names, tuner.threads),
                           lambda choice: {"kernel": choice.kernel, "times": choice.times,
