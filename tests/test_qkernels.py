@@ -382,6 +382,23 @@ def test_split_excess_is_exact_and_sparse():
     assert list(main[0, :6]) == [-128, 0, 127, 1, -128, 127]
 
 
+def test_pair_analysis_on_every_int8_pair():
+    """All 65,536 pairs (a, b), each a row of its own: a row is exact exactly when 255 x
+    its same-signed parts fit in int16 (the vpmaddubsw rule itself), and the split keeps a
+    and moves what b brings past 128 into the excess."""
+    a, b = np.meshgrid(np.arange(-128, 128), np.arange(-128, 128), indexing="ij")
+    rows = np.stack([a.ravel(), b.ravel()], axis=1).astype(np.int8)
+    pos = np.maximum(rows, 0).astype(int).sum(1)
+    neg = np.maximum(-rows.astype(int), 0).sum(1)
+    saturates = (255 * pos > 32767) | (255 * neg > 32768)
+    assert [qgemm.u8_path_exact(r[None]) for r in rows[::97]] == list(~saturates[::97])
+    main, excess = qgemm.split_excess(rows)
+    assert np.array_equal(main[:, 0], rows[:, 0])
+    assert np.array_equal(main.astype(np.int16) + excess, rows)
+    assert np.array_equal(excess[:, 1] != 0, saturates)
+    assert qgemm.u8_path_exact(main) and qgemm.u8_path_exact(excess)
+
+
 def _gaussian_weights(rng, shape):
     """Weights as onnxruntime's int8 quantizer writes them (8-bit, max-abs per tensor):
     saturating pairs are rare, so the default path is u8 + excess."""

@@ -48,7 +48,8 @@ def infer(graph: Graph, input_shapes: dict[str, tuple[int, ...]] | None = None,
     return infos
 
 
-def infer_node(node: Node, ins: list[TensorInfo | None], fold: bool = True) -> list[TensorInfo]:
+def infer_node(node: Node, ins: list[TensorInfo | None], fold: bool = True,
+               fold_limit: int = FOLD_LIMIT) -> list[TensorInfo]:
     rule = SHAPE_RULES.get(node.op)
     if rule is None:
         raise UnsupportedOpError({node.op: [node.name]})
@@ -66,7 +67,7 @@ def infer_node(node: Node, ins: list[TensorInfo | None], fold: bool = True) -> l
                          f"the op produces {len(outs)} here (no {extra[:4]})")
     if fold and node.op not in NONDETERMINISTIC and all(
             i is None or i.value is not None for i in ins) and \
-            sum(math.prod(o.shape) for o in outs) <= FOLD_LIMIT:
+            sum(math.prod(o.shape) for o in outs) <= fold_limit:
         values = evaluate(node, [None if i is None else i.value for i in ins])
         outs = [TensorInfo.of(v) for v in values[:len(outs)]]
     return outs

@@ -10,11 +10,14 @@ import numpy as np
 
 from ...errors import EdgennError
 from ...registry import REFERENCE, SHAPE_RULES, TensorInfo
-from ..infer import NONDETERMINISTIC, evaluate, infer_node
+from ..infer import FOLD_LIMIT, NONDETERMINISTIC, evaluate, infer_node
 from ..ir import Graph, Node
 
 # ops whose output depends only on the *shape* of their input, not its values
 SHAPE_ONLY = {"Shape", "Size"}
+# the largest constant computed where only shapes, ranks and dtypes are asked for (shape
+# arithmetic is on small tensors; a model's dequantized weights need not be computed)
+SHAPE_FOLD_LIMIT = 1 << 16
 
 
 class View:
@@ -192,8 +195,10 @@ def known_infos(graph: Graph, input_shapes: dict | None = None,
     Like `infer.infer`, but never raises: a node whose op is not registered or whose rule
     cannot run (e.g. a shape that depends on a dynamic input) just leaves its outputs
     unknown. Shape/Size of a tensor of known shape get values, so the Shape ->
-    Gather -> Unsqueeze -> Concat chains torch emits fold when inputs are static.
+    Gather -> Unsqueeze -> Concat chains torch emits fold when inputs are static. Values
+    of more than `fold_limit` elements are left uncomputed (shape and dtype only).
     """
+    fold_limit = FOLD_LIMIT if fold_limit is None else fold_limit
     from ...oplist import load_kernels
     load_kernels()
     infos: dict[str, TensorInfo] = {name: TensorInfo.of(v) for name, v in graph.consts.items()}
@@ -212,13 +217,14 @@ def known_infos(graph: Graph, input_shapes: dict | None = None,
                 outs = [TensorInfo.of(v) for v in values]
             elif node.op not in SHAPE_RULES:
                 if node.op in REFERENCE and node.op not in NONDETERMINISTIC and \
-                        all(i is None or i.value is not None for i in ins):
+                        all(i is None or i.value is not None for i in ins) and \
+                        sum(i.value.size for i in ins if i is not None) <= fold_limit:
                     outs = [TensorInfo.of(v) for v in
                             evaluate(node, [None if i is None else i.value for i in ins])]
                 else:
                     continue
             else:
-                outs = infer_node(node, ins, fold=node.op in REFERENCE)
+                outs = infer_node(node, ins, fold=node.op in REFERENCE, fold_limit=fold_limit)
         except EdgennError:
             continue
         for name, info in zip(node.outputs, outs):
@@ -254,13 +260,13 @@ def sample_bindings(graph: Graph) -> list[dict[str, TensorInfo]]:
     symbols = sorted({d for v in graph.inputs for d in v.shape if not isinstance(d, int)},
                      key=str)
     if not symbols:
-        return [known_infos(graph)]
+        return [known_infos(graph, fold_limit=SHAPE_FOLD_LIMIT)]
     sets = []
     for base, step in ((64, 2), (97, 3)):
         bind = {s: base + step * i for i, s in enumerate(symbols)}
         shapes = {v.name: tuple(d if isinstance(d, int) else bind[d] for d in v.shape)
                   for v in graph.inputs}
-        sets.append(known_infos(graph, shapes))
+        sets.append(known_infos(graph, shapes, fold_limit=SHAPE_FOLD_LIMIT))
     return sets
 
 
@@ -277,7 +283,7 @@ def probe_infos(graph: Graph) -> dict[str, TensorInfo]:
     bind = {sym: 128 + 64 * i for i, sym in enumerate(symbols)}
     shapes = {v.name: tuple(d if isinstance(d, int) else bind[d] for d in v.shape)
               for v in graph.inputs}
-    merged = dict(known_infos(graph, shapes))
+    merged = dict(known_infos(graph, shapes, fold_limit=SHAPE_FOLD_LIMIT))
     for infos in sets:   # dtypes and ranks do not depend on the binding
         for name, info in infos.items():
             merged.setdefault(name, info)

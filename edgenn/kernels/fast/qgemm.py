@@ -213,17 +213,24 @@ def register_tiers(op: str, base: str, supports, prepare, vnni: dict[str, str]) 
 
 # -- weight packing ---------------------------------------------------------------------------
 
+def _pair_sums(w_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """-> (w_2j, w_2j + w_2j+1) as int16, for each pair of w_rows (R, K) int8 (K padded
+    with a zero to even)."""
+    w = np.asarray(w_rows, np.int8)
+    if w.shape[1] % 2:
+        w = np.pad(w, ((0, 0), (0, 1)))
+    a = w[:, 0::2].astype(np.int16)
+    return a, a + w[:, 1::2]
+
+
 def u8_path_exact(w_rows: np.ndarray) -> bool:
     """w_rows (channels, K) int8: True when vpmaddubsw cannot saturate on any pair
     (w_2j, w_2j+1) against u8 activations: 255 * (sum of the same-signed pair) must fit
-    in int16, i.e. neither the positive nor the negative parts of a pair exceed 128."""
-    w = np.asarray(w_rows, np.int32)
-    if w.shape[1] % 2:
-        w = np.pad(w, ((0, 0), (0, 1)))
-    a, b = w[:, 0::2], w[:, 1::2]
-    pos = np.maximum(a, 0) + np.maximum(b, 0)
-    neg = np.maximum(-a, 0) + np.maximum(-b, 0)
-    return bool(pos.max(initial=0) <= 128 and neg.max(initial=0) <= 128)
+    in int16, i.e. neither the positive nor the negative parts of a pair exceed 128. A
+    pair of mixed signs never does, and for a same-signed pair that part is |w_2j +
+    w_2j+1|: exact when every pair sum lies in [-128, 128]."""
+    _, s = _pair_sums(w_rows)
+    return bool(s.size == 0 or (s.min() >= -128 and s.max() <= 128))
 
 
 def _panels(w_rows: np.ndarray, lanes: int, rows_to: int, wide: bool) -> np.ndarray:
@@ -241,18 +248,18 @@ def split_excess(w_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """w_rows (R, K) int8 = main + excess: in each pair (w_2j, w_2j+1) whose same-signed
     magnitudes add up past 128, w_2j stays in main and w_2j+1 keeps only what brings the
     pair to 128; the rest of it is the excess (one element per pair, |e| <= 128, so
-    vpmaddubsw on the excess is exact too). main passes u8_path_exact."""
-    w = np.asarray(w_rows, np.int16)
-    if w.shape[1] % 2:
-        w = np.pad(w, ((0, 0), (0, 1)))
-    a, b = w[:, 0::2], w[:, 1::2]
-    over = (np.sign(a) == np.sign(b)) & (np.abs(a) + np.abs(b) > 128)
-    b_main = np.where(over, np.sign(b) * (128 - np.abs(a)), b)
-    main, excess = w.copy(), np.zeros_like(w)
-    main[:, 1::2] = b_main
-    excess[:, 1::2] = b - b_main
+    vpmaddubsw on the excess is exact too). main passes u8_path_exact. As there, the
+    saturating pairs are those whose sum leaves [-128, 128]: w_2j+1 keeps the sum clipped
+    to it, less w_2j, and the excess is what the clip took."""
+    a, s = _pair_sums(w_rows)
+    clipped = np.clip(s, -128, 128)
     k = w_rows.shape[1]
-    return main[:, :k].astype(np.int8), excess[:, :k].astype(np.int8)
+    main = np.array(w_rows, np.int8, copy=True)
+    excess = np.zeros_like(main)
+    odd = k // 2                       # pairs with a second element inside K
+    main[:, 1::2] = (clipped - a)[:, :odd]
+    excess[:, 1::2] = (s - clipped)[:, :odd]
+    return main, excess
 
 
 def excess_table(excess_rows: np.ndarray, lanes: int, panels: int):
