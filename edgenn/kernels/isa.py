@@ -17,6 +17,7 @@ kernel specs name their tier in `KernelSpec.isa` and are offered only where `usa
 """
 from __future__ import annotations
 
+import functools
 import os
 import platform
 
@@ -64,6 +65,13 @@ def active_tier() -> str:
 
 def tiers() -> tuple[str, ...]:
     """Every tier the kernels may use here, lowest first (always starts with scalar)."""
+    cap()
+    return _tiers()
+
+
+@functools.lru_cache(maxsize=1)
+def _tiers() -> tuple[str, ...]:
+    """tiers(), computed once: the probe reads EDGENN_MAX_ISA once per process too."""
     top = active_tier()
     chain = _CHAIN[_arch(top)]
     return tuple(t for t in chain[:chain.index(top) + 1]
