@@ -259,12 +259,7 @@ class Tensor:
             elif number == 6:
                 self.typed[6] = True               # string_data
             elif number == 13 and wire == LEN:
-                key = val = ""
-                for n2, w2, v2 in r.fields(*value, what):
-                    if n2 == 1 and w2 == LEN:
-                        key = r.text(v2, what)
-                    elif n2 == 2 and w2 == LEN:
-                        val = r.text(v2, what)
+                key, val = _entry(r, value, what)
                 self.external[key] = val
             elif number == 14 and wire == VARINT:
                 self.location = value
@@ -580,6 +575,17 @@ class Graph:
                     self.sparse_initializer.append(_sparse_name(r, value, what))
 
 
+def _entry(r: Reader, span, what: str) -> tuple[str, str]:
+    """A StringStringEntryProto: (key, value)."""
+    key = val = ""
+    for number, wire, value in r.fields(*span, what):
+        if number == 1 and wire == LEN:
+            key = r.text(value, what)
+        elif number == 2 and wire == LEN:
+            val = r.text(value, what)
+    return key, val
+
+
 def _sparse_name(r: Reader, span, what: str) -> str:
     """A SparseTensorProto's name: that of its values tensor (field 1)."""
     for number, wire, value in r.fields(*span, what):
@@ -630,12 +636,7 @@ class Model:
             elif number == 6:
                 self.doc_string = r.blob(value).decode("utf-8", "replace")
             elif number == 14:
-                key = val = ""
-                for n2, w2, v2 in r.fields(*value, what):
-                    if n2 == 1 and w2 == LEN:
-                        key = r.text(v2, what)
-                    elif n2 == 2 and w2 == LEN:
-                        val = r.text(v2, what)
+                key, val = _entry(r, value, what)
                 self.metadata_props[key] = val
             elif number == 25:
                 self.functions += 1
