@@ -16,26 +16,40 @@ INTERNAL_OPS = ("FusedAttention", "QConv", "QGemm", "QAdd", "QGather", "Attentio
 _loaded: set[str] = set()
 
 
-def load_kernels() -> None:
-    """Shape rules, reference and fast kernels: what running a model needs."""
-    if "kernels" not in _loaded:
+def load_rules() -> None:
+    """Shape rules and reference kernels: what shape inference, constant folding and the
+    passes need (no compiled kernel, no runtime)."""
+    if "rules" not in _loaded:
         for family in FAMILIES:
             for package in ("graph.shapes", "kernels.reference"):
                 importlib.import_module(f"edgenn.{package}.{family}")
+        _loaded.add("rules")
+
+
+def load_kernels() -> None:
+    """Shape rules, reference and fast kernels: what running a model needs."""
+    if "kernels" not in _loaded:
+        load_rules()
         importlib.import_module("edgenn.kernels.fast")
         importlib.import_module("edgenn.runtime.control")   # planned If / Loop / Scan
         _loaded.add("kernels")
 
 
-def load_all() -> None:
-    """Everything, ONNX converters included (they import onnx: not needed for .enn)."""
-    load_kernels()
+def load_converters() -> None:
+    """Shape rules, reference kernels and the ONNX converters: what importing needs."""
+    load_rules()
     if "converters" not in _loaded:
         for family in FAMILIES:
             importlib.import_module(f"edgenn.converters.onnx.{family}")
         importlib.import_module("edgenn.converters.onnx.contrib")   # com.microsoft ops
         importlib.import_module("edgenn.converters.onnx.contrib_transformer")
         _loaded.add("converters")
+
+
+def load_all() -> None:
+    """Everything: rules, reference and fast kernels, converters."""
+    load_kernels()
+    load_converters()
 
 
 def all_ops() -> list[str]:

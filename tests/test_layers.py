@@ -38,6 +38,25 @@ def _targets(path: Path, tree: ast.AST):
             for a in node.names:
                 if a.name.startswith("edgenn."):
                     yield a.name.split(".")[1], node.lineno
+        elif isinstance(node, ast.Call) and _is_import_module(node.func) and node.args:
+            name = _literal_prefix(node.args[0])       # importlib.import_module("edgenn.x")
+            if name.startswith("edgenn.") and len(name.split(".")) > 2:
+                yield name.split(".")[1], node.lineno
+
+
+def _is_import_module(func) -> bool:
+    return (isinstance(func, ast.Attribute) and func.attr == "import_module") or \
+        (isinstance(func, ast.Name) and func.id == "import_module")
+
+
+def _literal_prefix(arg) -> str:
+    """The constant text a module name starts with ("edgenn.kernels.fast", or the part of
+    an f-string before its first placeholder)."""
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return arg.value
+    if isinstance(arg, ast.JoinedStr) and arg.values and isinstance(arg.values[0], ast.Constant):
+        return str(arg.values[0].value)
+    return ""
 
 
 def test_layers_import_downward_only():
@@ -51,3 +70,30 @@ def test_layers_import_downward_only():
             if target in FORBIDDEN[layer]:
                 bad.append(f"{path.relative_to(PKG)}:{line} imports {target}")
     assert not bad, "upward imports:\n" + "\n".join(bad)
+
+
+def test_importing_and_optimizing_load_no_compiled_kernel(tmp_path):
+    """Shape inference, the passes and ONNX / .enn import use the shape rules and the
+    reference kernels only: in a fresh process that converts, optimizes, infers shapes
+    and reloads a model, neither the compiled kernels nor the runtime are imported."""
+    import subprocess
+    import sys
+    code = f"""
+import sys
+from edgenn.converters import source
+from edgenn.demo import DEMO_MODEL
+from edgenn.graph import format as enn
+from edgenn.graph.infer import infer
+graph = source.load(DEMO_MODEL)
+infer(graph, {{"image": (2, 1, 8, 8)}})
+enn.save(graph, {str(tmp_path / "m.enn")!r})
+source.load({str(tmp_path / "m.enn")!r})
+loaded = sorted(m for m in sys.modules
+                if m.startswith(("edgenn.kernels.fast", "edgenn.runtime")))
+assert not loaded, loaded
+print("ok")
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
+

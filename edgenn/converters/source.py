@@ -59,8 +59,8 @@ def load(source, optimized: bool = True, key=None) -> Graph:
     if isinstance(source, os.PathLike):
         source = os.fspath(source)
     if is_enn(source):
-        from ..oplist import load_kernels
-        load_kernels()
+        from ..oplist import load_rules
+        load_rules()
         if sealed.looks_sealed(_read_head(source)):
             return _load_sealed(source, key)
         if isinstance(source, str):

@@ -90,8 +90,8 @@ def execute(graph: Graph, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]
 
     The oracle for pass tests (outputs before == after a pass) and for the planned runtime.
     """
-    from ..oplist import load_kernels
-    load_kernels()
+    from ..oplist import load_rules
+    load_rules()
     env: dict[str, np.ndarray] = dict(graph.consts)
     env.update(feeds)
     for node in graph.nodes:

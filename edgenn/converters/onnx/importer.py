@@ -186,8 +186,8 @@ def subgraph(gproto, ctx: ConvertContext, missing: dict) -> Graph:
 
 def from_model(model: proto.Model) -> Graph:
     """Convert a loaded ModelProto. Raises UnsupportedOpError listing every gap at once."""
-    from ...oplist import load_all
-    load_all()
+    from ...oplist import load_converters
+    load_converters()
     opset = _opset(model)
     g = model.graph
     consts = _initializers(g)

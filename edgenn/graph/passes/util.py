@@ -199,8 +199,8 @@ def known_infos(graph: Graph, input_shapes: dict | None = None,
     of more than `fold_limit` elements are left uncomputed (shape and dtype only).
     """
     fold_limit = FOLD_LIMIT if fold_limit is None else fold_limit
-    from ...oplist import load_kernels
-    load_kernels()
+    from ...oplist import load_rules
+    load_rules()
     infos: dict[str, TensorInfo] = {name: TensorInfo.of(v) for name, v in graph.consts.items()}
     for v in graph.inputs:
         shape = (input_shapes or {}).get(v.name, v.shape)
