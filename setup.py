@@ -1,5 +1,10 @@
 """Build: the Cython kernels are compiled here; Numba kernels compile on first use and are
-cached on disk (EDGENN_CACHE_DIR, default ~/.cache/edgenn)."""
+cached on disk (EDGENN_CACHE_DIR, default ~/.cache/edgenn).
+
+The SIMDe-emulated twins of the kernels (the *_emu extensions) exist for the tests only:
+they are built when EDGENN_TEST_KERNELS is set ("1": with the rest, "only": alone), which
+tests/conftest.py does on demand (`python setup.py build_ext --inplace`), so an install
+compiles the runtime's kernels alone."""
 import os
 import re
 
@@ -105,6 +110,11 @@ def local_headers(source: str) -> list[str]:
                     todo.append(path)
     return sorted(found)
 
+
+TEST_KERNELS = os.environ.get("EDGENN_TEST_KERNELS", "")
+extensions = [e for e in extensions
+              if (e.name.endswith("_emu") and TEST_KERNELS)
+              or (not e.name.endswith("_emu") and TEST_KERNELS != "only")]
 
 for ext in extensions:
     ext.depends = local_headers(ext.sources[0])

@@ -22,6 +22,32 @@ def _tier_lines() -> list[str]:
             f"arm64: cross-built, under qemu (tests/test_aarch64.py)"]
 
 
+EMULATED = ("_sgemm_emu", "_qgemm_emu", "_dwc8_emu", "_convdirect_emu", "_dwrows_emu",
+            "_dwproj_emu", "_spmm_emu", "_recurrent_emu")
+
+
+def _build_emulated_kernels() -> None:
+    """The kernels' SIMDe-emulated twins (tests only: an install leaves them out) built in
+    place from the source tree, once; a build error fails the run (never a skip)."""
+    import importlib.util
+    import subprocess
+    import sys
+    missing = [m for m in EMULATED
+               if importlib.util.find_spec(f"edgenn.kernels.fast.{m}") is None]
+    if not missing:
+        return
+    root = Path(__file__).resolve().parent.parent
+    build = tempfile.mkdtemp(prefix="edgenn-emu-build-")
+    r = subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace",
+                        "--build-temp", build, "--build-lib", build], cwd=root,
+                       capture_output=True, text=True,
+                       env={**os.environ, "EDGENN_TEST_KERNELS": "only"})
+    if r.returncode:
+        raise RuntimeError(f"building the emulated kernels {missing} failed:\n"
+                           f"{r.stdout[-2000:]}\n{r.stderr[-4000:]}")
+    importlib.invalidate_caches()
+
+
 def pytest_configure(config):
     """Every test session starts from the same tuning state: an empty tuning cache of its
     own (not the user's ~/.cache/edgenn) and tune="cached", so a kernel choice never
@@ -31,6 +57,7 @@ def pytest_configure(config):
     config._edgenn_cache = tempfile.mkdtemp(prefix="edgenn-test-cache-")
     os.environ["EDGENN_CACHE_DIR"] = config._edgenn_cache
     os.environ["EDGENN_TUNE"] = "cached"
+    _build_emulated_kernels()
 
 
 def pytest_unconfigure(config):
