@@ -3,9 +3,10 @@ a low-priority thread times the candidates that plan guessed, then swaps the tun
 
 The swap replaces the session's plan table (a new dict), never a plan in place: a call
 reads the table once and runs the plan it found to its end, so every result is some
-complete plan's. The tuner times only while a core is free of the session's calls
-(`Activity`), and a measurement during which the calls took every core is taken again,
-since its times would be the contention's, not the kernels'.
+complete plan's. The tuner times in the session's idle time only (`Gate`): a round of
+timing starts when no call is in flight, and one a call overlapped is dropped, so the
+calls are never slowed for long (at most by the round that was running when they came)
+and the times kept are the kernels' own.
 """
 from __future__ import annotations
 
@@ -17,8 +18,7 @@ import weakref
 
 _STOP = threading.Event()           # set at interpreter exit: tuners stop between timings
 atexit.register(_STOP.set)
-RETRIES = 5                          # a measurement disturbed this often is used, not cached
-ON_CPU = 0.9                         # a clean measurement ran on a core this share of its time
+ON_CPU = 0.9                         # an undisturbed round ran on a core this share of its time
 
 
 def cores() -> int:
@@ -29,61 +29,89 @@ def cores() -> int:
 
 
 class Activity:
-    """The session's calls in flight, for the background tuner: how many run now, and a
-    count of the moments they took every core (`crowded`), read before and after a
-    measurement to tell whether it ran beside them."""
+    """The session's calls in flight, for the background tuner: how many run now and how
+    many have started (read before and after a round of timing to tell whether a call
+    ran beside it)."""
 
-    def __init__(self, threads_per_call: int):
+    def __init__(self):
         self.lock = threading.Lock()
         self.active = 0
-        self.crowded = 0
-        self.threads_per_call = threads_per_call
-        self.capacity = cores()
+        self.started = 0
 
     def enter(self) -> None:
         with self.lock:
             self.active += 1
-            if self.active * self.threads_per_call >= self.capacity:
-                self.crowded += 1
+            self.started += 1
 
     def exit(self) -> None:
         with self.lock:
             self.active -= 1
 
-    def busy(self, tuner_threads: int) -> bool:
-        return self.active * self.threads_per_call + tuner_threads > self.capacity
+
+_current = threading.local()        # the Gate of the background tuning on this thread
 
 
 class Gate:
-    """What a background Tuner measures through (select.Tuner.gate): wait for a free
-    core, measure, measure again if the session's calls crowded the cores meanwhile or
-    the tuner's thread did not have its core (other processes: it runs at the lowest
-    priority, so then its times are the machine's load, not the kernels'). `clean`: the
-    last measurement was neither, so it may be cached."""
+    """What a background Tuner measures through (select.Tuner.gate). The tuner times
+    only while the session is idle: each round of a timing loop (round_start /
+    round_clean) first waits until no call is in flight, and a round during which a call
+    started, or the tuner's thread did not have its core (other processes: it runs at
+    the lowest priority), is dropped, since its times are not the kernels'. `clean`: the
+    last measurement got enough undisturbed rounds to be cached."""
 
-    def __init__(self, activity: Activity, threads: int):
-        self.activity, self.threads = activity, threads
-        self.clean = False
-        self.measuring_s = 0.0           # the last call's time in measure(), waits excluded
+    def __init__(self, activity: Activity):
+        self.activity = activity
+        self.clean = True
+        self.measuring_s = 0.0           # the last measurement's time, waits excluded
+        self._waited = 0.0
 
     def measure(self, measure):
-        self.measuring_s = 0.0
-        for _ in range(RETRIES):
-            while self.activity.busy(self.threads) and not _STOP.is_set():
-                time.sleep(0.002)
-            if _STOP.is_set():
-                raise Stopped
-            before = self.activity.crowded
-            wall, cpu = time.perf_counter(), time.thread_time()
-            result = measure()
-            took = time.perf_counter() - wall
-            self.measuring_s += took
-            had_core = time.thread_time() - cpu >= ON_CPU * took
-            self.clean = had_core and self.activity.crowded == before and \
-                not self.activity.busy(self.threads)
-            if self.clean:
-                return result
-        return result
+        _current.gate = self
+        self.clean, self._waited = True, 0.0
+        t0 = time.perf_counter()
+        try:
+            self._wait_idle()
+            return measure()
+        finally:
+            self.measuring_s = time.perf_counter() - t0 - self._waited
+            _current.gate = None
+
+    def _wait_idle(self) -> None:
+        t0 = time.perf_counter()
+        while self.activity.active and not _STOP.is_set():
+            time.sleep(0.002)
+        if _STOP.is_set():
+            raise Stopped
+        self._waited += time.perf_counter() - t0
+
+    def round_start(self):
+        self._wait_idle()
+        return self.activity.started, time.perf_counter(), time.thread_time()
+
+    def round_clean(self, token) -> bool:
+        started, wall, cpu = token
+        took = time.perf_counter() - wall
+        return self.activity.started == started and \
+            time.thread_time() - cpu >= ON_CPU * took
+
+
+def round_start():
+    """Before a round of a timing loop: on a background tuner's thread, wait until the
+    session is idle; -> a token for round_clean (None elsewhere)."""
+    gate = getattr(_current, "gate", None)
+    return None if gate is None else (gate, gate.round_start())
+
+
+def round_clean(token) -> bool:
+    """After the round: whether its times may be kept (always, outside the background)."""
+    return token is None or token[0].round_clean(token[1])
+
+
+def not_enough_clean_rounds() -> None:
+    """A timing loop kept too few undisturbed rounds: its result is used, not cached."""
+    gate = getattr(_current, "gate", None)
+    if gate is not None:
+        gate.clean = False
 
 
 class Stopped(BaseException):
@@ -138,7 +166,7 @@ class BackgroundTuning:
             session = self._session()
             if session is None:
                 continue
-            gate = Gate(session._activity, session.threads)
+            gate = Gate(session._activity)
             del session                  # the session may go while its plan is timed
             try:
                 plan = build(gate)

@@ -26,7 +26,7 @@ from ..graph.ir import Node
 from ..extras import have
 from ..registry import KERNELS, REFERENCE
 from ..kernels import isa, scratch
-from . import costmodel, tunecache
+from . import background, costmodel, tunecache
 
 TUNE_MODES = ("background", "off", "cached", "full")
 # the Tuner's mode for a background session's first plan: cached choices where the cache
@@ -35,6 +35,7 @@ FIRST = "first"
 CHECK_RTOL = 1e-4          # a candidate must match the reference this closely to be timed
 COST_PRUNE = 4.0           # drop candidates the cost model says are 4x worse than the best
 MIN_REPEATS, MAX_REPEATS, TIME_PER_CANDIDATE = 3, 15, 0.05  # seconds
+ROUND_ATTEMPTS = 4         # background tuning: rounds tried per round kept, at most
 # an approximate candidate (lsb_tolerance > 0: an int8 layer computed in fp32) is bound only
 # when it is this much faster than the fastest exact one: it may land outputs a step away
 # (steps that add up over a model), and its timing alone, in a warm loop, hides what its
@@ -353,15 +354,26 @@ def _time_round_robin(runs: dict, inputs, outputs, threads: int = 1) -> dict:
         wake = _sgemm.wake_threads
     samples = {name: [] for name in runs}
     deadline = time.perf_counter() + TIME_PER_CANDIDATE * len(runs)
-    for rnd in range(MAX_REPEATS):
-        if rnd >= MIN_REPEATS and time.perf_counter() > deadline:
+    rounds, this = 0, {}
+    for _attempt in range(ROUND_ATTEMPTS * MAX_REPEATS):  # background: disturbed rounds dropped
+        if rounds >= MAX_REPEATS or rounds >= MIN_REPEATS and time.perf_counter() > deadline:
             break
+        token = background.round_start()
+        this = {}
         for name, run in runs.items():
             if wake is not None:
                 wake(threads)
             t0 = time.perf_counter()
             run(inputs, outputs)
-            samples[name].append(time.perf_counter() - t0)
+            this[name] = time.perf_counter() - t0
+        if background.round_clean(token):
+            rounds += 1
+            for name, t in this.items():
+                samples[name].append(t)
+    if rounds < MIN_REPEATS:
+        background.not_enough_clean_rounds()
+        for name, t in this.items():      # at least one sample each, disturbed or not
+            samples[name] = samples[name] or [t]
     return {name: float(np.median(s)) for name, s in samples.items()}
 
 

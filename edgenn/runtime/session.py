@@ -11,6 +11,7 @@ from ..errors import InputError
 from ..graph.ir import Graph
 from . import limits
 from . import threads as thread_control
+from . import background
 from .background import Activity, BackgroundTuning
 from .plan import Plan, build
 from . import select
@@ -77,7 +78,7 @@ class InferenceSession:
         self._plans: dict[tuple, Plan] = {}
         self._uses = 0
         self._planning = threading.Lock()     # one plan per input shapes, built once
-        self._activity = Activity(self.threads)   # calls in flight (the background tuner's)
+        self._activity = Activity()           # calls in flight (the background tuner's)
         self._background = BackgroundTuning(self)
         self._inputs = {v.name: v for v in self.graph.inputs}
         self._dtypes = {v.name: _np_dtype(v.dtype) for v in self.graph.inputs}
@@ -320,6 +321,7 @@ def _time_plans(plans: dict[str, Plan], threads: int,
     for r in range(rounds[1]):
         if r >= rounds[0] and time.perf_counter() - start > PLAN_TIMING_S:
             break
+        background.round_start()   # a background tuner's round waits for an idle session
         for pool, (plan, feeds, names) in args.items():
             _run(plan, threads, feeds, names)
             t0 = time.perf_counter()
