@@ -65,7 +65,6 @@ def active_tier() -> str:
 
 def tiers() -> tuple[str, ...]:
     """Every tier the kernels may use here, lowest first (always starts with scalar)."""
-    cap()
     return _tiers()
 
 

@@ -51,10 +51,10 @@ class InferenceSession:
     input_shapes: {name: shape} binds dynamic dims now (otherwise at the first run).
     reference: run every node on its plain NumPy reference kernel (or EDGENN_REFERENCE=1).
     tune: "background" (default) | "off" | "cached" | "full", or EDGENN_TUNE: how kernels
-        are chosen (runtime/select.py). "background": ready at once on cached or untimed
-        choices, the untimed ones timed on a free core and the tuned plan swapped in
-        between calls (`wait_tuned()` waits for it). `progress(done, total)` is called
-        while planning.
+        are chosen (runtime/select.py). "background": ready at once on cached choices
+        or the cost model's, those timed in the session's idle time and the tuned plan
+        swapped in between calls (`wait_tuned()` waits for it). `progress(done, total)`
+        is called while planning.
     max_memory: bytes (or "2G") a plan may use: every tensor and one run's memory are
         checked before allocation (runtime/limits.py; default half the machine's memory).
     """
