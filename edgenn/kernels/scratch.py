@@ -93,12 +93,18 @@ def collect():
             outer.extend(mine)
 
 
-@contextmanager
-def active(token, arrays: list):
-    """Handles of `token` (a plan) resolve to `arrays` (one context's) inside the block."""
-    prev = getattr(_tls, "context", None)
-    _tls.context = (token, arrays)
-    try:
-        yield
-    finally:
-        _tls.context = prev
+class active:
+    """Handles of `token` (a plan) resolve to `arrays` (one context's) inside the block
+    (a class, not a generator: it is entered on every run of a plan)."""
+
+    __slots__ = ("context", "prev")
+
+    def __init__(self, token, arrays: list):
+        self.context = (token, arrays)
+
+    def __enter__(self):
+        self.prev = getattr(_tls, "context", None)
+        _tls.context = self.context
+
+    def __exit__(self, *exc):
+        _tls.context = self.prev

@@ -82,6 +82,8 @@ class InferenceSession:
         self._background = BackgroundTuning(self)
         self._inputs = {v.name: v for v in self.graph.inputs}
         self._dtypes = {v.name: _np_dtype(v.dtype) for v in self.graph.inputs}
+        self._output_names = [v.name for v in self.graph.outputs]
+        self._checked_shapes: dict[str, tuple] = {}   # input -> last shape found valid
         shapes = {v.name: tuple(v.shape) for v in self.graph.inputs}
         for name, shape in (input_shapes or {}).items():
             shapes[name] = self._check_shape(name, tuple(int(d) for d in shape))
@@ -218,7 +220,7 @@ class InferenceSession:
         return plan
 
     def _check_outputs(self, output_names) -> list[str]:
-        known = [v.name for v in self.graph.outputs]
+        known = self._output_names
         if output_names is None:
             return known
         if isinstance(output_names, str):
@@ -231,9 +233,9 @@ class InferenceSession:
     def _check_feeds(self, input_feed: dict) -> list[np.ndarray]:
         if not isinstance(input_feed, dict):
             raise InputError("inputs must be a dict {input name: array}")
-        unknown = [k for k in input_feed if k not in self._inputs]
-        missing = [k for k in self._inputs if k not in input_feed]
-        if unknown or missing:
+        if input_feed.keys() != self._inputs.keys():
+            unknown = [k for k in input_feed if k not in self._inputs]
+            missing = [k for k in self._inputs if k not in input_feed]
             expected = ", ".join(f"{v.name} {v.dtype}{list(v.shape)}" for v in self.graph.inputs)
             raise InputError(f"unknown input(s) {unknown}, missing input(s) {missing}; "
                              f"the model expects: {expected}")
@@ -245,7 +247,8 @@ class InferenceSession:
             want = self._dtypes[v.name]
             if x.dtype != want if want is not None else x.dtype.name != v.dtype:
                 raise InputError(f"input {v.name!r} must be {v.dtype}, got {x.dtype.name}")
-            self._check_shape(v.name, x.shape)
+            if self._checked_shapes.get(v.name) != x.shape:     # the same shape as last time
+                self._checked_shapes[v.name] = self._check_shape(v.name, x.shape)
             feeds.append(x)
         return feeds
 
