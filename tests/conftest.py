@@ -57,6 +57,9 @@ def pytest_configure(config):
     config._edgenn_cache = tempfile.mkdtemp(prefix="edgenn-test-cache-")
     os.environ["EDGENN_CACHE_DIR"] = config._edgenn_cache
     os.environ["EDGENN_TUNE"] = "cached"
+    # every load converts afresh (a test may patch a pass or a converter and reload a file):
+    # the cache of converted graphs has its own tests (tests/test_graph_cache.py)
+    os.environ["EDGENN_GRAPH_CACHE"] = "0"
     _build_emulated_kernels()
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 from ..errors import ModelFormatError, ModelNotFoundError
+from . import graph_cache
 from ..graph import format as enn
 from ..graph import sealed
 from ..graph.ir import Graph
@@ -66,8 +67,17 @@ def load(source, optimized: bool = True, key=None) -> Graph:
         if isinstance(source, str):
             return enn.load(source)
         return enn.from_buffer(bytes(source))
+    if optimized and isinstance(source, str):     # converted before: its optimized graph
+        graph = graph_cache.lookup(source)
+        if graph is not None:
+            return graph
     graph = _import_tflite(source) if is_tflite(source) else _import_onnx(source)
-    return optimize(graph) if optimized else graph
+    if not optimized:
+        return graph
+    graph = optimize(graph)
+    if isinstance(source, str):
+        graph_cache.store(source, graph)
+    return graph
 
 
 def _import_onnx(source) -> Graph:
