@@ -18,6 +18,7 @@ import glob
 import hashlib
 import os
 
+from .. import cachedir
 from ..errors import EdgennError
 from ..graph import format as enn
 from ..graph.ir import Graph
@@ -31,9 +32,7 @@ def enabled() -> bool:
 
 
 def _dir() -> str:
-    base = os.environ.get("EDGENN_CACHE_DIR",
-                          os.path.join(os.path.expanduser("~"), ".cache", "edgenn"))
-    return os.path.join(base, "graphs")
+    return os.path.join(cachedir.base(), "graphs")
 
 
 @functools.lru_cache(maxsize=1)

@@ -19,14 +19,14 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from .. import cachedir
+
 _lock = threading.Lock()
 _loaded: dict[str, dict] = {}
 
 
 def cache_dir() -> str:
-    base = os.environ.get("EDGENN_CACHE_DIR",
-                          os.path.join(os.path.expanduser("~"), ".cache", "edgenn"))
-    return os.path.join(base, "tune")
+    return os.path.join(cachedir.base(), "tune")
 
 
 @functools.lru_cache(maxsize=1)
