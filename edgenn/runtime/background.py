@@ -21,13 +21,6 @@ atexit.register(_STOP.set)
 ON_CPU = 0.9                         # an undisturbed round ran on a core this share of its time
 
 
-def cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
 class Activity:
     """The session's calls in flight, for the background tuner: how many run now and how
     many have started (read before and after a round of timing to tell whether a call
@@ -167,12 +160,12 @@ class BackgroundTuning:
             if session is None:
                 continue
             gate = Gate(session._activity)
-            del session                  # the session may go while its plan is timed
+            del session
             try:
                 plan = build(gate)
             except Stopped:
                 continue
-            except Exception as exc:  # noqa: BLE001 - the first plan stays; said on wait
+            except Exception as exc:  # noqa: BLE001 - the first plan stays, the error is kept
                 self.errors.append(f"{type(exc).__name__}: {exc}")
                 continue
             session = self._session()
