@@ -22,6 +22,7 @@ from threadpoolctl import threadpool_limits
 from edgenn.graph.infer import infer_node
 from edgenn.graph.ir import Node
 from edgenn.kernels import isa
+from edgenn.kernels.fast import _sgemm
 from edgenn.oplist import load_kernels
 from edgenn.registry import KERNELS, TensorInfo
 
@@ -108,7 +109,7 @@ def candidates(layer):
         if spec.name.startswith("qconv_") and spec.supports(node, ins, outs):
             fns["int8:" + spec.name] = _runner(spec, node, ins, outs, inputs)
     fnode, fins, fouts, finputs = fp32_case(*geom)
-    wanted = ("conv_sgemm", "winograd_f43", "winograd_f23", "depthwise_c8")
+    wanted = ("conv_" + _sgemm.best_row(), "winograd_f43", "winograd_f23", "depthwise_c8")
     for spec in KERNELS["Conv"]:
         if spec.name in wanted and spec.supports(fnode, fins, fouts):
             fns["fp32:" + spec.name] = _runner(spec, fnode, fins, fouts, finputs)

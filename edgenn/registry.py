@@ -71,6 +71,11 @@ class KernelSpec:
     # (runtime/session.py's "omp-rows" plan): "rows" = bands of output rows, all channels
     # each; "" = any other way, or one thread
     thread_split: str = ""
+    # the kernel table it was made from (a row of `family`, e.g. "sgemm"); a `fallback`
+    # spec (the table's portable row) is offered only where no other spec of its op and
+    # family runs: it is never faster than a SIMD row, so the tuner need not time it
+    family: str = ""
+    fallback: bool = False
 
 
 def _register(table: dict, ops: tuple[str, ...], fn: Callable) -> Callable:
@@ -95,13 +100,14 @@ def converter(*ops: str):
 
 def kernel(op: str, name: str, supports: Callable | None = None, cost: Callable | None = None,
            lsb_tolerance: int = 0, pool: str | None = None, isa: str = "", priority: int = 0,
-           requires: tuple[str, ...] = (), thread_split: str = ""):
+           requires: tuple[str, ...] = (), thread_split: str = "", family: str = "",
+           fallback: bool = False):
     """Register `prepare` as one implementation of `op` (see KernelSpec); pool defaults to
     "omp" for a name ending in _mt, else "own"."""
     def deco(prepare: Callable) -> Callable:
         spec = KernelSpec(op, name, prepare, supports or (lambda node, ins, outs: True), cost,
                           lsb_tolerance, pool or ("omp" if name.endswith("_mt") else "own"),
-                          isa, priority, tuple(requires), thread_split)
+                          isa, priority, tuple(requires), thread_split, family, fallback)
         KERNELS.setdefault(op, []).append(spec)
         return prepare
     return deco

@@ -28,15 +28,25 @@ EMULATED = ("_sgemm_emu", "_qgemm_emu", "_dwc8_emu", "_convdirect_emu", "_dwrows
 
 def _build_emulated_kernels() -> None:
     """The kernels' SIMDe-emulated twins (tests only: an install leaves them out) built in
-    place from the source tree, once; a build error fails the run (never a skip)."""
+    place from the source tree when missing or older than a kernel source; a build error
+    fails the run (never a skip)."""
     import importlib.util
     import subprocess
     import sys
-    missing = [m for m in EMULATED
-               if importlib.util.find_spec(f"edgenn.kernels.fast.{m}") is None]
+    root = Path(__file__).resolve().parent.parent
+    fast = root / "edgenn" / "kernels" / "fast"
+    newest = max(f.stat().st_mtime for pattern in ("*.h", "*.pyx", "*.pxi")
+                 for f in fast.glob(pattern))
+    missing = []
+    for m in EMULATED:
+        spec = importlib.util.find_spec(f"edgenn.kernels.fast.{m}")
+        if spec is None:
+            missing.append(m)
+        elif os.path.getmtime(spec.origin) < newest:   # stale: rebuilt from the sources
+            os.remove(spec.origin)
+            missing.append(m)
     if not missing:
         return
-    root = Path(__file__).resolve().parent.parent
     build = tempfile.mkdtemp(prefix="edgenn-emu-build-")
     r = subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace",
                         "--build-temp", build, "--build-lib", build], cwd=root,

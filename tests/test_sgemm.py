@@ -1,8 +1,9 @@
 """edgenn's packed sgemm (kernels/fast/_sgemm.pyx + sgemm.h) against float64 matmul:
 exact results on integer data, tails around the 6 x 16 micro-tile and the K blocks, both
 operand layouts (constant A packed / constant B packed), B read in place, implicit im2col,
-every epilogue, on every tier the CPU has: portable C, AVX2 (6 x 16), AVX-512F (12 x 32),
-and on the AVX2 / AVX-512F kernels built on SIMDe (emulated, any CPU)."""
+every epilogue, on every row of the family's table (sgemm_table.h) this CPU runs, and
+on every SIMD row again built on SIMDe (emulated, any CPU): a row added to the table is
+tested here with no edit."""
 import itertools
 
 import numpy as np
@@ -12,26 +13,32 @@ from edgenn.kernels.fast import _sgemm as sg
 from edgenn.kernels.fast import _sgemm_emu
 from edgenn.kernels.reference.nn import apply_activation
 
-# the tiers this CPU runs natively (the portable C always), and the SIMD tiers again
-# through SIMDe (_sgemm_emu: any CPU, so AVX2-only machines check the AVX-512F kernel too)
-PATHS = ["scalar"] + ["avx2"] * sg.HAVE_AVX2 + ["avx512"] * sg.HAVE_AVX512 + \
-    ["avx2-emulated", "avx512-emulated"]
+# the rows this CPU runs natively (the path one always), and the SIMD rows again
+# through SIMDe (_sgemm_emu: any CPU, so AVX2-only machines check the AVX-512F row too)
+EMULATED = "-emulated"
+PATHS = [r.name for r in sg.rows()] + \
+    [r.name + EMULATED for r in _sgemm_emu.rows() if r.isa != "scalar"]
 
 
-def _modes(tier):
-    """The operand layouts a tier runs: constant A or B packed, B read in place, and on
-    the AVX-512F tier the rows mode (W^T packed, pixels broadcast: sg_gemm_rows_avx512)."""
-    return ["A", "B", "direct"] + ["rows"] * tier.startswith("avx512")
+def _lib(path):
+    """-> (the module that builds this path's row, the row's name)."""
+    if path.endswith(EMULATED):
+        return _sgemm_emu, path[:-len(EMULATED)]
+    return sg, path
 
 
-MODE_TIERS = [(mode, tier) for tier in PATHS for mode in _modes(tier)]
+def _has_rows_mode(path):
+    lib, row = _lib(path)
+    return lib.ROWS[lib.row_index(row)].rows_mode
 
 
-def _lib(tier):
-    """-> (the module that builds this tier, its isa name)."""
-    if tier.endswith("-emulated"):
-        return _sgemm_emu, tier[:-len("-emulated")]
-    return sg, tier
+def _modes(path):
+    """The operand layouts a row runs: constant A or B packed, B read in place, and where
+    the row has it the rows mode (W^T packed, pixels broadcast)."""
+    return ["A", "B", "direct"] + ["rows"] * _has_rows_mode(path)
+
+
+MODE_TIERS = [(mode, path) for path in PATHS for mode in _modes(path)]
 ACTS = [("", []), ("Relu", []), ("Clip", [-0.5, 0.7]), ("HardSwish", []),
         ("HardSigmoid", [0.2, 0.5]), ("Sigmoid", []), ("SiLU", []), ("LeakyRelu", [0.1]),
         ("Gelu", []), ("PRelu", None)]   # PRelu: one slope per row (a conv's channel)
@@ -53,44 +60,44 @@ def _check(got, a, b, what):
     assert err <= 1e-5, (what, err)
 
 
-def _run(mode, a, b, tier, bias_row=None, bias_col=None, z=None, act="",
+def _run(mode, a, b, path, bias_row=None, bias_col=None, z=None, act="",
          params=()):
     """out = act(a @ b + bias + z) through SGemm with `mode` in {A, B, direct, rows}."""
     m, k = a.shape
     n = b.shape[1]
-    lib, isa = _lib(tier)
+    lib, row = _lib(path)
     if mode == "rows":
         g = lib.SGemm(m, n, k, packed_wt=lib.pack_b(np.ascontiguousarray(a.T)),
-                      bias_row=bias_row, bias_col=bias_col, act=act, params=params, isa=isa)
+                      bias_row=bias_row, bias_col=bias_col, act=act, params=params, row=row)
         src = b
     elif mode == "B":
         g = lib.SGemm(m, n, k, packed_b=lib.pack_b(b), bias_row=bias_row, bias_col=bias_col,
-                      act=act, params=params, isa=isa)
+                      act=act, params=params, row=row)
         src = a
     else:
         g = lib.SGemm(m, n, k, packed_a=lib.pack_a(a), bias_row=bias_row, bias_col=bias_col,
-                      act=act, params=params, isa=isa,
+                      act=act, params=params, row=row,
                      direct_b=mode == "direct")
         src = b
-    assert g.simd == ("portable" if isa == "scalar" else isa)
+    assert g.row_name == row
     out = np.full((m, n), np.nan, np.float32)
     g.run(src, out, z)
     return out
 
 
-@pytest.mark.parametrize("mode,portable", MODE_TIERS)
-def test_exact_on_small_integers(mode, portable):
+@pytest.mark.parametrize("mode,path", MODE_TIERS)
+def test_exact_on_small_integers(mode, path):
     # products and sums of small integers are exact in fp32: any packing slip shows
     rng = np.random.default_rng(0)
     for m, n, k in [(1, 1, 1), (7, 17, 5), (13, 33, 400), (65, 31, 900)]:
         a = rng.integers(-3, 4, (m, k)).astype(np.float32)
         b = rng.integers(-3, 4, (k, n)).astype(np.float32)
         want = (a.astype(np.int64) @ b.astype(np.int64)).astype(np.float32)
-        assert np.array_equal(_run(mode, a, b, portable), want), (m, n, k)
+        assert np.array_equal(_run(mode, a, b, path), want), (m, n, k)
 
 
-@pytest.mark.parametrize("mode,portable", MODE_TIERS)
-def test_tails_around_the_tile(mode, portable):
+@pytest.mark.parametrize("mode,path", MODE_TIERS)
+def test_tails_around_the_tile(mode, path):
     rng = np.random.default_rng(1)
     shapes = [(m, n, k) for m, n in itertools.product(TAILS, TAILS)
               for k in (rng.choice(TAILS),)]
@@ -98,26 +105,26 @@ def test_tails_around_the_tile(mode, portable):
     for m, n, k in shapes:
         a = rng.standard_normal((m, k)).astype(np.float32)
         b = rng.standard_normal((k, n)).astype(np.float32)
-        _check(_run(mode, a, b, portable), a, b, (m, n, k))
+        _check(_run(mode, a, b, path), a, b, (m, n, k))
 
 
-@pytest.mark.parametrize("portable", PATHS)
-def test_large(portable):
+@pytest.mark.parametrize("path", PATHS)
+def test_large(path):
     rng = np.random.default_rng(2)
     for m, n, k in [(64, 3136, 576), (512, 49, 4608), (130, 1000, 700)]:
         a = rng.standard_normal((m, k)).astype(np.float32)
         b = rng.standard_normal((k, n)).astype(np.float32)
-        for mode in _modes(portable):
-            _check(_run(mode, a, b, portable), a, b, (mode, m, n, k))
+        for mode in _modes(path):
+            _check(_run(mode, a, b, path), a, b, (mode, m, n, k))
 
 
-@pytest.mark.parametrize("portable", PATHS)
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("act,params", ACTS)
-def test_every_epilogue(act, params, portable):
+def test_every_epilogue(act, params, path):
     rng = np.random.default_rng(3)
     for (m, n, k), mode in itertools.product([(6, 16, 8), (13, 37, 20), (20, 50, 700),
                                               (40, 49, 64), (1, 70, 700), (2, 37, 20)],
-                                             _modes(portable)):
+                                             _modes(path)):
         a = (rng.standard_normal((m, k)) / np.sqrt(k) * 3).astype(np.float32)
         b = rng.standard_normal((k, n)).astype(np.float32)
         br = rng.standard_normal(m).astype(np.float32)
@@ -130,7 +137,7 @@ def test_every_epilogue(act, params, portable):
             params, want = list(slopes), np.where(y >= 0, y, y * slopes[:, None])
         else:
             want = apply_activation(y, act, params)
-        got = _run(mode, a, b, portable, bias_row=br, bias_col=bc, z=z, act=act,
+        got = _run(mode, a, b, path, bias_row=br, bias_col=bc, z=z, act=act,
                    params=params)
         assert _rel(got, want) <= 1e-5, (act, mode, m, n, k)
 
@@ -141,8 +148,8 @@ def test_activation_extremes():
                  np.float32)
     m, n = 1, x.size
     for act in ("Sigmoid", "SiLU", "Gelu"):
-        for portable in PATHS:
-            got = _run("A", np.ones((1, 1), np.float32), x.reshape(1, n), portable, act=act)
+        for path in PATHS:
+            got = _run("A", np.ones((1, 1), np.float32), x.reshape(1, n), path, act=act)
             want = apply_activation(x.astype(np.float64), act, [])
             assert np.all(np.isfinite(got))
             assert np.allclose(got.ravel(), want, rtol=1e-5, atol=1e-6), (act, got, want)
@@ -163,8 +170,8 @@ def _conv_ref(x, w, s, p, d):
     return y.reshape(m, oh * ow), oh, ow
 
 
-@pytest.mark.parametrize("portable", PATHS)
-def test_implicit_im2col(portable):
+@pytest.mark.parametrize("path", PATHS)
+def test_implicit_im2col(path):
     rng = np.random.default_rng(4)
     for c, h, wd, m, k, s, p, d in [(3, 17, 13, 8, 3, 1, 1, 1), (5, 9, 9, 7, 3, 2, 1, 1),
                                     (16, 9, 7, 12, 1, 2, 0, 1), (4, 12, 11, 4, 3, 1, 2, 2),
@@ -173,12 +180,12 @@ def test_implicit_im2col(portable):
         x = rng.standard_normal((c, h, wd)).astype(np.float32)
         w = rng.standard_normal((m, c, k, k)).astype(np.float32)
         want, oh, ow = _conv_ref(x, w, s, p, d)
-        lib, isa = _lib(portable)
+        lib, row = _lib(path)
         geom = (c, h, wd, k, k, s, s, p, p, d, d, oh, ow)
         wm = w.reshape(m, -1)
-        gs = [lib.SGemm(m, oh * ow, c * k * k, packed_a=lib.pack_a(wm), conv=geom, isa=isa)]
-        if "rows" in _modes(portable):   # the rows mode on the explicit im2col
-            gs.append(lib.SGemm(m, oh * ow, c * k * k, conv=geom, isa=isa,
+        gs = [lib.SGemm(m, oh * ow, c * k * k, packed_a=lib.pack_a(wm), conv=geom, row=row)]
+        if "rows" in _modes(path):   # the rows mode on the explicit im2col
+            gs.append(lib.SGemm(m, oh * ow, c * k * k, conv=geom, row=row,
                                 packed_wt=lib.pack_b(np.ascontiguousarray(wm.T))))
         for g in gs:
             got = np.full((m, oh * ow), np.nan, np.float32)
@@ -186,27 +193,27 @@ def test_implicit_im2col(portable):
             assert _rel(got, want) <= 1e-5, (c, h, wd, m, k, s, p, d)
 
 
-@pytest.mark.parametrize("tier", PATHS)
-def test_strided_operands(tier):
+@pytest.mark.parametrize("path", PATHS)
+def test_strided_operands(path):
     # transposed / strided views of the per-call operand are packed correctly
     rng = np.random.default_rng(5)
     a = rng.standard_normal((40, 23)).astype(np.float32)
     b = rng.standard_normal((23, 37)).astype(np.float32)
     want = a.astype(np.float64) @ b
     at = np.ascontiguousarray(a.T).T          # column-major view of a
-    assert _rel(_run("B", at, b, tier), want) <= 1e-5
+    assert _rel(_run("B", at, b, path), want) <= 1e-5
     wide = np.zeros((40, 30), np.float32)
     wide[:, 3:26] = a                         # rows 30 floats apart, 23 of them read
-    assert _rel(_run("B", wide[:, 3:26], b, tier), want) <= 1e-5
+    assert _rel(_run("B", wide[:, 3:26], b, path), want) <= 1e-5
     bt = np.ascontiguousarray(b.T).T
-    assert _rel(_run("A", a, bt, tier), want) <= 1e-5
-    assert _rel(_run("A", a, b[:, ::1], tier), want) <= 1e-5
-    for mode in _modes(tier)[3:]:     # rows mode: a strided B is copied, then read in place
-        assert _rel(_run(mode, a, bt, tier), want) <= 1e-5
+    assert _rel(_run("A", a, bt, path), want) <= 1e-5
+    assert _rel(_run("A", a, b[:, ::1], path), want) <= 1e-5
+    for mode in _modes(path)[3:]:     # rows mode: a strided B is copied, then read in place
+        assert _rel(_run(mode, a, bt, path), want) <= 1e-5
 
 
-@pytest.mark.parametrize("tier", PATHS)
-def test_read_only_constants(tier):
+@pytest.mark.parametrize("path", PATHS)
+def test_read_only_constants(path):
     # plan-time constants (weights, bias) arrive read-only
     rng = np.random.default_rng(6)
     a = rng.standard_normal((9, 20)).astype(np.float32)
@@ -216,8 +223,8 @@ def test_read_only_constants(tier):
     for arr in (a, b, br, bc):
         arr.flags.writeable = False
     want = a.astype(np.float64) @ b + br[:, None] + bc
-    for mode in _modes(tier):
-        got = _run(mode, a, b, tier, bias_row=br, bias_col=bc)
+    for mode in _modes(path):
+        got = _run(mode, a, b, path, bias_row=br, bias_col=bc)
         assert _rel(got, want) <= 1e-5, mode
 
 
@@ -227,7 +234,7 @@ def test_pointwise_conv_across_column_chunks(chunk):
     from edgenn.graph.infer import infer_node
     from edgenn.graph.ir import Node
     from edgenn.registry import KERNELS, REFERENCE, TensorInfo
-    spec = next(s for s in KERNELS["Conv"] if s.name == "conv_sgemm")
+    spec = next(s for s in KERNELS["Conv"] if s.name == "conv_" + sg.rows()[-1].name)
     rng = np.random.default_rng(3)
     try:
         sg.set_direct_chunk(chunk)
@@ -275,15 +282,15 @@ def test_threaded_columns_match_one_thread(threads):
         np.testing.assert_array_equal(outs[0], outs[1])
 
 
-@pytest.mark.parametrize("tier", PATHS)
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("threads", [2, 3])
-def test_threads_split_whole_panels_evenly(tier, threads):
+def test_threads_split_whole_panels_evenly(path, threads):
     """Threads take balanced runs of 16-wide panels (channels in the rows mode, columns
     otherwise), ragged last panels and shares that start mid-pair included: bit for bit one
-    thread's result, on every tier this CPU runs and on the emulated ones."""
+    thread's result, on every row this CPU runs and on the emulated ones."""
     rng = np.random.default_rng(9)
-    lib, isa = _lib(tier)
-    rows_mode = "rows" in _modes(tier)
+    lib, row = _lib(path)
+    rows_mode = "rows" in _modes(path)
     for m, k, n in [(96, 64, 196), (160, 48, 49), (48, 40, 49), (200, 33, 30), (64, 8, 67)]:
         w = rng.standard_normal((m, k)).astype(np.float32)
         b = rng.standard_normal((k, n)).astype(np.float32)
@@ -293,10 +300,10 @@ def test_threads_split_whole_panels_evenly(tier, threads):
             for t in (1, threads):
                 if mode == "rows":
                     g = lib.SGemm(m, n, k, packed_wt=lib.pack_b(np.ascontiguousarray(w.T)),
-                                  bias_row=bias, act="Relu", threads=t, isa=isa)
+                                  bias_row=bias, act="Relu", threads=t, row=row)
                 else:
                     g = lib.SGemm(m, n, k, packed_a=lib.pack_a(w), bias_row=bias, act="Relu",
-                                  direct_b=True, threads=t, isa=isa)
+                                  direct_b=True, threads=t, row=row)
                 out = np.full((m, n), np.nan, np.float32)
                 g.run_images(b.reshape(1, k, 1, n), out.reshape(1, m, 1, n))
                 outs.append(out)
@@ -304,13 +311,13 @@ def test_threads_split_whole_panels_evenly(tier, threads):
             assert _rel(outs[0], np.maximum(w.astype(np.float64) @ b + bias[:, None], 0)) <= 1e-5
 
 
-@pytest.mark.parametrize("tier", PATHS)
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("threads", [2, 3])
-def test_threads_over_a_constant_b_match_one_thread(tier, threads):
+def test_threads_over_a_constant_b_match_one_thread(path, threads):
     """A constant B (a Gemm's weights): run() splits the columns over the threads, bit for
     bit one thread's result; a batch-1 classifier, ragged panels, K past one block; 1 and 2
     rows run as GEMVs (SG_GEMV_ROWS), 3 and 7 through the tiles."""
-    lib, isa = _lib(tier)
+    lib, row = _lib(path)
     rng = np.random.default_rng(8)
     for rows, kk, n in [(1, 1280, 1000), (2, 17, 65), (1, 3, 1), (2, 400, 33), (3, 17, 65),
                         (7, 400, 64)]:
@@ -320,7 +327,7 @@ def test_threads_over_a_constant_b_match_one_thread(tier, threads):
         outs = []
         for t in (1, threads):
             g = lib.SGemm(rows, n, kk, packed_b=lib.pack_b(b), bias_col=bc, act="Relu",
-                          threads=t, isa=isa)
+                          threads=t, row=row)
             out = np.full((rows, n), np.nan, np.float32)
             g.run(a, out)
             outs.append(out)
@@ -328,12 +335,12 @@ def test_threads_over_a_constant_b_match_one_thread(tier, threads):
         assert _rel(outs[0], np.maximum(a.astype(np.float64) @ b + bc, 0)) <= 1e-5
 
 
-@pytest.mark.parametrize("tier", PATHS)
-def test_pack_a_batch_is_each_pack_and_direct_path_exact(tier):
+@pytest.mark.parametrize("path", PATHS)
+def test_pack_a_batch_is_each_pack_and_direct_path_exact(path):
     """pack_a_batch (the Winograd U[xi]): the count packed operands back to back, each
     pack_a's bytes; a product on one of them through the direct path (B in place, the
     way _winograd_run.h calls it) exact on small integers over tile / K-block tails."""
-    lib, isa = _lib(tier)
+    lib, row = _lib(path)
     rng = np.random.default_rng(7)
     for count, m, k, n in [(1, 1, 1, 1), (3, 7, 5, 17), (4, 13, 400, 33), (16, 6, 3, 49)]:
         a = rng.integers(-3, 4, (count, m, k)).astype(np.float32)
@@ -344,31 +351,31 @@ def test_pack_a_batch_is_each_pack_and_direct_path_exact(tier):
             one = lib.pack_a(a[i])
             assert np.array_equal(packed[i * size:(i + 1) * size], one[:size])
             g = lib.SGemm(m, n, k, packed_a=packed[i * size:(i + 1) * size], direct_b=True,
-                          isa=isa)
+                          row=row)
             got = np.empty((m, n), np.float32)
             g.run(b, got)
             assert np.array_equal(got, (a[i].astype(np.int64) @ b.astype(np.int64)))
     assert lib.direct_workspace_bytes(6, 49, 3, 2) == 2 * lib.direct_workspace_bytes(6, 49, 3)
-    with pytest.raises(ValueError, match="isa must be"):
-        lib.tier_of("sse9")
+    with pytest.raises(ValueError, match="no sgemm row"):
+        lib.row_index("sgemm_6x16__sse9")
 
 
-def test_rows_mode_is_the_avx512_tier_only():
+def test_rows_mode_only_on_rows_that_have_it():
     w = np.ones((4, 3), np.float32)
-    for tier in [t for t in PATHS if not t.startswith("avx512")]:
-        lib, isa = _lib(tier)
+    for path in [p for p in PATHS if not _has_rows_mode(p)]:
+        lib, row = _lib(path)
         with pytest.raises(ValueError, match="rows mode"):
-            lib.SGemm(4, 5, 3, packed_wt=lib.pack_b(np.ascontiguousarray(w.T)), isa=isa)
+            lib.SGemm(4, 5, 3, packed_wt=lib.pack_b(np.ascontiguousarray(w.T)), row=row)
 
 
-@pytest.mark.parametrize("tier", [t for t in PATHS if t.startswith("avx512")])
-def test_rows_mode_threads_splitting_k(tier):
+@pytest.mark.parametrize("path", [p for p in PATHS if _has_rows_mode(p)])
+def test_rows_mode_threads_splitting_k(path):
     """k_split (a 1x1 conv's threads take its input channels in groups of 16, each its
     partial product in the workspace, then each sums a share of them with the bias, the
     residual and the activation): within the one-thread bound, over K tails, K under 16
     per thread (fewer parts than threads), pixel and channel tails, batch 2. The
     workspace starts as NaN, so a partial product left short shows."""
-    lib, isa = _lib(tier)
+    lib, row = _lib(path)
     rng = np.random.default_rng(9)
     for (m, k, n), threads, (act, params) in itertools.product(
             [(64, 384, 196), (160, 960, 49), (24, 100, 7), (17, 40, 33), (5, 17, 1),
@@ -379,7 +386,7 @@ def test_rows_mode_threads_splitting_k(tier):
         bias = rng.standard_normal(m).astype(np.float32)
         z = rng.standard_normal((2, m, n)).astype(np.float32)
         g = lib.SGemm(m, n, k, packed_wt=lib.pack_b(np.ascontiguousarray(w.T)), bias_row=bias,
-                      act=act, params=params, threads=threads, isa=isa, k_split=True)
+                      act=act, params=params, threads=threads, row=row, k_split=True)
         groups = -(-k // 16)
         per = -(-groups // threads)
         assert g.k_parts == -(-groups // per), (m, k, n, threads)
@@ -393,19 +400,64 @@ def test_rows_mode_threads_splitting_k(tier):
                 np.abs(z[b])
             # K + 2 terms in float32, summed in any order: gamma_(K+2) of the magnitudes
             bound = (k + 2) * 2.0 ** -24 / (1 - (k + 2) * 2.0 ** -24) * mag + 1e-30
-            assert np.all(np.abs(out[b] - want) <= bound), (tier, m, k, n, threads, act)
+            assert np.all(np.abs(out[b] - want) <= bound), (path, m, k, n, threads, act)
 
 
 def test_k_split_only_where_it_applies():
     """One thread, a conv's explicit im2col, or an activation the sum does not apply: the
     threads split M as before."""
-    lib, isa = _lib("avx512-emulated")
+    lib, row = _lib(next(p for p in PATHS if p.endswith(EMULATED) and _has_rows_mode(p)))
     w = np.ones((32, 64), np.float32)
     pw = lib.pack_b(np.ascontiguousarray(w.T))
-    assert lib.SGemm(32, 9, 64, packed_wt=pw, threads=2, isa=isa, k_split=True).k_parts == 2
-    assert lib.SGemm(32, 9, 64, packed_wt=pw, threads=1, isa=isa, k_split=True).k_parts == 0
-    assert lib.SGemm(32, 9, 64, packed_wt=pw, threads=2, isa=isa, act="HardSwish",
+    assert lib.SGemm(32, 9, 64, packed_wt=pw, threads=2, row=row, k_split=True).k_parts == 2
+    assert lib.SGemm(32, 9, 64, packed_wt=pw, threads=1, row=row, k_split=True).k_parts == 0
+    assert lib.SGemm(32, 9, 64, packed_wt=pw, threads=2, row=row, act="HardSwish",
                      k_split=True).k_parts == 0
     conv = (16, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1, 2, 2)    # 2x2 conv: K = 16 * 4
-    assert lib.SGemm(32, 4, 64, packed_wt=pw, threads=2, isa=isa, conv=conv,
+    assert lib.SGemm(32, 4, 64, packed_wt=pw, threads=2, row=row, conv=conv,
                      k_split=True).k_parts == 0
+
+
+def test_the_table_names_each_row_by_tile_and_isa():
+    """Row names are sgemm_<mr>x<nr>__<isa...>, the tile and tier they declare; each row
+    the table holds is offered to the tuner (conv_sgemm_<tile>__<isa>, gemm_sgemm_...)."""
+    import re
+
+    from edgenn import oplist
+    from edgenn.registry import KERNELS
+    oplist.load_kernels()
+    conv = {s.name: s for s in KERNELS["Conv"]}
+    gemm = {s.name: s for s in KERNELS["Gemm"]}
+    assert sg.ROWS[0].isa == "scalar"       # the fallback every CPU runs
+    for r in sg.ROWS:
+        m = re.fullmatch(r"sgemm_(\d+)x(\d+)__(\w+)", r.name)
+        assert m and (int(m[1]), int(m[2])) == (r.mr, r.nr), r
+        assert m[3].startswith(r.isa), r
+        assert r.mr % sg.MR == 0 and r.nr % sg.NR == 0, r
+        tile = r.name[len("sgemm_"):]
+        for spec in (conv[f"conv_sgemm_{tile}"], gemm[f"gemm_sgemm_{tile}"]):
+            assert spec.isa == ("" if r.isa == "scalar" else r.isa)
+
+
+def test_the_portable_row_is_offered_only_where_no_simd_row_runs():
+    """The table's portable row is its family's fallback (KernelSpec.fallback): the planner
+    offers it where it is the only row, and never beside a SIMD row."""
+    import os
+    import subprocess
+    import sys
+
+    from edgenn import oplist
+    from edgenn.registry import KERNELS
+    from edgenn.runtime.select import _runnable
+    oplist.load_kernels()
+    scalar = next(s for s in KERNELS["Conv"] if s.name == "conv_sgemm_6x16__scalar")
+    assert scalar.fallback and scalar.family == "sgemm"
+    assert _runnable(scalar) == (len(sg.rows()) == 1)
+    code = ("from edgenn import oplist; from edgenn.registry import KERNELS;"
+            "from edgenn.runtime.select import _runnable; oplist.load_kernels();"
+            "print(sorted(s.name for s in KERNELS['Gemm'] if s.family == 'sgemm'"
+            " and _runnable(s)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "EDGENN_MAX_ISA": "scalar"},
+                         check=True).stdout
+    assert out.strip() == "['gemm_sgemm_6x16__scalar', 'gemm_sgemm_6x16__scalar_mt']"

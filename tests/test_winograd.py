@@ -28,9 +28,9 @@ U32 = 2.0 ** -24   # float32 unit roundoff
 ISAS = [0] + ([1] if cw.uses_avx2() else [])   # 0 forces the portable scalar code
 
 
-# where the alpha^2 GEMMs run: OpenBLAS ("") or edgenn's packed sgemm of each native tier
-# (_winograd_run.h; the sgemm tiers' SIMDe twins are checked in tests/test_sgemm.py)
-GEMMS = ["", "scalar"] + ["avx2"] * sg.HAVE_AVX2 + ["avx512"] * sg.HAVE_AVX512
+# where the alpha^2 GEMMs run: OpenBLAS ("") or each row of edgenn's packed sgemm table
+# this CPU runs (_winograd_run.h; the rows' SIMDe twins are checked in tests/test_sgemm.py)
+GEMMS = [""] + [r.name for r in sg.rows()]
 
 
 @pytest.fixture(params=ISAS, ids=lambda i: ["scalar", "avx2"][i])
@@ -181,7 +181,7 @@ def test_conv_matches_reference(isa, m, geom, gemm):
     n, c, h, w, k, pads = geom
     for (act, params), residual in zip(ACTS, itertools.cycle((False, True))):
         args = _conv(n, c, h, w, k, pads, act, params, residual, bias=act != "Gelu")
-        assert _err(m, *args, gemm_isa=gemm) <= _tol(m, *args), (act, residual)
+        assert _err(m, *args, gemm_row=gemm) <= _tol(m, *args), (act, residual)
 
 
 @pytest.mark.parametrize("m", [2, 4])
@@ -190,7 +190,7 @@ def test_blocks_span_images(isa, m, gemm):
     """Tiny blocks: one tile row each, and blocks that cross from one image to the next."""
     args = _conv(3, 5, 13, 9, 6, [1, 1, 1, 1], "Relu", residual=True)
     for block in (1, 3000, 7000):
-        assert _err(m, *args, block_bytes=block, gemm_isa=gemm) <= _tol(m, *args)
+        assert _err(m, *args, block_bytes=block, gemm_row=gemm) <= _tol(m, *args)
 
 
 def test_auto_pad_same():
@@ -242,11 +242,11 @@ def test_threads_give_the_same_bits(m, block, hw):
     got = {}
     for threads in (1, 2, 3):
         y = np.full(outs[0].shape, np.nan, np.float32)
-        wg._prepare(node, ins, outs, m, block_bytes=block, gemm_isa=gemm,
+        wg._prepare(node, ins, outs, m, block_bytes=block, gemm_row=gemm,
                     threads=threads)(inputs, [y])
         got[threads] = y
     assert np.array_equal(got[1], got[2]) and np.array_equal(got[1], got[3])
-    assert _err(m, *args, block_bytes=block, gemm_isa=gemm, threads=2) <= _tol(m, *args)
+    assert _err(m, *args, block_bytes=block, gemm_row=gemm, threads=2) <= _tol(m, *args)
 
 
 def test_one_call_conv_refuses_bad_buffers():
@@ -267,6 +267,10 @@ def test_one_call_conv_refuses_bad_buffers():
     with pytest.raises(ValueError, match="threads"):
         cw.WinogradConv(2, (1, 3, 8, 8), (1, 4, 8, 8), 1, 1, 4, _sgemm.pack_a_batch(u),
                         _sgemm.packed_a_size(4, 3), None, 0, 0.0, 0.0, 0, 4096, 0)
+    for bad_row in (-1, len(_sgemm.ROWS)):      # the GEMMs' row: an index into the table
+        with pytest.raises(ValueError, match="not a row"):
+            cw.WinogradConv(2, (1, 3, 8, 8), (1, 4, 8, 8), 1, 1, 4, _sgemm.pack_a_batch(u),
+                            _sgemm.packed_a_size(4, 3), None, 0, 0.0, 0.0, bad_row, 4096, 1)
 
 
 def test_read_only_weights_and_bias():
@@ -276,4 +280,4 @@ def test_read_only_weights_and_bias():
         info.value = info.value.copy()
         info.value.flags.writeable = False
     for gemm in GEMMS:
-        assert _err(4, node, inputs, ins, outs, gemm_isa=gemm) <= _tol(4, node, inputs, ins, outs)
+        assert _err(4, node, inputs, ins, outs, gemm_row=gemm) <= _tol(4, node, inputs, ins, outs)

@@ -246,8 +246,12 @@ def _nothing(inputs, outputs) -> None:
 
 
 def _runnable(spec) -> bool:
-    """The spec's tier runs on this CPU under EDGENN_MAX_ISA, and the optional packages
-    it imports are installed."""
+    """The spec's tier runs on this CPU under EDGENN_MAX_ISA, the optional packages it
+    imports are installed, and, for a table's fallback row, no other row of its family
+    runs here."""
+    if spec.fallback and any(o.family == spec.family and not o.fallback and _runnable(o)
+                             for o in KERNELS.get(spec.op, ())):
+        return False
     return (not spec.isa or isa.usable(spec.isa)) and all(map(have, spec.requires))
 
 

@@ -14,7 +14,7 @@
 #include "_cpu.h"
 #include "_qgemm.h"
 #include "_spgemm.h"
-#include "sgemm.h"
+#include "sgemm_table.h"
 
 static int passed, failed;
 
@@ -89,7 +89,10 @@ static void check_vnni(void) {
 static void check_sgemm(void) {
     static const long shapes[][3] = {{1, 1, 1}, {7, 17, 5}, {13, 33, 400}, {65, 31, 900}};
     char what[128];
+    for (int r = 0; r < SG_ROW_COUNT; r++)   /* every row of the table this CPU runs */
     for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
+        const sg_row *row = &sg_rows[r];
+        if (!sg_row_usable(row)) continue;
         long M = shapes[t][0], N = shapes[t][1], K = shapes[t][2];
         float *a = malloc(M * K * 4), *b = malloc(K * N * 4), *c = malloc(M * N * 4);
         float *ap = calloc(sg_packed_a_size(M, K) + 1, 4);
@@ -99,7 +102,7 @@ static void check_sgemm(void) {
         sg_pack_a(a, K, 1, 0, M, 0, K, ap);
         sg_operand A = {ap, NULL, 0, 0}, B = {NULL, b, N, 1};
         sg_epi e = {NULL, NULL, NULL, 0, SG_NONE, 0.f, 0.f};
-        sg_gemm(M, N, K, &A, &B, NULL, c, N, &e, ws, 0, 0);
+        sg_gemm(M, N, K, &A, &B, NULL, c, N, &e, ws, row, 0);
         int ok = 1;   /* small integers: exact in fp32 */
         for (long i = 0; i < M; i++)
             for (long j = 0; j < N; j++) {
@@ -107,7 +110,8 @@ static void check_sgemm(void) {
                 for (long k = 0; k < K; k++) s += (double)a[i * K + k] * b[k * N + j];
                 ok &= c[i * N + j] == (float)s;
             }
-        snprintf(what, sizeof what, "sgemm portable %ldx%ldx%ld: exact on small integers", M, N, K);
+        snprintf(what, sizeof what, "%s %ldx%ldx%ld: exact on small integers", row->name, M, N,
+                 K);
         check(ok, what);
         free(a); free(b); free(c); free(ap); free(ws);
     }

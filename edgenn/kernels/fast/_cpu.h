@@ -96,16 +96,26 @@ static int edgenn_cpu_probe(void) { return 0; }
 static int edgenn_tier_of(int f) { (void)f; return EDGENN_ISA_SCALAR; }
 #endif
 
+/* The tiers' names (EDGENN_MAX_ISA, kernel tables, edgenn.kernels.isa) */
+static const struct { const char *name; int tier; } edgenn_isa_names[] = {
+    {"scalar", EDGENN_ISA_SCALAR}, {"avx2", EDGENN_ISA_AVX2},
+    {"avxvnni", EDGENN_ISA_AVXVNNI}, {"avx512", EDGENN_ISA_AVX512},
+    {"avx512vnni", EDGENN_ISA_AVX512VNNI}, {"neon", EDGENN_ISA_NEON},
+    {"neondot", EDGENN_ISA_NEONDOT}};
+#define EDGENN_ISA_COUNT ((int)(sizeof edgenn_isa_names / sizeof edgenn_isa_names[0]))
+
+/* A tier's name ("" for no tier) */
+static inline const char *edgenn_isa_name(int t) {
+    for (int i = 0; i < EDGENN_ISA_COUNT; i++)
+        if (edgenn_isa_names[i].tier == t) return edgenn_isa_names[i].name;
+    return "";
+}
+
 /* EDGENN_MAX_ISA as a tier (-1: not set or unknown) */
 static int edgenn_isa_from_name(const char *s) {
-    static const struct { const char *name; int tier; } names[] = {
-        {"scalar", EDGENN_ISA_SCALAR}, {"avx2", EDGENN_ISA_AVX2},
-        {"avxvnni", EDGENN_ISA_AVXVNNI}, {"avx512", EDGENN_ISA_AVX512},
-        {"avx512vnni", EDGENN_ISA_AVX512VNNI}, {"neon", EDGENN_ISA_NEON},
-        {"neondot", EDGENN_ISA_NEONDOT}};
     if (!s || !*s) return -1;
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (!strcmp(s, names[i].name)) return names[i].tier;
+    for (int i = 0; i < EDGENN_ISA_COUNT; i++)
+        if (!strcmp(s, edgenn_isa_names[i].name)) return edgenn_isa_names[i].tier;
     return -1;
 }
 
@@ -139,6 +149,15 @@ static inline int edgenn_isa_x86(int t) {
     if (t != EDGENN_ISA_AVXVNNI) return 1;
     if (avxvnni < 0) avxvnni = (edgenn_cpu_probe() & EDGENN_F_AVXVNNI) != 0;
     return avxvnni;
+}
+
+/* True when kernels of tier `t` may run here, on either architecture: scalar always; an
+ * x86 tier as edgenn_isa_x86; an arm64 tier within the cap on an arm64 CPU. A table row
+ * asks this for its tier (sgemm_table.h). */
+static inline int edgenn_isa_usable(int t) {
+    if (t == EDGENN_ISA_SCALAR) return 1;
+    if (t >= EDGENN_ISA_NEON) return edgenn_isa() >= t;
+    return edgenn_isa_x86(t);
 }
 
 #endif

@@ -1,15 +1,18 @@
 # cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 # cython: language_level=3
 """Python face of sgemm.h: packed fp32 GEMM with a fused epilogue (bias per row or per
-column, residual Z, activation), AVX2+FMA when the CPU has it, portable C otherwise.
+column, residual Z, activation), on a row of the family's table (sgemm_table.h).
 
-    g = SGemm(M, N, K, packed_a=pack_a(W))          # conv: weights are the constant A
+    ROWS                                            # the table: Row(name, isa, mr, nr, ...)
+    g = SGemm(M, N, K, packed_a=pack_a(W), row="sgemm_6x16__avx2")   # conv: constant A
     g.run(x2d_or_image, out2d, z2d)                 # out (M, N) = act(W @ B + bias + Z)
-    g = SGemm(M, N, K, packed_b=pack_b(Bmat))       # Gemm: constant B
+    g = SGemm(M, N, K, packed_b=pack_b(Bmat))       # Gemm: constant B (the best row here)
     g.run(a2d, out2d, z2d)                          # out (M, N) = act(A @ Bmat + ...)
-    g = SGemm(M, N, K, packed_wt=pack_b(W.T), isa="avx512")   # rows mode: small N
+    g = SGemm(M, N, K, packed_wt=pack_b(W.T), row="sgemm_12x32__avx512f")  # rows mode
     g.run(b2d, out2d, z2d)                          # out (M, N) = act(W @ B + ...)
 """
+from collections import namedtuple
+
 import numpy as np
 cimport numpy as cnp
 from cython.parallel cimport prange
@@ -19,10 +22,9 @@ cnp.import_array()
 include "_workspace.pxi"
 
 cdef extern from "_cpu.h" nogil:
-    int edgenn_isa_x86(int t)
-    int EDGENN_ISA_AVX2, EDGENN_ISA_AVX512
+    const char *edgenn_isa_name(int t)
 
-cdef extern from "sgemm.h" nogil:
+cdef extern from "sgemm_table.h" nogil:
     int SG_EMULATED
     ctypedef struct sg_epi:
         const float *bias_row
@@ -40,6 +42,14 @@ cdef extern from "sgemm.h" nogil:
         const float *x
         int C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow
     int SG_MR, SG_NR
+    ctypedef struct sg_row:
+        const char *name
+        int isa, mr, nr
+        const void *tile
+        const void *rows
+    const sg_row sg_rows[]
+    int SG_ROW_COUNT
+    int sg_row_usable(const sg_row *r)
     long sg_direct_chunk_bytes
     long sg_packed_a_size(long M, long K)
     long sg_packed_b_size(long K, long N)
@@ -50,28 +60,75 @@ cdef extern from "sgemm.h" nogil:
                    float *dst)
     void sg_gemm(long M, long N, long K, const sg_operand *a, const sg_operand *b,
                  const sg_conv *conv, float *C, long ldc, const sg_epi *e, float *ws,
-                 int tier, int direct_b)
+                 const sg_row *row, int direct_b)
     void sg_gemm_cols(long M, long N, long K, const sg_operand *a, const sg_operand *b,
                       const sg_conv *conv, float *C, long ldc, const sg_epi *e, float *ws,
-                      int tier, int direct_b, long j0, long j1)
+                      const sg_row *row, int direct_b, long j0, long j1)
     void sg_gemm_bconst_cols(long M, long N, long K, const sg_operand *a, const sg_operand *b,
-                             float *C, long ldc, const sg_epi *e, float *ws, int tier,
-                             long j0, long j1)
-    void sg_gemm_rows(long M, long N, long K, const float *wt, const float *B, long ldb,
-                      float *C, long ldc, const sg_epi *e, long m_lo, long m_hi)
-    void sg_gemm_rows_ksplit(long M, long N, long K, long kper, int parts, const float *wt,
-                             const float *B, float *C, float *P, const sg_epi *epis, int act,
-                             float p0, float p1)
+                             float *C, long ldc, const sg_epi *e, float *ws,
+                             const sg_row *row, long j0, long j1)
+    void sg_gemm_rows(const sg_row *row, long N, long K, const float *wt, const float *B,
+                      long ldb, float *C, long ldc, const sg_epi *e, long m_lo, long m_hi)
+    void sg_gemm_rows_ksplit(const sg_row *row, long M, long N, long K, long kper, int parts,
+                             const float *wt, const float *B, float *C, float *P,
+                             const sg_epi *epis, int act, float p0, float p1)
     void sg_im2col(const sg_conv *g, float *cols, long k0, long k1)
 
 ACTIVATIONS = {"": 0, "Relu": 1, "Clip": 2, "HardSwish": 3, "HardSigmoid": 4, "Sigmoid": 5,
                "SiLU": 6, "LeakyRelu": 7, "Gelu": 8, "PRelu": 9}
 MR, NR = SG_MR, SG_NR
-# the one probe, EDGENN_MAX_ISA applied; the emulated build (_sgemm_emu) runs every tier
-EMULATED = bool(SG_EMULATED)
-HAVE_AVX2 = EMULATED or bool(edgenn_isa_x86(EDGENN_ISA_AVX2))
-HAVE_AVX512 = EMULATED or bool(edgenn_isa_x86(EDGENN_ISA_AVX512))
-ISAS = ("scalar", "avx2", "avx512")
+EMULATED = bool(SG_EMULATED)   # the tests' SIMDe build (_sgemm_emu): every row runs
+
+
+# One row of the table (sgemm_table.h): name (sgemm_<mr>x<nr>__<isa>), isa (the tier it
+# needs, edgenn.kernels.isa's names), register tile mr x nr, usable (this CPU runs it: the
+# one probe, EDGENN_MAX_ISA applied; every row in the emulated build) and rows_mode (it
+# has the rows mode: SGemm(packed_wt=...)).
+Row = namedtuple("Row", "name isa mr nr usable rows_mode")
+
+
+def _table():
+    cdef int i
+    return tuple(Row(*(sg_rows[i].name.decode(), edgenn_isa_name(sg_rows[i].isa).decode(),
+                      sg_rows[i].mr, sg_rows[i].nr, bool(sg_row_usable(&sg_rows[i])),
+                      sg_rows[i].rows != NULL)) for i in range(SG_ROW_COUNT))
+
+
+ROWS = _table()          # the whole table, in its order (best last)
+_INDEX = {r.name: i for i, r in enumerate(ROWS)}
+
+
+def rows():
+    """-> the rows this CPU runs, in the table's order (the portable row first)."""
+    return tuple(r for r in ROWS if r.usable)
+
+
+def row_of_isa(str isa):
+    """-> the name of the table's best row of tier `isa` (a family that picks its tier,
+    such as the recurrent cells, runs its GEMMs on it); ValueError where there is none."""
+    names = [r.name for r in ROWS if r.isa == isa]
+    if not names:
+        raise ValueError(f"no sgemm row of tier {isa!r}")
+    return names[len(names) - 1]         # (wraparound is off in this module)
+
+
+def best_row():
+    """-> the name of the best row this CPU runs (the table's last usable one)."""
+    usable = rows()
+    return usable[len(usable) - 1].name
+
+
+def row_index(str name):
+    """-> the table index of the row `name` (a C struct that holds a row keeps this);
+    ValueError for a name not in the table or a row this CPU (or EDGENN_MAX_ISA) does
+    not run."""
+    if name not in _INDEX:
+        raise ValueError(f"no sgemm row {name!r}; the table has {', '.join(_INDEX)}")
+    r = ROWS[_INDEX[name]]
+    if not r.usable:
+        raise ValueError(f"sgemm row {name!r} needs {r.isa}: this CPU (or EDGENN_MAX_ISA) "
+                         "does not allow it")
+    return _INDEX[name]
 
 
 def wake_threads(int threads):
@@ -165,17 +222,6 @@ def packed_a_size(long m, long k):
     return sg_packed_a_size(m, k)
 
 
-def tier_of(str isa, bint force_portable=False):
-    """The C driver's tier of an ISA name: 0 portable, 1 AVX2 (6 x 16), 2 AVX-512F
-    (12 x 32); ValueError for an unknown name or a tier this CPU (or EDGENN_MAX_ISA)
-    does not allow."""
-    if isa not in ISAS:
-        raise ValueError(f"isa must be one of {ISAS}, got {isa!r}")
-    if isa == "avx512" and not HAVE_AVX512:
-        raise ValueError("isa 'avx512': this CPU (or EDGENN_MAX_ISA) does not allow it")
-    return 2 if isa == "avx512" else int(HAVE_AVX2 and not force_portable and isa != "scalar")
-
-
 def direct_workspace_bytes(long M, long N, long K, int threads=1):
     """Workspace bytes of the direct path (A prepacked, B read in place) for one product
     (M, K) x (K, N), times `threads` (one slice each): _winograd_run.h's alpha^2 GEMMs."""
@@ -208,7 +254,7 @@ cdef class SGemm:
 
     Exactly one of packed_a / packed_b / packed_wt is given (the constant operand, from
     pack_a / pack_b); run() gets the other one. packed_wt = pack_b(W.T), the rows mode of
-    the AVX-512 tier (sg_gemm_rows_avx512): out = W @ B with B (K, N) read in place,
+    rows that have it (the AVX-512F 12 x 32): out = W @ B with B (K, N) read in place,
     computed as B^T W^T so that a small N (a 7x7 conv's 49 pixels) is not cut into
     16-wide vectors; threads split M, or with k_split (a 1x1 conv, activation none, Relu
     or Clip) K: each thread multiplies its input channels (the same groups of 16 a
@@ -217,8 +263,8 @@ cdef class SGemm:
     conv = (C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow) makes
     run() take B as one image x (C, H, W) and pack its im2col columns on the fly;
     direct_b=True reads a unit-stride B in place (no packing; 1x1 convs). Activation
-    params as in the fused Conv/Gemm attrs (PRelu: one slope per row of A); force_portable
-    skips the AVX2 path.
+    params as in the fused Conv/Gemm attrs (PRelu: one slope per row of A). row: the
+    table row (name) it runs on, None for the best this CPU runs.
     threads > 1: run_images splits the columns (output pixels) into that many contiguous
     NR-aligned ranges, one OpenMP thread each with its own workspace. B constant (a Gemm's
     weights): run() splits the columns over the threads.
@@ -229,14 +275,15 @@ cdef class SGemm:
     cdef object own_ws
     cdef sg_epi epi
     cdef sg_operand const_op
-    cdef int a_is_const, is_conv, tier, direct_b, rows
+    cdef int a_is_const, is_conv, direct_b, rows
+    cdef const sg_row *row
     cdef sg_conv geom
     cdef long kper              # k_split: input channels per thread (a multiple of 16)
     cdef int kparts             # k_split: threads (partial products); 0 = threads split M
 
     def __init__(self, long M, long N, long K, packed_a=None, packed_b=None, bias_row=None,
-                 bias_col=None, str act="", params=(), conv=None, bint force_portable=False,
-                 bint direct_b=False, int threads=1, str isa="avx2", packed_wt=None,
+                 bias_col=None, str act="", params=(), conv=None, bint direct_b=False,
+                 int threads=1, row=None, packed_wt=None,
                  bint k_split=False):
         assert sum(v is not None for v in (packed_a, packed_b, packed_wt)) == 1, "one constant operand"
         self.M, self.N, self.K = M, N, K
@@ -299,10 +346,10 @@ cdef class SGemm:
         self.panels = ((M if self.rows else N) + SG_NR - 1) // SG_NR
         self.threads = max(1, min(threads, self.panels // 2))
         self.own_ws = None
-        self.tier = tier_of(isa, force_portable)
+        self.row = &sg_rows[row_index(best_row() if row is None else row)]
         self.direct_b = direct_b
-        if self.rows and self.tier != 2:
-            raise ValueError("rows mode (packed_wt): the AVX-512 tier only")
+        if self.rows and self.row.rows == NULL:
+            raise ValueError(f"rows mode (packed_wt): row {self.row_name!r} has none")
         self.kparts = 0
         if k_split and self.rows and not self.is_conv and threads > 1 and K > 0 \
                 and act in K_SPLIT_ACTIVATIONS:
@@ -319,8 +366,14 @@ cdef class SGemm:
         return self.kparts
 
     @property
+    def row_name(self):
+        """The table row it runs on."""
+        return self.row.name.decode()
+
+    @property
     def simd(self):
-        return ("portable", "avx2", "avx512")[self.tier]
+        """The instruction-set tier of its row (reports)."""
+        return edgenn_isa_name(self.row.isa).decode()
 
     @property
     def workspace_bytes(self):
@@ -397,12 +450,12 @@ cdef class SGemm:
                     self._run_rows(xp + b * xs, op + b * os, &e, wsp)
                 elif nt == 1:
                     sg_gemm(self.M, self.N, self.K, &self.const_op, &var, gp, op + b * os,
-                            self.N, &e, wsp, self.tier, self.direct_b)
+                            self.N, &e, wsp, self.row, self.direct_b)
                 else:
                     for t in prange(nt, num_threads=nt, schedule="static"):
                         sg_gemm_cols(self.M, self.N, self.K, &self.const_op, &var, gp,
                                      op + b * os, self.N, &e, wsp + t * self.wsize,
-                                     self.tier, self.direct_b, _part(self.panels, t, nt),
+                                     self.row, self.direct_b, _part(self.panels, t, nt),
                                      min(self.N, _part(self.panels, t + 1, nt)))
 
     cdef void _run_rows(self, const float *x, float *out, const sg_epi *e, float *ws) noexcept nogil:
@@ -422,11 +475,11 @@ cdef class SGemm:
         if self.kparts:
             self._run_k_split(bsrc, out, e, ws)
         elif nt == 1:
-            sg_gemm_rows(self.M, self.N, self.K, self.const_op.packed, bsrc, self.N, out,
+            sg_gemm_rows(self.row, self.N, self.K, self.const_op.packed, bsrc, self.N, out,
                          self.N, e, 0, self.M)
         else:
             for t in prange(nt, num_threads=nt, schedule="static"):
-                sg_gemm_rows(self.M, self.N, self.K, self.const_op.packed, bsrc, self.N, out,
+                sg_gemm_rows(self.row, self.N, self.K, self.const_op.packed, bsrc, self.N, out,
                              self.N, e, _part(self.panels, t, nt),
                              min(self.M, _part(self.panels, t + 1, nt)))
 
@@ -445,8 +498,8 @@ cdef class SGemm:
                 parts[t].bias_row = NULL
             if t < nt - 1:
                 parts[t].z = NULL
-        sg_gemm_rows_ksplit(self.M, self.N, self.K, self.kper, nt, self.const_op.packed, b,
-                            out, ws, parts, e.act, e.p0, e.p1)
+        sg_gemm_rows_ksplit(self.row, self.M, self.N, self.K, self.kper, nt,
+                            self.const_op.packed, b, out, ws, parts, e.act, e.p0, e.p1)
 
     def run(self, src, float[:, ::1] out, const float[:, ::1] z=None, ws=None):
         """src: B (K, N) (any strides), or the image (C, H, W) for conv, when A is the
@@ -497,17 +550,17 @@ cdef class SGemm:
             return
         with nogil:
             if self.rows:
-                sg_gemm_rows(self.M, self.N, self.K, self.const_op.packed, var.src, var.rs,
+                sg_gemm_rows(self.row, self.N, self.K, self.const_op.packed, var.src, var.rs,
                              c, ldc, &e, 0, self.M)
             elif self.a_is_const:
                 sg_gemm(self.M, self.N, self.K, &self.const_op, &var, gp, c, ldc, &e, wsp,
-                        self.tier, self.direct_b)
+                        self.row, self.direct_b)
             elif self.threads == 1:   # B constant (few rows: GEMVs, sgemm.h)
                 sg_gemm_bconst_cols(self.M, self.N, self.K, &var, &self.const_op, c, ldc, &e,
-                                    wsp, self.tier, 0, self.N)
+                                    wsp, self.row, 0, self.N)
             else:       # B constant: the columns split, A packed by each thread
                 for t in prange(self.threads, num_threads=self.threads, schedule="static"):
                     sg_gemm_bconst_cols(self.M, self.N, self.K, &var, &self.const_op, c, ldc,
-                                        &e, wsp + t * self.wsize, self.tier,
+                                        &e, wsp + t * self.wsize, self.row,
                                         _part(self.panels, t, self.threads),
                                         min(self.N, _part(self.panels, t + 1, self.threads)))

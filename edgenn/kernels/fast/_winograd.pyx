@@ -62,6 +62,14 @@ def output_transform(int m, const float[::1] M, float[:, :, :, ::1] y, int th, i
                     twp, row0, nrows, bp, zp, act, p0, p1, &Q[0], &rowbuf[0])
 
 
+cdef extern from "sgemm_table.h" nogil:
+    ctypedef struct sg_row:
+        pass
+    const sg_row sg_rows[]
+    int SG_ROW_COUNT
+    int sg_row_usable(const sg_row *r)
+
+
 cdef extern from "_winograd_run.h" nogil:
     ctypedef struct wino_plan:
         int m, C, H, W, K, OH, OW, ph, pw
@@ -71,7 +79,7 @@ cdef extern from "_winograd_run.h" nogil:
         const float *bias
         int act
         float p0, p1
-        int tier
+        int gemm_row
         const float *zeros
     ctypedef struct wino_layout:
         long M, xp, kept, V, P, Q, rowbuf, gws, work
@@ -82,7 +90,8 @@ cdef extern from "_winograd_run.h" nogil:
 
 cdef class WinogradConv:
     """A whole Winograd conv in one C call (_winograd_run.h): per block of tile rows the
-    input transform, the alpha^2 GEMMs on edgenn's packed sgemm of `tier` (U prepacked by
+    input transform, the alpha^2 GEMMs on edgenn's packed sgemm, table row `gemm_row`
+    (_sgemm.row_index; U prepacked by
     _sgemm.pack_a_batch), the output transform + epilogue; `threads` OpenMP threads.
 
     run(x, y, z, kept, work): x (N, C, H, W), y / z (N, K, OH, OW) float32 C-contiguous (z
@@ -96,13 +105,15 @@ cdef class WinogradConv:
     cdef long n, c, h, w, k, oh, ow
 
     def __init__(self, int m, shape_x, shape_y, int ph, int pw, int nrows, packed_u,
-                 long usize, bias, int act, float p0, float p1, int tier, long gws_floats,
+                 long usize, bias, int act, float p0, float p1, int gemm_row, long gws_floats,
                  int threads=1):
         self.n, self.c, self.h, self.w = shape_x
         _, self.k, self.oh, self.ow = shape_y
         alpha = m + 2
         th, tw = (self.oh + m - 1) // m, (self.ow + m - 1) // m   # (cdivision: no -(-a // b))
         twp = (tw + 7) // 8 * 8
+        if not (0 <= gemm_row < SG_ROW_COUNT and sg_row_usable(&sg_rows[gemm_row])):
+            raise ValueError(f"gemm_row {gemm_row}: not a row of the sgemm table this CPU runs")
         if not 1 <= threads <= WINO_MAX_THREADS:
             raise ValueError(f"threads must be 1..{WINO_MAX_THREADS}")
         u = np.require(packed_u, np.float32, requirements="C")
@@ -126,7 +137,8 @@ cdef class WinogradConv:
         if b is not None:
             bv = b
             self.plan.bias = &bv[0]
-        self.plan.act, self.plan.p0, self.plan.p1, self.plan.tier = act, p0, p1, tier
+        self.plan.act, self.plan.p0, self.plan.p1 = act, p0, p1
+        self.plan.gemm_row = gemm_row
         self.plan.zeros = &zv[0]
         self.threads = threads
         a2 = alpha * alpha

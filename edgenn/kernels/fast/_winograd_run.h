@@ -1,6 +1,6 @@
 /* One whole Winograd F(m x m, 3 x 3) conv in C: per block of tile rows, the input
  * transform (_winograd.h), the alpha^2 GEMMs M[xi] = U[xi] @ V[xi] on edgenn's packed
- * sgemm (sgemm.h: U prepacked, V read in place), the output transform + epilogue.
+ * sgemm (sgemm.h, on a row of sgemm_table.h: U prepacked, V read in place), the output transform + epilogue.
  *
  * Threads (OpenMP): with at least as many blocks as threads, blocks run in parallel, each
  * thread on its own scratch (its tile rows write disjoint output rows); with fewer blocks
@@ -12,7 +12,7 @@
 #define EDGENN_WINOGRAD_RUN_H
 
 #include "_winograd.h"
-#include "sgemm.h"
+#include "sgemm_table.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -25,7 +25,7 @@ typedef struct {
     const float *bias;                     /* (K) or NULL */
     int act;                               /* _winograd.h's codes */
     float p0, p1;
-    int tier;                              /* sgemm tier: 0 portable, 1 AVX2, 2 AVX-512F */
+    int gemm_row;                          /* the GEMMs' row: an index into sg_rows */
     const float *zeros;                    /* alpha * twp zeros, read only */
 } wino_plan;
 
@@ -64,7 +64,7 @@ static void wino_gemms(const wino_plan *p, const wino_scratch *s, long tb, int x
         a.packed = p->u + xi * p->usize;
         b.src = s->V + (long)xi * p->C * tb;
         sg_gemm(p->K, tb, p->C, &a, &b, NULL, s->M + (long)xi * p->K * tb, tb, &e, s->gws,
-                p->tier, 1);
+                &sg_rows[p->gemm_row], 1);
     }
 }
 

@@ -7,7 +7,12 @@ either x itself (1x1, stride 1, no padding: read in place) or packed block by bl
 straight from the image (implicit im2col, never materialized).
 
 gemm_sgemm: Gemm with a constant B; A (..., K) or A^T per call, C constant (per column,
-per row, scalar or full), alpha and beta folded at prepare."""
+per row, scalar or full), alpha and beta folded at prepare.
+
+The specs are generated from the family's table (sgemm_table.h, read as _sgemm.ROWS):
+per row `sgemm_<tile>__<isa>`, conv_sgemm_<tile>__<isa> and gemm_sgemm_<tile>__<isa>
+(with *_mt twins), and conv_rows_<tile>__<isa> for rows that have the rows mode. The
+portable row is the family's fallback: offered only where no SIMD row runs."""
 from __future__ import annotations
 
 import numpy as np
@@ -15,14 +20,10 @@ import numpy as np
 from ...registry import kernel
 from .. import scratch
 from ..plan_context import current
+from . import _sgemm as sg
 from . import epilogue
 from .conv import geometry
 from .threading_cost import plan_threads
-
-
-def _sgemm():
-    from . import _sgemm
-    return _sgemm
 
 
 def _conv_supports(node, ins, outs) -> bool:
@@ -59,28 +60,7 @@ def _rows_mt_supports(node, ins, outs) -> bool:
     return plan_threads() > 1 and _rows_supports(node, ins, outs)
 
 
-# per tier: the AVX2 / portable kernels (chosen inside by the CPU) and the AVX-512F 12 x 32
-# (sgemm_avx512.h); *_mt: output pixels split over the session's threads (OpenMP), which
-# the tuner weighs against the one-thread kernel (a busy core makes a split slower)
-for _tier, _name in (("", "conv_sgemm"), ("avx512", "conv_sgemm_12x32__avx512f")):
-    _isa = _tier or "avx2"
-    kernel("Conv", _name, supports=_conv_supports, isa=_tier, priority=int(bool(_tier)))(
-        lambda node, ins, outs, t=_isa: _prepare_conv(node, ins, outs, 1, t))
-    kernel("Conv", _name + "_mt", supports=_mt_supports, isa=_tier, priority=int(bool(_tier)))(
-        lambda node, ins, outs, t=_isa: _prepare_conv(node, ins, outs, plan_threads(), t))
-# the AVX-512 rows mode for small outputs (sg_gemm_rows_avx512: pixels broadcast, channels
-# in the vectors, so 7x7 = 49 pixels are not cut into 16-wide column vectors, and each
-# 32 channels' weights are read once for all pixels): 1x1 convs read the image in place,
-# others its explicit im2col (e.g. ResNet-18's 512 -> 512 3x3 convs at 7x7)
-kernel("Conv", "conv_rows_12x32__avx512f", supports=_rows_supports, isa="avx512",
-       priority=1)(lambda node, ins, outs: _prepare_conv(node, ins, outs, 1, "avx512", True))
-kernel("Conv", "conv_rows_12x32__avx512f_mt", supports=_rows_mt_supports, isa="avx512",
-       priority=1)(lambda node, ins, outs: _prepare_conv(node, ins, outs, plan_threads(),
-                                                         "avx512", True))
-
-
-def _prepare_conv(node, ins, outs, threads: int, isa: str = "avx2", rows: bool = False):
-    sg = _sgemm()
+def _prepare_conv(node, ins, outs, threads: int, row: str, rows: bool = False):
     x, w, y = ins[0], ins[1].value, outs[0]
     n, c, h, wd = x.shape
     m, _, kh, kw = w.shape
@@ -91,7 +71,7 @@ def _prepare_conv(node, ins, outs, threads: int, isa: str = "avx2", rows: bool =
     direct = _is_direct(node, ins, outs)
     wmat = np.asarray(w, np.float32).reshape(m, k)
     epi = dict(bias_row=bias, act=node.attrs.get("activation", ""),
-               params=node.attrs.get("activation_params", []) or [], threads=threads, isa=isa)
+               params=node.attrs.get("activation_params", []) or [], threads=threads, row=row)
     conv = None if direct else (c, h, wd, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow)
     # threads > 1, a 1x1 conv that narrows >= 2x (an inverted residual's projection, read
     # after its block's channel-split depthwise layer): its threads may split K instead
@@ -153,8 +133,7 @@ def _gemm_mt_supports(node, ins, outs) -> bool:
     return plan_threads() > 1 and outs[0].shape[-1] >= 4 * 16 and _gemm_supports(node, ins, outs)
 
 
-def prepare_gemm(node, ins, outs, isa: str = "avx2", threads: int = 1):
-    sg = _sgemm()
+def prepare_gemm(node, ins, outs, row: str, threads: int = 1):
     at = node.attrs
     trans_a = bool(at.get("transA", 0))
     bmat = ins[1].value.T if at.get("transB", 0) else ins[1].value
@@ -164,7 +143,7 @@ def prepare_gemm(node, ins, outs, isa: str = "avx2", threads: int = 1):
     bias_row, bias_col, const_z = _gemm_bias(node, ins, outs)
     g = sg.SGemm(rows, n, k, packed_b=sg.pack_b(bmat), bias_row=bias_row, bias_col=bias_col,
                  act=at.get("activation", ""), params=at.get("activation_params", []) or [],
-                 isa=isa, threads=threads)
+                 row=row, threads=threads)
     has_z = len(ins) > 3 and ins[3] is not None
     gemm = g.run
     ws = scratch.bytes_(g.workspace_bytes)
@@ -176,13 +155,35 @@ def prepare_gemm(node, ins, outs, isa: str = "avx2", threads: int = 1):
     return run
 
 
-kernel("Gemm", "gemm_sgemm", supports=_gemm_supports)(prepare_gemm)
-kernel("Gemm", "gemm_sgemm_12x32__avx512f", supports=_gemm_supports, isa="avx512", priority=1)(
-    lambda node, ins, outs: prepare_gemm(node, ins, outs, isa="avx512"))
-# *_mt: the output columns split over the session's threads (a batch-1 classifier's 1000
-# outputs: each thread streams half the weights)
-kernel("Gemm", "gemm_sgemm_mt", supports=_gemm_mt_supports)(
-    lambda node, ins, outs: prepare_gemm(node, ins, outs, threads=plan_threads()))
-kernel("Gemm", "gemm_sgemm_12x32__avx512f_mt", supports=_gemm_mt_supports, isa="avx512",
-       priority=1)(lambda node, ins, outs: prepare_gemm(node, ins, outs, isa="avx512",
-                                                        threads=plan_threads()))
+def _register(op: str, name: str, supports, prepare, row) -> None:
+    """One spec of table row `row`. Untimed plans (tune="off") rank the rows whose tile
+    spans 2 x 2 panels above the other families' kernels (priority 0), the single-panel
+    rows with them."""
+    kernel(op, name, supports=supports, isa="" if row.isa == "scalar" else row.isa,
+           priority=int(row.mr > sg.MR), family="sgemm", fallback=row.isa == "scalar")(prepare)
+
+
+# Per row: one thread, and *_mt (output pixels / columns split over the session's OpenMP
+# threads, which the tuner weighs against one thread: a busy core makes a split slower).
+# The rows mode (pixels broadcast, channels in the vectors, so 7x7 = 49 pixels are not cut
+# into 16-wide column vectors, and each weight panel is read once for all pixels): 1x1
+# convs read the image in place, others its explicit im2col.
+for _row in sg.ROWS:
+    _t = _row.name[len("sgemm_"):]
+    _register("Conv", f"conv_sgemm_{_t}", _conv_supports,
+              lambda node, ins, outs, r=_row.name: _prepare_conv(node, ins, outs, 1, r), _row)
+    _register("Conv", f"conv_sgemm_{_t}_mt", _mt_supports,
+              lambda node, ins, outs, r=_row.name: _prepare_conv(node, ins, outs,
+                                                                 plan_threads(), r), _row)
+    _register("Gemm", f"gemm_sgemm_{_t}", _gemm_supports,
+              lambda node, ins, outs, r=_row.name: prepare_gemm(node, ins, outs, r), _row)
+    _register("Gemm", f"gemm_sgemm_{_t}_mt", _gemm_mt_supports,
+              lambda node, ins, outs, r=_row.name: prepare_gemm(node, ins, outs, r,
+                                                                threads=plan_threads()), _row)
+    if _row.rows_mode:
+        _register("Conv", f"conv_rows_{_t}", _rows_supports,
+                  lambda node, ins, outs, r=_row.name: _prepare_conv(node, ins, outs, 1, r,
+                                                                     True), _row)
+        _register("Conv", f"conv_rows_{_t}_mt", _rows_mt_supports,
+                  lambda node, ins, outs, r=_row.name: _prepare_conv(
+                      node, ins, outs, plan_threads(), r, True), _row)

@@ -106,7 +106,8 @@ def _wrap(op: str, qop: str, spec: KernelSpec) -> None:
 
     @kernel(qop, name, supports=usable,
             cost=cost if spec.cost is not None else None, lsb_tolerance=1, pool=spec.pool,
-            isa=spec.isa, priority=spec.priority, requires=spec.requires)
+            isa=spec.isa, priority=spec.priority, requires=spec.requires,
+            family=spec.family, fallback=spec.fallback)
     def prepare(node, ins, outs):
         fnode, finfos = _float_problem(node, ins, outs, op)
         fout = _out_info(op, outs)

@@ -87,7 +87,7 @@ def _make(isa: str, lib=_recurrent, gemm_lib=_sgemm):
         T, B, H, GH, nd = s.T, s.B, s.H, s.GH, s.nd
         rows = T * B
         proj = gemm_lib.SGemm(rows, nd * GH, s.I, packed_b=gemm_lib.pack_b(wt),
-                              isa="scalar" if isa == "scalar" else isa) if rows else None
+                              row=gemm_lib.row_of_isa(isa)) if rows else None
         proj_ws = scratch.bytes_(proj.workspace_bytes if rows else 1)
         xp_h = scratch.array((rows * nd * GH,), np.float32)
         state_h = scratch.array((2, nd, B, H), np.float32)

@@ -12,10 +12,10 @@
  * A, a Gemm's constant B is B) or packed per call, block by block, from a strided matrix;
  * B may also be packed straight from an NCHW image (implicit im2col, see sg_pack_b_conv).
  *
- * SIMD: `tier` picks the kernels: 0 the portable C micro-kernel (baseline ISA,
- * auto-vectorized), 1 the AVX2+FMA kernels (6 x 16), 2 the AVX-512F ones (sgemm_avx512.h,
- * 12 x 32 on the same panels). The SIMD ones carry __attribute__((target)); the caller
- * passes a tier the CPU has (the one probe, _cpu.h).
+ * The microkernels are rows of a table (sgemm_table.h: one per register tile and ISA,
+ * each in its own header); the drivers here take a row and call its entry points, never
+ * an ISA. The SIMD ones carry __attribute__((target)); the caller passes a row the CPU
+ * runs (sg_row_usable: the one probe, _cpu.h).
  */
 #ifndef EDGENN_SGEMM_H
 #define EDGENN_SGEMM_H
@@ -143,215 +143,57 @@ static void sg_ukr_c(long kc, const float *a, const float *b, long ldb, float *c
     sg_store_scalar(acc, c, ldc, mr, nr, accum, last, e, m0, n0);
 }
 
-/* ---------------------------------------------------------------- AVX2 + FMA */
-#if SG_X86
-#define SG_AVX2 EDGENN_AVX2
 
-#define sg_exp8 simd_exp8  /* _simd_math.h */
+/* ---------------------------------------------------------------- a row of the table */
 
-#define sg_erf8 simd_erf8  /* _simd_math.h */
+/* The entry points a row of the table (sgemm_table.h) offers the drivers. Each one's
+ * arguments are the driver's: kc / K the depth, a / b packed panels (or B in place with
+ * row stride ldb), c the output with row stride ldc, (m0, n0) the tile's place in C for
+ * the epilogue's per-row / per-column terms, accum (add to C: a later K block) and last
+ * (the final K block: apply the epilogue). */
+typedef void (*sg_ukr_t)(long kc, const float *a, const float *b, long ldb, float *c,
+                         long ldc, int mr, int nr, int accum, int last, const sg_epi *e,
+                         long m0, long n0);
+typedef void (*sg_sweep_t)(long kc, const float *a, const float *b, long ldb, float *c,
+                           long ldc, long np, int accum, int last, const sg_epi *e, long m0,
+                           long n0);
+typedef void (*sg_tile_t)(long kc, const float *a0, long a_ps, const float *b0, long ldb0,
+                          const float *b1, long ldb1, float *c, long ldc, int mr, int nr,
+                          int accum, int last, const sg_epi *e, long m0, long n0,
+                          const float *pf);
+typedef void (*sg_tile_pfb_t)(long kc, const float *a0, long a_ps, const float *b0,
+                              long ldb0, const float *b1, long ldb1, float *c, long ldc,
+                              int mr, int nr, int accum, int last, const sg_epi *e, long m0,
+                              long n0, const float *pf0, const float *pf1);
+typedef void (*sg_pack_rows_t)(const float *src, long rs, long i0, long mc, long k0, long kc,
+                               float *dst);
+typedef void (*sg_gemv_t)(long K, const float *a, long acs, const float *bp, long b_ps,
+                          float *c, const sg_epi *e, long m, long n0, long left);
+typedef void (*sg_rows_krange_t)(long N, long K, long k0, long k1, const float *wt,
+                                 const float *B, long ldb, float *C, long ldc,
+                                 const sg_epi *e, long m_lo, long m_hi);
+typedef void (*sg_sum_parts_t)(const float *P, long ps, int parts, float *out, long n,
+                               int act, float p0, float p1);
 
-SG_AVX2 static inline __m256 sg_act8(__m256 v, int act, float p0, float p1) {
-    const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.f);
-    switch (act) {
-    case SG_RELU: return _mm256_max_ps(v, zero);
-    case SG_CLIP: return _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(p0)), _mm256_set1_ps(p1));
-    case SG_HARDSWISH: {
-        __m256 t = _mm256_fmadd_ps(v, _mm256_set1_ps(1.f / 6.f), _mm256_set1_ps(0.5f));
-        return _mm256_mul_ps(v, _mm256_min_ps(_mm256_max_ps(t, zero), one));
-    }
-    case SG_HARDSIGMOID: {
-        __m256 t = _mm256_fmadd_ps(v, _mm256_set1_ps(p0), _mm256_set1_ps(p1));
-        return _mm256_min_ps(_mm256_max_ps(t, zero), one);
-    }
-    case SG_SIGMOID:
-        return _mm256_div_ps(one, _mm256_add_ps(one, sg_exp8(_mm256_sub_ps(zero, v))));
-    case SG_SILU:
-        return _mm256_div_ps(v, _mm256_add_ps(one, sg_exp8(_mm256_sub_ps(zero, v))));
-    case SG_LEAKYRELU: {
-        __m256 neg = _mm256_cmp_ps(v, zero, _CMP_LT_OQ);
-        return _mm256_blendv_ps(v, _mm256_mul_ps(v, _mm256_set1_ps(p0)), neg);
-    }
-    case SG_GELU: {
-        __m256 er = sg_erf8(_mm256_mul_ps(v, _mm256_set1_ps(0.70710678118654752f)));
-        return _mm256_mul_ps(_mm256_mul_ps(v, _mm256_set1_ps(0.5f)), _mm256_add_ps(one, er));
-    }
-    default: return v;
-    }
-}
+/* One microkernel of the fp32 GEMM family and the ways the drivers may use it. Every row
+ * works on the same packed panels (SG_MR-row A panels, SG_NR-column B panels); its
+ * register tile (mr x nr) is a whole number of them. A NULL entry is a path the row does
+ * not take: the drivers fall back to the one every row has. */
+typedef struct {
+    const char *name;        /* sgemm_<mr>x<nr>__<isa>: the register tile and its ISA */
+    int isa;                 /* the EDGENN_ISA_* tier it needs (_cpu.h) */
+    int mr, nr;              /* register tile: SG_MR x SG_NR, or 2 SG_MR x 2 SG_NR */
+    sg_ukr_t ukr;            /* one panel pair, any corner mr <= SG_MR, nr <= SG_NR */
+    const sg_sweep_t *sweep; /* [SG_MR]: a full-height-mr A panel over np in-place B panels */
+    sg_tile_t tile;          /* the 2 x 2-panel tile (mr, nr > one panel), pf: next A pair */
+    sg_tile_pfb_t tile_pfb;  /* the full 2 x 2-panel tile prefetching the next B pair */
+    sg_pack_rows_t pack_a_rows;  /* packs a row-major A (else the strided sg_pack_a) */
+    const sg_gemv_t *gemv;   /* [4]: one row of A times 1..4 packed B panels (few rows) */
+    sg_rows_krange_t rows;   /* rows mode (C^T = B^T W^T): channels x pixels, a K range */
+    sg_sum_parts_t sum_parts;    /* rows mode, K split: the partial products summed */
+} sg_row;
 
-/* Finish one 8-column row of the tile and store it. */
-SG_AVX2 static inline void sg_row_out8(__m256 v, float *cr, int accum, int last,
-                                       const sg_epi *e, long m, long n0) {
-    if (accum) v = _mm256_add_ps(v, _mm256_loadu_ps(cr));
-    if (last) {
-        if (e->bias_row) v = _mm256_add_ps(v, _mm256_broadcast_ss(e->bias_row + m));
-        if (e->bias_col) v = _mm256_add_ps(v, _mm256_loadu_ps(e->bias_col + n0));
-        if (e->z) v = _mm256_add_ps(v, _mm256_loadu_ps(e->z + m * e->ldz + n0));
-        float p0;
-        int act = sg_row_act(e, m, &p0);
-        if (act) v = sg_act8(v, act, p0, e->p1);
-    }
-    _mm256_storeu_ps(cr, v);
-}
-
-/* Finish one row of the tile (two vectors, columns n0..n0+15) and store it. */
-SG_AVX2 static inline void sg_row_out(__m256 lo, __m256 hi, float *cr, int accum, int last,
-                                      const sg_epi *e, long m, long n0) {
-    if (accum) {
-        lo = _mm256_add_ps(lo, _mm256_loadu_ps(cr));
-        hi = _mm256_add_ps(hi, _mm256_loadu_ps(cr + 8));
-    }
-    if (last) {
-        if (e->bias_row) {
-            __m256 bv = _mm256_broadcast_ss(e->bias_row + m);
-            lo = _mm256_add_ps(lo, bv);
-            hi = _mm256_add_ps(hi, bv);
-        }
-        if (e->bias_col) {
-            lo = _mm256_add_ps(lo, _mm256_loadu_ps(e->bias_col + n0));
-            hi = _mm256_add_ps(hi, _mm256_loadu_ps(e->bias_col + n0 + 8));
-        }
-        if (e->z) {
-            const float *zr = e->z + m * e->ldz + n0;
-            lo = _mm256_add_ps(lo, _mm256_loadu_ps(zr));
-            hi = _mm256_add_ps(hi, _mm256_loadu_ps(zr + 8));
-        }
-        float p0;
-        int act = sg_row_act(e, m, &p0);
-        if (act) {
-            lo = sg_act8(lo, act, p0, e->p1);
-            hi = sg_act8(hi, act, p0, e->p1);
-        }
-    }
-    _mm256_storeu_ps(cr, lo);
-    _mm256_storeu_ps(cr + 8, hi);
-}
-
-/* MRC x (8*NV) tile (MRC <= 6, NV in {1, 2}): a = packed A micro-panel (kc x MR),
- * b = packed B micro-panel (kc x NR); only the first 8*NV columns are read. Named
- * accumulators with constant guards, so each inlined instance keeps them in registers. */
-SG_AVX2 static inline __attribute__((always_inline)) void sg_ukr_avx2_t(
-        long kc, const float *a, const float *b, long ldb, float *c, long ldc, int mr, int nr,
-        int accum, int last, const sg_epi *e, long m0, long n0, const int MRC, const int NV) {
-    const __m256 z = _mm256_setzero_ps();
-    __m256 c00 = z, c01 = z, c10 = z, c11 = z, c20 = z, c21 = z;
-    __m256 c30 = z, c31 = z, c40 = z, c41 = z, c50 = z, c51 = z;
-#define SG_ROW(R, A0, A1)                                                   \
-    if (MRC > R) {                                                          \
-        __m256 av = _mm256_broadcast_ss(a + R);                             \
-        A0 = _mm256_fmadd_ps(av, b0, A0);                                   \
-        if (NV == 2) A1 = _mm256_fmadd_ps(av, b1, A1);                      \
-    }
-#define SG_STEP                                                             \
-    {                                                                       \
-        __m256 b0 = _mm256_loadu_ps(b), b1 = z;                             \
-        if (NV == 2) b1 = _mm256_loadu_ps(b + 8);                           \
-        SG_ROW(0, c00, c01) SG_ROW(1, c10, c11) SG_ROW(2, c20, c21)         \
-        SG_ROW(3, c30, c31) SG_ROW(4, c40, c41) SG_ROW(5, c50, c51)         \
-        a += SG_MR;                                                         \
-        b += ldb;                                                           \
-    }
-    for (long k = 0; k < kc; k++) SG_STEP
-#undef SG_STEP
-#undef SG_ROW
-    if (mr == MRC && nr == 8 * NV && last && !accum && e->act <= SG_CLIP && !e->bias_col) {
-        /* common 1x1-conv epilogue, all in registers: + bias_row (+ Z), clamp, store */
-        const int clamp = e->act != SG_NONE;
-        const __m256 lo = _mm256_set1_ps(e->act == SG_CLIP ? e->p0 : 0.f);
-        const __m256 hi = _mm256_set1_ps(e->act == SG_CLIP ? e->p1 : INFINITY);
-        const float *br = e->bias_row ? e->bias_row + m0 : NULL;
-        const float *zr = e->z ? e->z + m0 * e->ldz + n0 : NULL;
-#define SG_FAST(R, A0, A1)                                                               \
-        if (MRC > R) {                                                                   \
-            float *cr = c + R * ldc;                                                     \
-            if (br) {                                                                    \
-                __m256 bv = _mm256_broadcast_ss(br + R);                                 \
-                A0 = _mm256_add_ps(A0, bv);                                              \
-                if (NV == 2) A1 = _mm256_add_ps(A1, bv);                                 \
-            }                                                                            \
-            if (zr) {                                                                    \
-                A0 = _mm256_add_ps(A0, _mm256_loadu_ps(zr + R * e->ldz));                \
-                if (NV == 2) A1 = _mm256_add_ps(A1, _mm256_loadu_ps(zr + R * e->ldz + 8)); \
-            }                                                                            \
-            if (clamp) {                                                                 \
-                A0 = _mm256_min_ps(_mm256_max_ps(A0, lo), hi);                           \
-                if (NV == 2) A1 = _mm256_min_ps(_mm256_max_ps(A1, lo), hi);              \
-            }                                                                            \
-            _mm256_storeu_ps(cr, A0);                                                    \
-            if (NV == 2) _mm256_storeu_ps(cr + 8, A1);                                   \
-        }
-        SG_FAST(0, c00, c01) SG_FAST(1, c10, c11) SG_FAST(2, c20, c21)
-        SG_FAST(3, c30, c31) SG_FAST(4, c40, c41) SG_FAST(5, c50, c51)
-#undef SG_FAST
-    } else if (mr == MRC && nr == 8 * NV) {
-#define SG_OUT(R, A0, A1)                                                                \
-        if (MRC > R) {                                                                   \
-            if (NV == 2) sg_row_out(A0, A1, c + R * ldc, accum, last, e, m0 + R, n0);    \
-            else sg_row_out8(A0, c + R * ldc, accum, last, e, m0 + R, n0);               \
-        }
-        SG_OUT(0, c00, c01) SG_OUT(1, c10, c11) SG_OUT(2, c20, c21)
-        SG_OUT(3, c30, c31) SG_OUT(4, c40, c41) SG_OUT(5, c50, c51)
-#undef SG_OUT
-    } else {  /* ragged corner: spill, then the scalar store writes the mr x nr part */
-        float buf[SG_MR * SG_NR];
-#define SG_SPILL(R, A0, A1)                                                      \
-        _mm256_storeu_ps(buf + R * SG_NR, A0);                                   \
-        _mm256_storeu_ps(buf + R * SG_NR + 8, A1);
-        SG_SPILL(0, c00, c01) SG_SPILL(1, c10, c11) SG_SPILL(2, c20, c21)
-        SG_SPILL(3, c30, c31) SG_SPILL(4, c40, c41) SG_SPILL(5, c50, c51)
-#undef SG_SPILL
-        sg_store_scalar(buf, c, ldc, mr, nr, accum, last, e, m0, n0);
-    }
-}
-
-#define SG_UKR(MRC, NV)                                                                   \
-    SG_AVX2 static void sg_ukr_avx2_##MRC##x##NV(long kc, const float *a, const float *b,  \
-            long ldb, float *c, long ldc, int mr, int nr, int accum, int last,             \
-            const sg_epi *e, long m0, long n0) {                                          \
-        sg_ukr_avx2_t(kc, a, b, ldb, c, ldc, mr, nr, accum, last, e, m0, n0, MRC, NV);     \
-    }
-/* Sweep: `np` consecutive full MRC x 16 tiles along N (B panels at b + j*16, C at c + j*16),
- * one call per A panel and B chunk instead of one per tile (direct 1x1 path). */
-#define SG_SWEEP(MRC)                                                                     \
-    SG_AVX2 static void sg_sweep_avx2_##MRC(long kc, const float *a, const float *b,      \
-            long ldb, float *c, long ldc, long np, int accum, int last, const sg_epi *e,  \
-            long m0, long n0) {                                                           \
-        for (long j = 0; j < np; j++)                                                     \
-            sg_ukr_avx2_t(kc, a, b + j * SG_NR, ldb, c + j * SG_NR, ldc, MRC, SG_NR,      \
-                          accum, last, e, m0, n0 + j * SG_NR, MRC, 2);                    \
-    }
-SG_SWEEP(1) SG_SWEEP(2) SG_SWEEP(3) SG_SWEEP(4) SG_SWEEP(5) SG_SWEEP(6)
-#undef SG_SWEEP
-typedef void (*sg_sweep_t)(long, const float *, const float *, long, float *, long, long, int,
-                           int, const sg_epi *, long, long);
-static const sg_sweep_t sg_sweep_avx2[SG_MR] = {sg_sweep_avx2_1, sg_sweep_avx2_2,
-    sg_sweep_avx2_3, sg_sweep_avx2_4, sg_sweep_avx2_5, sg_sweep_avx2_6};
-
-SG_UKR(1, 1) SG_UKR(2, 1) SG_UKR(3, 1) SG_UKR(4, 1) SG_UKR(5, 1) SG_UKR(6, 1)
-SG_UKR(1, 2) SG_UKR(2, 2) SG_UKR(3, 2) SG_UKR(4, 2) SG_UKR(5, 2) SG_UKR(6, 2)
-#undef SG_UKR
-
-#include "sgemm_avx512.h"
-
-/* Dispatch on the tile actually needed: rows mr (1..6), 8 or 16 columns. */
-static void sg_ukr_avx2(long kc, const float *a, const float *b, long ldb, float *c, long ldc,
-                        int mr, int nr, int accum, int last, const sg_epi *e, long m0,
-                        long n0) {
-    typedef void (*fn_t)(long, const float *, const float *, long, float *, long, int, int,
-                         int, int, const sg_epi *, long, long);
-    static const fn_t table[2][SG_MR] = {
-        {sg_ukr_avx2_1x1, sg_ukr_avx2_2x1, sg_ukr_avx2_3x1, sg_ukr_avx2_4x1, sg_ukr_avx2_5x1,
-         sg_ukr_avx2_6x1},
-        {sg_ukr_avx2_1x2, sg_ukr_avx2_2x2, sg_ukr_avx2_3x2, sg_ukr_avx2_4x2, sg_ukr_avx2_5x2,
-         sg_ukr_avx2_6x2}};
-    table[nr > 8][mr - 1](kc, a, b, ldb, c, ldc, mr, nr, accum, last, e, m0, n0);
-}
-
-#endif
-
-typedef void (*sg_ukr_t)(long, const float *, const float *, long, float *, long, int, int,
-                         int, int, const sg_epi *, long, long);
+/* ---------------------------------------------------------------- packing */
 
 /* ---------------------------------------------------------------- packing */
 
@@ -370,37 +212,6 @@ static void sg_pack_a(const float *src, long rs, long cs, long i0, long mc, long
     }
 }
 
-#if SG_X86
-/* sg_pack_a for a row-major A (cs == 1): per full 6-row panel, 8 columns at a time as
- * one 8 x 8 transpose (rows 6-7 zero) whose first 6 lanes of each row are the panel's 8
- * k-steps (a scalar loop reads a row-major A far below memory speed, a visible share of
- * a transformer's GEMMs). Each k-step's 8-float store runs 2 floats into the next
- * step, which overwrites them; a panel's last step is stored by 6 floats. */
-SG_AVX2 static void sg_pack_a_rows(const float *src, long rs, long i0, long mc, long k0,
-                                   long kc, float *dst) {
-    for (long p = 0; p < mc; p += SG_MR) {
-        const float *s = src + (i0 + p) * rs + k0;
-        if (mc - p < SG_MR) {        /* ragged last panel */
-            sg_pack_a(src, rs, 1, i0 + p, mc - p, k0, kc, dst);
-            return;
-        }
-        long k = 0;
-        for (; k + 8 <= kc; k += 8) {
-            __m256 r[8];
-            for (int i = 0; i < SG_MR; i++) r[i] = _mm256_loadu_ps(s + i * rs + k);
-            r[6] = r[7] = _mm256_setzero_ps();
-            simd_transpose8_ps(r);
-            for (int j = 0; j < 7; j++) _mm256_storeu_ps(dst + j * SG_MR, r[j]);
-            float last[8];
-            _mm256_storeu_ps(last, r[7]);
-            memcpy(dst + 7 * SG_MR, last, SG_MR * sizeof(float));
-            dst += 8 * SG_MR;
-        }
-        for (; k < kc; k++, dst += SG_MR)
-            for (int i = 0; i < SG_MR; i++) dst[i] = s[i * rs + k];
-    }
-}
-#endif
 
 /* B rows [k0, k0+kc), columns [j0, j0+nc) of a strided matrix -> NR panels (kc x NR). */
 static void sg_pack_b(const float *src, long rs, long cs, long k0, long kc, long j0, long nc,
@@ -508,20 +319,19 @@ static inline long sg_workspace_size(long M, long N, long K, int pack_a, int pac
  * stride, row stride ldb), no packing except the ragged last NR panel. N is cut into
  * chunks of nb columns whose kc x nb B block stays in L2 (sg_direct_chunk_bytes, 64 KiB:
  * the best of the sizes tried on 1x1 conv shapes); within a chunk, each MR-row A panel
- * sweeps the chunk's NR panels in one call (sg_sweep_avx2_*), so C is written as MR
+ * sweeps the chunk's NR panels in one call (the row's sweep), so C is written as MR
  * contiguous row runs of nb floats and the B block is reused by every A panel. */
 static long sg_direct_chunk_bytes = 64 * 1024;
 
 static void sg_gemm_direct(long M, long N, long K, const float *ap, const float *B, long ldb,
-                           float *C, long ldc, const sg_epi *e, float *ws, sg_ukr_t ukr,
-                           long kcmax, int tier, long j0, long j1) {
+                           float *C, long ldc, const sg_epi *e, float *ws, const sg_row *row,
+                           long kcmax, long j0, long j1) {
+    const int MR2 = row->mr, NR2 = row->nr;   /* the 2 x 2-panel tile, where the row has it */
     long nb = sg_direct_chunk_bytes / 4 / kcmax / SG_NR * SG_NR;
     if (nb < SG_NR) nb = SG_NR;
-#if SG_X86
-    /* AVX-512: chunks of whole 32-column tiles (a 48-column chunk would run one
-     * 16-column tile in three, the load-bound kind) */
-    if (tier >= 2) nb = (nb + SG_NR2 - 1) / SG_NR2 * SG_NR2;
-#endif
+    /* 2 x 2-panel tiles: chunks of whole tiles (a 48-column chunk would run one 16-column
+     * tile in three, the load-bound kind) */
+    if (row->tile) nb = (nb + NR2 - 1) / NR2 * NR2;
     long nfull = N / SG_NR * SG_NR;
     for (long jc = j0; jc < j1; jc += nb) {
         long nc = j1 - jc < nb ? j1 - jc : nb;
@@ -530,13 +340,12 @@ static void sg_gemm_direct(long M, long N, long K, const float *ap, const float 
             int accum = pc > 0, last = pc + kc == K;
             if (jc + nc > nfull)   /* ragged last panel: packed (zero-padded) into ws */
                 sg_pack_b(B, ldb, 1, pc, kc, nfull, N - nfull, ws);
-#if SG_X86
-            if (tier >= 2) {   /* AVX-512: 12 x 32 tiles, each A panel pair sweeps the chunk */
-                for (long ir = 0; ir < M; ir += SG_MR2) {
-                    int mr = M - ir < SG_MR2 ? (int)(M - ir) : SG_MR2;
+            if (row->tile) {   /* 2 x 2-panel tiles, each A panel pair sweeps the chunk */
+                for (long ir = 0; ir < M; ir += MR2) {
+                    int mr = M - ir < MR2 ? (int)(M - ir) : MR2;
                     const float *a = ap + (ir / SG_MR) * K * SG_MR + pc * SG_MR;
-                    for (long jr = jc; jr < jc + nc; jr += SG_NR2) {
-                        int nr = jc + nc - jr < SG_NR2 ? (int)(jc + nc - jr) : SG_NR2;
+                    for (long jr = jc; jr < jc + nc; jr += NR2) {
+                        int nr = jc + nc - jr < NR2 ? (int)(jc + nc - jr) : NR2;
                         long j1 = jr + SG_NR;   /* the second panel (or none: nr <= 16) */
                         const float *b0 = jr < nfull ? B + pc * ldb + jr : ws;
                         const float *b1 = j1 < nfull ? B + pc * ldb + j1 : ws;
@@ -544,34 +353,31 @@ static void sg_gemm_direct(long M, long N, long K, const float *ap, const float 
                          * few (Winograd's 7x7 and 14x14 GEMMs: 16) each A panel is read once,
                          * from memory, 12 products per 13 loads; wider chunks reuse each
                          * A panel over their tiles) */
-                        const float *pf = nc <= SG_NR && ir + SG_MR2 < M ? a + 2 * K * SG_MR
-                                                                        : NULL;
-                        sg_tile_avx512(kc, a, K * SG_MR, b0, jr < nfull ? ldb : SG_NR, b1,
-                                       j1 < nfull ? ldb : SG_NR, C + ir * ldc + jr, ldc, mr, nr,
-                                       accum, last, e, ir, jr, pf);
+                        const float *pf = nc <= SG_NR && ir + MR2 < M ? a + 2 * K * SG_MR
+                                                                     : NULL;
+                        row->tile(kc, a, K * SG_MR, b0, jr < nfull ? ldb : SG_NR, b1,
+                                  j1 < nfull ? ldb : SG_NR, C + ir * ldc + jr, ldc, mr, nr,
+                                  accum, last, e, ir, jr, pf);
                     }
                 }
                 continue;
             }
-#endif
             for (long ir = 0; ir < M; ir += SG_MR) {
                 int mr = M - ir < SG_MR ? (int)(M - ir) : SG_MR;
                 const float *a = ap + (ir / SG_MR) * K * SG_MR + pc * SG_MR;
                 long jr = jc;
-#if SG_X86
-                if (tier) {   /* the chunk's full in-place panels in one call */
+                if (row->sweep) {   /* the chunk's full in-place panels in one call */
                     long jend = jc + nc < nfull ? jc + nc : nfull;
                     if (jend > jc) {
-                        sg_sweep_avx2[mr - 1](kc, a, B + pc * ldb + jc, ldb, C + ir * ldc + jc,
-                                              ldc, (jend - jc) / SG_NR, accum, last, e, ir, jc);
+                        row->sweep[mr - 1](kc, a, B + pc * ldb + jc, ldb, C + ir * ldc + jc,
+                                           ldc, (jend - jc) / SG_NR, accum, last, e, ir, jc);
                         jr = jend;
                     }
                 }
-#endif
                 for (; jr < jc + nc; jr += SG_NR) {
                     int nr = jc + nc - jr < SG_NR ? (int)(jc + nc - jr) : SG_NR;
                     int inplace = jr < nfull;
-                    ukr(kc, a, inplace ? B + pc * ldb + jr : ws, inplace ? ldb : SG_NR,
+                    row->ukr(kc, a, inplace ? B + pc * ldb + jr : ws, inplace ? ldb : SG_NR,
                         C + ir * ldc + jr, ldc, mr, nr, accum, last, e, ir, jr);
                 }
             }
@@ -586,17 +392,14 @@ static void sg_gemm_direct(long M, long N, long K, const float *ap, const float 
  * the ragged last panel is packed. ws: sg_workspace_size floats. */
 static void sg_gemm_cols(long M, long N, long K, const sg_operand *a, const sg_operand *b,
                          const sg_conv *conv, float *C, long ldc, const sg_epi *e, float *ws,
-                         int tier, int direct_b, long j0, long j1) {
-    sg_ukr_t ukr = sg_ukr_c;
-#if SG_X86
-    if (tier) ukr = sg_ukr_avx2;
-#endif
+                         const sg_row *row, int direct_b, long j0, long j1) {
+    const sg_ukr_t ukr = row->ukr;
+    const int MR2 = row->mr, NR2 = row->nr;   /* the 2 x 2-panel tile, where the row has it */
     sg_blocks bl = sg_choose_blocks(M, N, K);
     int pack_a = a->packed == NULL, pack_b = b->packed == NULL;
     direct_b = direct_b && pack_b && !conv && b->cs == 1;
     if (direct_b && !pack_a && sg_direct_chunk_bytes > 0) {
-        sg_gemm_direct(M, N, K, a->packed, b->src, b->rs, C, ldc, e, ws, ukr, bl.kc, tier,
-                       j0, j1);
+        sg_gemm_direct(M, N, K, a->packed, b->src, b->rs, C, ldc, e, ws, row, bl.kc, j0, j1);
         return;
     }
     float *wa = ws, *wb = ws + (pack_a ? bl.mc * bl.kc : 0);
@@ -624,22 +427,19 @@ static void sg_gemm_cols(long M, long N, long K, const sg_operand *a, const sg_o
                 const float *ablk;
                 long a_ps;
                 if (pack_a) {
-#if SG_X86
-                    if (tier && a->cs == 1)
-                        sg_pack_a_rows(a->src, a->rs, ic, mc, pc, kc, wa);
+                    if (row->pack_a_rows && a->cs == 1)
+                        row->pack_a_rows(a->src, a->rs, ic, mc, pc, kc, wa);
                     else
-#endif
-                    sg_pack_a(a->src, a->rs, a->cs, ic, mc, pc, kc, wa);
+                        sg_pack_a(a->src, a->rs, a->cs, ic, mc, pc, kc, wa);
                     ablk = wa;
                     a_ps = kc * SG_MR;
                 } else {
                     ablk = a->packed + (ic / SG_MR) * K * SG_MR + pc * SG_MR;
                     a_ps = K * SG_MR;
                 }
-#if SG_X86
-                if (tier >= 2) {   /* AVX-512: 12 x 32 tiles (two B panels, two A panels) */
-                    for (long jr = 0; jr < nc; jr += SG_NR2) {
-                        int nr = nc - jr < SG_NR2 ? (int)(nc - jr) : SG_NR2;
+                if (row->tile) {   /* 2 x 2-panel tiles (two B panels, two A panels) */
+                    for (long jr = 0; jr < nc; jr += NR2) {
+                        int nr = nc - jr < NR2 ? (int)(nc - jr) : NR2;
                         const float *bp[2];
                         long ldbs[2];
                         for (int h = 0; h < 2; h++) {
@@ -655,26 +455,24 @@ static void sg_gemm_cols(long M, long N, long K, const sg_operand *a, const sg_o
                         /* the next full packed pair, prefetched by this step's first tile:
                          * constant weights come from memory in a model's run (MiniLM's
                          * 384 x 1536 GEMMs: 2.4 MB each, read once per inference) */
-                        const long jn = jr + SG_NR2;
-                        const int pfb = jn + SG_NR2 <= nc && jn >= nfull && mc >= SG_MR2 &&
-                                        nr == SG_NR2;
+                        const long jn = jr + NR2;
+                        const int pfb = jn + NR2 <= nc && jn >= nfull && mc >= MR2 && nr == NR2;
                         const float *pb = pfb ? bblk + ((jn - nfull) / SG_NR) * b_ps : NULL;
-                        for (long ir = 0; ir < mc; ir += SG_MR2) {
-                            int mr = mc - ir < SG_MR2 ? (int)(mc - ir) : SG_MR2;
+                        for (long ir = 0; ir < mc; ir += MR2) {
+                            int mr = mc - ir < MR2 ? (int)(mc - ir) : MR2;
                             long m0 = ic + ir, n0 = jc + jr;
                             if (ir == 0 && pb)
-                                sg_ukr_avx512_pfb_12x2(kc, ablk, a_ps, bp[0], ldbs[0], bp[1],
-                                                       ldbs[1], C + m0 * ldc + n0, ldc, mr, nr,
-                                                       accum, last, e, m0, n0, pb, pb + b_ps);
+                                row->tile_pfb(kc, ablk, a_ps, bp[0], ldbs[0], bp[1], ldbs[1],
+                                              C + m0 * ldc + n0, ldc, mr, nr, accum, last, e,
+                                              m0, n0, pb, pb + b_ps);
                             else
-                                sg_tile_avx512(kc, ablk + (ir / SG_MR) * a_ps, a_ps, bp[0],
-                                               ldbs[0], bp[1], ldbs[1], C + m0 * ldc + n0, ldc,
-                                               mr, nr, accum, last, e, m0, n0, NULL);
+                                row->tile(kc, ablk + (ir / SG_MR) * a_ps, a_ps, bp[0], ldbs[0],
+                                          bp[1], ldbs[1], C + m0 * ldc + n0, ldc, mr, nr,
+                                          accum, last, e, m0, n0, NULL);
                         }
                     }
                     continue;
                 }
-#endif
                 /* macro-kernel: the B micro-panel stays in L1 across the A panels */
                 for (long jr = 0; jr < nc; jr += SG_NR) {
                     int nr = nc - jr < SG_NR ? (int)(nc - jr) : SG_NR;
@@ -701,92 +499,31 @@ static void sg_gemm_cols(long M, long N, long K, const sg_operand *a, const sg_o
 
 /* ---------------------------------------------------------------- few rows, B constant */
 #define SG_GEMV_ROWS 2   /* rows of A up to which a constant-B product runs as GEMVs */
-#define SG_GEMV_KB 64    /* k per partial sum (sg_gemv_avx2_t) */
-#if SG_X86
-/* One row a (k-th value at a[k * acs]) times NP consecutive packed B panels (panel p at
- * bp + p * b_ps, full K) into C's columns n0 .. n0 + 16 NP (fewer at N's end: `left`):
- * 2 NP accumulators, so up to 8 independent FMA chains where the 6 x 16 tile with one
- * row has 2. K in blocks of SG_GEMV_KB, each block's sums added to a running total: a
- * float32 error bound of (KB + K / KB) eps instead of the tile's (384 + K / 384) eps;
- * one chain over all of K (or the tile's 384-blocks) leaves an ill-conditioned output (a
- * TFLite pose model's) farther from float64 than LiteRT does. For the one- or two-row
- * products of a batch-1 classifier. Epilogue as the tile's (sg_row_out). */
-SG_AVX2 static inline __attribute__((always_inline)) void sg_gemv_avx2_t(
-        long K, const float *a, long acs, const float *bp, long b_ps, float *c,
-        const sg_epi *e, long m, long n0, long left, const int NP) {
-    __m256 acc[8];
-    float tot[8 * 8];
-    const long kb = SG_GEMV_KB;
-    for (long k0 = 0; k0 < K; k0 += kb) {   /* blocks of kb sums, then added to the total */
-        const long k1 = K - k0 < kb ? K : k0 + kb;
-        for (int i = 0; i < 2 * NP; i++) acc[i] = _mm256_setzero_ps();
-        for (long k = k0; k < k1; k++) {
-            const __m256 av = _mm256_broadcast_ss(a + k * acs);
-            for (int p = 0; p < NP; p++) {
-                const float *b = bp + p * b_ps + k * SG_NR;
-                acc[2 * p] = _mm256_fmadd_ps(av, _mm256_loadu_ps(b), acc[2 * p]);
-                acc[2 * p + 1] = _mm256_fmadd_ps(av, _mm256_loadu_ps(b + 8), acc[2 * p + 1]);
-            }
-        }
-        for (int i = 0; i < 2 * NP; i++)
-            _mm256_storeu_ps(tot + 8 * i, k0 ? _mm256_add_ps(acc[i], _mm256_loadu_ps(tot + 8 * i))
-                                             : acc[i]);
-    }
-    for (int i = 0; i < 2 * NP; i++) acc[i] = _mm256_loadu_ps(tot + 8 * i);
-    for (int p = 0; p < NP; p++) {
-        const long n = left - p * SG_NR;
-        if (n >= SG_NR) {
-            sg_row_out(acc[2 * p], acc[2 * p + 1], c + p * SG_NR, 0, 1, e, m, n0 + p * SG_NR);
-        } else if (n > 0) {   /* N's ragged end: the panel's zero padding is not stored */
-            float buf[SG_NR];
-            _mm256_storeu_ps(buf, acc[2 * p]);
-            _mm256_storeu_ps(buf + 8, acc[2 * p + 1]);
-            sg_store_scalar(buf, c + p * SG_NR, 0, 1, (int)n, 0, 1, e, m, n0 + p * SG_NR);
-        }
-    }
-}
-
-#define SG_GEMV(NP)                                                                         \
-    SG_AVX2 static void sg_gemv_avx2_##NP(long K, const float *a, long acs, const float *bp, \
-            long b_ps, float *c, const sg_epi *e, long m, long n0, long left) {            \
-        sg_gemv_avx2_t(K, a, acs, bp, b_ps, c, e, m, n0, left, NP);                         \
-    }
-SG_GEMV(1) SG_GEMV(2) SG_GEMV(3) SG_GEMV(4)
-#undef SG_GEMV
-typedef void (*sg_gemv_t)(long, const float *, long, const float *, long, float *,
-                          const sg_epi *, long, long, long);
-static const sg_gemv_t sg_gemv_avx2[4] = {sg_gemv_avx2_1, sg_gemv_avx2_2, sg_gemv_avx2_3,
-                                          sg_gemv_avx2_4};
-#endif
 
 /* Columns [j0, j1) of C (M, N) = act(A @ B + epilogue), B prepacked (full K), A strided:
- * rows of A one at a time against 64 columns of B (sg_gemv_avx2_t) where M <=
- * SG_GEMV_ROWS on a SIMD tier (the AVX2 body on AVX-512 too: it streams B, memory bound),
- * else the tiled product; ws as sg_gemm_cols'. */
+ * rows of A one at a time against 64 columns of B (the row's GEMVs) where M <=
+ * SG_GEMV_ROWS and the row has them, else the tiled product; ws as sg_gemm_cols'. */
 static void sg_gemm_bconst_cols(long M, long N, long K, const sg_operand *a,
                                 const sg_operand *b, float *C, long ldc, const sg_epi *e,
-                                float *ws, int tier, long j0, long j1) {
-#if SG_X86
-    if (tier && M <= SG_GEMV_ROWS) {
+                                float *ws, const sg_row *row, long j0, long j1) {
+    if (row->gemv && M <= SG_GEMV_ROWS) {
         for (long i = 0; i < M; i++)
             for (long j = j0; j < j1; j += 4 * SG_NR) {
                 const long np = (j1 - j + SG_NR - 1) / SG_NR;
-                sg_gemv_avx2[(np < 4 ? np : 4) - 1](K, a->src + i * a->rs, a->cs,
-                                                    b->packed + (j / SG_NR) * K * SG_NR,
-                                                    K * SG_NR, C + i * ldc + j, e, i, j,
-                                                    N - j);
+                row->gemv[(np < 4 ? np : 4) - 1](K, a->src + i * a->rs, a->cs,
+                                                 b->packed + (j / SG_NR) * K * SG_NR,
+                                                 K * SG_NR, C + i * ldc + j, e, i, j, N - j);
             }
         return;
     }
-#endif
-    sg_gemm_cols(M, N, K, a, b, NULL, C, ldc, e, ws, tier, 0, j0, j1);
+    sg_gemm_cols(M, N, K, a, b, NULL, C, ldc, e, ws, row, 0, j0, j1);
 }
 
 /* The whole product (every column) on the calling thread. */
 static void sg_gemm(long M, long N, long K, const sg_operand *a, const sg_operand *b,
                     const sg_conv *conv, float *C, long ldc, const sg_epi *e, float *ws,
-                    int tier, int direct_b) {
-    sg_gemm_cols(M, N, K, a, b, conv, C, ldc, e, ws, tier, direct_b, 0, N);
+                    const sg_row *row, int direct_b) {
+    sg_gemm_cols(M, N, K, a, b, conv, C, ldc, e, ws, row, direct_b, 0, N);
 }
 
 /* The rows mode's B for a conv: the im2col made explicit, cols (K, N) row-major, row k
@@ -822,45 +559,20 @@ static void sg_im2col(const sg_conv *g, float *cols, long k0, long k1) {
     }
 }
 
-/* Rows mode (sg_gemm_rows_avx512): the AVX-512 tier only; SGemm refuses it on the others. */
-static inline void sg_gemm_rows(long M, long N, long K, const float *wt, const float *B, long ldb,
-                         float *C, long ldc, const sg_epi *e, long m_lo, long m_hi) {
-#if SG_X86
-    sg_gemm_rows_avx512(M, N, K, wt, B, ldb, C, ldc, e, m_lo, m_hi);
-#else
-    (void)M; (void)N; (void)K; (void)wt; (void)B; (void)ldb; (void)C; (void)ldc; (void)e;
-    (void)m_lo; (void)m_hi;
-#endif
-}
-
-/* Rows mode over input channels [k0, k1) (threads splitting K), and the sum of their
- * partial products (sg_sum_parts_avx512): the AVX-512 tier only, as sg_gemm_rows. */
-static inline void sg_gemm_rows_krange(long N, long K, long k0, long k1, const float *wt,
-                                       const float *B, long ldb, float *C, long ldc,
-                                       const sg_epi *e, long m_lo, long m_hi) {
-#if SG_X86
-    sg_gemm_rows_krange_avx512(N, K, k0, k1, wt, B, ldb, C, ldc, e, m_lo, m_hi);
-#else
-    (void)N; (void)K; (void)k0; (void)k1; (void)wt; (void)B; (void)ldb; (void)C; (void)ldc;
-    (void)e; (void)m_lo; (void)m_hi;
-#endif
-}
-
-static inline void sg_sum_parts(const float *P, long ps, int parts, float *out, long n,
-                                int act, float p0, float p1) {
-#if SG_X86
-    sg_sum_parts_avx512(P, ps, parts, out, n, act, p0, p1);
-#else
-    (void)P; (void)ps; (void)parts; (void)out; (void)n; (void)act; (void)p0; (void)p1;
-#endif
+/* Rows mode (rows with a `rows` entry only; SGemm refuses it on the others): channels
+ * [m_lo, m_hi) of C (M, N) = act(W @ B + epilogue), wt = W^T packed as B panels. */
+static inline void sg_gemm_rows(const sg_row *row, long N, long K, const float *wt,
+                                const float *B, long ldb, float *C, long ldc, const sg_epi *e,
+                                long m_lo, long m_hi) {
+    row->rows(N, K, 0, K, wt, B, ldb, C, ldc, e, m_lo, m_hi);
 }
 
 /* Rows mode, threads splitting K, in one OpenMP region: part p (input channels [p * kper,
  * min(K, (p + 1) * kper))) into its partial product P + p * M * N with epilogue epis[p]
  * (the bias in the first, z in the last, no activation), a barrier, then each thread
  * sums a 16-float aligned share of the M * N outputs into C (ldc N) with activation act. */
-static inline void sg_gemm_rows_ksplit(long M, long N, long K, long kper, int parts,
-                                       const float *wt, const float *B, float *C, float *P,
+static inline void sg_gemm_rows_ksplit(const sg_row *row, long M, long N, long K, long kper,
+                                       int parts, const float *wt, const float *B, float *C, float *P,
                                        const sg_epi *epis, int act, float p0, float p1) {
     const long mn = M * N;
 #ifdef _OPENMP
@@ -873,15 +585,16 @@ static inline void sg_gemm_rows_ksplit(long M, long N, long K, long kper, int pa
         const int t = 0, nt = 1;
 #endif
         for (int p = t; p < parts; p += nt)
-            sg_gemm_rows_krange(N, K, p * kper, (p + 1) * kper < K ? (p + 1) * kper : K, wt, B,
-                                N, P + p * mn, N, &epis[p], 0, M);
+            row->rows(N, K, p * kper, (p + 1) * kper < K ? (p + 1) * kper : K, wt, B, N,
+                      P + p * mn, N, &epis[p], 0, M);
 #ifdef _OPENMP
 #pragma omp barrier
 #endif
         const long i0 = mn * t / nt / 16 * 16;
         const long i1 = t == nt - 1 ? mn : mn * (t + 1) / nt / 16 * 16;
-        sg_sum_parts(P + i0, mn, parts, C + i0, i1 - i0, act, p0, p1);
+        row->sum_parts(P + i0, mn, parts, C + i0, i1 - i0, act, p0, p1);
     }
 }
 
 #endif
+

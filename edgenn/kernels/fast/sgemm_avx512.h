@@ -1,4 +1,4 @@
-/* AVX-512F micro-kernel of edgenn's packed sgemm (sgemm.h): sgemm_12x32__avx512f.
+/* AVX-512F row of edgenn's packed sgemm (sgemm.h): sgemm_12x32__avx512f.
  *
  * The same packed panels as the AVX2 kernel (A: micro-panels of SG_MR = 6 rows, B: 16
  * columns, read in place for 1x1 convs), so packing is shared across the tiers: one call
@@ -12,6 +12,8 @@
  */
 #ifndef EDGENN_SGEMM_AVX512_H
 #define EDGENN_SGEMM_AVX512_H
+
+#include "sgemm_avx2.h"   /* the epilogue (sg_row_out), packing and GEMVs it shares */
 
 #if SG_X86
 #if SG_EMULATED
@@ -240,13 +242,6 @@ static inline void sg_gemm_rows_krange_avx512(long N, long K, long k0, long k1,
                                                 t ? NULL : pf1);
         }
     }
-}
-
-static inline void sg_gemm_rows_avx512(long M, long N, long K, const float *wt, const float *B,
-                                long ldb, float *C, long ldc, const sg_epi *e, long m_lo,
-                                long m_hi) {
-    (void)M;
-    sg_gemm_rows_krange_avx512(N, K, 0, K, wt, B, ldb, C, ldc, e, m_lo, m_hi);
 }
 
 /* out[i] = act(P[i] + P[ps + i] + ... + P[(parts-1) * ps + i]), i < n: the partial

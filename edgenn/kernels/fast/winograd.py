@@ -18,7 +18,7 @@ Error grows with m (the interpolation points 2, 1/2 ... widen the transforms' dy
 max |y - ref| / max |ref| on ResNet-18's real activations is <= 8e-7 for F(2,3), <= 6e-6 for
 F(4,3), <= 1.3e-5 for F(6,3) (tests/test_winograd.py checks the growth on realistic data).
 Registered: winograd_f23, winograd_f43 (GEMMs on OpenBLAS), winograd_f{2,4}3_<tile>__<isa>
-(GEMMs on edgenn's packed sgemm of that tier, and *_mt); each carries a cost estimate
+(GEMMs on that row of edgenn's packed sgemm table, and *_mt); each carries a cost estimate
 (`winograd_seconds`).
 """
 from __future__ import annotations
@@ -30,6 +30,7 @@ import numpy as np
 
 from ...registry import kernel
 from .. import scratch
+from . import _sgemm
 from . import epilogue
 from .conv import geometry
 from .threading_cost import plan_threads
@@ -174,13 +175,13 @@ def _blocks(rows_total: int, per_row: int, tw: int, block_bytes: int, min_tiles:
     return -(-rows_total // -(-rows_total // nrows))  # balance the blocks
 
 
-def _prepare(node, ins, outs, m: int, block_bytes: int = _BLOCK_BYTES, gemm_isa: str = "",
+def _prepare(node, ins, outs, m: int, block_bytes: int = _BLOCK_BYTES, gemm_row: str = "",
              threads: int = 1):
-    """gemm_isa "": the alpha^2 GEMMs on OpenBLAS (np.matmul), the transforms called per
-    block from here; "avx2" / "avx512" / "scalar": the whole conv in one C call
-    (_winograd.WinogradConv) with the GEMMs on edgenn's packed sgemm of that tier (U
-    prepacked, V read in place), blocks (or, with fewer blocks than threads, each block's
-    products) shared out over `threads` OpenMP threads."""
+    """gemm_row "": the alpha^2 GEMMs on OpenBLAS (np.matmul), the transforms called per
+    block from here; a row of the sgemm table (_sgemm.ROWS): the whole conv in one C call
+    (_winograd.WinogradConv) with the GEMMs on that row (U prepacked, V read in place),
+    blocks (or, with fewer blocks than threads, each block's products) shared out over
+    `threads` OpenMP threads."""
     x, w, y = ins[0], ins[1].value, outs[0]
     n, c, h, wd = x.shape
     k = w.shape[0]
@@ -200,10 +201,10 @@ def _prepare(node, ins, outs, m: int, block_bytes: int = _BLOCK_BYTES, gemm_isa:
         p1 = p1 if len(params) > 1 else np.inf
     th, tw = -(-oh // m), -(-ow // m)
     per_row = a2 * (c + k) * tw * 4  # bytes of V and M per tile row
-    if gemm_isa:
+    if gemm_row:
         nrows = _blocks(n * th, per_row, tw, block_bytes, _MIN_OWN_TILES, threads)
         conv = _own_gemm_conv(m, x.shape, y.shape, ph, pw, nrows, u, bias, cact, p0, p1,
-                              gemm_isa, threads)
+                              gemm_row, threads)
         kept_h = scratch.array(conv.kept_floats, np.float32, persistent=True, fill=0.0)
         work_h = scratch.array(conv.work_floats, np.float32)
         has_z = len(ins) > 3 and ins[3] is not None
@@ -219,15 +220,14 @@ def _prepare(node, ins, outs, m: int, block_bytes: int = _BLOCK_BYTES, gemm_isa:
     return _blas_run(m, ins, y, u, ph, pw, th, tw, nrows, bias, cact, p0, p1, post, params)
 
 
-def _own_gemm_conv(m, shape_x, shape_y, ph, pw, nrows, u, bias, cact, p0, p1, isa, threads):
-    from . import _sgemm
+def _own_gemm_conv(m, shape_x, shape_y, ph, pw, nrows, u, bias, cact, p0, p1, row, threads):
     from . import _winograd as cw
     k, c = u.shape[1:]
     tw = -(-shape_y[3] // m)
     gws = _sgemm.direct_workspace_bytes(k, nrows * tw, c) // 4
     return cw.WinogradConv(m, shape_x, shape_y, ph, pw, nrows, _sgemm.pack_a_batch(u),
                            _sgemm.packed_a_size(k, c), bias, cact, p0, p1,
-                           _sgemm.tier_of(isa), gws, threads)
+                           _sgemm.row_index(row), gws, threads)
 
 
 def _blas_run(m, ins, y, u, ph, pw, th, tw, nrows, bias, cact, p0, p1, post, params):
@@ -287,14 +287,18 @@ def _mt_supports(node, ins, outs) -> bool:
     return plan_threads() > 1 and _supports(node, ins, outs)
 
 
+# One spec per SIMD row of the sgemm table (the portable row's products are OpenBLAS's
+# above): winograd_f{2,4}3_<tile>__<isa>.
 for _m in (2, 4):
-    for _isa, _tile in (("avx2", "6x16__avx2"), ("avx512", "12x32__avx512f")):
-        _name = f"winograd_f{_m}3_{_tile}"
-        kernel("Conv", _name, supports=_supports, cost=_cost(_m), isa=_isa)(
-            lambda node, ins, outs, m=_m, isa=_isa: _prepare(node, ins, outs, m, gemm_isa=isa))
-        kernel("Conv", _name + "_mt", supports=_mt_supports, cost=_cost(_m), isa=_isa)(
-            lambda node, ins, outs, m=_m, isa=_isa: _prepare(
-                node, ins, outs, m, gemm_isa=isa, threads=plan_threads()))
+    for _row in _sgemm.ROWS:
+        if _row.isa == "scalar":
+            continue
+        _name = f"winograd_f{_m}3_{_row.name[len('sgemm_'):]}"
+        kernel("Conv", _name, supports=_supports, cost=_cost(_m), isa=_row.isa)(
+            lambda node, ins, outs, m=_m, r=_row.name: _prepare(node, ins, outs, m, gemm_row=r))
+        kernel("Conv", _name + "_mt", supports=_mt_supports, cost=_cost(_m), isa=_row.isa)(
+            lambda node, ins, outs, m=_m, r=_row.name: _prepare(
+                node, ins, outs, m, gemm_row=r, threads=plan_threads()))
 
 
 # F(6,3) works (tests/test_winograd.py) but is not registered: on ResNet-18 it is never faster
