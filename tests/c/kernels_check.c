@@ -101,7 +101,7 @@ static void check_sgemm(void) {
         for (long i = 0; i < K * N; i++) b[i] = (float)((int)(rnd() % 7) - 3);
         sg_pack_a(a, K, 1, 0, M, 0, K, ap);
         sg_operand A = {ap, NULL, 0, 0}, B = {NULL, b, N, 1};
-        sg_epi e = {NULL, NULL, NULL, 0, SG_NONE, 0.f, 0.f};
+        sg_epi e = {NULL, NULL, NULL, 0, EDGENN_ACT_NONE, 0.f, 0.f};
         sg_gemm(M, N, K, &A, &B, NULL, c, N, &e, ws, row, 0);
         int ok = 1;   /* small integers: exact in fp32 */
         for (long i = 0; i < M; i++)
@@ -139,7 +139,7 @@ static void check_spmm(void) {
         for (int tier = 0; tier < SP_TIERS; tier++) {
             long *o = malloc(M * K * sizeof(long));
             for (int j = 0; j < nnz; j++) { o[j] = off[j] * S; off_t[j] = off[j] * sp_tile(tier); }
-            sp_epi e = {rp, o, val, NULL, NULL, SP_ACT_RELU, 0.f, 1e30f};
+            sp_epi e = {rp, o, val, NULL, NULL, EDGENN_ACT_RELU, 0.f, 1e30f};
             spmm_run(x, y, M, K, S, &e, off_t, tier, ws);
             free(o);
             int ok = 1;
@@ -182,7 +182,7 @@ static void check_spgemm(void) {
         for (int tiled = 0; tiled < 2; tiled++)
             for (int tier = 0; tier < (tiled ? SP_TIERS : 3); tier++) {
                 for (int j = 0; j < nnz; j++) off[j] = (long)col[j] * spg_rows(tier);
-                sp_epi e = {rp, off, val, bias, NULL, SP_ACT_RELU, 0.f, 1e30f};
+                sp_epi e = {rp, off, val, bias, NULL, EDGENN_ACT_RELU, 0.f, 1e30f};
                 if (tiled) spg_tiled(x, y, M, K, N, &e, tier, ws);
                 else spg_spmv(x, y, M, K, N, &e, col, tier);
                 int ok = 1;

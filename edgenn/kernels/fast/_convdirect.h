@@ -24,6 +24,7 @@
 #define EDGENN_CONVDIRECT_H
 #include <string.h>
 #include "_simd.h"
+#include "_epilogue.h"
 #include "_phases.h"
 
 #ifdef EDGENN_SIMDE
@@ -32,7 +33,8 @@
 #define CD_EMULATED 0
 #endif
 
-enum { CD_ACT_NONE = 0, CD_ACT_RELU = 1, CD_ACT_CLIP = 2, CD_ACT_PRELU = 3 };
+/* a clamp or nothing, or PRelu (one slope per output channel) */
+#define CD_ACTS (EDGENN_ACTS_CLAMP | EDGENN_ACT_BIT(EDGENN_ACT_PRELU))
 #define CD_MAX_KW 64                /* widest kernel (the caller checks) */
 
 typedef struct {
@@ -54,9 +56,9 @@ static inline long cd_px(int tier) { return tier == 3 ? 48 : tier == 2 ? 32 : ti
 
 static inline float cd_act1(float v, const cd_args *a, long m)
 {
-    if (a->act == CD_ACT_PRELU) return v >= 0.f ? v : v * a->slope[m];
-    if (a->act == CD_ACT_RELU) return v > 0.f ? v : 0.f;
-    if (a->act == CD_ACT_CLIP) return v < a->lo ? a->lo : (v > a->hi ? a->hi : v);
+    if (a->act == EDGENN_ACT_PRELU) return v >= 0.f ? v : v * a->slope[m];
+    if (a->act == EDGENN_ACT_RELU) return v > 0.f ? v : 0.f;
+    if (a->act == EDGENN_ACT_CLIP) return v < a->lo ? a->lo : (v > a->hi ? a->hi : v);
     return v;
 }
 

@@ -17,8 +17,11 @@ cdef extern from "_cpu.h" nogil:
     int edgenn_isa_x86(int t)
     int EDGENN_ISA_AVX2, EDGENN_ISA_AVX512
 
+include "_epilogue.pxi"
+
 cdef extern from "_convdirect.h" nogil:
     int CD_EMULATED
+    unsigned CD_ACTS
     ctypedef struct cd_args:
         const float *xp
         const float *wp
@@ -41,7 +44,7 @@ HAVE = {"scalar": True,
         "avx2": EMULATED or bool(edgenn_isa_x86(EDGENN_ISA_AVX2)),
         "avx512": EMULATED or bool(edgenn_isa_x86(EDGENN_ISA_AVX512))}
 HAVE["avx512_8x48"] = HAVE["avx512"]
-ACT = {"": 0, "Relu": 1, "Clip": 2, "PRelu": 3}
+ACTIVATIONS = _activations(CD_ACTS)       # _convdirect.h's
 
 
 def tile(str isa):
@@ -85,7 +88,7 @@ cdef int _layer(cd_args *a, const float[:, :, ::1] xp, const float[:, :, ::1] wp
         a.bias = &b[0]
     a.C, a.Hp, a.Wq, a.KH, a.KW, a.SH, a.SW = c, xp.shape[1], xp.shape[2] // sw, kh, kw, sh, sw
     a.M, a.OH, a.OW = m, oh, ow
-    a.act, a.lo, a.hi = ACT[act], lo, hi
+    a.act, a.lo, a.hi = ACTIVATION_NAMES.index(act), lo, hi
     cdef const float[::1] sl
     a.slope = NULL
     if act == "PRelu":

@@ -8,10 +8,10 @@ CD_ATTR __attribute__((always_inline))
 static inline CD_V CD_EPI(CD_V v, float b, const cd_args *a, long m)
 {
     v = CD_ADD(v, CD_SET1(b));
-    if (a->act == CD_ACT_PRELU) return CD_PRELU(v, CD_SET1(a->slope[m]));
-    if (a->act != CD_ACT_NONE) {
-        v = CD_MAX(v, CD_SET1(a->act == CD_ACT_CLIP ? a->lo : 0.f));
-        if (a->act == CD_ACT_CLIP) v = CD_MIN(v, CD_SET1(a->hi));
+    if (a->act == EDGENN_ACT_PRELU) return CD_PRELU(v, CD_SET1(a->slope[m]));
+    if (a->act != EDGENN_ACT_NONE) {
+        v = CD_MAX(v, CD_SET1(a->act == EDGENN_ACT_CLIP ? a->lo : 0.f));
+        if (a->act == EDGENN_ACT_CLIP) v = CD_MIN(v, CD_SET1(a->hi));
     }
     return v;
 }

@@ -20,12 +20,16 @@
  * end), then + z, then the activation: the same order on both widths, so the same bits.
  */
 #include "_cpu.h"
+#include "_epilogue.h"
 #include <math.h>
 #include <string.h>
 #include "_simd.h"
 
-enum { ACT_NONE, ACT_RELU, ACT_CLIP, ACT_HARDSIGMOID, ACT_HARDSWISH, ACT_SIGMOID, ACT_SILU,
-       ACT_LEAKYRELU, ACT_GELU };
+/* every activation of _epilogue.h but PRelu (Sigmoid, SiLU and GELU after the sums, in
+ * scalar code); the fused 1x1 expansion's only those computed in registers (dwc_act) */
+#define DWC_ACTS (((1u << EDGENN_ACT_COUNT) - 1) & ~EDGENN_ACT_BIT(EDGENN_ACT_PRELU))
+#define DWC_EXPAND_ACTS (EDGENN_ACTS_CLAMP | EDGENN_ACT_BIT(EDGENN_ACT_HARDSIGMOID) | \
+                         EDGENN_ACT_BIT(EDGENN_ACT_HARDSWISH) | EDGENN_ACT_BIT(EDGENN_ACT_LEAKYRELU))
 
 enum { KIND_CONV, KIND_MAX, KIND_AVG };
 
@@ -114,17 +118,17 @@ static inline float dwc8_act1(float v, int mode, float p0, float p1)
 {
     float t;
     switch (mode) {
-    case ACT_RELU: return v < 0.0f ? 0.0f : v;
-    case ACT_CLIP: v = v < p0 ? p0 : v; return v > p1 ? p1 : v;
-    case ACT_HARDSIGMOID:
+    case EDGENN_ACT_RELU: return v < 0.0f ? 0.0f : v;
+    case EDGENN_ACT_CLIP: v = v < p0 ? p0 : v; return v > p1 ? p1 : v;
+    case EDGENN_ACT_HARDSIGMOID:
         t = v * p0 + p1; t = t < 0.0f ? 0.0f : t; return t > 1.0f ? 1.0f : t;
-    case ACT_HARDSWISH:
+    case EDGENN_ACT_HARDSWISH:
         t = v * (1.0f / 6.0f) + 0.5f; t = t < 0.0f ? 0.0f : t; t = t > 1.0f ? 1.0f : t;
         return v * t;
-    case ACT_SIGMOID: return (float)dwc8_sigmoid(v);
-    case ACT_SILU: return (float)(v * dwc8_sigmoid(v));
-    case ACT_LEAKYRELU: return v >= 0.0f ? v : v * p0;
-    case ACT_GELU: return (float)(0.5 * v * (1.0 + erf(v * 0.7071067811865476)));
+    case EDGENN_ACT_SIGMOID: return (float)dwc8_sigmoid(v);
+    case EDGENN_ACT_SILU: return (float)(v * dwc8_sigmoid(v));
+    case EDGENN_ACT_LEAKYRELU: return v >= 0.0f ? v : v * p0;
+    case EDGENN_ACT_GELU: return (float)(0.5 * v * (1.0 + erf(v * 0.7071067811865476)));
     default: return v;
     }
 }
@@ -265,7 +269,7 @@ static void dwc8_row_generic(const float *Q, const float *wl, const float *bl, c
             for (int ox = 0; ox < OW; ox++)
                 obuf[ox * L + l] += zrow[l * zplane + ox];
     }
-    if (g->mode != ACT_NONE)
+    if (g->mode != EDGENN_ACT_NONE)
         dwc8_act_scalar(obuf, OW * L, g);
 }
 

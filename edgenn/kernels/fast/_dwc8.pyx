@@ -33,7 +33,10 @@ cdef extern from "_pool_bytes.h" nogil:
                     int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw, int8_t *row)
     long maxpool_bytes_row(long W, long OW, int kw, int sw, int pw, int dw)
 
+include "_epilogue.pxi"
+
 cdef extern from "_dwc8.h" nogil:
+    unsigned DWC_ACTS, DWC_EXPAND_ACTS
     ctypedef struct dwc8_expand:
         int K
         const float *w
@@ -73,6 +76,8 @@ cdef extern from *:
     int DWC_EMULATED
 
 EMULATED = bool(DWC_EMULATED)
+ACTIVATIONS = _activations(DWC_ACTS)                   # _dwc8.h's
+EXPAND_ACTIVATIONS = _activations(DWC_EXPAND_ACTS)     # the fused 1x1 expansion's
 cdef bint _avx2 = EMULATED or edgenn_isa_x86(EDGENN_ISA_AVX2)
 cdef bint _avx512 = DWC_HAVE_16 and (EMULATED or edgenn_isa_x86(EDGENN_ISA_AVX512))
 HAS_AVX2 = _avx2

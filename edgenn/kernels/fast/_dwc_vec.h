@@ -121,13 +121,13 @@ static inline DWC_V DWC_FN(dwc_act)(DWC_V v, int mode, const DWC_FN(dwc_actc) *k
     /* constant first: max/min return their second operand on NaN, so NaN propagates
      * as in the reference */
     switch (mode) {
-    case ACT_RELU: return DWC_MAX(k->zero, v);
-    case ACT_CLIP: return DWC_MIN(k->hi, DWC_MAX(k->lo, v));
-    case ACT_HARDSIGMOID:
+    case EDGENN_ACT_RELU: return DWC_MAX(k->zero, v);
+    case EDGENN_ACT_CLIP: return DWC_MIN(k->hi, DWC_MAX(k->lo, v));
+    case EDGENN_ACT_HARDSIGMOID:
         return DWC_MIN(k->one, DWC_MAX(k->zero, DWC_FMA(v, k->lo, k->hi)));
-    case ACT_HARDSWISH:
+    case EDGENN_ACT_HARDSWISH:
         return DWC_MUL(v, DWC_MIN(k->one, DWC_MAX(k->zero, DWC_FMA(v, k->sixth, k->half))));
-    case ACT_LEAKYRELU:                 /* v >= 0 ? v : v * alpha */
+    case EDGENN_ACT_LEAKYRELU:                 /* v >= 0 ? v : v * alpha */
         return DWC_SELECT_GE0(v, DWC_MUL(v, k->lo), k->zero);
     default: return v;
     }
@@ -251,15 +251,15 @@ static inline void DWC_FN(dwc_row9_act)(const float *q, long rp, const long cp,
                                         int OW, int mode, const DWC_FN(dwc_actc) *k)
 {
     switch (mode) {
-    case ACT_NONE: DWC_FN(dwc_row9)(q, rp, cp, w, bias, obuf, sx, OW, ACT_NONE, k); break;
-    case ACT_RELU: DWC_FN(dwc_row9)(q, rp, cp, w, bias, obuf, sx, OW, ACT_RELU, k); break;
-    case ACT_CLIP: DWC_FN(dwc_row9)(q, rp, cp, w, bias, obuf, sx, OW, ACT_CLIP, k); break;
+    case EDGENN_ACT_NONE: DWC_FN(dwc_row9)(q, rp, cp, w, bias, obuf, sx, OW, EDGENN_ACT_NONE, k); break;
+    case EDGENN_ACT_RELU: DWC_FN(dwc_row9)(q, rp, cp, w, bias, obuf, sx, OW, EDGENN_ACT_RELU, k); break;
+    case EDGENN_ACT_CLIP: DWC_FN(dwc_row9)(q, rp, cp, w, bias, obuf, sx, OW, EDGENN_ACT_CLIP, k); break;
     default: DWC_FN(dwc_row9)(q, rp, cp, w, bias, obuf, sx, OW, mode, k); break;
     }
 }
 
 /* Row oy of one group into obuf (OW, DWC_L): taps (w: the nine 3x3 tap vectors when
- * T == 9), + bias, then the activation in registers (mode; ACT_NONE when the caller still
+ * T == 9), + bias, then the activation in registers (mode; EDGENN_ACT_NONE when the caller still
  * has to add a residual or apply a transcendental activation). */
 DWC_ATTR __attribute__((always_inline))
 static inline void DWC_FN(dwc_row)(const float *Q, const DWC_V *w, const float *wl,
@@ -306,9 +306,9 @@ DWC_ATTR static inline __attribute__((always_inline)) void DWC_FN(dwc_group_t)(
         w[t] = DWC_LOADU(wl + t * DWC_L);
     const DWC_V bias = DWC_LOADU(bl);
     /* activation in registers unless a residual comes first or it needs libm */
-    const int late = zc != NULL || g->mode == ACT_SIGMOID || g->mode == ACT_SILU
-        || g->mode == ACT_GELU;
-    const int mode = late ? ACT_NONE : g->mode;
+    const int late = zc != NULL || g->mode == EDGENN_ACT_SIGMOID || g->mode == EDGENN_ACT_SILU
+        || g->mode == EDGENN_ACT_GELU;
+    const int mode = late ? EDGENN_ACT_NONE : g->mode;
     for (int oy = g->oy0; oy < g->oy1; oy++) {
         float *row = flat ? obuf + (long)(oy - g->oy0) * OW * DWC_L : obuf;
         DWC_FN(dwc_row)(Q, w, wl, bias, off, row, oy, mode, &k, g);

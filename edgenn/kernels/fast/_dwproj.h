@@ -26,6 +26,7 @@
 #define EDGENN_DWPROJ_H
 #include <string.h>
 #include "_simd.h"
+#include "_epilogue.h"
 
 #ifdef EDGENN_SIMDE
 #define DWP_EMULATED 1
@@ -33,7 +34,7 @@
 #define DWP_EMULATED 0
 #endif
 
-enum { DWP_NONE = 0, DWP_RELU = 1, DWP_CLIP = 2 };
+#define DWP_ACTS EDGENN_ACTS_CLAMP     /* a clamp or nothing */
 #define DWP_NV 3     /* vectors per 1x1 tile */
 
 typedef struct {

@@ -15,7 +15,10 @@ cdef extern from "_cpu.h" nogil:
     int edgenn_isa_x86(int t)
     int EDGENN_ISA_AVX2, EDGENN_ISA_AVX512
 
+include "_epilogue.pxi"
+
 cdef extern from "_dwproj.h" nogil:
+    unsigned DWP_ACTS
     int DWP_EMULATED
     ctypedef struct dwp_args:
         const float *x
@@ -35,7 +38,7 @@ EMULATED = bool(DWP_EMULATED)
 # lanes -> whether this CPU (or EDGENN_MAX_ISA) runs that width (all of them emulated)
 HAVE = {8: EMULATED or bool(edgenn_isa_x86(EDGENN_ISA_AVX2)),
         16: EMULATED or bool(edgenn_isa_x86(EDGENN_ISA_AVX512))}
-ACT = {"": 0, "Relu": 1, "Clip": 2}
+ACTIVATIONS = _activations(DWP_ACTS)       # a clamp or nothing
 
 
 def _tpitch(long w, long rows):
@@ -79,7 +82,7 @@ def run(const float[:, :, ::1] x, const float[:, ::1] wd, const float[::1] bd,
             or wp.shape[1] != a.C or wp.shape[2] != mb or wp.shape[0] * mb < a.M \
             or bp.shape[0] < wp.shape[0] * mb or y.shape[1] != a.H or y.shape[2] != a.W:
         raise ValueError("depthwise_project: weights or output do not match x")
-    if rows < 1 or dact not in ACT or pact not in ACT:
+    if rows < 1 or dact not in ACTIVATIONS or pact not in ACTIVATIONS:
         raise ValueError("depthwise_project: bad band or activation")
     a.rows, a.tpitch = rows, _tpitch(a.W, rows)
     if T.shape[1] < dwp_scratch(&a):
@@ -88,7 +91,7 @@ def run(const float[:, :, ::1] x, const float[:, ::1] wd, const float[::1] bd,
         return
     a.x, a.wd, a.bd, a.wp, a.bp, a.y = &x[0, 0, 0], &wd[0, 0], &bd[0], &wp[0, 0, 0], &bp[0], \
         &y[0, 0, 0]
-    a.dact, a.pact = ACT[dact], ACT[pact]
+    a.dact, a.pact = ACTIVATION_NAMES.index(dact), ACTIVATION_NAMES.index(pact)
     a.dlo, a.dhi, a.plo, a.phi = dlo, dhi, plo, phi
     cdef int t, nt = max(1, min(T.shape[0], a.H))
     with nogil:

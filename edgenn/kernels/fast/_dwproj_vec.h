@@ -8,8 +8,8 @@ DWP_ATTR __attribute__((always_inline)) static inline DWP_V DWP_FN(act)(
         DWP_V v, int act, DWP_V lo, DWP_V hi) {
     /* constants first: max / min return the second operand on NaN, which propagates as
      * the unfused Relu / Clip do */
-    if (act == DWP_RELU) return DWP_MAX(lo, v);
-    if (act == DWP_CLIP) return DWP_MIN(hi, DWP_MAX(lo, v));
+    if (act == EDGENN_ACT_RELU) return DWP_MAX(lo, v);
+    if (act == EDGENN_ACT_CLIP) return DWP_MIN(hi, DWP_MAX(lo, v));
     return v;
 }
 
@@ -92,7 +92,7 @@ DWP_ATTR __attribute__((always_inline)) static inline void DWP_FN(dw_rows)(
  * the band's rows one after another), two rows at a time. */
 DWP_ATTR static void DWP_FN(depthwise)(const dwp_args *a, long r0, long r1, float *T) {
     const long H = a->H, W = a->W;
-    const DWP_V lo = DWP_SET1(a->dact == DWP_CLIP ? a->dlo : 0.f), hi = DWP_SET1(a->dhi);
+    const DWP_V lo = DWP_SET1(a->dact == EDGENN_ACT_CLIP ? a->dlo : 0.f), hi = DWP_SET1(a->dhi);
     for (long c = 0; c < a->C; c++) {
         const float *xc = a->x + c * H * W, *wc = a->wd + c * 9;
         DWP_V w[9];
@@ -126,7 +126,7 @@ DWP_ATTR __attribute__((always_inline)) static inline void DWP_FN(pw_tile)(
             for (int v = 0; v < NV; v++) acc[r][v] = DWP_FMA(wr, xv[v], acc[r][v]);
         }
     }
-    const DWP_V lo = DWP_SET1(a->pact == DWP_CLIP ? a->plo : 0.f), hi = DWP_SET1(a->phi);
+    const DWP_V lo = DWP_SET1(a->pact == EDGENN_ACT_CLIP ? a->plo : 0.f), hi = DWP_SET1(a->phi);
 #pragma GCC unroll 8
     for (int r = 0; r < DWP_MBW; r++) {
         if (r >= mr) break;

@@ -19,6 +19,7 @@
 #define EDGENN_DWROWS_H
 #include <string.h>
 #include "_simd.h"
+#include "_epilogue.h"
 #include "_phases.h"
 
 #ifdef EDGENN_SIMDE
@@ -27,7 +28,7 @@
 #define DWR_EMULATED 0
 #endif
 
-enum { DWR_NONE = 0, DWR_RELU = 1, DWR_CLIP = 2 };
+#define DWR_ACTS EDGENN_ACTS_CLAMP     /* a clamp or nothing */
 #define DWR_MAX_TAPS 256
 
 typedef struct {

@@ -13,7 +13,10 @@ cdef extern from "_cpu.h" nogil:
     int edgenn_isa_x86(int t)
     int EDGENN_ISA_AVX2, EDGENN_ISA_AVX512
 
+include "_epilogue.pxi"
+
 cdef extern from "_dwrows.h" nogil:
+    unsigned DWR_ACTS
     int DWR_EMULATED, DWR_MAX_TAPS
     ctypedef struct dwr_args:
         const float *x
@@ -32,7 +35,7 @@ EMULATED = bool(DWR_EMULATED)
 # lanes -> whether this CPU (or EDGENN_MAX_ISA) runs that width (all of them emulated)
 HAVE = {8: EMULATED or bool(edgenn_isa_x86(EDGENN_ISA_AVX2)),
         16: EMULATED or bool(edgenn_isa_x86(EDGENN_ISA_AVX512))}
-ACT = {"": 0, "Relu": 1, "Clip": 2}
+ACTIVATIONS = _activations(DWR_ACTS)       # a clamp or nothing
 MAX_TAPS = DWR_MAX_TAPS
 
 
@@ -89,7 +92,7 @@ def run(const float[:, :, :, ::1] x, const float[:, ::1] w, bias, z,
         if (zv.shape[0], zv.shape[1], zv.shape[2], zv.shape[3]) != ys:
             raise ValueError("depthwise_rows: z must have the output's shape")
         a.z = &zv[0, 0, 0, 0]
-    a.act, a.lo, a.hi = ACT[act], lo, hi
+    a.act, a.lo, a.hi = ACTIVATION_NAMES.index(act), lo, hi
     cdef long planes = a.N * a.C
     cdef int t, nt = max(1, min(P.shape[0], planes))
     if planes == 0 or a.OH == 0 or a.OW == 0:

@@ -61,8 +61,8 @@ static inline void DWR_OUT(const dwr_args *a, DWR_V r, float *yo, const float *z
     }
 #endif
     /* constant first: max / min return the second operand on NaN, which propagates */
-    if (a->act == DWR_RELU) r = DWR_MAX(lo, r);
-    else if (a->act == DWR_CLIP) r = DWR_MIN(hi, DWR_MAX(lo, r));
+    if (a->act == EDGENN_ACT_RELU) r = DWR_MAX(lo, r);
+    else if (a->act == EDGENN_ACT_CLIP) r = DWR_MIN(hi, DWR_MAX(lo, r));
 #if DWR_MASKED
     _mm512_mask_storeu_ps(yo, k, r);
 #else
@@ -140,7 +140,7 @@ DWR_ATTR static void DWR_PLANES(const dwr_args *a, float *P, long p0, long p1)
         && (a->SW == 1 || a->SW == 2);
     const long plane = a->OH * a->OW;
     const int in_place = a->z == a->y;   /* z read after a store could run over it */
-    const DWR_V lo = DWR_SET1(a->act == DWR_CLIP ? a->lo : 0.f), hi = DWR_SET1(a->hi);
+    const DWR_V lo = DWR_SET1(a->act == EDGENN_ACT_CLIP ? a->lo : 0.f), hi = DWR_SET1(a->hi);
     for (long p = p0; p < p1; p++) {
         const long c = p % a->C;
         DWR_FILL(a, a->x + p * a->H * a->W, P);

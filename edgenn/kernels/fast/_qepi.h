@@ -31,6 +31,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#include "_epilogue.h"
 
 #if (defined(__x86_64__) || defined(__i386__)) && !defined(EDGENN_SIMDE)
 #include <immintrin.h>
@@ -43,8 +44,8 @@
 
 #define QE_TILE_ROWS 6               /* rows of the GEMM register tile */
 
-enum { QE_NONE = 0, QE_RELU, QE_CLIP, QE_HARDSWISH, QE_HARDSIGMOID, QE_SIGMOID, QE_SILU,
-       QE_LEAKYRELU, QE_GELU };
+/* the activations of the float epilogue: every one of _epilogue.h but PRelu */
+#define QE_ACTS (((1u << EDGENN_ACT_COUNT) - 1) & ~EDGENN_ACT_BIT(EDGENN_ACT_PRELU))
 
 typedef struct {
     int float_path;          /* 0: integer requantization, 1: float epilogue */
@@ -75,23 +76,23 @@ static inline float qe_sigmoid1(float v) {
 static inline float qe_act1(float v, int act, float p0, float p1) {
     float t;
     switch (act) {
-    case QE_RELU: return v > 0.f ? v : 0.f;
-    case QE_CLIP: v = v < p0 ? p0 : v; return v > p1 ? p1 : v;
-    case QE_HARDSIGMOID:
+    case EDGENN_ACT_RELU: return v > 0.f ? v : 0.f;
+    case EDGENN_ACT_CLIP: v = v < p0 ? p0 : v; return v > p1 ? p1 : v;
+    case EDGENN_ACT_HARDSIGMOID:
         t = v * p0;
         t = t + p1;
         t = t < 0.f ? 0.f : t;
         return t > 1.f ? 1.f : t;
-    case QE_HARDSWISH:
+    case EDGENN_ACT_HARDSWISH:
         t = v * (float)(1.0 / 6.0);
         t = t + 0.5f;
         t = t < 0.f ? 0.f : t;
         t = t > 1.f ? 1.f : t;
         return v * t;
-    case QE_SIGMOID: return qe_sigmoid1(v);
-    case QE_SILU: return v * qe_sigmoid1(v);
-    case QE_LEAKYRELU: return v >= 0.f ? v : v * p0;
-    case QE_GELU:
+    case EDGENN_ACT_SIGMOID: return qe_sigmoid1(v);
+    case EDGENN_ACT_SILU: return v * qe_sigmoid1(v);
+    case EDGENN_ACT_LEAKYRELU: return v >= 0.f ? v : v * p0;
+    case EDGENN_ACT_GELU:
         t = 0.5f * v;
         return t * (1.f + erff(v * (float)0.70710678118654752440));
     default: return v;
@@ -159,21 +160,21 @@ QE_AVX2 static inline __m256 qe_act8(__m256 v, int act, float p0, float p1) {
     const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.f);
     __m256 t;
     switch (act) {
-    case QE_RELU: return _mm256_max_ps(v, zero);
-    case QE_CLIP: return _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(p0)), _mm256_set1_ps(p1));
-    case QE_HARDSIGMOID:
+    case EDGENN_ACT_RELU: return _mm256_max_ps(v, zero);
+    case EDGENN_ACT_CLIP: return _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(p0)), _mm256_set1_ps(p1));
+    case EDGENN_ACT_HARDSIGMOID:
         t = _mm256_add_ps(_mm256_mul_ps(v, _mm256_set1_ps(p0)), _mm256_set1_ps(p1));
         return _mm256_min_ps(_mm256_max_ps(t, zero), one);
-    case QE_HARDSWISH:
+    case EDGENN_ACT_HARDSWISH:
         t = _mm256_add_ps(_mm256_mul_ps(v, _mm256_set1_ps((float)(1.0 / 6.0))),
                           _mm256_set1_ps(0.5f));
         return _mm256_mul_ps(v, _mm256_min_ps(_mm256_max_ps(t, zero), one));
-    case QE_SIGMOID: return qe_sigmoid8(v);
-    case QE_SILU: return _mm256_mul_ps(v, qe_sigmoid8(v));
-    case QE_LEAKYRELU:
+    case EDGENN_ACT_SIGMOID: return qe_sigmoid8(v);
+    case EDGENN_ACT_SILU: return _mm256_mul_ps(v, qe_sigmoid8(v));
+    case EDGENN_ACT_LEAKYRELU:
         return _mm256_blendv_ps(_mm256_mul_ps(v, _mm256_set1_ps(p0)), v,
                                 _mm256_cmp_ps(v, zero, _CMP_GE_OQ));
-    case QE_GELU: {
+    case EDGENN_ACT_GELU: {
         __m256 er = simd_erf8(_mm256_mul_ps(v, _mm256_set1_ps((float)0.70710678118654752440)));
         return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), v), _mm256_add_ps(one, er));
     }

@@ -1053,7 +1053,7 @@ static inline int qv_int_out(const qe_epi *e, const uint8_t *z) {
  * constants, residual / float bias optional, Relu / Clip or none, no post affine). */
 static inline int qv_float_out(const qe_epi *e) {
     return e->float_path && !e->per_col && !e->out_f32 && !e->post
-           && (e->act == QE_NONE || e->act == QE_RELU || e->act == QE_CLIP);
+           && (e->act == EDGENN_ACT_NONE || e->act == EDGENN_ACT_RELU || e->act == EDGENN_ACT_CLIP);
 }
 
 QE_AVX2 static void qv_tile_out(const int32_t *acc, int mr, long nvalid, const qe_epi *e,
@@ -1172,7 +1172,7 @@ static void qvp_conv_range(const qg_conv_plan *p, const uint8_t *wp, const qg_co
     const long N = p->N, G = p->G, es = e->out_f32 ? 4 : 1;
     const int int_out = qv_int_out(e, z), float_out = qv_float_out(e);
     const int f32_out = e->out_f32 && !e->per_col
-                        && (e->act == QE_NONE || e->act == QE_RELU || e->act == QE_CLIP);
+                        && (e->act == EDGENN_ACT_NONE || e->act == EDGENN_ACT_RELU || e->act == EDGENN_ACT_CLIP);
     const long block = G * 4 * QVP_CH;   /* a block's weight bytes */
     for (long m0 = mb; m0 < me; m0 += QVP_CH) {
         const int mc = me - m0 < QVP_CH ? (int)(me - m0) : QVP_CH;

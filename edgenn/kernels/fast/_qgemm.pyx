@@ -22,8 +22,11 @@ from libc.string cimport memset
 cnp.import_array()
 
 include "_workspace.pxi"
+include "_epilogue.pxi"
 
 cdef extern from "_qepi.h" nogil:
+    unsigned QE_ACTS
+    unsigned QVP_ACTS
     ctypedef struct qe_epi:
         int float_path
         int per_col
@@ -216,8 +219,8 @@ cdef int _use_vnni(str isa, bint wide, excess) except -1:
 
 cdef str _simd(int vnni, int avx2):
     return _VNNI_NAME[vnni] if vnni else ("avx2" if avx2 else "portable")
-ACTIVATIONS = {"": 0, "Relu": 1, "Clip": 2, "HardSwish": 3, "HardSigmoid": 4, "Sigmoid": 5,
-               "SiLU": 6, "LeakyRelu": 7, "Gelu": 8}
+ACTIVATIONS = _activations(QE_ACTS)        # the float epilogue's (_qepi.h)
+PIXEL_TILE_ACTIVATIONS = _activations(QVP_ACTS)   # the 7 x 32 tiles', in registers
 
 cdef int FLAGS = cnp.NPY_ARRAY_C_CONTIGUOUS
 
@@ -243,7 +246,7 @@ cdef object _fill_epi(qe_epi *e, dict epi):
     e.has_z = epi["has_z"]
     e.zzp = epi["zzp"]
     e.zscale = epi["zscale"]
-    e.act = ACTIVATIONS[epi["act"]]
+    e.act = ACTIVATION_NAMES.index(epi["act"])
     e.p0, e.p1 = epi["p0"], epi["p1"]
     e.post = epi.get("post", 0)
     e.ps, e.pb = epi.get("ps", 1.0), epi.get("pb", 0.0)

@@ -24,6 +24,7 @@
 #define EDGENN_QGEMM_VNNI_H
 
 #include <stdint.h>
+#include "_epilogue.h"
 
 /* use_vnni of the int8 plans (_qgemm.h, _qdw.h): which vpdpbusd / vpdpwssd kernels run
  * (none: the AVX2 / portable paths); the AVX-VNNI ones are _qgemm_avxvnni.h's */
@@ -75,6 +76,8 @@ static inline simde__m128i edgenn_cvtepi32_epi8(simde__m512i a) {
 #define QV_MR 6
 #define QV_PANELS 4
 #define QVP_PX 7    /* the pixel tiles' (_qgemm_vnni_pix.h) pixels per tile */
+/* the float path's activations the pixel tiles apply in registers (others per row) */
+#define QVP_ACTS EDGENN_ACTS_CLAMP
 #define QVP_CH 32   /* and channels per tile (two zmm): a block of the weights */
 #include "_qgemm_vnni_tail.h"   /* (its constants and pattern builder on every target) */
 

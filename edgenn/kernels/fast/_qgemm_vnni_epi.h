@@ -45,8 +45,8 @@ qv_epi_float(const qv_epi_consts *k, __m512i q, __m512 mult, const __m512 *fadd,
     if (z)
         v = _mm512_add_ps(v, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(*z, k->zzp)),
                                            k->zs));
-    if (k->act == QE_RELU) v = _mm512_max_ps(v, k->zero);
-    else if (k->act == QE_CLIP) v = _mm512_min_ps(_mm512_max_ps(v, k->p0), k->p1);
+    if (k->act == EDGENN_ACT_RELU) v = _mm512_max_ps(v, k->zero);
+    else if (k->act == EDGENN_ACT_CLIP) v = _mm512_min_ps(_mm512_max_ps(v, k->p0), k->p1);
     return v;
 }
 

@@ -9,6 +9,8 @@ and the CPU has it, else the portable one) and releases the GIL."""
 
 from cython.parallel cimport prange
 
+include "_epilogue.pxi"
+
 cdef extern from "_cpu.h" nogil:
     int edgenn_isa_x86(int t)
     int EDGENN_ISA_AVX2

@@ -20,6 +20,7 @@ from cython.parallel cimport prange
 cnp.import_array()
 
 include "_workspace.pxi"
+include "_epilogue.pxi"
 
 cdef extern from "_cpu.h" nogil:
     const char *edgenn_isa_name(int t)
@@ -42,6 +43,7 @@ cdef extern from "sgemm_table.h" nogil:
         const float *x
         int C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow
     int SG_MR, SG_NR
+    unsigned SG_ACTS, SG_KSPLIT_ACTS
     ctypedef struct sg_row:
         const char *name
         int isa, mr, nr
@@ -74,8 +76,7 @@ cdef extern from "sgemm_table.h" nogil:
                              const sg_epi *epis, int act, float p0, float p1)
     void sg_im2col(const sg_conv *g, float *cols, long k0, long k1)
 
-ACTIVATIONS = {"": 0, "Relu": 1, "Clip": 2, "HardSwish": 3, "HardSigmoid": 4, "Sigmoid": 5,
-               "SiLU": 6, "LeakyRelu": 7, "Gelu": 8, "PRelu": 9}
+ACTIVATIONS = _activations(SG_ACTS)        # every one (sgemm.h)
 MR, NR = SG_MR, SG_NR
 EMULATED = bool(SG_EMULATED)   # the tests' SIMDe build (_sgemm_emu): every row runs
 
@@ -237,7 +238,7 @@ cdef inline long _part(long panels, int t, int nt) noexcept nogil:
 cdef enum:
     MAX_K_PARTS = 16            # k_split: at most this many threads (partial products)
 # the activations the sum of a K split's partial products applies (sg_sum_parts)
-K_SPLIT_ACTIVATIONS = ("", "Relu", "Clip")
+K_SPLIT_ACTIVATIONS = _activations(SG_KSPLIT_ACTS)
 
 
 def _k_parts(long K, int threads):
@@ -312,22 +313,18 @@ cdef class SGemm:
             v = bc
             self.epi.bias_col = &v[0]
         self.epi.z = NULL
-        self.epi.act = ACTIVATIONS[act]
-        p = [float(t) for t in params]
-        if act == "HardSigmoid" and not p:
-            p = [0.2, 0.5]
-        if act == "LeakyRelu" and not p:
-            p = [0.01]
+        from . import epilogue
+        self.epi.act = epilogue.code(act)
         self.epi.slope_row = NULL
         if act == "PRelu":          # params: one slope per row (a conv's output channel)
-            slopes = np.require(p, np.float32, requirements="C")
+            slopes = np.require(params, np.float32, requirements="C")
             assert slopes.size == M, "PRelu needs one slope per row"
             self.keep = self.keep + (slopes,)
             v = slopes
             self.epi.slope_row = &v[0]
-            p = [0.0, 0.0]
-        p += [0.0] * (2 - len(p))
-        self.epi.p0, self.epi.p1 = p[0], p[1]
+            self.epi.p0 = self.epi.p1 = 0.0
+        else:
+            self.epi.p0, self.epi.p1 = epilogue.params(act, params)
         self.is_conv = conv is not None
         if self.is_conv:
             assert self.a_is_const

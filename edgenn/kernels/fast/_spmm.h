@@ -14,7 +14,7 @@
  * Tiers (spmm_run's `tier`, see sp_tile): 0 portable C, 1 AVX2+FMA (T = 32, four ymm),
  * 2 AVX-512F (T = 64, four zmm), 3 AVX-512F (T = 32, two zmm); the narrow tiles of the
  * sparse FC layers' few rows (_spgemm.h): 4 AVX2 (T = 8), 5 AVX2 (T = 16), 6 AVX-512F
- * (T = 16). Activation: SP_ACT_NONE, _RELU, _CLIP (clamp lo, hi).
+ * (T = 16). Activation: EDGENN_ACT_NONE, _RELU or _CLIP (clamp lo, hi).
  */
 #ifndef EDGENN_SPMM_H
 #define EDGENN_SPMM_H
@@ -23,6 +23,7 @@
 #include <string.h>
 #include "_cpu.h"
 #include "_simd.h"
+#include "_epilogue.h"
 
 #if (defined(__x86_64__) || defined(__i386__)) && !defined(EDGENN_SIMDE)
 #define SP_AVX512 __attribute__((target("avx2,fma,avx512f")))
@@ -37,7 +38,7 @@
 #define SP_EMULATED 0
 #endif
 
-enum { SP_ACT_NONE = 0, SP_ACT_RELU = 1, SP_ACT_CLIP = 2 };
+#define SP_ACTS EDGENN_ACTS_CLAMP     /* a clamp or nothing */
 
 typedef struct {
     const int *row_ptr;
@@ -54,7 +55,7 @@ typedef struct {
 
 static inline float sp_clamp(float v, const sp_epi *e)
 {
-    if (e->act == SP_ACT_NONE) return v;
+    if (e->act == EDGENN_ACT_NONE) return v;
     v = v < e->lo ? e->lo : v;
     return v > e->hi ? e->hi : v;
 }

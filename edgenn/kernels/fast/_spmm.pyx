@@ -21,9 +21,11 @@ cdef extern from "_cpu.h" nogil:
     int edgenn_isa_x86(int t)
     int EDGENN_ISA_AVX2, EDGENN_ISA_AVX512
 
+include "_epilogue.pxi"
+
 cdef extern from "_spmm.h" nogil:
     int SP_EMULATED
-    int SP_ACT_NONE, SP_ACT_RELU, SP_ACT_CLIP
+    unsigned SP_ACTS
     ctypedef struct sp_epi:
         const int *row_ptr
         const long *off
@@ -49,7 +51,7 @@ HAVE.update({t: HAVE["avx2"] for t in ("avx2_8", "avx2_16")})
 # avx2_8 = AVX2 in 8-pixel tiles, ...
 TIER = {"scalar": 0, "avx2": 1, "avx512": 2, "avx512_32": 3, "avx2_8": 4, "avx2_16": 5,
         "avx512_16": 6}
-ACT = {"": SP_ACT_NONE, "Relu": SP_ACT_RELU, "Clip": SP_ACT_CLIP}
+ACTIVATIONS = _activations(SP_ACTS)       # a clamp or nothing
 
 
 def tile_pixels(str isa) -> int:
@@ -92,7 +94,7 @@ cdef class _Sparse:
     cdef _setup(self, row_ptr, off, val, bias, str act, float lo, float hi, str isa):
         if isa not in TIER or not HAVE[isa]:
             raise ValueError(f"isa {isa!r}: not one of {tuple(TIER)} or not on this CPU")
-        if act not in ACT:
+        if act not in ACTIVATIONS:
             raise ValueError(f"activation {act!r} not fused here")
         self.row_ptr = np.ascontiguousarray(row_ptr, np.int32)
         self.off = np.ascontiguousarray(np.zeros(0) if off is None else off, np.int64)
@@ -118,7 +120,7 @@ cdef class _Sparse:
         if self.bias is not None:
             bb = self.bias
             self.e.bias = &bb[0]
-        self.e.act = ACT[act]
+        self.e.act = ACTIVATION_NAMES.index(act)
         self.e.lo = 0 if act == "Relu" else lo
         self.e.hi = np.inf if act == "Relu" else hi
         self.paired = off is not None and _pairs_share_positions(self.row_ptr, self.off)

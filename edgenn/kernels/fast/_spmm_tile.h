@@ -17,7 +17,7 @@ SP_ATTR static inline void SP_CAT(SP_NAME, _out)(float *yr, const float *zr, SP_
 {
     for (int v = 0; v < SP_NV; v++) {
         SP_V r = zr ? SP_ADD(a[v], SP_LOAD(zr + v * SP_L)) : a[v];
-        if (e->act != SP_ACT_NONE)
+        if (e->act != EDGENN_ACT_NONE)
             r = SP_MIN(SP_MAX(r, SP_SET1(e->lo)), SP_SET1(e->hi));
         SP_STORE(yr + v * SP_L, r);
     }

@@ -25,10 +25,16 @@ import numba
 import numpy as np
 from numba import prange
 
+from . import epilogue
+
 jit = numba.njit(cache=True, nogil=True)
 
-# activation codes (the fused Conv `activation` attribute), see ACT_CODES in depthwise.py
-NONE, RELU, CLIP, HARDSIGMOID, HARDSWISH, SIGMOID, SILU, LEAKYRELU, GELU = range(9)
+# activation codes (_epilogue.h's, through epilogue.NAMES): named here, as constants the
+# compiled functions fold, and checked against the one description at import (numba's
+# on-disk cache keys on this file alone)
+NONE, RELU, CLIP, HARDSWISH, HARDSIGMOID, SIGMOID, SILU, LEAKYRELU, GELU = range(9)
+assert epilogue.NAMES[:9] == ("", "Relu", "Clip", "HardSwish", "HardSigmoid", "Sigmoid",
+                              "SiLU", "LeakyRelu", "Gelu"), epilogue.NAMES
 # Runs over the output are computed in whole blocks of BLOCK floats (LLVM's vector loop
 # with its 4x interleave), so no short run ever falls into the scalar remainder loop; the
 # scratch buffers carry BLOCK floats of slack for it (see depthwise.Polyphase).

@@ -20,6 +20,7 @@
 #ifndef EDGENN_WINOGRAD_H
 #define EDGENN_WINOGRAD_H
 #include "_cpu.h"
+#include "_epilogue.h"
 #include <stddef.h>
 #include <string.h>
 #include "_simd.h"
@@ -77,16 +78,16 @@
     o[5] = VADD(VFMAC(b3_, 0.03125f, VFMAC(b2_, 32.f, b1_)), s[7]); } while (0)
 
 /* fused activations; others are applied afterwards in NumPy (winograd.py) */
-enum { ACT_NONE = 0, ACT_RELU = 1, ACT_CLIP = 2, ACT_LEAKY = 3, ACT_HSIGMOID = 4,
-       ACT_HSWISH = 5 };
+#define WINO_ACTS (EDGENN_ACTS_CLAMP | EDGENN_ACT_BIT(EDGENN_ACT_LEAKYRELU) | \
+                   EDGENN_ACT_BIT(EDGENN_ACT_HARDSIGMOID) | EDGENN_ACT_BIT(EDGENN_ACT_HARDSWISH))
 
 static inline float act1(float v, int act, float p0, float p1) {
     switch (act) {
-    case ACT_RELU: return v > 0.f ? v : 0.f;
-    case ACT_CLIP: return v < p0 ? p0 : (v > p1 ? p1 : v);
-    case ACT_LEAKY: return v >= 0.f ? v : v * p0;
-    case ACT_HSIGMOID: { float h = v * p0 + p1; return h < 0.f ? 0.f : (h > 1.f ? 1.f : h); }
-    case ACT_HSWISH: { float h = v * (1.f / 6.f) + 0.5f;
+    case EDGENN_ACT_RELU: return v > 0.f ? v : 0.f;
+    case EDGENN_ACT_CLIP: return v < p0 ? p0 : (v > p1 ? p1 : v);
+    case EDGENN_ACT_LEAKYRELU: return v >= 0.f ? v : v * p0;
+    case EDGENN_ACT_HARDSIGMOID: { float h = v * p0 + p1; return h < 0.f ? 0.f : (h > 1.f ? 1.f : h); }
+    case EDGENN_ACT_HARDSWISH: { float h = v * (1.f / 6.f) + 0.5f;
                        return v * (h < 0.f ? 0.f : (h > 1.f ? 1.f : h)); }
     default: return v;
     }
@@ -201,13 +202,13 @@ ATTR static inline void load_tiles_6(const float *src, __m256 *d, __m256i gidx) 
 ATTR static inline __m256 act8(__m256 v, int act, float p0, float p1) {
     const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.f);
     switch (act) {
-    case ACT_RELU: return _mm256_max_ps(v, zero);
-    case ACT_CLIP: return _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(p0)), _mm256_set1_ps(p1));
-    case ACT_LEAKY: return _mm256_blendv_ps(v, _mm256_mul_ps(v, _mm256_set1_ps(p0)),
+    case EDGENN_ACT_RELU: return _mm256_max_ps(v, zero);
+    case EDGENN_ACT_CLIP: return _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(p0)), _mm256_set1_ps(p1));
+    case EDGENN_ACT_LEAKYRELU: return _mm256_blendv_ps(v, _mm256_mul_ps(v, _mm256_set1_ps(p0)),
                                             _mm256_cmp_ps(v, zero, _CMP_LT_OQ));
-    case ACT_HSIGMOID: return _mm256_min_ps(_mm256_max_ps(_mm256_fmadd_ps(
+    case EDGENN_ACT_HARDSIGMOID: return _mm256_min_ps(_mm256_max_ps(_mm256_fmadd_ps(
                            v, _mm256_set1_ps(p0), _mm256_set1_ps(p1)), zero), one);
-    case ACT_HSWISH: return _mm256_mul_ps(v, _mm256_min_ps(_mm256_max_ps(_mm256_fmadd_ps(
+    case EDGENN_ACT_HARDSWISH: return _mm256_mul_ps(v, _mm256_min_ps(_mm256_max_ps(_mm256_fmadd_ps(
                            v, _mm256_set1_ps(1.f / 6.f), _mm256_set1_ps(0.5f)), zero), one));
     default: return v;
     }

@@ -14,7 +14,10 @@ cimport numpy as cnp
 
 cnp.import_array()
 
+include "_epilogue.pxi"
+
 cdef extern from "_winograd.h" nogil:
+    unsigned WINO_ACTS
     int wino_isa_forced
     int wino_use_avx2()
     void wino_input(int m, const float *x, int C, int H, int W, int ph, int pw,
@@ -24,6 +27,9 @@ cdef extern from "_winograd.h" nogil:
                      int th, int tw, int twp, int row0, int nrows,
                      const float *bias, const float *z, int act, float p0, float p1,
                      float *Q, float *rowbuf)
+
+
+ACTIVATIONS = _activations(WINO_ACTS)   # fused in the output transform (_winograd.h)
 
 
 def set_isa(int isa):

@@ -17,7 +17,12 @@ from .conv import geometry
 from .threading_cost import plan_threads
 
 MAX_CHANNELS = 8
-ACTIVATIONS = ("", "Relu", "Clip", "PRelu")
+
+
+
+def _convdirect():
+    from . import _convdirect
+    return _convdirect
 
 
 def _supports(node, ins, outs) -> bool:
@@ -29,7 +34,7 @@ def _supports(node, ins, outs) -> bool:
     return (int(a.get("group", 1)) == 1 and 0 < x.shape[1] <= MAX_CHANNELS
             and [int(d) for d in a.get("dilations") or [1, 1]] == [1, 1]
             and strides[0] in (1, 2) and strides[1] in (1, 2) and w.shape[3] <= 64
-            and a.get("activation", "") in ACTIVATIONS
+            and a.get("activation", "") in _convdirect().ACTIVATIONS
             and (len(ins) < 4 or ins[3] is None)
             and (len(ins) < 3 or ins[2] is None or ins[2].value is not None))
 

@@ -30,7 +30,7 @@ def _conv_supports(node, ins, outs) -> bool:
     x, w = ins[0], ins[1]
     return (len(x.shape) == 4 and x.dtype == "float32" and w.value is not None
             and len(w.shape) == 4 and node.attrs.get("group", 1) == 1
-            and (epilogue.supported(node) or node.attrs.get("activation") == "PRelu")
+            and node.attrs.get("activation", "") in sg.ACTIVATIONS
             and int(np.prod(w.shape[1:])) > 0
             and (len(ins) < 3 or ins[2] is None or ins[2].value is not None))
 

@@ -30,8 +30,6 @@ from .conv import geometry
 CHUNK = 2048        # output floats computed per block (8 KB: stays in L1 with its taps)
 BLOCK = 32          # = _window_jit.BLOCK (not imported: that module imports numba)
 C8_AVX2 = True      # False forces the portable build of the c8 loops (tests)
-ACT_CODES = {"": 0, "Relu": 1, "Clip": 2, "HardSigmoid": 3, "HardSwish": 4, "Sigmoid": 5,
-             "SiLU": 6, "LeakyRelu": 7, "Gelu": 8}
 
 
 def _jit():
@@ -40,15 +38,16 @@ def _jit():
 
 
 def act_params(node) -> tuple[int, np.float32, np.float32]:
-    """-> (activation code, p0, p1) of the fused activation of `node`."""
-    act = node.attrs.get("activation", "")
-    p = [float(v) for v in (node.attrs.get("activation_params") or [])]
-    if act == "HardSigmoid" and not p:
-        p = [0.2, 0.5]
-    if act == "LeakyRelu" and not p:
-        p = [0.01]
-    p += [0.0] * (2 - len(p))
-    return ACT_CODES[act], np.float32(p[0]), np.float32(p[1])
+    """-> (activation code, p0, p1) of the fused activation of `node` (epilogue.act_args)."""
+    code, p0, p1 = epilogue.act_args(node)
+    return code, np.float32(p0), np.float32(p1)
+
+
+def activations() -> tuple[str, ...]:
+    """The activations the depthwise kernels fuse: _dwc8.h's (the numba window kernels,
+    _window_jit.py, compute the same ones)."""
+    from . import _dwc8
+    return _dwc8.ACTIVATIONS
 
 
 class Polyphase:
@@ -100,7 +99,7 @@ def _supports(node, ins, outs) -> bool:
     x, w = ins[0], ins[1]
     return (len(x.shape) == 4 and x.dtype == "float32" and w.value is not None
             and node.attrs.get("group", 1) == x.shape[1] == w.shape[0] and w.shape[1] == 1
-            and node.attrs.get("activation", "") in ACT_CODES
+            and node.attrs.get("activation", "") in activations()
             and (len(ins) < 3 or ins[2] is None or ins[2].value is not None)
             and (len(ins) < 4 or ins[3] is None or tuple(ins[3].shape) == tuple(outs[0].shape)))
 
@@ -241,7 +240,6 @@ def lane_major(rows: np.ndarray, lanes: int) -> np.ndarray:
     return np.require(out.reshape(groups, lanes, t).transpose(0, 2, 1), requirements="C")
 
 
-ROWS_ACTIVATIONS = ("", "Relu", "Clip")
 # the rows kernels are offered to the tuner where they can win: unit stride and rows of
 # >= 28 outputs (they win on wide planes; on narrower ones and at stride 2 the per-plane
 # fill and the short rows cost more than they save)
@@ -249,9 +247,9 @@ ROWS_MIN_WIDTH = 28
 
 
 def _rows_supports(node, ins, outs) -> bool:
-    from ._dwrows import MAX_TAPS
+    from ._dwrows import ACTIVATIONS, MAX_TAPS
     w = ins[1]
-    if not (_supports(node, ins, outs) and node.attrs.get("activation", "") in ROWS_ACTIVATIONS
+    if not (_supports(node, ins, outs) and node.attrs.get("activation", "") in ACTIVATIONS
             and 0 < w.shape[2] * w.shape[3] <= MAX_TAPS and outs[0].shape[3] >= ROWS_MIN_WIDTH):
         return False
     strides, _, _ = geometry(node, ins[0].shape, w.shape, outs[0].shape)

@@ -21,8 +21,12 @@ from .conv import geometry
 from .expand_depthwise import halves
 from .threading_cost import plan_threads
 
-ACTIVATIONS = ("", "Relu", "Clip")
 T_BYTES = 96 * 1024    # a band's depthwise output (C x rows x W floats): in L2
+
+
+def _dwproj():
+    from . import _dwproj
+    return _dwproj
 
 
 def _const_conv(node, ins, group: int, kernel_hw: tuple) -> bool:
@@ -33,7 +37,7 @@ def _const_conv(node, ins, group: int, kernel_hw: tuple) -> bool:
             and w.shape[1] * group == x.shape[1] and int(a.get("group", 1)) == group
             and all(int(s) == 1 for s in a.get("strides") or [1, 1])
             and all(int(d) == 1 for d in a.get("dilations") or [1, 1])
-            and a.get("activation", "") in ACTIVATIONS
+            and a.get("activation", "") in _dwproj().ACTIVATIONS
             and (len(ins) < 3 or ins[2] is None or ins[2].value is not None)
             and (len(ins) < 4 or ins[3] is None))
 

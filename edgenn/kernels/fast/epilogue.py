@@ -1,7 +1,10 @@
-"""Fused epilogues applied in place on a conv/GEMM output: + bias, + residual, activation.
+"""The fused epilogue's one description: activation names, their C codes and parameters;
+and the epilogue applied in place on a conv/GEMM output where a kernel does not fuse it.
 
-Activation names and params follow the fused Conv/Gemm attributes set by the graph passes:
-activation in {"", Relu, Clip, HardSwish, HardSigmoid, Sigmoid, SiLU, LeakyRelu, Gelu}.
+Activation names and params follow the fused Conv/Gemm attributes set by the graph passes.
+The codes are _epilogue.h's, read from C (NAMES[code]); each C family exports the names it
+fuses as its ACTIVATIONS. `act_args` turns a node's attributes into what every C kernel
+takes: (code, p0, p1), the ONNX defaults filled.
 """
 from __future__ import annotations
 
@@ -10,8 +13,35 @@ import numpy as np
 from ..reference.special import erf
 from . import _rowops
 
-IN_PLACE = {"", "Relu", "Clip", "HardSwish", "HardSigmoid", "Sigmoid", "SiLU", "LeakyRelu",
-            "Gelu"}
+NAMES = _rowops.ACTIVATION_NAMES      # _epilogue.h's names, in code order
+# ONNX's defaults of the parametrized activations (Clip min, max; HardSigmoid alpha, beta;
+# LeakyRelu alpha)
+DEFAULT_PARAMS = {"Clip": (-np.inf, np.inf), "HardSigmoid": (0.2, 0.5), "LeakyRelu": (0.01,)}
+# what `activate` applies in NumPy (PRelu's per-channel slopes: only fused, in C)
+IN_PLACE = frozenset(NAMES) - {"PRelu"}
+
+
+def code(act: str) -> int:
+    """The C code of activation `act` (ValueError for a name _epilogue.h lacks)."""
+    try:
+        return NAMES.index(act or "")
+    except ValueError:
+        raise ValueError(f"activation {act!r} is not one of {NAMES}") from None
+
+
+def params(act: str, values) -> tuple[float, float]:
+    """(p0, p1) of activation `act` given its attribute values (ONNX defaults if empty)."""
+    p = [float(v) for v in (values or [])]
+    p += DEFAULT_PARAMS.get(act or "", ())[len(p):]
+    p += [0.0] * (2 - len(p))
+    return p[0], p[1]
+
+
+def act_args(node) -> tuple[int, float, float]:
+    """-> (code, p0, p1) of the fused activation of `node` (PRelu: its slopes are the
+    params, see constant_parts)."""
+    act = node.attrs.get("activation", "") or ""
+    return code(act), *params(act, node.attrs.get("activation_params"))
 
 
 def activate(y: np.ndarray, kind: str, params, tmp: np.ndarray) -> None:

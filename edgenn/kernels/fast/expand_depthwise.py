@@ -23,8 +23,10 @@ from .depthwise import (_supports as _dw_supports, act_params, c8_parts, lane_ma
                         register_widths)
 from .threading_cost import c_cost, plan_threads
 
-# the expansion's activation is computed in registers: those _dwc_vec.h's dwc_act has
-EXPAND_ACTIVATIONS = ("", "Relu", "Clip", "HardSigmoid", "HardSwish", "LeakyRelu")
+
+def _dwc8():
+    from . import _dwc8
+    return _dwc8
 
 
 def halves(node, ins, outs):
@@ -53,7 +55,7 @@ def expand_ok(node, ins, outs) -> bool:
             and all(int(s) == 1 for s in a.get("strides") or [1, 1])
             and all(int(p) == 0 for p in a.get("pads") or [0, 0, 0, 0])
             and a.get("auto_pad", "NOTSET") in ("NOTSET", "VALID")
-            and a.get("activation", "") in EXPAND_ACTIVATIONS
+            and a.get("activation", "") in _dwc8().EXPAND_ACTIVATIONS   # in registers
             and (len(ins) < 3 or ins[2] is None or ins[2].value is not None)
             and (len(ins) < 4 or ins[3] is None)
             and tuple(outs[0].shape[2:]) == tuple(x.shape[2:]))

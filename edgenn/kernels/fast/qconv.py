@@ -27,9 +27,6 @@ from .qgemm import (EXCESS_LIMIT, MR, choose_path, consts_ok, dynamic_constants,
 from .quantize import scalar
 from .threading_cost import plan_threads
 
-ACTIVATIONS = ("", "Relu", "Clip", "HardSwish", "HardSigmoid", "Sigmoid", "SiLU", "LeakyRelu")
-
-
 def _qgemm():
     from . import _qgemm
     return _qgemm
@@ -40,7 +37,7 @@ def _conv_ok(node, ins, outs) -> bool:
     return (len(x.shape) == 4 and w is not None and len(w.shape) == 4
             and len(outs[0].shape) == 4 and node.attrs.get("auto_pad", "NOTSET") in
             ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER", "", None)
-            and consts_ok(node, ins, outs, w.shape[0], ACTIVATIONS, dynamic_ok=True))
+            and consts_ok(node, ins, outs, w.shape[0], dynamic_ok=True))
 
 
 def _is_depthwise(node, ins) -> bool:
@@ -150,7 +147,7 @@ def _pixel_tiles_supports(node, ins, outs) -> bool:
     if integer_path(node, ins):
         return True
     float_out = opt(ins, 6) is None
-    return ((node.attrs.get("activation", "") or "") in ("", "Relu", "Clip")
+    return ((node.attrs.get("activation", "") or "") in _qgemm().PIXEL_TILE_ACTIVATIONS
             and (float_out or not node.attrs.get("post_affine")))
 
 

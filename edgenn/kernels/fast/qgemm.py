@@ -20,14 +20,13 @@ import numpy as np
 from ...registry import kernel
 from .. import scratch
 from ..reference.quant import INTEGER_PATH_ACTIVATIONS, integer_path_bounds
+from . import epilogue
 from .quantize import scalar
 from .threading_cost import plan_threads
 
 F32 = np.float32
 MR, NR = 6, 8                     # register tile of the C micro-kernel (_qgemm.h)
 PIX_CH = 32                       # channels of a 7 x 32 pixel tile's block (QVP_CH)
-ACTIVATIONS = ("", "Relu", "Clip", "HardSwish", "HardSigmoid", "Sigmoid", "SiLU", "LeakyRelu",
-               "Gelu")
 # exp / erf in C may round differently from NumPy's in the last float bit, so a u8 output
 # may land one step away: those nodes go to the "_exp" specs, declared with lsb_tolerance=1;
 # every other node is bit-exact (the plain specs, checked exactly by the tuner and tests)
@@ -65,8 +64,7 @@ def dynamic_constants(ins, channels: int, wsum=None):
     return w_scale, np.zeros(1, np.int32) if wsum is None else wsum, bias
 
 
-def consts_ok(node, ins, outs, channels: int, activations=ACTIVATIONS,
-              dynamic_ok: bool = False) -> bool:
+def consts_ok(node, ins, outs, channels: int, dynamic_ok: bool = False) -> bool:
     """Scales / zero points constant (per tensor; the weights' scale per tensor or per
     channel; with dynamic_ok a_scale / a_zp may be run-time scalars when the output is
     float), weight zero point all zeros, bias constant int32, float bias D constant
@@ -105,7 +103,7 @@ def consts_ok(node, ins, outs, channels: int, activations=ACTIVATIONS,
     if d is not None and (d.value is None or d.dtype != "float32" or y_scale is not None
                           or np.asarray(d.value).size != channels):
         return False
-    return node.attrs.get("activation", "") in activations
+    return node.attrs.get("activation", "") in _qgemm().ACTIVATIONS   # the C epilogue's
 
 
 def integer_path(node, ins) -> bool:
@@ -155,12 +153,8 @@ def epilogue_args(node, ins, channels: int, wsum=None, per_col: bool = False) ->
             e["inv_y"] = float(F32(1) / y_scale)
         if has_z:
             e["zzp"], e["zscale"] = int(scalar(ins[11])), float(F32(scalar(ins[10])))
-        if act == "HardSigmoid":
-            params = params or [0.2, 0.5]
-        elif act == "LeakyRelu":
-            params = params or [0.01]
-        params = (params + [0.0, 0.0])[:2]
-        e["p0"], e["p1"] = float(F32(params[0])), float(F32(params[1]))
+        p0, p1 = epilogue.params(act, params)
+        e["p0"], e["p1"] = float(F32(p0)), float(F32(p1))
     n32 = _round_up(max(channels, 1), 32)
     e["bias"] = np.zeros(n32, np.int32)
     e["bias"][:channels] = bias.astype(np.int32)                 # int32 wrap, as the sums

@@ -24,6 +24,7 @@
 #include <omp.h>
 #endif
 #include "_cpu.h"
+#include "_epilogue.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -46,8 +47,9 @@
 #define SG_EMULATED 0
 #endif
 
-enum { SG_NONE = 0, SG_RELU, SG_CLIP, SG_HARDSWISH, SG_HARDSIGMOID, SG_SIGMOID, SG_SILU,
-       SG_LEAKYRELU, SG_GELU, SG_PRELU };
+/* every activation of _epilogue.h; the rows mode's K split sums its parts with a clamp */
+#define SG_ACTS ((1u << EDGENN_ACT_COUNT) - 1)
+#define SG_KSPLIT_ACTS EDGENN_ACTS_CLAMP
 
 typedef struct {
     const float *bias_row;   /* (M,) added to row m, or NULL */
@@ -61,9 +63,9 @@ typedef struct {
 
 /* The activation of row m: a per-row PRelu is LeakyRelu with that row's slope. */
 static inline int sg_row_act(const sg_epi *e, long m, float *p0) {
-    if (e->act == SG_PRELU) {
+    if (e->act == EDGENN_ACT_PRELU) {
         *p0 = e->slope_row[m];
-        return SG_LEAKYRELU;
+        return EDGENN_ACT_LEAKYRELU;
     }
     *p0 = e->p0;
     return e->act;
@@ -87,21 +89,21 @@ typedef struct {
 
 static inline float sg_act1(float v, int act, float p0, float p1) {
     switch (act) {
-    case SG_RELU: return v > 0.f ? v : 0.f;
-    case SG_CLIP: return v < p0 ? p0 : (v > p1 ? p1 : v);
-    case SG_HARDSWISH: {
+    case EDGENN_ACT_RELU: return v > 0.f ? v : 0.f;
+    case EDGENN_ACT_CLIP: return v < p0 ? p0 : (v > p1 ? p1 : v);
+    case EDGENN_ACT_HARDSWISH: {
         float t = v * (1.f / 6.f) + 0.5f;
         t = t < 0.f ? 0.f : (t > 1.f ? 1.f : t);
         return v * t;
     }
-    case SG_HARDSIGMOID: {
+    case EDGENN_ACT_HARDSIGMOID: {
         float t = v * p0 + p1;
         return t < 0.f ? 0.f : (t > 1.f ? 1.f : t);
     }
-    case SG_SIGMOID: return 1.f / (1.f + expf(-v));
-    case SG_SILU: return v / (1.f + expf(-v));
-    case SG_LEAKYRELU: return v >= 0.f ? v : v * p0;
-    case SG_GELU: return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
+    case EDGENN_ACT_SIGMOID: return 1.f / (1.f + expf(-v));
+    case EDGENN_ACT_SILU: return v / (1.f + expf(-v));
+    case EDGENN_ACT_LEAKYRELU: return v >= 0.f ? v : v * p0;
+    case EDGENN_ACT_GELU: return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
     default: return v;
     }
 }

@@ -23,25 +23,25 @@
 SG_AVX2 static inline __m256 sg_act8(__m256 v, int act, float p0, float p1) {
     const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.f);
     switch (act) {
-    case SG_RELU: return _mm256_max_ps(v, zero);
-    case SG_CLIP: return _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(p0)), _mm256_set1_ps(p1));
-    case SG_HARDSWISH: {
+    case EDGENN_ACT_RELU: return _mm256_max_ps(v, zero);
+    case EDGENN_ACT_CLIP: return _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(p0)), _mm256_set1_ps(p1));
+    case EDGENN_ACT_HARDSWISH: {
         __m256 t = _mm256_fmadd_ps(v, _mm256_set1_ps(1.f / 6.f), _mm256_set1_ps(0.5f));
         return _mm256_mul_ps(v, _mm256_min_ps(_mm256_max_ps(t, zero), one));
     }
-    case SG_HARDSIGMOID: {
+    case EDGENN_ACT_HARDSIGMOID: {
         __m256 t = _mm256_fmadd_ps(v, _mm256_set1_ps(p0), _mm256_set1_ps(p1));
         return _mm256_min_ps(_mm256_max_ps(t, zero), one);
     }
-    case SG_SIGMOID:
+    case EDGENN_ACT_SIGMOID:
         return _mm256_div_ps(one, _mm256_add_ps(one, sg_exp8(_mm256_sub_ps(zero, v))));
-    case SG_SILU:
+    case EDGENN_ACT_SILU:
         return _mm256_div_ps(v, _mm256_add_ps(one, sg_exp8(_mm256_sub_ps(zero, v))));
-    case SG_LEAKYRELU: {
+    case EDGENN_ACT_LEAKYRELU: {
         __m256 neg = _mm256_cmp_ps(v, zero, _CMP_LT_OQ);
         return _mm256_blendv_ps(v, _mm256_mul_ps(v, _mm256_set1_ps(p0)), neg);
     }
-    case SG_GELU: {
+    case EDGENN_ACT_GELU: {
         __m256 er = sg_erf8(_mm256_mul_ps(v, _mm256_set1_ps(0.70710678118654752f)));
         return _mm256_mul_ps(_mm256_mul_ps(v, _mm256_set1_ps(0.5f)), _mm256_add_ps(one, er));
     }
@@ -124,11 +124,11 @@ SG_AVX2 static inline __attribute__((always_inline)) void sg_ukr_avx2_t(
     for (long k = 0; k < kc; k++) SG_STEP
 #undef SG_STEP
 #undef SG_ROW
-    if (mr == MRC && nr == 8 * NV && last && !accum && e->act <= SG_CLIP && !e->bias_col) {
+    if (mr == MRC && nr == 8 * NV && last && !accum && e->act <= EDGENN_ACT_CLIP && !e->bias_col) {
         /* common 1x1-conv epilogue, all in registers: + bias_row (+ Z), clamp, store */
-        const int clamp = e->act != SG_NONE;
-        const __m256 lo = _mm256_set1_ps(e->act == SG_CLIP ? e->p0 : 0.f);
-        const __m256 hi = _mm256_set1_ps(e->act == SG_CLIP ? e->p1 : INFINITY);
+        const int clamp = e->act != EDGENN_ACT_NONE;
+        const __m256 lo = _mm256_set1_ps(e->act == EDGENN_ACT_CLIP ? e->p0 : 0.f);
+        const __m256 hi = _mm256_set1_ps(e->act == EDGENN_ACT_CLIP ? e->p1 : INFINITY);
         const float *br = e->bias_row ? e->bias_row + m0 : NULL;
         const float *zr = e->z ? e->z + m0 * e->ldz + n0 : NULL;
 #define SG_FAST(R, A0, A1)                                                               \

@@ -32,9 +32,9 @@ SG_AVX512 static inline __attribute__((always_inline)) void sg_rows_out_avx512(
         const __m512 acc[SG_MR2][2], float *c, long ldc, int mr, int nr, const sg_epi *e,
         long m0, long n0, const int NV) {
     const __mmask16 mask = (__mmask16)((1u << mr) - 1);
-    const int fast = e->act <= SG_CLIP && !e->bias_col;
-    const __m512 lo = _mm512_set1_ps(e->act == SG_CLIP ? e->p0 : 0.f);
-    const __m512 hi = _mm512_set1_ps(e->act == SG_CLIP ? e->p1 : INFINITY);
+    const int fast = e->act <= EDGENN_ACT_CLIP && !e->bias_col;
+    const __m512 lo = _mm512_set1_ps(e->act == EDGENN_ACT_CLIP ? e->p0 : 0.f);
+    const __m512 hi = _mm512_set1_ps(e->act == EDGENN_ACT_CLIP ? e->p1 : INFINITY);
     float buf[SG_NR2 * SG_NR];
     for (int h = 0; h < NV; h++) {
         int nh = nr - SG_NR * h < SG_NR ? nr - SG_NR * h : SG_NR;
@@ -51,7 +51,7 @@ SG_AVX512 static inline __attribute__((always_inline)) void sg_rows_out_avx512(
             }
             if (e->bias_row) v = _mm512_add_ps(v, _mm512_set1_ps(e->bias_row[m]));
             if (e->z) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, e->z + m * e->ldz + n0));
-            if (e->act != SG_NONE) v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
+            if (e->act != EDGENN_ACT_NONE) v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
             _mm512_mask_storeu_ps(c + (SG_NR * h + j) * ldc, mask, v);
         }
     }
@@ -105,11 +105,11 @@ SG_AVX512 static inline __attribute__((always_inline)) void sg_ukr_avx512_t(
         sg_rows_out_avx512(acc, c, ldc, mr, nr, e, m0, n0, NV);
         return;
     }
-    if (mr == MRC && nr == SG_NR * NV && last && !accum && e->act <= SG_CLIP && !e->bias_col) {
+    if (mr == MRC && nr == SG_NR * NV && last && !accum && e->act <= EDGENN_ACT_CLIP && !e->bias_col) {
         /* the common 1x1-conv epilogue in registers: + bias_row (+ Z), clamp, store */
-        const int clamp = e->act != SG_NONE;
-        const __m512 lo = _mm512_set1_ps(e->act == SG_CLIP ? e->p0 : 0.f);
-        const __m512 hi = _mm512_set1_ps(e->act == SG_CLIP ? e->p1 : INFINITY);
+        const int clamp = e->act != EDGENN_ACT_NONE;
+        const __m512 lo = _mm512_set1_ps(e->act == EDGENN_ACT_CLIP ? e->p0 : 0.f);
+        const __m512 hi = _mm512_set1_ps(e->act == EDGENN_ACT_CLIP ? e->p1 : INFINITY);
         for (int r = 0; r < MRC; r++)
             for (int h = 0; h < NV; h++) {
                 __m512 v = acc[r][h];
@@ -245,19 +245,19 @@ static inline void sg_gemm_rows_krange_avx512(long N, long K, long k0, long k1,
 }
 
 /* out[i] = act(P[i] + P[ps + i] + ... + P[(parts-1) * ps + i]), i < n: the partial
- * products of threads that split K, summed in part order; act SG_NONE, SG_RELU or SG_CLIP
+ * products of threads that split K, summed in part order; act EDGENN_ACT_NONE, EDGENN_ACT_RELU or EDGENN_ACT_CLIP
  * (p0, p1), the constant first as in the epilogue (a NaN sum stays NaN). */
 SG_AVX512 static void sg_sum_parts_avx512(const float *P, long ps, int parts, float *out,
                                           long n, int act, float p0, float p1) {
-    const __m512 lo = _mm512_set1_ps(act == SG_CLIP ? p0 : 0.0f), hi = _mm512_set1_ps(p1);
+    const __m512 lo = _mm512_set1_ps(act == EDGENN_ACT_CLIP ? p0 : 0.0f), hi = _mm512_set1_ps(p1);
     for (long i = 0; i < n; i += 16) {
         const __mmask16 k = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
         __m512 s = _mm512_maskz_loadu_ps(k, P + i);
         for (int t = 1; t < parts; t++)
             s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(k, P + t * ps + i));
-        if (act == SG_RELU || act == SG_CLIP)
+        if (act == EDGENN_ACT_RELU || act == EDGENN_ACT_CLIP)
             s = _mm512_max_ps(lo, s);
-        if (act == SG_CLIP)
+        if (act == EDGENN_ACT_CLIP)
             s = _mm512_min_ps(hi, s);
         _mm512_mask_storeu_ps(out + i, k, s);
     }

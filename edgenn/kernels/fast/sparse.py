@@ -27,7 +27,11 @@ from . import epilogue
 from .threading_cost import plan_threads, threaded_only
 
 MIN_ZEROS = 0.5       # below this the dense kernels always win (bench/test_bench_sparse.py)
-ACTS = ("", "Relu", "Clip")
+
+
+def _spmm():
+    from . import _spmm
+    return _spmm
 
 
 _last = (None, 0.0)   # (weights, their zero fraction): every sparse spec asks, in turn
@@ -61,7 +65,7 @@ def _sparse_conv(node, ins, outs) -> bool:
     a = node.attrs
     if not (len(x.shape) == 4 and x.dtype == "float32" and w.value is not None
             and len(w.shape) == 4 and a.get("group", 1) == 1
-            and a.get("activation", "") in ACTS and 0 not in x.shape):
+            and a.get("activation", "") in _spmm().ACTIVATIONS and 0 not in x.shape):
         return False
     if len(ins) > 2 and ins[2] is not None and ins[2].value is None:
         return False

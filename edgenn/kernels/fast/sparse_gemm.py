@@ -25,7 +25,7 @@ import numpy as np
 from ...registry import kernel
 from .. import scratch
 from . import epilogue
-from .sparse import ACTS, MIN_ZEROS, csr, zero_fraction
+from .sparse import MIN_ZEROS, _spmm, csr, zero_fraction
 from .threading_cost import plan_threads, threaded_only
 
 SPMV_MAX_ROWS = 8     # beyond, a narrow tile is faster (below, the tuner picks)
@@ -72,7 +72,7 @@ def _fc(node, ins, outs) -> bool:
     if not (x.dtype == w.dtype == y.dtype == "float32" and w.value is not None
             and len(w.shape) == 2 and len(x.shape) >= 1 and len(y.shape) >= 1
             and 0 not in x.shape and 0 not in w.shape
-            and _rows(x.shape) == _rows(y.shape) and a.get("activation", "") in ACTS):
+            and _rows(x.shape) == _rows(y.shape) and a.get("activation", "") in _spmm().ACTIVATIONS):
         return False
     if node.op == "Gemm":
         z = ins[3] if len(ins) > 3 else None

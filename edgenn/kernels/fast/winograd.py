@@ -145,8 +145,6 @@ def _cost(m: int):
 
 # ---- the kernel -----------------------------------------------------------------------------
 
-# fused in C; the rest ("Sigmoid", "SiLU", "Gelu") run afterwards through epilogue.activate
-_C_ACT = {"": 0, "Relu": 1, "Clip": 2, "LeakyRelu": 3, "HardSigmoid": 4, "HardSwish": 5}
 _BLOCK_BYTES = 2 << 20     # V + M of one block of tile rows: about L2 + some L3 (measured)
 _MIN_BLOCK_TILES = 64      # fewer tiles make the per-xi GEMMs too skinny for OpenBLAS
 _MIN_OWN_TILES = 32        # edgenn's sgemm: one 12 x 32 register tile wide
@@ -191,14 +189,12 @@ def _prepare(node, ins, outs, m: int, block_bytes: int = _BLOCK_BYTES, gemm_row:
     u = weight_transform(w, m)
     bias = (np.require(ins[2].value, dtype=np.float32, requirements="C")
             if len(ins) > 2 and ins[2] is not None else None)
+    from . import _winograd as cw
     act, params = node.attrs.get("activation", ""), list(node.attrs.get("activation_params", []))
-    cact = _C_ACT.get(act, 0)
-    post = act if act not in _C_ACT else ""
-    p0 = float(params[0]) if params else 0.0
-    p1 = float(params[1]) if len(params) > 1 else 0.0
-    if act == "Clip":
-        p0 = p0 if params else -np.inf
-        p1 = p1 if len(params) > 1 else np.inf
+    cact, p0, p1 = epilogue.act_args(node)
+    post = ""                 # fused in C, or else applied afterwards (epilogue.activate)
+    if act not in cw.ACTIVATIONS:
+        cact, post = epilogue.code(""), act
     th, tw = -(-oh // m), -(-ow // m)
     per_row = a2 * (c + k) * tw * 4  # bytes of V and M per tile row
     if gemm_row:
