@@ -1,4 +1,5 @@
-/* The fp32 GEMM family's table: one row per microkernel (sgemm.h's sg_row), best last.
+/* The fp32 GEMM family's table: one row per microkernel (sgemm.h's sg_row), best last
+ * within each architecture.
  *
  * Adding a microkernel: its header (the tile and whichever entry points it has), one
  * #include and one row here. The Python side (_sgemm.pyx: rows()), the tuner's kernel
@@ -18,6 +19,7 @@
 #include "sgemm_avx2.h"
 #include "sgemm_avx512.h"
 #endif
+#include "sgemm_neon.h"
 
 static const sg_row sg_rows[] = {
     {"sgemm_6x16__scalar", EDGENN_ISA_SCALAR, SG_MR, SG_NR, sg_ukr_c,
@@ -28,6 +30,10 @@ static const sg_row sg_rows[] = {
     {"sgemm_12x32__avx512f", EDGENN_ISA_AVX512, SG_MR2, SG_NR2, sg_ukr_avx2,
      sg_sweep_avx2, sg_tile_avx512, sg_ukr_avx512_pfb_12x2, sg_pack_a_rows_avx2, sg_gemv_avx2,
      sg_gemm_rows_krange_avx512, sg_sum_parts_avx512},
+#endif
+#if SG_NEON
+    {"sgemm_6x16__neon", EDGENN_ISA_NEON, SG_MR, SG_NR, sg_ukr_neon,
+     NULL, NULL, NULL, NULL, NULL, NULL, NULL},
 #endif
 };
 #define SG_ROW_COUNT ((int)(sizeof sg_rows / sizeof sg_rows[0]))
