@@ -13,6 +13,8 @@ column, residual Z, activation), on a row of the family's table (sgemm_table.h).
 """
 from collections import namedtuple
 
+from edgenn.kernels.fast.tables import Table
+
 import numpy as np
 cimport numpy as cnp
 from cython.parallel cimport prange
@@ -95,41 +97,9 @@ def _table():
                       sg_rows[i].rows != NULL)) for i in range(SG_ROW_COUNT))
 
 
-ROWS = _table()          # the whole table, in its order (best last)
-_INDEX = {r.name: i for i, r in enumerate(ROWS)}
-
-
-def rows():
-    """-> the rows this CPU runs, in the table's order (the portable row first)."""
-    return tuple(r for r in ROWS if r.usable)
-
-
-def row_of_isa(str isa):
-    """-> the name of the table's best row of tier `isa` (a family that picks its tier,
-    such as the recurrent cells, runs its GEMMs on it); ValueError where there is none."""
-    names = [r.name for r in ROWS if r.isa == isa]
-    if not names:
-        raise ValueError(f"no sgemm row of tier {isa!r}")
-    return names[len(names) - 1]         # (wraparound is off in this module)
-
-
-def best_row():
-    """-> the name of the best row this CPU runs (the table's last usable one)."""
-    usable = rows()
-    return usable[len(usable) - 1].name
-
-
-def row_index(str name):
-    """-> the table index of the row `name` (a C struct that holds a row keeps this);
-    ValueError for a name not in the table or a row this CPU (or EDGENN_MAX_ISA) does
-    not run."""
-    if name not in _INDEX:
-        raise ValueError(f"no sgemm row {name!r}; the table has {', '.join(_INDEX)}")
-    r = ROWS[_INDEX[name]]
-    if not r.usable:
-        raise ValueError(f"sgemm row {name!r} needs {r.isa}: this CPU (or EDGENN_MAX_ISA) "
-                         "does not allow it")
-    return _INDEX[name]
+TABLE = Table("sgemm", _table())
+ROWS = TABLE.rows        # the whole table, in its order (best last)
+rows, row_index, best_row, row_of_isa = TABLE.usable, TABLE.index, TABLE.best, TABLE.best_of_isa
 
 
 def wake_threads(int threads):

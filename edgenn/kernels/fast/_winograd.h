@@ -242,47 +242,47 @@ ATTR static inline void ilv_store_6(float *dst, const __m256 *o) {
 #include "_winograd_tmpl.h"
 #endif
 
-/* ---- dispatch ----------------------------------------------------------------------------- */
-static int wino_isa_forced = -1;   /* -1: auto; 0: scalar; 1: avx2 */
-
-static int wino_use_avx2(void) {
-#ifdef WINO_HAVE_AVX2
-    static int have = -1;
-    if (have < 0) {
-        have = edgenn_isa_x86(EDGENN_ISA_AVX2);   /* the one probe (_cpu.h) */
-    }
-    return wino_isa_forced >= 0 ? (wino_isa_forced && have) : have;
-#else
-    return 0;
-#endif
-}
-
-#ifdef WINO_HAVE_AVX2
-#define WINO_PICK(name, m) (wino_use_avx2() ? name##_##m##_avx2 : name##_##m##_scalar)
-#else
-#define WINO_PICK(name, m) name##_##m##_scalar
-#endif
-
+/* ---- the transforms' table ------------------------------------------------------------ */
 typedef void (*wino_in_fn)(const float *, int, int, int, int, int, int, int, int, int, int,
                            float *, float *, float *, const float *);
 typedef void (*wino_out_fn)(const float *, float *, int, int, int, int, int, int, int, int,
                             const float *, const float *, int, float, float, float *, float *);
 
-static void wino_input(int m, const float *x, int C, int H, int W, int ph, int pw,
-                       int th, int tw, int twp, int row0, int nrows,
+/* One row per instruction set of the transform loops (_winograd_tmpl.h's instances):
+ * in[i] / out[i] of F(m x m, 3 x 3) for m = 2, 4, 6 (i = m / 2 - 1). */
+typedef struct {
+    const char *name;        /* winograd_transforms__<isa> */
+    int isa;                 /* the EDGENN_ISA_* tier it needs (_cpu.h) */
+    wino_in_fn in[3];
+    wino_out_fn out[3];
+} wino_row;
+
+static const wino_row wino_rows[] = {
+    {"winograd_transforms__scalar", EDGENN_ISA_SCALAR,
+     {win_in_2_scalar, win_in_4_scalar, win_in_6_scalar},
+     {win_out_2_scalar, win_out_4_scalar, win_out_6_scalar}},
+#ifdef WINO_HAVE_AVX2
+    {"winograd_transforms__avx2", EDGENN_ISA_AVX2,
+     {win_in_2_avx2, win_in_4_avx2, win_in_6_avx2},
+     {win_out_2_avx2, win_out_4_avx2, win_out_6_avx2}},
+#endif
+};
+#define WINO_ROW_COUNT ((int)(sizeof wino_rows / sizeof wino_rows[0]))
+
+static inline int wino_row_usable(const wino_row *r) { return edgenn_isa_usable(r->isa); }
+
+static void wino_input(const wino_row *row, int m, const float *x, int C, int H, int W, int ph,
+                       int pw, int th, int tw, int twp, int row0, int nrows,
                        float *V, float *P, float *xp, const float *zeros) {
-    wino_in_fn f = m == 2 ? WINO_PICK(win_in, 2) : m == 4 ? WINO_PICK(win_in, 4)
-                                                          : WINO_PICK(win_in, 6);
-    f(x, C, H, W, ph, pw, th, tw, twp, row0, nrows, V, P, xp, zeros);
+    row->in[m / 2 - 1](x, C, H, W, ph, pw, th, tw, twp, row0, nrows, V, P, xp, zeros);
 }
 
-static void wino_output(int m, const float *M, float *y, int K, int OH, int OW,
-                        int th, int tw, int twp, int row0, int nrows,
+static void wino_output(const wino_row *row, int m, const float *M, float *y, int K, int OH,
+                        int OW, int th, int tw, int twp, int row0, int nrows,
                         const float *bias, const float *z, int act, float p0, float p1,
                         float *Q, float *rowbuf) {
-    wino_out_fn f = m == 2 ? WINO_PICK(win_out, 2) : m == 4 ? WINO_PICK(win_out, 4)
-                                                            : WINO_PICK(win_out, 6);
-    f(M, y, K, OH, OW, th, tw, twp, row0, nrows, bias, z, act, p0, p1, Q, rowbuf);
+    row->out[m / 2 - 1](M, y, K, OH, OW, th, tw, twp, row0, nrows, bias, z, act, p0, p1, Q,
+                        rowbuf);
 }
 
 #endif

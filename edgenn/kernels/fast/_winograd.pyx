@@ -9,8 +9,12 @@ all images, Tb = nrows * tw tiles.
 
 WinogradConv: the whole conv in one call, the alpha^2 GEMMs on edgenn's packed sgemm
 (_winograd_run.h)."""
+from collections import namedtuple
+
 import numpy as np
 cimport numpy as cnp
+
+from edgenn.kernels.fast.tables import Table
 
 cnp.import_array()
 
@@ -18,45 +22,57 @@ include "_epilogue.pxi"
 
 cdef extern from "_winograd.h" nogil:
     unsigned WINO_ACTS
-    int wino_isa_forced
-    int wino_use_avx2()
-    void wino_input(int m, const float *x, int C, int H, int W, int ph, int pw,
-                    int th, int tw, int twp, int row0, int nrows,
+    ctypedef struct wino_row:
+        const char *name
+        int isa
+    const wino_row wino_rows[]
+    int WINO_ROW_COUNT
+    int wino_row_usable(const wino_row *r)
+    void wino_input(const wino_row *row, int m, const float *x, int C, int H, int W, int ph,
+                    int pw, int th, int tw, int twp, int row0, int nrows,
                     float *V, float *P, float *xp, const float *zeros)
-    void wino_output(int m, const float *M, float *y, int K, int OH, int OW,
-                     int th, int tw, int twp, int row0, int nrows,
+    void wino_output(const wino_row *row, int m, const float *M, float *y, int K, int OH,
+                     int OW, int th, int tw, int twp, int row0, int nrows,
                      const float *bias, const float *z, int act, float p0, float p1,
                      float *Q, float *rowbuf)
+
+cdef extern from "_cpu.h" nogil:
+    const char *edgenn_isa_name(int t)
 
 
 ACTIVATIONS = _activations(WINO_ACTS)   # fused in the output transform (_winograd.h)
 
 
-def set_isa(int isa):
-    """-1: best the CPU has (default); 0: force the portable scalar code; 1: AVX2 if present."""
-    global wino_isa_forced
-    wino_isa_forced = isa
+# the transforms' table (_winograd.h's wino_rows): one row per instruction set
+Row = namedtuple("Row", "name isa usable")
+TABLE = Table("winograd transforms", tuple(
+    Row(wino_rows[i].name.decode(), edgenn_isa_name(wino_rows[i].isa).decode(),
+        bool(wino_row_usable(&wino_rows[i]))) for i in range(WINO_ROW_COUNT)))
+ROWS, rows, row_index, best_row = TABLE.rows, TABLE.usable, TABLE.index, TABLE.best
 
 
-def uses_avx2():
-    return bool(wino_use_avx2())
+cdef const wino_row *_row(row) except NULL:
+    return &wino_rows[row_index(best_row() if row is None else row)]
 
 
 def input_transform(int m, const float[:, :, :, ::1] x, int ph, int pw, int th, int tw,
                     int twp, int row0, int nrows, float[::1] V, float[::1] P, float[::1] xp,
-                    const float[::1] zeros):
-    """x (N, C, H, W) -> V (alpha^2, C, nrows*tw), flat; scratch P, xp, zeros (see .h)."""
+                    const float[::1] zeros, row=None):
+    """x (N, C, H, W) -> V (alpha^2, C, nrows*tw), flat; scratch P, xp, zeros (see .h);
+    on the transforms' row `row` (None: the best this CPU runs)."""
+    cdef const wino_row *r = _row(row)
     with nogil:
-        wino_input(m, &x[0, 0, 0, 0], x.shape[1], x.shape[2], x.shape[3], ph, pw, th, tw,
+        wino_input(r, m, &x[0, 0, 0, 0], x.shape[1], x.shape[2], x.shape[3], ph, pw, th, tw,
                    twp, row0, nrows, &V[0], &P[0], &xp[0], &zeros[0])
 
 
 def output_transform(int m, const float[::1] M, float[:, :, :, ::1] y, int th, int tw,
                      int twp, int row0, int nrows, const float[::1] bias,
                      const float[:, :, :, ::1] z, int act, float p0, float p1,
-                     float[::1] Q, float[::1] rowbuf):
+                     float[::1] Q, float[::1] rowbuf, row=None):
     """M (alpha^2, K, nrows*tw), flat -> y (N, K, OH, OW) = act(A^T m A + bias + z);
-    bias and z may be None."""
+    bias and z may be None; on the transforms' row `row` (None: the best here)."""
+    cdef const wino_row *r = _row(row)
     cdef const float *bp = NULL
     cdef const float *zp = NULL
     if bias is not None:
@@ -64,7 +80,7 @@ def output_transform(int m, const float[::1] M, float[:, :, :, ::1] y, int th, i
     if z is not None:
         zp = &z[0, 0, 0, 0]
     with nogil:
-        wino_output(m, &M[0], &y[0, 0, 0, 0], y.shape[1], y.shape[2], y.shape[3], th, tw,
+        wino_output(r, m, &M[0], &y[0, 0, 0, 0], y.shape[1], y.shape[2], y.shape[3], th, tw,
                     twp, row0, nrows, bp, zp, act, p0, p1, &Q[0], &rowbuf[0])
 
 
@@ -86,6 +102,7 @@ cdef extern from "_winograd_run.h" nogil:
         int act
         float p0, p1
         int gemm_row
+        int transform_row
         const float *zeros
     ctypedef struct wino_layout:
         long M, xp, kept, V, P, Q, rowbuf, gws, work
@@ -97,8 +114,9 @@ cdef extern from "_winograd_run.h" nogil:
 cdef class WinogradConv:
     """A whole Winograd conv in one C call (_winograd_run.h): per block of tile rows the
     input transform, the alpha^2 GEMMs on edgenn's packed sgemm, table row `gemm_row`
-    (_sgemm.row_index; U prepacked by
-    _sgemm.pack_a_batch), the output transform + epilogue; `threads` OpenMP threads.
+    (_sgemm.row_index; U prepacked by _sgemm.pack_a_batch), the output transform +
+    epilogue; `threads` OpenMP threads; the transforms on their row `transform_row` (a
+    name, None: the best this CPU runs).
 
     run(x, y, z, kept, work): x (N, C, H, W), y / z (N, K, OH, OW) float32 C-contiguous (z
     may be None); kept: float32 of >= kept_floats, zero-filled once and kept between calls;
@@ -112,7 +130,7 @@ cdef class WinogradConv:
 
     def __init__(self, int m, shape_x, shape_y, int ph, int pw, int nrows, packed_u,
                  long usize, bias, int act, float p0, float p1, int gemm_row, long gws_floats,
-                 int threads=1):
+                 int threads=1, transform_row=None):
         self.n, self.c, self.h, self.w = shape_x
         _, self.k, self.oh, self.ow = shape_y
         alpha = m + 2
@@ -145,6 +163,8 @@ cdef class WinogradConv:
             self.plan.bias = &bv[0]
         self.plan.act, self.plan.p0, self.plan.p1 = act, p0, p1
         self.plan.gemm_row = gemm_row
+        self.plan.transform_row = row_index(best_row() if transform_row is None
+                                            else transform_row)
         self.plan.zeros = &zv[0]
         self.threads = threads
         a2 = alpha * alpha

@@ -26,6 +26,7 @@ typedef struct {
     int act;                               /* _winograd.h's codes */
     float p0, p1;
     int gemm_row;                          /* the GEMMs' row: an index into sg_rows */
+    int transform_row;                     /* the transforms' row: into wino_rows */
     const float *zeros;                    /* alpha * twp zeros, read only */
 } wino_plan;
 
@@ -74,8 +75,8 @@ static void wino_block(const wino_plan *p, const float *x, const float *z, float
                        int nr, const wino_scratch *s, int gemm_threads) {
     const int a2 = (p->m + 2) * (p->m + 2);
     const long tb = (long)nr * p->tw;
-    wino_input(p->m, x, p->C, p->H, p->W, p->ph, p->pw, p->th, p->tw, p->twp, r0, nr,
-               s->V, s->P, s->xp, p->zeros);
+    wino_input(&wino_rows[p->transform_row], p->m, x, p->C, p->H, p->W, p->ph, p->pw, p->th,
+               p->tw, p->twp, r0, nr, s->V, s->P, s->xp, p->zeros);
     if (gemm_threads > 1) {
         wino_scratch shared[WINO_MAX_THREADS];
 #pragma omp parallel for num_threads(gemm_threads) schedule(static)
@@ -87,8 +88,8 @@ static void wino_block(const wino_plan *p, const float *x, const float *z, float
     } else {
         wino_gemms(p, s, tb, 0, a2);
     }
-    wino_output(p->m, s->M, y, p->K, p->OH, p->OW, p->th, p->tw, p->twp, r0, nr, p->bias, z,
-                p->act, p->p0, p->p1, s->Q, s->rowbuf);
+    wino_output(&wino_rows[p->transform_row], p->m, s->M, y, p->K, p->OH, p->OW, p->th, p->tw,
+                p->twp, r0, nr, p->bias, z, p->act, p->p0, p->p1, s->Q, s->rowbuf);
 }
 
 /* The whole conv: x (N, C, H, W), z like y or NULL, y (N, K, OH, OW); kept / work: the

@@ -174,12 +174,13 @@ def _blocks(rows_total: int, per_row: int, tw: int, block_bytes: int, min_tiles:
 
 
 def _prepare(node, ins, outs, m: int, block_bytes: int = _BLOCK_BYTES, gemm_row: str = "",
-             threads: int = 1):
+             threads: int = 1, transform_row: str | None = None):
     """gemm_row "": the alpha^2 GEMMs on OpenBLAS (np.matmul), the transforms called per
     block from here; a row of the sgemm table (_sgemm.ROWS): the whole conv in one C call
     (_winograd.WinogradConv) with the GEMMs on that row (U prepacked, V read in place),
     blocks (or, with fewer blocks than threads, each block's products) shared out over
-    `threads` OpenMP threads."""
+    `threads` OpenMP threads. transform_row: the transforms' row (_winograd.ROWS), None
+    for the best this CPU runs."""
     x, w, y = ins[0], ins[1].value, outs[0]
     n, c, h, wd = x.shape
     k = w.shape[0]
@@ -200,7 +201,7 @@ def _prepare(node, ins, outs, m: int, block_bytes: int = _BLOCK_BYTES, gemm_row:
     if gemm_row:
         nrows = _blocks(n * th, per_row, tw, block_bytes, _MIN_OWN_TILES, threads)
         conv = _own_gemm_conv(m, x.shape, y.shape, ph, pw, nrows, u, bias, cact, p0, p1,
-                              gemm_row, threads)
+                              gemm_row, threads, transform_row)
         kept_h = scratch.array(conv.kept_floats, np.float32, persistent=True, fill=0.0)
         work_h = scratch.array(conv.work_floats, np.float32)
         has_z = len(ins) > 3 and ins[3] is not None
@@ -213,20 +214,23 @@ def _prepare(node, ins, outs, m: int, block_bytes: int = _BLOCK_BYTES, gemm_row:
                 epilogue.activate(out, post, params, tmp_h.get())
         return run
     nrows = _blocks(n * th, per_row, tw, block_bytes, _MIN_BLOCK_TILES, 1)
-    return _blas_run(m, ins, y, u, ph, pw, th, tw, nrows, bias, cact, p0, p1, post, params)
+    return _blas_run(m, ins, y, u, ph, pw, th, tw, nrows, bias, cact, p0, p1, post, params,
+                     transform_row)
 
 
-def _own_gemm_conv(m, shape_x, shape_y, ph, pw, nrows, u, bias, cact, p0, p1, row, threads):
+def _own_gemm_conv(m, shape_x, shape_y, ph, pw, nrows, u, bias, cact, p0, p1, row, threads,
+                   transform_row):
     from . import _winograd as cw
     k, c = u.shape[1:]
     tw = -(-shape_y[3] // m)
     gws = _sgemm.direct_workspace_bytes(k, nrows * tw, c) // 4
     return cw.WinogradConv(m, shape_x, shape_y, ph, pw, nrows, _sgemm.pack_a_batch(u),
                            _sgemm.packed_a_size(k, c), bias, cact, p0, p1,
-                           _sgemm.row_index(row), gws, threads)
+                           _sgemm.row_index(row), gws, threads, transform_row)
 
 
-def _blas_run(m, ins, y, u, ph, pw, th, tw, nrows, bias, cact, p0, p1, post, params):
+def _blas_run(m, ins, y, u, ph, pw, th, tw, nrows, bias, cact, p0, p1, post, params,
+              transform_row):
     from . import _winograd as cw
     n, c = ins[0].shape[:2]
     k = u.shape[1]
@@ -248,6 +252,7 @@ def _blas_run(m, ins, y, u, ph, pw, th, tw, nrows, bias, cact, p0, p1, post, par
     rowbuf_h = scratch.array(twp * m, np.float32)
     tmp_h = scratch.array(y.shape, np.float32) if post else None
     cin, cout = cw.input_transform, cw.output_transform
+    trow = cw.best_row() if transform_row is None else transform_row
 
     def run(inputs, outputs):
         xs, out = inputs[0], outputs[0]
@@ -257,9 +262,9 @@ def _blas_run(m, ins, y, u, ph, pw, th, tw, nrows, bias, cact, p0, p1, post, par
         for r0, nr in blocks:
             tb = nr * tw
             vflat, mflat = vbuf[:a2 * c * tb], mbuf[:a2 * k * tb]
-            cin(m, xs, ph, pw, th, tw, twp, r0, nr, vflat, pbuf, xp, zeros)
+            cin(m, xs, ph, pw, th, tw, twp, r0, nr, vflat, pbuf, xp, zeros, trow)
             np.matmul(u, vflat.reshape(a2, c, tb), out=mflat.reshape(a2, k, tb))
-            cout(m, mflat, out, th, tw, twp, r0, nr, bias, z, cact, p0, p1, qbuf, rowbuf)
+            cout(m, mflat, out, th, tw, twp, r0, nr, bias, z, cact, p0, p1, qbuf, rowbuf, trow)
         if post:
             epilogue.activate(out, post, params, tmp_h.get())
     return run
