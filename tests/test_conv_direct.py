@@ -9,6 +9,7 @@ gamma_(n+1) = (n+1) eps / (1 - (n+1) eps) of the exact one, relative to sum |w| 
 offers the kernel and the tuner's choice matches the reference."""
 import numpy as np
 import pytest
+from kernel_cases import tables
 from kernel_cases.conv_gemm import first_layer_cases
 
 from edgenn.graph.infer import infer_node
@@ -16,14 +17,12 @@ from edgenn.kernels.fast import _convdirect, _convdirect_emu, conv_direct
 from edgenn.registry import REFERENCE, TensorInfo
 
 EPS = np.finfo(np.float32).eps
-PATHS = ["scalar"] + [t for t in ("avx2", "avx512", "avx512_8x48") if _convdirect.HAVE[t]] + \
-    ["avx2-emulated", "avx512-emulated", "avx512_8x48-emulated"]
+PATHS = tables.paths(_convdirect.rows(), _convdirect_emu.rows())     # every row of _convdirect.h's table
+PORTABLE = _convdirect.ROWS[0].name
 
 
 def _lib(path):
-    if path.endswith("-emulated"):
-        return _convdirect_emu, path[:-len("-emulated")]
-    return _convdirect, path
+    return tables.lib_and_row(path, _convdirect, _convdirect_emu)
 
 
 def _float64(node, inputs, absolute=False):
@@ -34,7 +33,7 @@ def _float64(node, inputs, absolute=False):
 
 @pytest.mark.parametrize("path", PATHS)
 def test_direct_conv_matches_float64_within_the_sum_bound(path):
-    lib, isa = _lib(path)
+    lib, row = _lib(path)
     covered = 0
     for node, inputs in first_layer_cases(np.random.default_rng(1)):
         ins = [TensorInfo("float32", inputs[0].shape)] + [TensorInfo.of(v) for v in inputs[1:]]
@@ -42,7 +41,7 @@ def test_direct_conv_matches_float64_within_the_sum_bound(path):
         assert conv_direct._supports(node, ins, outs), node.attrs
         covered += 1
         y = np.full(outs[0].shape, np.nan, np.float32)
-        conv_direct.prepare(node, ins, outs, isa, lib=lib)(inputs, [y])
+        conv_direct.prepare(node, ins, outs, row, lib=lib)(inputs, [y])
         exact, mag = _float64(node, inputs), _float64(node, inputs, absolute=True)
         n = int(np.prod(inputs[1].shape[1:])) + 1
         bound = n * EPS / (1 - n * EPS) * mag + 1e-30
@@ -61,31 +60,31 @@ def test_direct_conv_matches_float64_within_the_sum_bound(path):
     assert covered >= 50
 
 
-@pytest.mark.parametrize("path", [p for p in PATHS if p != "scalar"])
+@pytest.mark.parametrize("path", [p for p in PATHS if p != PORTABLE])
 def test_row_ranges_over_threads_give_the_same_bits(path):
     """The *_mt kernels: output rows split over 2 and 3 OpenMP threads (3 > the rows of a
     2-row output) give exactly the one-thread result."""
-    lib, isa = _lib(path)
+    lib, row = _lib(path)
     for node, inputs in list(first_layer_cases(np.random.default_rng(2)))[::7]:
         ins = [TensorInfo("float32", inputs[0].shape)] + [TensorInfo.of(v) for v in inputs[1:]]
         outs = infer_node(node, ins, fold=False)
         got = []
         for threads in (1, 2, 3):
             y = np.full(outs[0].shape, np.nan, np.float32)
-            conv_direct.prepare(node, ins, outs, isa, lib=lib, threads=threads)(inputs, [y])
+            conv_direct.prepare(node, ins, outs, row, lib=lib, threads=threads)(inputs, [y])
             got.append(y)
         assert np.array_equal(got[0], got[1]) and np.array_equal(got[0], got[2]), node.attrs
         assert np.all(np.isfinite(got[0]))
 
 
-@pytest.mark.parametrize("path", [p for p in PATHS if p != "scalar"] + ["scalar"])
+@pytest.mark.parametrize("path", PATHS)
 def test_every_band_height_gives_the_same_bits(path):
     """run_bands: bands of 1 .. OH + 1 output rows (each filling its padded rows into the
     reused buffer: top / bottom padding rows zeroed, stale rows overwritten), over 1-3
     threads, strides 1-3, top pads 0-3: exactly the whole image in one band."""
-    lib, isa = _lib(path)
+    lib, row = _lib(path)
     rng = np.random.default_rng(4)
-    mb, px = lib.tile(isa)
+    mb, px = lib.tile(row)
     for c, h, w, m, k, pt, pl, s in [(3, 23, 20, 8, 3, 1, 1, 2), (1, 9, 7, 5, 3, 0, 2, 1),
                                      (2, 13, 11, 9, 5, 3, 3, 2), (3, 5, 4, 4, 3, 1, 0, 3)]:
         x = rng.standard_normal((c, h, w)).astype(np.float32)
@@ -93,13 +92,13 @@ def test_every_band_height_gives_the_same_bits(path):
         oh = (h + 2 * pt - k) // s + 1
         ow = (w + 2 * pl - k) // s + 1
         wq = max(-(-ow // px) * px + (k - 1) // s, -(-(pl + w) // s))
-        wpk = lib.pack_weights(wt, isa)
+        wpk = lib.pack_weights(wt, row)
         first = None
         for band in range(1, oh + 2):
             for threads in (1, 2, 3):
                 buf = np.zeros((threads, c, lib.band_rows(band, s, k), s * wq), np.float32)
                 y = np.full((m, oh, ow), np.nan, np.float32)
-                lib.run_bands(x, buf, wpk, None, y, k, k, s, s, pt, pl, "", 0, 0, isa,
+                lib.run_bands(x, buf, wpk, None, y, k, k, s, s, pt, pl, "", 0, 0, row,
                               None, threads, band)
                 first = y if first is None else first
                 assert np.array_equal(y, first), (c, h, w, band, threads)

@@ -8,23 +8,17 @@ import itertools
 
 import numpy as np
 import pytest
+from kernel_cases import tables
 
 from edgenn.kernels.fast import _sgemm as sg
 from edgenn.kernels.fast import _sgemm_emu
 from edgenn.kernels.reference.nn import apply_activation
 
-# the rows this CPU runs natively (the path one always), and the SIMD rows again
-# through SIMDe (_sgemm_emu: any CPU, so AVX2-only machines check the AVX-512F row too)
-EMULATED = "-emulated"
-PATHS = [r.name for r in sg.rows()] + \
-    [r.name + EMULATED for r in _sgemm_emu.rows() if r.isa != "scalar"]
+PATHS = tables.paths(sg.rows(), _sgemm_emu.rows())
 
 
 def _lib(path):
-    """-> (the module that builds this path's row, the row's name)."""
-    if path.endswith(EMULATED):
-        return _sgemm_emu, path[:-len(EMULATED)]
-    return sg, path
+    return tables.lib_and_row(path, sg, _sgemm_emu)
 
 
 def _has_rows_mode(path):
@@ -406,7 +400,7 @@ def test_rows_mode_threads_splitting_k(path):
 def test_k_split_only_where_it_applies():
     """One thread, a conv's explicit im2col, or an activation the sum does not apply: the
     threads split M as before."""
-    lib, row = _lib(next(p for p in PATHS if p.endswith(EMULATED) and _has_rows_mode(p)))
+    lib, row = _lib(next(p for p in PATHS if p.endswith(tables.EMULATED) and _has_rows_mode(p)))
     w = np.ones((32, 64), np.float32)
     pw = lib.pack_b(np.ascontiguousarray(w.T))
     assert lib.SGemm(32, 9, 64, packed_wt=pw, threads=2, row=row, k_split=True).k_parts == 2

@@ -13,16 +13,17 @@ matches the reference; a layer below MIN_ZEROS never offers them.
 import numpy as np
 import pytest
 from helpers import helper, make_model
+from kernel_cases import tables
 
 import edgenn
 from edgenn.kernels.fast import _spmm, _spmm_emu
 from edgenn.graph.ir import Node
 from edgenn.kernels.fast import sparse
-from edgenn.kernels.fast.sparse import MIN_ZEROS, TIERS, csr
+from edgenn.kernels.fast.sparse import MIN_ZEROS, conv_rows, csr
 from edgenn.registry import REFERENCE, TensorInfo
 
-PATHS = ["scalar"] + [t for t in ("avx2", "avx512", "avx512_32") if _spmm.HAVE[t]] + \
-    ["avx2-emulated", "avx512-emulated", "avx512_32-emulated"]
+PATHS = tables.paths(_spmm.rows(), _spmm_emu.rows())     # every row of spmm_table.h
+PORTABLE = _spmm.ROWS[0].name                            # any CPU, any EDGENN_MAX_ISA
 EPS = np.finfo(np.float32).eps
 RNG = np.random.default_rng(11)
 SHAPES = [(1, 1, 1), (3, 2, 31), (3, 2, 32), (5, 3, 33), (16, 8, 63), (7, 9, 64), (9, 5, 65),
@@ -32,7 +33,7 @@ ACTS = [("", 0.0, 0.0), ("Relu", 0.0, 0.0), ("Clip", -0.5, 0.7)]
 
 
 def _lib(path):
-    return (_spmm_emu, path[:-len("-emulated")]) if path.endswith("-emulated") else (_spmm, path)
+    return tables.lib_and_row(path, _spmm, _spmm_emu)
 
 
 def _sparse(m, k, sparsity):
@@ -64,7 +65,7 @@ def _check(y, w, x, b, z, act, lo, hi):
 @pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_kernel_matches_float64(path, shape):
-    lib, isa = _lib(path)
+    lib, row = _lib(path)
     m, k, s = shape
     x = RNG.standard_normal((k, s)).astype(np.float32)
     for sparsity in SPARSITY:
@@ -72,7 +73,7 @@ def test_kernel_matches_float64(path, shape):
         for (act, lo, hi), with_extras in zip(ACTS * 2, [True] * 3 + [False] * 3):
             b = RNG.standard_normal(m).astype(np.float32) if with_extras else None
             z = RNG.standard_normal((m, s)).astype(np.float32) if with_extras else None
-            kern = lib.SparseConv1x1(*csr(w), k, s, b, act, lo, hi, isa=isa)
+            kern = lib.SparseConv1x1(*csr(w), k, s, b, act, lo, hi, row=row)
             y = np.full((m, s), np.nan, np.float32)
             ws = np.full(max(kern.workspace_floats, 1), np.nan, np.float32)
             kern.run(x, y, z, ws)
@@ -120,13 +121,13 @@ def _paired(m, k, sparsity):
 @pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("m,k,s", [(2, 5, 33), (7, 40, 64), (16, 96, 130), (33, 17, 49)])
 def test_output_channel_pairs_load_once_and_give_the_same_bits(path, m, k, s):
-    lib, isa = _lib(path)
+    lib, row = _lib(path)
     x = RNG.standard_normal((k, s)).astype(np.float32)
     for sparsity in (0.5, 0.8, 1.0):
         w = _paired(m, k, sparsity)
         b = RNG.standard_normal(m).astype(np.float32)
         z = RNG.standard_normal((m, s)).astype(np.float32)
-        kern = lib.SparseConv1x1(*csr(w), k, s, b, "Clip", -0.5, 0.7, isa=isa)
+        kern = lib.SparseConv1x1(*csr(w), k, s, b, "Clip", -0.5, 0.7, row=row)
         assert kern.paired
         y = np.full((m, s), np.nan, np.float32)
         kern.run(x, y, z, np.full(max(kern.workspace_floats, 1), np.nan, np.float32))
@@ -135,7 +136,7 @@ def test_output_channel_pairs_load_once_and_give_the_same_bits(path, m, k, s):
         # and every channel's sum is the same, in the same order
         w1 = np.vstack([RNG.standard_normal((1, k)).astype(np.float32), w])
         k1 = lib.SparseConv1x1(*csr(w1), k, s, np.r_[np.float32(0), b], "Clip", -0.5, 0.7,
-                               isa=isa)
+                               row=row)
         assert not k1.paired
         y1 = np.full((m + 1, s), np.nan, np.float32)
         k1.run(x, y1, np.vstack([np.zeros((1, s), np.float32), z]),
@@ -147,13 +148,13 @@ def test_output_channel_pairs_load_once_and_give_the_same_bits(path, m, k, s):
 def test_threads_split_the_output_channels_with_the_same_bits(path):
     """The *_mt specs: output channels in ranges of whole pairs over OpenMP threads (more
     threads than pairs too), paired rows and not, the 1x1 and the shifted kernels."""
-    lib, isa = _lib(path)
+    lib, row = _lib(path)
     for m, k, s in [(1, 3, 40), (7, 40, 64), (16, 33, 130), (33, 17, 49)]:
         x = RNG.standard_normal((k, s)).astype(np.float32)
         for w in (_sparse(m, k, 0.8), _paired(m, k, 0.7)):
             b = RNG.standard_normal(m).astype(np.float32)
             z = RNG.standard_normal((m, s)).astype(np.float32)
-            kern = lib.SparseConv1x1(*csr(w), k, s, b, "Relu", 0, 0, isa=isa)
+            kern = lib.SparseConv1x1(*csr(w), k, s, b, "Relu", 0, 0, row=row)
             got = []
             for threads in (1, 2, 3, 8):
                 y = np.full((m, s), np.nan, np.float32)
@@ -171,7 +172,7 @@ def test_threads_split_the_output_channels_with_the_same_bits(path):
         got = []
         for threads in (1, 2, 5):
             y = np.full(outs[0].shape, np.nan, np.float32)
-            sparse._prepare_shifted(node, ins, outs, isa, lib, threads=threads)(feeds, [y])
+            sparse._prepare_shifted(node, ins, outs, row, lib, threads=threads)(feeds, [y])
             got.append(y)
         for y in got[1:]:
             np.testing.assert_array_equal(y, got[0])
@@ -180,20 +181,20 @@ def test_threads_split_the_output_channels_with_the_same_bits(path):
 def test_pairs_need_the_same_positions_not_just_the_same_counts():
     w = np.zeros((4, 8), np.float32)
     w[0, 1] = w[1, 1] = w[2, 3] = w[3, 4] = 1.0          # pair (2, 3): one each, apart
-    assert not _spmm.SparseConv1x1(*csr(w), 8, 32, isa="scalar").paired
+    assert not _spmm.SparseConv1x1(*csr(w), 8, 32, row=PORTABLE).paired
     w[3, 4], w[3, 3] = 0.0, 2.0
-    assert _spmm.SparseConv1x1(*csr(w), 8, 32, isa="scalar").paired
+    assert _spmm.SparseConv1x1(*csr(w), 8, 32, row=PORTABLE).paired
 
 
 @pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("case", SHIFTED, ids=lambda c: f"{c[0]}x{c[1]}x{c[2]}x{c[3]}k{c[4]}{c[5]}")
 def test_shifted_sparse_conv_matches_the_reference(path, case):
-    lib, isa = _lib(path)
+    lib, row = _lib(path)
     for sparsity, with_z, (act, lo, hi) in [(0.6, False, ACTS[0]), (0.9, True, ACTS[2]),
                                             (1.0, False, ACTS[1])]:
         node, ins, outs = _infos(*case, sparsity, with_z)
         node.attrs.update(activation=act, activation_params=[lo, hi] if act == "Clip" else [])
-        run = sparse._prepare_shifted(node, ins, outs, isa, lib)
+        run = sparse._prepare_shifted(node, ins, outs, row, lib)
         x = RNG.standard_normal(ins[0].shape).astype(np.float32)
         feeds = [x, ins[1].value, ins[2].value]
         if with_z:
@@ -225,12 +226,12 @@ def test_csr_layout_and_bad_weights_refused():
            ((row_ptr, col, val[:2], 4, 5), "CSR")]                      # val too short
     for args, msg in bad:
         with pytest.raises(ValueError, match=msg):
-            _spmm.SparseConv1x1(*args, isa="scalar")       # any CPU, any EDGENN_MAX_ISA
-    kern = _spmm.SparseConv1x1(row_ptr, col, val, 4, 5, isa="scalar")
+            _spmm.SparseConv1x1(*args, row=PORTABLE)       # any CPU, any EDGENN_MAX_ISA
+    kern = _spmm.SparseConv1x1(row_ptr, col, val, 4, 5, row=PORTABLE)
     with pytest.raises(ValueError, match="shapes"):
         kern.run(np.zeros((3, 5), np.float32), np.zeros((3, 5), np.float32))   # x is (4, 5)
     with pytest.raises(ValueError, match="activation"):
-        _spmm.SparseConv1x1(row_ptr, col, val, 4, 5, act="Sigmoid", isa="scalar")
+        _spmm.SparseConv1x1(row_ptr, col, val, 4, 5, act="Sigmoid", row=PORTABLE)
 
 
 def _conv_model(w, act_clip=False, residual=False):
@@ -263,7 +264,7 @@ def test_pruned_pointwise_conv_offers_the_sparse_kernels(clip, residual):
     ref = edgenn.InferenceSession(model.SerializeToString(), reference=True).run(None, feeds)[0]
     conv = next(s for s in sess.plan.steps if s.node.op == "Conv")
     assert conv.node.attrs.get("activation") in ("Relu", "Clip")   # fused: the C epilogue
-    usable = {name for name, _, tier, _ in TIERS if not tier or _spmm.HAVE[tier]}
+    usable = {r.name for r in conv_rows() if r.usable}      # the 1x1 specs
     assert usable <= set(conv.choice.times), conv.choice.times      # all timed
     assert np.allclose(got, ref, rtol=1e-5, atol=1e-5)
 
@@ -350,7 +351,7 @@ def test_magnitude_pruning_by_output_channel_pairs():
     sparsify(g, 0.8, pairs=True)
     pw = list(pointwise_convs(g))[-1]
     w2 = g.consts[pw.inputs[1]].reshape(g.consts[pw.inputs[1]].shape[0], -1)
-    kern = _spmm.SparseConv1x1(*csr(w2), w2.shape[1], 16, isa="scalar")
+    kern = _spmm.SparseConv1x1(*csr(w2), w2.shape[1], 16, row=PORTABLE)
     assert kern.paired and abs((w2 == 0).mean() - 0.8) < 0.02
 
 

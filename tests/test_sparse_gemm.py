@@ -2,8 +2,8 @@
 kernels/fast/sparse_gemm.py).
 
 Both algorithms (spmv: gathered dot products; tiled: y^T = W^T x^T on the spmm register
-tiles) on every tier this CPU runs and on the AVX2 / AVX-512F bodies built on SIMDe (any
-CPU), against float64: rows M from 1 to 130 (spmv's blocks of 4 rows, the tiles' 8 to 64
+tiles) on every row of their tables this CPU runs and on the AVX2 / AVX-512F rows built on
+SIMDe (any CPU), against float64: rows M from 1 to 130 (spmv's blocks of 4 rows, the tiles' 8 to 64
 rows with a partial last tile), K and N around the vector widths (gathers of 8 / 16
 nonzeros and their masked tails), every K x N pair over the M's, sparsities 0.5 to 1 with
 an output that reads nothing, one that reads every input and an input nobody reads, with
@@ -17,6 +17,7 @@ onnxruntime.
 import numpy as np
 import pytest
 from helpers import helper, make_model, mlp, ort_run
+from kernel_cases import tables
 from test_sparse import EPS, _check, _sparse
 
 import edgenn
@@ -26,13 +27,11 @@ from edgenn.kernels.fast.sparse import MIN_ZEROS, csr
 from edgenn.registry import KERNELS, REFERENCE, TensorInfo
 
 RNG = np.random.default_rng(12)
-SPMV_TIERS = ("avx2", "avx512")
-TILED_TIERS = ("avx2", "avx2_8", "avx2_16", "avx512", "avx512_32", "avx512_16")
-PATHS = ([("spmv", "scalar")] + [("spmv", t) for t in SPMV_TIERS if _spmm.HAVE[t]]
-         + [("spmv", t + "-emulated") for t in SPMV_TIERS]
-         + [("tiled", "scalar")] + [("tiled", t) for t in TILED_TIERS if _spmm.HAVE[t]]
-         + [("tiled", t + "-emulated") for t in TILED_TIERS])
-PATH_IDS = [f"{a}-{t}" for a, t in PATHS]
+# every row of both tables (spmm_table.h): spmv's dot products and the tiled algorithm's tiles
+PATHS = tables.paths(_spmm.spmv_rows(), _spmm_emu.spmv_rows()) + \
+    tables.paths(_spmm.rows(), _spmm_emu.rows())
+PORTABLE_SPMV, PORTABLE_TILED = _spmm.SPMV_ROWS[0].name, _spmm.ROWS[0].name
+USABLE = {r.name for r in _spmm.spmv_rows() + _spmm.rows()}     # natively, on this CPU
 
 MS = (1, 2, 3, 7, 16, 33, 64, 130)
 DIMS = (1, 5, 15, 16, 17, 31, 33, 64, 100, 384)
@@ -45,8 +44,8 @@ EPILOGUES = [("", False, False), ("Relu", True, False), ("Clip", True, True),
 CLIP = (-0.5, 0.7)
 
 
-def _lib(isa):
-    return (_spmm_emu, isa[:-len("-emulated")]) if isa.endswith("-emulated") else (_spmm, isa)
+def _lib(path):
+    return tables.lib_and_row(path, _spmm, _spmm_emu)
 
 
 def _weights_t(n, k, sparsity):
@@ -70,9 +69,8 @@ def _case(c, i):
     return x, wt, b, z, act, lo, hi
 
 
-def _run(lib, isa, algo, x, wt, b, z, act, lo, hi, csr_parts=None, threads=1):
-    kern = lib.SparseGemm(*(csr_parts or csr(wt)), wt.shape[1], b, act, lo, hi, isa=isa,
-                          algo=algo)
+def _run(lib, row, x, wt, b, z, act, lo, hi, csr_parts=None, threads=1):
+    kern = lib.SparseGemm(*(csr_parts or csr(wt)), wt.shape[1], b, act, lo, hi, row=row)
     y = np.full((x.shape[0], wt.shape[0]), np.nan, np.float32)
     ws = np.full(max(kern.workspace_floats * threads, 1), np.nan, np.float32)
     kern.run(x, y, z, ws, threads)
@@ -84,26 +82,26 @@ def _check_fc(y, x, wt, b, z, act, lo, hi):
     _check(y.T, wt, x.T, b, None if z is None else z.T, act, lo, hi)
 
 
-@pytest.mark.parametrize("algo, isa", PATHS, ids=PATH_IDS)
-def test_kernel_matches_float64(algo, isa):
-    lib, tier = _lib(isa)
+@pytest.mark.parametrize("path", PATHS)
+def test_kernel_matches_float64(path):
+    lib, row = _lib(path)
     for i, c in enumerate(CASES):
         x, wt, b, z, act, lo, hi = _case(c, i)
-        y = _run(lib, tier, algo, x, wt, b, z, act, lo, hi)
+        y = _run(lib, row, x, wt, b, z, act, lo, hi)
         _check_fc(y, x, wt, b, z, act, lo, hi)
 
 
-@pytest.mark.parametrize("algo, isa", PATHS, ids=PATH_IDS)
-def test_threads_split_the_outputs_with_the_same_bits(algo, isa):
+@pytest.mark.parametrize("path", PATHS)
+def test_threads_split_the_outputs_with_the_same_bits(path):
     """The *_mt specs: the outputs in ranges of whole pairs over 2 / 3 / 8 OpenMP threads
     (more threads than outputs too), every output by the same code: the same bits."""
-    lib, tier = _lib(isa)
+    lib, row = _lib(path)
     for i, c in enumerate(CASES[::7]):
         x, wt, b, z, act, lo, hi = _case(c, i)
-        one = _run(lib, tier, algo, x, wt, b, z, act, lo, hi)
+        one = _run(lib, row, x, wt, b, z, act, lo, hi)
         for threads in (2, 3, 8):
             np.testing.assert_array_equal(
-                _run(lib, tier, algo, x, wt, b, z, act, lo, hi, threads=threads), one)
+                _run(lib, row, x, wt, b, z, act, lo, hi, threads=threads), one)
 
 
 def _broken(row_ptr, col, val, k):
@@ -118,47 +116,54 @@ def _broken(row_ptr, col, val, k):
     return (short, col[keep], val[keep]), (row_ptr, (col + 1) % k, val), (row_ptr, col, nudged)
 
 
-@pytest.mark.parametrize("algo, isa", PATHS, ids=PATH_IDS)
-def test_broken_kernels_fail_the_check(algo, isa):
+@pytest.mark.parametrize("path", PATHS)
+def test_broken_kernels_fail_the_check(path):
     """The bound is tight enough to catch a lost tail element, a wrong index and a small
     weight error, on the shapes of the masked tails (33 nonzeros: 2 x 16 + 1, 4 x 8 + 1)."""
-    lib, tier = _lib(isa)
+    lib, row = _lib(path)
     x = RNG.standard_normal((7, 33)).astype(np.float32)
     wt = RNG.standard_normal((5, 33)).astype(np.float32)      # dense rows: every tail used
     b = RNG.standard_normal(5).astype(np.float32)
-    _check_fc(_run(lib, tier, algo, x, wt, b, None, "", 0, 0), x, wt, b, None, "", 0, 0)
+    _check_fc(_run(lib, row, x, wt, b, None, "", 0, 0), x, wt, b, None, "", 0, 0)
     for parts in _broken(*csr(wt), 33):
-        y = _run(lib, tier, algo, x, wt, b, None, "", 0, 0, csr_parts=parts)
+        y = _run(lib, row, x, wt, b, None, "", 0, 0, csr_parts=parts)
         with pytest.raises(AssertionError):
             _check_fc(y, x, wt, b, None, "", 0, 0)
-    y = _run(lib, tier, algo, x, wt, None, None, "", 0, 0)               # bias forgotten
+    y = _run(lib, row, x, wt, None, None, "", 0, 0)               # bias forgotten
     with pytest.raises(AssertionError):
         _check_fc(y, x, wt, b, None, "", 0, 0)
 
 
-@pytest.mark.parametrize("algo, isa", PATHS, ids=PATH_IDS)
-def test_inputs_no_weight_reads_do_not_leak(algo, isa):
+@pytest.mark.parametrize("path", PATHS)
+def test_inputs_no_weight_reads_do_not_leak(path):
     """inf / NaN in an input column that no output reads stay out of every output: the
     masked-off gather lanes (index 0) and the tiles' padding rows contribute exact zeros."""
-    lib, tier = _lib(isa)
+    lib, row = _lib(path)
     for m, k, n in ((1, 21, 6), (5, 40, 9), (33, 17, 3)):
         x = RNG.standard_normal((m, k)).astype(np.float32)
         x[:, 0] = np.inf
         x[m // 2, 0] = np.nan
         wt = _weights_t(n, k, 0.6)
         wt[:, 0] = 0
-        y = _run(lib, tier, algo, x, wt, None, None, "Relu", 0, 0)
+        y = _run(lib, row, x, wt, None, None, "Relu", 0, 0)
         assert np.all(np.isfinite(y))
         x[:, 0] = 0
         _check_fc(y, x, wt, None, None, "Relu", 0, 0)
 
 
-def test_spec_table_matches_the_tiers():
-    for name, need, isa, algo, t in sparse_gemm.TIERS:
-        assert name.endswith("__scalar" if not need else "__" + need + ("f" if need ==
-                                                                         "avx512" else ""))
-        if algo == "tiled":
-            assert name.startswith(f"spgemm_{t}x1_") and _spmm.SparseGemm.rows(isa) == t
+def test_specs_follow_the_tables():
+    """One spec per row of each table, named after it, needing the row's tier; a tiled
+    spec's rows per tile are its row's pixels."""
+    specs = {name: (need, row, algo, t) for name, need, row, algo, t in sparse_gemm.SPECS}
+    assert len(specs) == len(_spmm.SPMV_ROWS) + len(_spmm.ROWS)
+    for r in _spmm.SPMV_ROWS:
+        assert specs[r.name] == ("" if r.isa == "scalar" else r.isa, r.name, "spmv", 0)
+    for r in _spmm.ROWS:
+        name = r.name.replace("spmm_", "spgemm_")
+        assert name.startswith(f"spgemm_{r.pixels}x1__")
+        assert specs[name] == ("" if r.isa == "scalar" else r.isa, r.name, "tiled", r.pixels)
+        assert _spmm.SparseGemm(*csr(np.eye(3, dtype=np.float32)), 3, row=r.name if
+                                r.usable else PORTABLE_TILED).algo == "tiled"
 
 
 def test_bad_arguments_refused():
@@ -168,12 +173,12 @@ def test_bad_arguments_refused():
                       ((np.array([0, 2, 1, 2]), col, val, 3), "CSR"),         # decreasing
                       ((row_ptr, col, val[:1], 3), "CSR")]:                   # val short
         with pytest.raises(ValueError, match=msg):
-            _spmm.SparseGemm(*args, isa="scalar")
-    with pytest.raises(ValueError, match="algo"):
-        _spmm.SparseGemm(row_ptr, col, val, 3, isa="scalar", algo="dense")
+            _spmm.SparseGemm(*args, row=PORTABLE_SPMV)
+    with pytest.raises(ValueError, match="no spmm row 'dense'"):
+        _spmm.SparseGemm(row_ptr, col, val, 3, row="dense")
     with pytest.raises(ValueError, match="activation"):
-        _spmm.SparseGemm(row_ptr, col, val, 3, act="Gelu", isa="scalar")
-    kern = _spmm.SparseGemm(row_ptr, col, val, 3, isa="scalar", algo="tiled")
+        _spmm.SparseGemm(row_ptr, col, val, 3, act="Gelu", row=PORTABLE_SPMV)
+    kern = _spmm.SparseGemm(row_ptr, col, val, 3, row=PORTABLE_TILED)
     x, y = np.zeros((4, 3), np.float32), np.zeros((4, 3), np.float32)
     with pytest.raises(ValueError, match="shapes"):
         kern.run(np.zeros((4, 2), np.float32), y)
@@ -237,23 +242,23 @@ def test_specs_match_the_reference(form):
         if act == "Relu" else want
     bound = (k + 3) * EPS / (1 - (k + 3) * EPS) * mag + 1e-30   # + alpha / beta roundings
     offered = set()
-    for name, need, isa, algo, t in sparse_gemm.TIERS:
+    for name, need, row, algo, t in sparse_gemm.SPECS:
         spec = next(s for s in KERNELS[op] if s.name == name)
         if spec.supports(node, ins, outs):
             offered.add(name)
-        for lib in [_spmm_emu] + ([_spmm] if not need or _spmm.HAVE[need] else []):
-            run = sparse_gemm._prepare(node, ins, outs, isa, algo, lib)
+        for lib in [_spmm_emu] + ([_spmm] if row in USABLE else []):
+            run = sparse_gemm._prepare(node, ins, outs, row, lib)
             y = np.full(outs[0].shape, np.nan, np.float32)
             run(feeds, [y])
             assert np.all(np.abs(y - want) <= bound), (name, lib.__name__)
-    assert offered == {name for name, need, _, algo, t in sparse_gemm.TIERS
+    assert offered == {name for name, need, _, algo, t in sparse_gemm.SPECS
                        if sparse_gemm._offered(rows, need, algo, t)}
 
 
 def test_refused_forms():
     def offers(node, ins, outs):
         return [s.name for s in KERNELS[node.op]
-                if s.name in {t[0] for t in sparse_gemm.TIERS} and s.supports(node, ins, outs)]
+                if s.name in {t[0] for t in sparse_gemm.SPECS} and s.supports(node, ins, outs)]
     node, ins, outs, _ = _node_case("Gemm", (4, 40), 40, 24, {"transB": 1}, (24,), False)
     assert offers(node, ins, outs)
     for change in ({"transA": 1}, {"activation": "Sigmoid"}):
@@ -297,8 +302,8 @@ def test_pruned_fc_offers_the_sparse_kernels(op, rows):
     step = next(s for s in sess.plan.steps if s.node.op == op)
     if op == "Gemm":
         assert step.node.attrs.get("activation") == "Relu"          # fused: the C epilogue
-    usable = {name for name, need, _, algo, t in sparse_gemm.TIERS
-              if (not need or _spmm.HAVE[need]) and sparse_gemm._offered(rows, need, algo, t)}
+    usable = {name for name, need, row, algo, t in sparse_gemm.SPECS
+              if row in USABLE and sparse_gemm._offered(rows, need, algo, t)}
     assert usable and usable <= set(step.choice.times), step.choice.times   # all timed
     assert np.allclose(got, ref, rtol=1e-5, atol=1e-5)
 

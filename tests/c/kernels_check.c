@@ -13,7 +13,7 @@
 
 #include "_cpu.h"
 #include "_qgemm.h"
-#include "_spgemm.h"
+#include "spmm_table.h"
 #include "sgemm_table.h"
 
 static int passed, failed;
@@ -117,7 +117,7 @@ static void check_sgemm(void) {
     }
 }
 
-/* Sparse 1x1 conv, every tier (portable C, and the AVX2 / AVX-512F bodies on SIMDe):
+/* Sparse 1x1 conv, every row (portable C, and the AVX2 / AVX-512F bodies on SIMDe):
  * small integer weights and inputs, so the sums are exact in fp32 on every tier. */
 static void check_spmm(void) {
     static const long shapes[][3] = {{1, 1, 1}, {5, 3, 33}, {9, 7, 64}, {16, 20, 129}};
@@ -136,11 +136,12 @@ static void check_spmm(void) {
                 if (w[m * K + k] != 0.f) { off[nnz] = k; val[nnz++] = w[m * K + k]; }
         }
         rp[M] = nnz;
-        for (int tier = 0; tier < SP_TIERS; tier++) {
+        for (int r = 0; r < SP_ROW_COUNT; r++) {
+            const sp_row *row = &sp_rows[r];
             long *o = malloc(M * K * sizeof(long));
-            for (int j = 0; j < nnz; j++) { o[j] = off[j] * S; off_t[j] = off[j] * sp_tile(tier); }
+            for (int j = 0; j < nnz; j++) { o[j] = off[j] * S; off_t[j] = off[j] * sp_tile(row); }
             sp_epi e = {rp, o, val, NULL, NULL, EDGENN_ACT_RELU, 0.f, 1e30f};
-            spmm_run(x, y, M, K, S, &e, off_t, tier, ws);
+            spmm_run(x, y, M, K, S, &e, off_t, row, ws);
             free(o);
             int ok = 1;
             for (long m = 0; m < M; m++)
@@ -149,15 +150,15 @@ static void check_spmm(void) {
                     for (long k = 0; k < K; k++) v += (double)w[m * K + k] * x[k * S + s];
                     ok &= y[m * S + s] == (float)(v > 0 ? v : 0);
                 }
-            snprintf(what, sizeof what, "spmm tier %d %ldx%ldx%ld: exact on small integers",
-                     tier, M, K, S);
+            snprintf(what, sizeof what, "%s %ldx%ldx%ld: exact on small integers",
+                     row->name, M, K, S);
             check(ok, what);
         }
         free(w); free(x); free(y); free(val); free(ws); free(rp); free(off); free(off_t);
     }
 }
 
-/* Sparse FC layers, y (M, N) = relu(x (M, K) W + bias): both algorithms on every tier
+/* Sparse FC layers, y (M, N) = relu(x (M, K) W + bias): both algorithms on every row
  * (portable C, and the AVX2 / AVX-512F bodies on SIMDe), small integers: exact in fp32. */
 static void check_spgemm(void) {
     static const long shapes[][3] = {{1, 1, 1}, {3, 17, 9}, {7, 33, 16}, {33, 40, 21},
@@ -167,7 +168,7 @@ static void check_spgemm(void) {
         long M = shapes[t][0], K = shapes[t][1], N = shapes[t][2];
         float *wt = malloc(N * K * 4), *x = malloc(M * K * 4), *y = malloc(M * N * 4);
         float *val = malloc(N * K * 4), *bias = malloc(N * 4);
-        float *ws = malloc(spg_ws(K, N, 2) * 4);              /* the widest tile's */
+        float *ws = malloc(((K + 2 * N) * 64 + SP_ALIGN) * 4);   /* the widest tile's */
         int *rp = malloc((N + 1) * sizeof(int)), *col = malloc(N * K * sizeof(int)), nnz = 0;
         long *off = malloc(N * K * sizeof(long));
         for (long i = 0; i < N * K; i++) wt[i] = rnd() % 3 ? 0.f : (float)((int)(rnd() % 7) - 3);
@@ -180,11 +181,13 @@ static void check_spgemm(void) {
         }
         rp[N] = nnz;
         for (int tiled = 0; tiled < 2; tiled++)
-            for (int tier = 0; tier < (tiled ? SP_TIERS : 3); tier++) {
-                for (int j = 0; j < nnz; j++) off[j] = (long)col[j] * spg_rows(tier);
+            for (int r = 0; r < (tiled ? SP_ROW_COUNT : SPV_ROW_COUNT); r++) {
+                const char *name = tiled ? sp_rows[r].name : spv_rows[r].name;
+                for (int j = 0; j < nnz; j++)
+                    off[j] = (long)col[j] * (tiled ? sp_rows[r].pixels : 0);
                 sp_epi e = {rp, off, val, bias, NULL, EDGENN_ACT_RELU, 0.f, 1e30f};
-                if (tiled) spg_tiled(x, y, M, K, N, &e, tier, ws);
-                else spg_spmv(x, y, M, K, N, &e, col, tier);
+                if (tiled) spg_tiled_ld(x, y, M, K, N, N, &e, &sp_rows[r], ws);
+                else spv_rows[r].run(x, y, M, K, N, N, &e, col);
                 int ok = 1;
                 for (long m = 0; m < M; m++)
                     for (long n = 0; n < N; n++) {
@@ -192,8 +195,8 @@ static void check_spgemm(void) {
                         for (long k = 0; k < K; k++) v += (double)x[m * K + k] * wt[n * K + k];
                         ok &= y[m * N + n] == (float)(v > 0 ? v : 0);
                     }
-                snprintf(what, sizeof what, "spgemm %s tier %d %ldx%ldx%ld: exact on small "
-                         "integers", tiled ? "tiled" : "spmv", tier, M, K, N);
+                snprintf(what, sizeof what, "%s %ldx%ldx%ld: exact on small integers", name, M,
+                         K, N);
                 check(ok, what);
             }
         free(wt); free(x); free(y); free(val); free(bias); free(ws); free(rp); free(col);

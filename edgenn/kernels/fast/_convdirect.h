@@ -23,6 +23,7 @@
 #ifndef EDGENN_CONVDIRECT_H
 #define EDGENN_CONVDIRECT_H
 #include <string.h>
+#include "_cpu.h"
 #include "_simd.h"
 #include "_epilogue.h"
 #include "_phases.h"
@@ -48,11 +49,6 @@ typedef struct {
     int act;
     float lo, hi;
 } cd_args;
-
-/* channels per register tile (the weight packing's MB) and pixels per tile, per tier:
- * 0 portable 8 x 8, 1 AVX2 6 x 16, 2 AVX-512F 12 x 32, 3 AVX-512F 8 x 48 */
-static inline long cd_mb(int tier) { return tier == 2 ? 12 : tier == 1 ? 6 : 8; }
-static inline long cd_px(int tier) { return tier == 3 ? 48 : tier == 2 ? 32 : tier == 1 ? 16 : 8; }
 
 static inline float cd_act1(float v, const cd_args *a, long m)
 {
@@ -163,17 +159,28 @@ EDGENN_AVX512 static void cd_run_avx512(const cd_args *a) { cd_tile16(a, 12, 2);
 EDGENN_AVX512 static void cd_run_avx512_8x48(const cd_args *a) { cd_tile16(a, 8, 3); }
 #endif
 
-/* tier: 0 portable, 1 AVX2+FMA, 2 / 3 AVX-512F (the caller checks the CPU has it) */
-static void cd_run(const cd_args *a, int tier)
-{
+/* The family's table: one row per register tile of mb output channels x px pixels (mb is
+ * the weight packing's block, px the pixel tile the padded rows are sized for), best last
+ * within an architecture. A new tile: its body and one row here. */
+typedef struct {
+    const char *name;        /* conv_direct_<mb>x<px>__<isa> */
+    int isa;                 /* the EDGENN_ISA_* tier it needs (_cpu.h) */
+    long mb, px;
+    void (*run)(const cd_args *a);
+} cd_row;
+
+static const cd_row cd_rows[] = {
+    {"conv_direct_8x8__scalar", EDGENN_ISA_SCALAR, 8, 8, cd_run_scalar},
 #if (defined(__x86_64__) || defined(EDGENN_SIMDE))
-    if (tier == 3) { cd_run_avx512_8x48(a); return; }
-    if (tier == 2) { cd_run_avx512(a); return; }
-    if (tier == 1) { cd_run_avx2(a); return; }
+    {"conv_direct_6x16__avx2", EDGENN_ISA_AVX2, 6, 16, cd_run_avx2},
+    {"conv_direct_8x48__avx512f", EDGENN_ISA_AVX512, 8, 48, cd_run_avx512_8x48},
+    {"conv_direct_12x32__avx512f", EDGENN_ISA_AVX512, 12, 32, cd_run_avx512},
 #endif
-    (void)tier;
-    cd_run_scalar(a);
-}
+};
+#define CD_ROW_COUNT ((int)(sizeof cd_rows / sizeof cd_rows[0]))
+
+/* this CPU (EDGENN_MAX_ISA applied) runs the row; the emulated build runs every row */
+static inline int cd_row_usable(const cd_row *r) { return CD_EMULATED || edgenn_isa_usable(r->isa); }
 
 /* Output rows [oh0, oh1) of one image x (C, H, W) (zero padding pt rows above, pl columns
  * left), in bands of `band` output rows: each band's padded input rows are filled into
@@ -182,7 +189,7 @@ static void cd_run(const cd_args *a, int tier)
  * L1 / L2. A whole padded copy of a 224x224 image (650 KB) had gone out to L2 / L3 and
  * come back for the conv. a: the layer (xp, Hp, oh0, oh1, xrow0 are set here). */
 static void cd_run_bands(const cd_args *a0, const float *x, long H, long W, long pt, long pl,
-                         float *buf, long band, int tier)
+                         float *buf, long band, const cd_row *row)
 {
     cd_args a = *a0;
     const long Hb = (band - 1) * a.SH + a.KH, rowf = a.SW * a.Wq;
@@ -203,7 +210,7 @@ static void cd_run_bands(const cd_args *a0, const float *x, long H, long W, long
         a.xrow0 = r0;
         a.oh0 = b0;
         a.oh1 = b1;
-        cd_run(&a, tier);
+        row->run(&a);
     }
 }
 #endif

@@ -2,20 +2,24 @@
 # cython: language_level=3
 """Python face of _convdirect.h: direct convolution for few input channels.
 
-    wp = pack_weights(w, tier)           # w (M, C, KH, KW) -> [block][tap][MB]
+    row = best_row()                     # or any name in rows(): the table (_convdirect.h)
+    wp = pack_weights(w, row)            # w (M, C, KH, KW) -> [block][tap][MB]
     buf = np.zeros((threads, C, band_rows(band, SH, KH), SW * Wq), np.float32)
-    run_bands(x, buf, wp, bias, y, KH, KW, SH, SW, PT, PL, act, lo, hi, tier, None, threads,
+    run_bands(x, buf, wp, bias, y, KH, KW, SH, SW, PT, PL, act, lo, hi, row, None, threads,
               band)                      # y (M, OH, OW)
 
 buf: per thread, a band's padded rows, each split into its SW column phases (phase p holds
 padded columns p, p + SW, ...; see _convdirect.h).
 """
+from collections import namedtuple
+
 import numpy as np
 from cython.parallel cimport prange
 
+from edgenn.kernels.fast.tables import Table
+
 cdef extern from "_cpu.h" nogil:
-    int edgenn_isa_x86(int t)
-    int EDGENN_ISA_AVX2, EDGENN_ISA_AVX512
+    const char *edgenn_isa_name(int t)
 
 include "_epilogue.pxi"
 
@@ -32,29 +36,38 @@ cdef extern from "_convdirect.h" nogil:
         long oh0, oh1, xrow0
         int act
         float lo, hi
-    long cd_mb(int tier)
-    long cd_px(int tier)
-    void cd_run(const cd_args *a, int tier)
+    ctypedef struct cd_row:
+        const char *name
+        int isa
+        long mb, px
+    const cd_row cd_rows[]
+    int CD_ROW_COUNT
+    int cd_row_usable(const cd_row *r)
     void cd_run_bands(const cd_args *a0, const float *x, long H, long W, long pt, long pl,
-                      float *buf, long band, int tier)
+                      float *buf, long band, const cd_row *row)
 
 EMULATED = bool(CD_EMULATED)
-TIER = {"scalar": 0, "avx2": 1, "avx512": 2, "avx512_8x48": 3}
-HAVE = {"scalar": True,
-        "avx2": EMULATED or bool(edgenn_isa_x86(EDGENN_ISA_AVX2)),
-        "avx512": EMULATED or bool(edgenn_isa_x86(EDGENN_ISA_AVX512))}
-HAVE["avx512_8x48"] = HAVE["avx512"]
 ACTIVATIONS = _activations(CD_ACTS)       # _convdirect.h's
 
+# One row of the table (_convdirect.h's cd_rows): name, isa (the tier it needs), the
+# register tile mb channels x px pixels, usable (this CPU runs it; all in the emulated build)
+Row = namedtuple("Row", "name isa mb px usable")
+TABLE = Table("conv_direct", tuple(
+    Row(cd_rows[i].name.decode(), edgenn_isa_name(cd_rows[i].isa).decode(), cd_rows[i].mb,
+        cd_rows[i].px, bool(cd_row_usable(&cd_rows[i]))) for i in range(CD_ROW_COUNT)))
+ROWS = TABLE.rows
+rows, row_index, best_row = TABLE.usable, TABLE.index, TABLE.best
 
-def tile(str isa):
-    """(channels, pixels) of a tier's register tile."""
-    return int(cd_mb(TIER[isa])), int(cd_px(TIER[isa]))
+
+def tile(str row):
+    """(channels, pixels) of a row's register tile."""
+    r = ROWS[TABLE.index(row)]
+    return r.mb, r.px
 
 
-def pack_weights(w, str isa):
+def pack_weights(w, str row):
     """w (M, C, KH, KW) float32 -> (blocks, C*KH*KW, MB), zero rows past M."""
-    mb = tile(isa)[0]
+    mb = tile(row)[0]
     m = w.shape[0]
     blocks = -(-m // mb)
     t = int(np.prod(w.shape[1:]))
@@ -65,13 +78,10 @@ def pack_weights(w, str isa):
 
 cdef int _layer(cd_args *a, const float[:, :, ::1] xp, const float[:, :, ::1] wp, bias,
                 float[:, :, ::1] y, long kh, long kw, long sh, long sw, str act, float lo,
-                float hi, str isa, slope) except -1:
+                float hi, const cd_row *row, slope) except -1:
     """Check run_bands()' arguments and fill a (xp: one thread's band buffer, (C, rows,
-    SW * Wq)); -> the tier."""
-    if isa not in TIER or not HAVE[isa]:
-        raise ValueError(f"isa {isa!r}: not one of {tuple(TIER)} or not on this CPU")
-    cdef int tier = TIER[isa]
-    cdef long px = cd_px(tier), mb = cd_mb(tier)
+    SW * Wq))."""
+    cdef long px = row.px, mb = row.mb
     cdef long m = y.shape[0], oh = y.shape[1], ow = y.shape[2], c = xp.shape[0]
     if wp.shape[0] * mb < m or wp.shape[1] != c * kh * kw or wp.shape[2] != mb:
         raise ValueError("conv_direct: packed weights do not match")
@@ -99,7 +109,7 @@ cdef int _layer(cd_args *a, const float[:, :, ::1] xp, const float[:, :, ::1] wp
             raise ValueError("conv_direct: one PRelu slope per output channel")
         a.slope = &sl[0]
     a.oh0, a.oh1, a.xrow0 = 0, oh, 0
-    return tier
+    return 0
 
 
 def band_rows(long band, long sh, long kh):
@@ -109,7 +119,7 @@ def band_rows(long band, long sh, long kh):
 
 def run_bands(const float[:, :, ::1] x, float[:, :, :, ::1] buf, const float[:, :, ::1] wp,
               bias, float[:, :, ::1] y, long kh, long kw, long sh, long sw, long pt,
-              long pl, str act, float lo, float hi, str isa, slope=None, int threads=1,
+              long pl, str act, float lo, float hi, str row, slope=None, int threads=1,
               long band=8):
     """y (M, OH, OW) = act(conv(x, w) + bias) from the image x (C, H, W), zero padding pt
     rows above and pl columns left: per band of `band` output rows, its padded rows filled
@@ -121,7 +131,8 @@ def run_bands(const float[:, :, ::1] x, float[:, :, :, ::1] buf, const float[:, 
             or pt < 0 or pl < 0 or (pl + w + sw - 1) // sw > buf.shape[3] // max(sw, 1):
         raise ValueError("conv_direct: the band buffer does not hold the padded rows")
     cdef cd_args a
-    cdef int tier = _layer(&a, buf[0], wp, bias, y, kh, kw, sh, sw, act, lo, hi, isa, slope)
+    cdef const cd_row *r = &cd_rows[row_index(row)]
+    _layer(&a, buf[0], wp, bias, y, kh, kw, sh, sw, act, lo, hi, r, slope)
     cdef long oh = y.shape[1]
     if a.M == 0 or oh == 0 or a.OW == 0:    # (rows past the image read as padding)
         return
@@ -129,10 +140,10 @@ def run_bands(const float[:, :, ::1] x, float[:, :, :, ::1] buf, const float[:, 
     cdef cd_args part
     with nogil:
         if nt == 1:
-            cd_run_bands(&a, &x[0, 0, 0], h, w, pt, pl, &buf[0, 0, 0, 0], band, tier)
+            cd_run_bands(&a, &x[0, 0, 0], h, w, pt, pl, &buf[0, 0, 0, 0], band, r)
         else:
             for t in prange(nt, num_threads=nt, schedule="static"):
                 part = a
                 part.oh0 = t * oh // nt
                 part.oh1 = (t + 1) * oh // nt
-                cd_run_bands(&part, &x[0, 0, 0], h, w, pt, pl, &buf[t, 0, 0, 0], band, tier)
+                cd_run_bands(&part, &x[0, 0, 0], h, w, pt, pl, &buf[t, 0, 0, 0], band, r)

@@ -6,17 +6,16 @@
  *
  * spg_spmv (few rows: the batch-1 FC layer): per output n and row m, the dot product of row
  *   n of W^T with row m of x gathered at its columns, SPG_L nonzeros per gather (16 zmm, 8
- *   ymm, masked tail), one horizontal sum. Tiers 0 portable, else AVX2 or AVX-512F.
+ *   ymm, masked tail), one horizontal sum: the rows of spmm_table.h's spv_rows.
  * spg_tiled (many rows: a transformer's tokens, a batch): y^T (N, M) = W^T x^T is a sparse
  *   1x1 conv whose pixels are the M rows, so the register tiles of _spmm_tile.h compute it.
- *   Per block of T = spg_rows(tier) rows: x's (T, K) block is packed transposed into ws as
+ *   Per block of T = row->pixels rows: x's (T, K) block is packed transposed into ws as
  *   (K, T) (zero rows past M), z's likewise as (N, T), the tile writes y^T's (N, T) block
  *   into ws, which is copied back transposed (8 x 8 AVX2 transposes on the x86 tiers: on
  *   a very sparse layer a scalar copy costs as much as the tiles themselves).
  *   e->off must hold col * T. ws: spg_ws floats, its rows from a 64-byte boundary.
- *   Tiers of _spmm.h: 0 portable (T = 32), 1 / 4 / 5 AVX2 (T = 32 / 8 / 16), 2 / 3 / 6
- *   AVX-512F (T = 64 / 32 / 16): the narrow tiles for few rows, where a tile's cost is
- *   that of its width, whatever the rows.
+ *   The rows of spmm_table.h's sp_rows: the narrow tiles serve few rows, where a tile's
+ *   cost is that of its width, whatever the rows.
  *
  * Each sum runs over one output's nonzeros (plus bias, plus z): any order, so within
  * gamma_{nnz + 2} sum |w| |x| (+ |bias| + |z|) of the exact value on every tier.
@@ -127,30 +126,20 @@ SP_AVX512 static inline float spg_hsum512(__m512 v)
 #include "_spgemm_dot.h"
 #endif
 
-/* y (M, N) = act(x W + bias + z) by gathered dot products; tier as _spmm.h's; y and z
- * rows ld floats apart (spg_out). */
-static void spg_spmv_ld(const float *x, float *y, long M, long K, long N, long ld,
-                        const sp_epi *e, const int *col, int tier)
-{
-#if SP_X86
-    if (tier && sp_tier_avx512(tier)) { spg_spmv_avx512(x, y, M, K, N, ld, e, col); return; }
-    if (tier) { spg_spmv_avx2(x, y, M, K, N, ld, e, col); return; }
-#endif
-    (void)tier;
-    spg_spmv_generic(x, y, M, K, N, ld, e, col);
-}
+typedef void (*spv_fn)(const float *x, float *y, long M, long K, long N, long ld,
+                       const sp_epi *e, const int *col);
 
-static void spg_spmv(const float *x, float *y, long M, long K, long N, const sp_epi *e,
-                     const int *col, int tier)
-{
-    spg_spmv_ld(x, y, M, K, N, N, e, col, tier);
-}
+/* A row of the spmv table (spmm_table.h): one SIMD width of the gathered dot products */
+typedef struct {
+    const char *name;        /* spmv_<rows>x<lanes>__<isa> */
+    int isa;                 /* the EDGENN_ISA_* tier it needs (_cpu.h) */
+    spv_fn run;              /* y (M, N) = act(x W + bias + z); y and z rows ld floats apart */
+} spv_row;
 
-/* Rows of x per tile of spg_tiled, and its workspace in floats. */
-static inline long spg_rows(int tier) { return tier ? sp_tile(tier) : 32; }
-static inline long spg_ws(long K, long N, int tier)
+/* The workspace of spg_tiled on a row, in floats. */
+static inline long spg_ws(long K, long N, const sp_row *row)
 {
-    return (K + 2 * N) * spg_rows(tier) + SP_ALIGN;
+    return (K + 2 * N) * row->pixels + SP_ALIGN;
 }
 
 #if SP_X86
@@ -214,24 +203,19 @@ static void spg_tile_generic(const float *x, const float *z, float *y, long ldy,
 /* y (M, N) = act(x W + bias + z) through y^T = W^T x^T on the spmm tiles (see the top);
  * y and z rows ld floats apart (spg_out). */
 static void spg_tiled_ld(const float *x, float *y, long M, long K, long N, long ld,
-                         const sp_epi *e, int tier, float *ws)
+                         const sp_epi *e, const sp_row *row, float *ws)
 {
-    const long T = spg_rows(tier);
-    const sp_tile_fn tile = tier ? sp_tile_of(tier) : spg_tile_generic;
+    const long T = row->pixels;
+    const int simd = row->tile != NULL;
+    const sp_tile_fn tile = simd ? row->tile : spg_tile_generic;
     float *xt = sp_align(ws), *zt = xt + K * T, *yt = zt + N * T;
     for (long m0 = 0; m0 < M; m0 += T) {
         const long r = M - m0 < T ? M - m0 : T;
-        spg_pack_t(x + m0 * K, K, r, K, xt, T, tier);
-        if (e->z) spg_pack_t(e->z + m0 * ld, ld, r, N, zt, T, tier);
+        spg_pack_t(x + m0 * K, K, r, K, xt, T, simd);
+        if (e->z) spg_pack_t(e->z + m0 * ld, ld, r, N, zt, T, simd);
         tile(xt, e->z ? zt : 0, yt, T, N, e);
-        spg_transpose(yt, T, N, r, y + m0 * ld, ld, tier);    /* y's r rows <- y^T's block */
+        spg_transpose(yt, T, N, r, y + m0 * ld, ld, simd);    /* y's r rows <- y^T's block */
     }
-}
-
-static void spg_tiled(const float *x, float *y, long M, long K, long N, const sp_epi *e,
-                      int tier, float *ws)
-{
-    spg_tiled_ld(x, y, M, K, N, N, e, tier, ws);
 }
 
 #endif

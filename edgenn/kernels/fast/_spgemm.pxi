@@ -1,51 +1,44 @@
 # Included by _spmm.pyx (and so built on SIMDe too, by _spmm_emu.pyx): the sparse fully
 # connected layers of _spgemm.h.
 
-cdef extern from "_spgemm.h" nogil:
-    long spg_rows(int tier)
-    long spg_ws(long K, long N, int tier)
-    void spg_spmv_ld(const float *x, float *y, long M, long K, long N, long ld,
-                     const sp_epi *e, const int *col, int tier)
+cdef extern from "spmm_table.h" nogil:
+    long spg_ws(long K, long N, const sp_row *row)
     void spg_tiled_ld(const float *x, float *y, long M, long K, long N, long ld,
-                      const sp_epi *e, int tier, float *ws)
-
-ALGOS = ("spmv", "tiled")
+                      const sp_epi *e, const sp_row *row, float *ws)
 
 
 cdef class SparseGemm(_Sparse):
     """y (M, N) = act(x (M, K) W (K, N) + bias + z) for any M, with W^T (N, K) in CSR:
-    row_ptr (N + 1,) over the outputs, col (nnz,) their k in [0, K). algo "spmv": gathered
-    dot products (few rows); "tiled": y^T = W^T x^T on the spmm register tiles, blocks of
-    rows(isa) rows packed transposed in ws (many rows). N here is _Sparse's M."""
+    row_ptr (N + 1,) over the outputs, col (nnz,) their k in [0, K). row: an SPMV row
+    (algo "spmv": gathered dot products, for few rows) or a TABLE row (algo "tiled": y^T =
+    W^T x^T on the spmm register tiles, blocks of the row's pixels rows of x packed
+    transposed in ws, for many rows). N here is _Sparse's M."""
     cdef readonly long K
     cdef readonly str algo
     cdef readonly object col
+    cdef const spv_row *spmv
 
     def __init__(self, row_ptr, col, val, long K, bias=None, str act="", float lo=0,
-                 float hi=0, str isa="avx2", str algo="spmv"):
-        if algo not in ALGOS:
-            raise ValueError(f"algo {algo!r}: not one of {ALGOS}")
-        if isa not in TIER:
-            raise ValueError(f"isa {isa!r}: not one of {tuple(TIER)}")
+                 float hi=0, str row=None):
+        row = row or SPMV.best()
+        if row in SPMV:
+            self.algo, self.spmv = "spmv", &spv_rows[SPMV.index(row)]
+        else:
+            self.algo, self.tile = "tiled", &sp_rows[row_index(row)]
         col = np.ascontiguousarray(col, np.int32)
         if K < 1 or (col.size and (col.min() < 0 or col.max() >= K)):
             raise ValueError("inconsistent CSR weights: a column outside [0, K)")
-        off = col.astype(np.int64) * spg_rows(TIER[isa]) if algo == "tiled" else None
-        self._setup(row_ptr, off, val, bias, act, lo, hi, isa)
-        self.K, self.algo, self.col = K, algo, col
+        off = col.astype(np.int64) * self.tile.pixels if self.algo == "tiled" else None
+        self._setup(row_ptr, off, val, bias, act, lo, hi, row)
+        self.K, self.col = K, col
 
     @property
     def N(self) -> int:
         return self.M
 
-    @staticmethod
-    def rows(str isa) -> int:
-        """Rows of x per tile of the tiled algorithm on a tier."""
-        return spg_rows(TIER[isa])
-
     @property
     def workspace_floats(self) -> int:
-        return spg_ws(self.K, self.M, self.tier) if self.algo == "tiled" else 0
+        return spg_ws(self.K, self.M, self.tile) if self.algo == "tiled" else 0
 
     def run(self, const float[:, ::1] x, float[:, ::1] y, const float[:, ::1] z=None,
             float[::1] ws=None, int threads=1):
@@ -76,7 +69,6 @@ cdef class SparseGemm(_Sparse):
                 part = _part(&e, n0, 1)            # z's columns from n0 too
                 if tiled:
                     spg_tiled_ld(&x[0, 0], &y[0, n0], m, self.K, n1 - n0, N, &part,
-                                 self.tier, wsp + t * per if wsp != NULL else NULL)
+                                 self.tile, wsp + t * per if wsp != NULL else NULL)
                 else:
-                    spg_spmv_ld(&x[0, 0], &y[0, n0], m, self.K, n1 - n0, N, &part, colp,
-                                self.tier)
+                    self.spmv.run(&x[0, 0], &y[0, n0], m, self.K, n1 - n0, N, &part, colp)

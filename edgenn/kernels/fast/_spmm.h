@@ -11,10 +11,9 @@
  *
  * CSR: row_ptr (M + 1), off (nnz) where the x row of each nonzero starts, val (nnz) its
  * weight.
- * Tiers (spmm_run's `tier`, see sp_tile): 0 portable C, 1 AVX2+FMA (T = 32, four ymm),
- * 2 AVX-512F (T = 64, four zmm), 3 AVX-512F (T = 32, two zmm); the narrow tiles of the
- * sparse FC layers' few rows (_spgemm.h): 4 AVX2 (T = 8), 5 AVX2 (T = 16), 6 AVX-512F
- * (T = 16). Activation: EDGENN_ACT_NONE, _RELU or _CLIP (clamp lo, hi).
+ * The register tiles (T pixels: AVX2 8 / 16 / 32 on 1-4 ymm, AVX-512F 16 / 32 / 64 on 1-4
+ * zmm) are the rows of the family's table (spmm_table.h: sp_row); a row without a tile
+ * runs the portable loops. Activation: EDGENN_ACT_NONE, _RELU or _CLIP (clamp lo, hi).
  */
 #ifndef EDGENN_SPMM_H
 #define EDGENN_SPMM_H
@@ -149,16 +148,7 @@ static void spmm_generic(const float *x, float *y, long M, long S, const sp_epi 
 #include "_spmm_tile.h"
 #endif
 
-/* Tiers: 0 portable, 1 AVX2 (32 pixels), 2 AVX-512F (64 pixels), 3 AVX-512F (32 pixels),
- * 4 AVX2 (8), 5 AVX2 (16), 6 AVX-512F (16). Pixels per tile of a tier (the workspace of
- * spmm_run: (K + 2 M) * tile + SP_ALIGN floats). */
-enum { SP_TIERS = 7, SP_ALIGN = 16 };
-static inline long sp_tile(int tier)
-{
-    static const long pixels[SP_TIERS] = {0, 32, 64, 32, 8, 16, 16};
-    return pixels[tier];
-}
-static inline int sp_tier_avx512(int tier) { return tier == 2 || tier == 3 || tier == 6; }
+enum { SP_ALIGN = 16 };
 
 /* A workspace's first 64-byte boundary (SP_ALIGN floats in): the packed rows of a tile
  * then start on cache lines, so no vector load of them is split across two (a zmm load
@@ -170,31 +160,31 @@ static inline float *sp_align(float *ws)
 
 typedef void (*sp_tile_fn)(const float *, const float *, float *, long, long, const sp_epi *);
 
-static sp_tile_fn sp_tile_of(int tier)
-{
-#if SP_X86
-    static const sp_tile_fn tiles[SP_TIERS] = {
-        0, sp_tile_avx2, sp_tile_avx512, sp_tile_avx512_32, sp_tile_avx2_8, sp_tile_avx2_16,
-        sp_tile_avx512_16};
-    return tiles[tier];
-#else
-    (void)tier;
-    return 0;
-#endif
-}
+/* A row of the table (spmm_table.h): a register tile of `pixels` pixels (the vector axis:
+ * an image's pixels, or the rows of x for spgemm), or tile NULL: the portable loops
+ * (spmm_generic; spgemm in blocks of `pixels` rows). */
+typedef struct {
+    const char *name;        /* spmm_<pixels>x1__<isa> */
+    int isa;                 /* the EDGENN_ISA_* tier it needs (_cpu.h) */
+    long pixels;
+    sp_tile_fn tile;
+} sp_row;
 
-/* One image of a 1x1 conv, on a tier of sp_tile (the caller checks the CPU has it). e->off
+/* Pixels the vector tile of a row needs (0: the portable loops take any count); the
+ * workspace of spmm_run is (K + 2 M) * that + SP_ALIGN floats. */
+static inline long sp_tile(const sp_row *row) { return row->tile ? row->pixels : 0; }
+
+/* One image of a 1x1 conv, on a row of the table (the caller checks the CPU runs it). e->off
  * holds col * S. Whole tiles are read and written in place; the last
  * partial tile (S % tile pixels) is copied, zero-padded, into the workspace ws, computed
  * there by the same tile code with off_tail (col * tile) and its n columns copied out: no
  * masked or partial vector access, on any build. */
 static void spmm_run(const float *x, float *y, long M, long K, long S, const sp_epi *e,
-                     const long *off_tail, int tier, float *ws)
+                     const long *off_tail, const sp_row *row, float *ws)
 {
-#if SP_X86
-    const long T = sp_tile(tier);
+    const long T = sp_tile(row);
     if (T) {
-        const sp_tile_fn tile = sp_tile_of(tier);
+        const sp_tile_fn tile = row->tile;
         const long full = S - S % T;
         ws = sp_align(ws);
         sp_epi ep = *e;
@@ -223,8 +213,6 @@ static void spmm_run(const float *x, float *y, long M, long K, long S, const sp_
         }
         return;
     }
-#endif
-    (void)tier; (void)ws; (void)K; (void)off_tail;
     spmm_generic(x, y, M, S, e);
 }
 
@@ -235,18 +223,14 @@ static void spmm_run(const float *x, float *y, long M, long K, long S, const sp_
  * offset + P, zp (M, ldy) the residual in the same layout or NULL. Portable tier: plain C
  * over the same offsets. */
 static void spmm_shifted(const float *xp, float *yp, long M, long P, const sp_epi *e,
-                         int tier)
+                         const sp_row *row)
 {
-#if SP_X86
-    const long T = sp_tile(tier);
+    const long T = sp_tile(row);
     if (T) {
-        const sp_tile_fn tile = sp_tile_of(tier);
         for (long s0 = 0; s0 < P; s0 += T)
-            tile(xp + s0, e->z ? e->z + s0 : 0, yp + s0, P, M, e);
+            row->tile(xp + s0, e->z ? e->z + s0 : 0, yp + s0, P, M, e);
         return;
     }
-#endif
-    (void)tier;
     spmm_generic(xp, yp, M, P, e);     /* the portable loops read x + off[j] alike */
 }
 

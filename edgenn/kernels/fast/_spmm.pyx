@@ -2,24 +2,30 @@
 # cython: language_level=3
 """Python face of _spmm.h: sparse convolutions with their weights in CSR.
 
-    k = SparseConv1x1(row_ptr, col, val, K, S, bias, act, lo, hi, isa="avx512")
+    k = SparseConv1x1(row_ptr, col, val, K, S, bias, act, lo, hi, row="spmm_32x1__avx2")
     k.run(x2d, y2d, z2d, ws)   # y (M, S) = act(W x (K, S) + bias + z); ws: workspace_floats
-    k = ShiftedSpMM(row_ptr, off, val, P, bias, act, lo, hi, isa="avx512")
+    k = ShiftedSpMM(row_ptr, off, val, P, bias, act, lo, hi, row="spmm_32x1__avx2")
     k.run(xp, yp, zp)          # yp (M, P) = act(sum_j val[j] xp[off[j]:][:P] + bias + zp)
-    k = SparseGemm(row_ptr, col, val, K, bias, act, lo, hi, isa="avx512", algo="spmv")
+    k = SparseGemm(row_ptr, col, val, K, bias, act, lo, hi, row="spmv_4x8__avx2")
     k.run(x2d, y2d, z2d, ws)   # y (M, N) = act(x (M, K) W + bias + z), W^T (N, K) in CSR
+
+row: a name in the family's tables (spmm_table.h): TABLE (register tiles of pixels) or,
+for SparseGemm, SPMV (gathered dot products); rows() / spmv_rows() are those this CPU runs.
 
 Every run takes threads=: the output channels are split over that many OpenMP threads in
 ranges of whole pairs (_row_start: a pair of paired rows stays together), each computed by
 the same tile code as on one thread, so the result has the same bits on any count; the
 workspace (workspace_floats, when there is one) is then needed once per thread.
 """
+from collections import namedtuple
+
 import numpy as np
 from cython.parallel cimport prange
 
+from edgenn.kernels.fast.tables import Table
+
 cdef extern from "_cpu.h" nogil:
-    int edgenn_isa_x86(int t)
-    int EDGENN_ISA_AVX2, EDGENN_ISA_AVX512
+    const char *edgenn_isa_name(int t)
 
 include "_epilogue.pxi"
 
@@ -36,27 +42,54 @@ cdef extern from "_spmm.h" nogil:
         float lo, hi
         int paired
     int SP_ALIGN
-    long sp_tile(int tier)
+    ctypedef struct sp_row:
+        const char *name
+        int isa
+        long pixels
+        void *tile
+    long sp_tile(const sp_row *row)
     void spmm_run(const float *x, float *y, long M, long K, long S, const sp_epi *e,
-                  const long *off_tail, int tier, float *ws)
-    void spmm_shifted(const float *xp, float *yp, long M, long P, const sp_epi *e, int tier)
+                  const long *off_tail, const sp_row *row, float *ws)
+    void spmm_shifted(const float *xp, float *yp, long M, long P, const sp_epi *e,
+                      const sp_row *row)
+
+cdef extern from "spmm_table.h" nogil:
+    ctypedef void (*spv_fn)(const float *x, float *y, long M, long K, long N, long ld,
+                            const sp_epi *e, const int *col) noexcept
+    ctypedef struct spv_row:
+        const char *name
+        int isa
+        spv_fn run
+    const sp_row sp_rows[]
+    const spv_row spv_rows[]
+    int SP_ROW_COUNT, SPV_ROW_COUNT
+    int sp_isa_usable(int isa)
 
 EMULATED = bool(SP_EMULATED)
-HAVE = {"scalar": True,
-        "avx2": EMULATED or bool(edgenn_isa_x86(EDGENN_ISA_AVX2)),
-        "avx512": EMULATED or bool(edgenn_isa_x86(EDGENN_ISA_AVX512))}
-HAVE.update({t: HAVE["avx512"] for t in ("avx512_32", "avx512_16")})
-HAVE.update({t: HAVE["avx2"] for t in ("avx2_8", "avx2_16")})
-# the C tiers: name -> number (_spmm.h sp_tile); avx512_32 = AVX-512F in 32-pixel tiles,
-# avx2_8 = AVX2 in 8-pixel tiles, ...
-TIER = {"scalar": 0, "avx2": 1, "avx512": 2, "avx512_32": 3, "avx2_8": 4, "avx2_16": 5,
-        "avx512_16": 6}
 ACTIVATIONS = _activations(SP_ACTS)       # a clamp or nothing
 
 
-def tile_pixels(str isa) -> int:
-    """Pixels per register tile of a tier (0: the portable loops)."""
-    return sp_tile(TIER[isa])
+# A row of the tile table (sp_rows): name, isa (the tier it needs), pixels (the tile's
+# width; the portable row's blocks), vector (a SIMD tile: else the portable loops), usable
+Row = namedtuple("Row", "name isa pixels vector usable")
+# A row of the spmv table (spv_rows): name, isa, usable
+SpmvRow = namedtuple("SpmvRow", "name isa usable")
+TABLE = Table("spmm", tuple(
+    Row(sp_rows[i].name.decode(), edgenn_isa_name(sp_rows[i].isa).decode(), sp_rows[i].pixels,
+        sp_rows[i].tile != NULL, bool(sp_isa_usable(sp_rows[i].isa)))
+    for i in range(SP_ROW_COUNT)))
+SPMV = Table("spmv", tuple(
+    SpmvRow(spv_rows[i].name.decode(), edgenn_isa_name(spv_rows[i].isa).decode(),
+            bool(sp_isa_usable(spv_rows[i].isa))) for i in range(SPV_ROW_COUNT)))
+ROWS, SPMV_ROWS = TABLE.rows, SPMV.rows
+rows, row_index, best_row = TABLE.usable, TABLE.index, TABLE.best
+spmv_rows = SPMV.usable
+
+
+def tile_pixels(str row) -> int:
+    """Pixels a row's vector tile needs a run's pixel count to be a multiple of (0: the
+    portable loops take any)."""
+    return sp_tile(&sp_rows[row_index(row)])
 
 
 cdef inline long _row_start(long M, int t, int nt) noexcept nogil:
@@ -87,13 +120,11 @@ cdef class _Sparse:
     cdef readonly object row_ptr, off, val, bias
     cdef readonly long M
     cdef readonly bint paired
-    cdef readonly str isa
+    cdef readonly str row
     cdef sp_epi e
-    cdef int tier
+    cdef const sp_row *tile
 
-    cdef _setup(self, row_ptr, off, val, bias, str act, float lo, float hi, str isa):
-        if isa not in TIER or not HAVE[isa]:
-            raise ValueError(f"isa {isa!r}: not one of {tuple(TIER)} or not on this CPU")
+    cdef _setup(self, row_ptr, off, val, bias, str act, float lo, float hi, str row):
         if act not in ACTIVATIONS:
             raise ValueError(f"activation {act!r} not fused here")
         self.row_ptr = np.ascontiguousarray(row_ptr, np.int32)
@@ -108,7 +139,7 @@ cdef class _Sparse:
         self.bias = None if bias is None else np.ascontiguousarray(bias, np.float32)
         if self.bias is not None and self.bias.shape[0] != self.M:
             raise ValueError("bias length != M")
-        self.isa, self.tier = isa, TIER[isa]
+        self.row = row
         cdef const int[::1] rp = self.row_ptr
         cdef const long[::1] oo = self.off
         cdef const float[::1] vv = self.val
@@ -144,17 +175,19 @@ cdef class SparseConv1x1(_Sparse):
     cdef readonly object off_tail
 
     def __init__(self, row_ptr, col, val, long K, long S, bias=None, str act="",
-                 float lo=0, float hi=0, str isa="avx2"):
+                 float lo=0, float hi=0, str row=None):
+        row = row or best_row()
+        self.tile = &sp_rows[row_index(row)]
         col = np.ascontiguousarray(col, np.int64)
         if col.size and (col.min() < 0 or col.max() >= K):
             raise ValueError("inconsistent CSR weights: a column outside [0, K)")
-        self._setup(row_ptr, col * S, val, bias, act, lo, hi, isa)
+        self._setup(row_ptr, col * S, val, bias, act, lo, hi, row)
         self.K, self.S = K, S
-        self.off_tail = np.ascontiguousarray(col * max(sp_tile(self.tier), 1))
+        self.off_tail = np.ascontiguousarray(col * max(sp_tile(self.tile), 1))
 
     @property
     def workspace_floats(self) -> int:
-        cdef long t = sp_tile(self.tier)
+        cdef long t = sp_tile(self.tile)
         return (self.K + 2 * self.M) * t + (SP_ALIGN if t else 0)
 
     def run(self, const float[:, ::1] x, float[:, ::1] y, const float[:, ::1] z=None,
@@ -181,29 +214,31 @@ cdef class SparseConv1x1(_Sparse):
             return
         with nogil:
             if nt == 1:
-                spmm_run(&x[0, 0], &y[0, 0], self.M, K, S, &e, otp, self.tier, wsp)
+                spmm_run(&x[0, 0], &y[0, 0], self.M, K, S, &e, otp, self.tile, wsp)
             else:
                 for t in prange(nt, num_threads=nt, schedule="static"):
                     m0 = _row_start(self.M, t, nt)
                     m1 = _row_start(self.M, t + 1, nt)
                     part = _part(&e, m0, S)
-                    spmm_run(&x[0, 0], &y[m0, 0], m1 - m0, K, S, &part, otp, self.tier,
+                    spmm_run(&x[0, 0], &y[m0, 0], m1 - m0, K, S, &part, otp, self.tile,
                              wsp + t * per if wsp != NULL else NULL)
 
 
 cdef class ShiftedSpMM(_Sparse):
     """Tap-shifted rows of one padded, flattened image: yp (M, P) = act(sum over the
     nonzeros j of row m of val[j] * xp[off[j] : off[j] + P] + bias + zp). P must be a whole
-    number of tiles (tile_pixels(isa)); xp must hold max(off) + P floats."""
+    number of tiles (tile_pixels(row)); xp must hold max(off) + P floats."""
     cdef readonly long P, reach
 
     def __init__(self, row_ptr, off, val, long P, bias=None, str act="", float lo=0,
-                 float hi=0, str isa="avx2"):
+                 float hi=0, str row=None):
+        row = row or best_row()
+        self.tile = &sp_rows[row_index(row)]
         off = np.ascontiguousarray(off, np.int64)
         if off.size and off.min() < 0:
             raise ValueError("inconsistent CSR weights: a negative offset")
-        self._setup(row_ptr, off, val, bias, act, lo, hi, isa)
-        cdef long t = sp_tile(self.tier)
+        self._setup(row_ptr, off, val, bias, act, lo, hi, row)
+        cdef long t = sp_tile(self.tile)
         if P < 1 or (t and P % t):
             raise ValueError(f"P = {P} is not a whole number of {t}-pixel tiles")
         self.P = P
@@ -222,13 +257,13 @@ cdef class ShiftedSpMM(_Sparse):
         cdef long m0, m1, P = self.P
         with nogil:
             if nt == 1:
-                spmm_shifted(&xp[0], &yp[0, 0], self.M, P, &e, self.tier)
+                spmm_shifted(&xp[0], &yp[0, 0], self.M, P, &e, self.tile)
             else:
                 for t in prange(nt, num_threads=nt, schedule="static"):
                     m0 = _row_start(self.M, t, nt)
                     m1 = _row_start(self.M, t + 1, nt)
                     part = _part(&e, m0, P)
-                    spmm_shifted(&xp[0], &yp[m0, 0], m1 - m0, P, &part, self.tier)
+                    spmm_shifted(&xp[0], &yp[m0, 0], m1 - m0, P, &part, self.tile)
 
 
 include "_spgemm.pxi"

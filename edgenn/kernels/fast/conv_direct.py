@@ -4,7 +4,7 @@ output pixels in the vector lanes, a register tile of output channels x pixels, 
 broadcast weight per tap and channel; nothing is packed per call.
 
 x (N, C, H, W), W (M, C, KH, KW) constant, stride 1 or 2, dilation 1, group 1, any pads;
-bias and the Relu / Clip / per-channel PRelu epilogue fused. A Conv candidate per tier; the tuner keeps it
+bias and the Relu / Clip / per-channel PRelu epilogue fused. A Conv candidate per row of the table; the tuner keeps it
 only where it beats the GEMM and Winograd forms."""
 from __future__ import annotations
 
@@ -39,8 +39,8 @@ def _supports(node, ins, outs) -> bool:
             and (len(ins) < 3 or ins[2] is None or ins[2].value is not None))
 
 
-def prepare(node, ins, outs, isa: str, lib=None, threads: int = 1):
-    """lib: the extension module (tests pass the SIMDe-emulated _convdirect_emu);
+def prepare(node, ins, outs, row: str, lib=None, threads: int = 1):
+    """row: a name in the table (lib.rows()); lib: the extension module (tests pass the SIMDe-emulated _convdirect_emu);
     threads > 1: the output rows split over OpenMP threads (the *_mt specs)."""
     if lib is None:
         from . import _convdirect as lib
@@ -49,13 +49,13 @@ def prepare(node, ins, outs, isa: str, lib=None, threads: int = 1):
     m, _, kh, kw = w.shape
     oh, ow = outs[0].shape[2:]
     (sh, sw), (pt, pl), _ = geometry(node, ins[0].shape, w.shape, outs[0].shape)
-    px = lib.tile(isa)[1]
+    px = lib.tile(row)[1]
     # the padded rows of a band of output rows, each split into its sw column phases
     # (padded column q * sw + p in phase p at q): every tap of every output of whole pixel
     # tiles stays inside a phase row, and tap j reads phase j % sw from o + j // sw
     wq = max(-(-ow // px) * px + (kw - 1) // sw, -(-(pl + wd) // sw))
     band = band_height(c, sw * wq, sh, kh, oh)
-    wpk = lib.pack_weights(w, isa)
+    wpk = lib.pack_weights(w, row)
     bias, act, lo, hi, slope = epilogue.constant_parts(node, ins, m)
     nt = max(1, min(threads, oh))
     buf_h = scratch.array((nt, c, lib.band_rows(band, sh, kh), sw * wq), np.float32,
@@ -65,7 +65,7 @@ def prepare(node, ins, outs, isa: str, lib=None, threads: int = 1):
     def run(inputs, outputs):
         x, y, buf = np.ascontiguousarray(inputs[0]), outputs[0], buf_h.get()
         for b in range(n):
-            run_c(x[b], buf, wpk, bias, y[b], kh, kw, sh, sw, pt, pl, act, lo, hi, isa, slope,
+            run_c(x[b], buf, wpk, bias, y[b], kh, kw, sh, sw, pt, pl, act, lo, hi, row, slope,
                   nt, band)
     return run
 
@@ -85,15 +85,17 @@ def _mt_supports(node, ins, outs) -> bool:
     return plan_threads() > 1 and outs[0].shape[2] > 1 and _supports(node, ins, outs)
 
 
-# (spec name, tier the spec needs, tier the C code runs)
-TIERS = (("conv_direct_12x32__avx512f", "avx512", "avx512"),
-         ("conv_direct_8x48__avx512f", "avx512", "avx512_8x48"),
-         ("conv_direct_6x16__avx2", "avx2", "avx2"),
-         ("conv_direct_8x8__scalar", "", "scalar"))
-for _name, _tier, _isa in TIERS:
-    kernel("Conv", _name, supports=_supports, isa=_tier)(
-        lambda node, ins, outs, t=_isa: prepare(node, ins, outs, t))
-    if _tier:   # row ranges over the session's threads (OpenMP)
-        kernel("Conv", _name + "_mt", supports=_mt_supports, isa=_tier)(
-            lambda node, ins, outs, t=_isa: prepare(node, ins, outs, t,
-                                                    threads=plan_threads()))
+def _register():
+    """A Conv spec per row of the table (_convdirect.h's cd_rows), named after it; the
+    vector rows also split the output rows over the session's threads (OpenMP, *_mt)."""
+    for row in reversed(_convdirect().ROWS):   # best first: "first capable" order
+        isa = "" if row.isa == "scalar" else row.isa
+        kernel("Conv", row.name, supports=_supports, isa=isa)(
+            lambda node, ins, outs, r=row.name: prepare(node, ins, outs, r))
+        if isa:
+            kernel("Conv", row.name + "_mt", supports=_mt_supports, isa=isa)(
+                lambda node, ins, outs, r=row.name: prepare(node, ins, outs, r,
+                                                        threads=plan_threads()))
+
+
+_register()

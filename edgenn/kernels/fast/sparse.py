@@ -85,8 +85,8 @@ def _supports(node, ins, outs) -> bool:
     return _sparse_conv(node, ins, outs) and _pointwise(node, ins, outs)
 
 
-def _prepare(node, ins, outs, isa: str, lib=None, threads: int = 1):
-    """threads > 1: the output channels split over OpenMP threads (the *_mt specs)."""
+def _prepare(node, ins, outs, row: str, lib=None, threads: int = 1):
+    """row: a name in lib.TABLE; threads > 1: the output channels split over OpenMP threads (the *_mt specs)."""
     if lib is None:
         from . import _spmm as lib
     SparseConv1x1 = lib.SparseConv1x1
@@ -95,7 +95,7 @@ def _prepare(node, ins, outs, isa: str, lib=None, threads: int = 1):
     w2d = np.asarray(ins[1].value, np.float32).reshape(m, k)
     bias, act, lo, hi = epilogue.constant_parts(node, ins, m)[:4]
     s = h * wd
-    spmm = SparseConv1x1(*csr(w2d), k, s, bias, act, lo, hi, isa=isa)
+    spmm = SparseConv1x1(*csr(w2d), k, s, bias, act, lo, hi, row=row)
     has_z = len(ins) > 3 and ins[3] is not None
     ws_h = scratch.array((max(spmm.workspace_floats * threads, 1),), np.float32)
 
@@ -151,8 +151,8 @@ def _phase_views(planes, x_shape, strides, pads):
     return out
 
 
-def _prepare_shifted(node, ins, outs, isa: str, lib=None, threads: int = 1):
-    """lib: the extension module (tests pass the SIMDe-emulated _spmm_emu); threads > 1:
+def _prepare_shifted(node, ins, outs, row: str, lib=None, threads: int = 1):
+    """row: a name in lib.TABLE; lib: the extension module (tests pass the SIMDe-emulated _spmm_emu); threads > 1:
     the output channels split over OpenMP threads (the *_mt specs)."""
     if lib is None:
         from . import _spmm as lib
@@ -165,14 +165,14 @@ def _prepare_shifted(node, ins, outs, isa: str, lib=None, threads: int = 1):
     strides, pads, (dh, dw) = geometry(node, ins[0].shape, w.shape, outs[0].shape)
     sh, sw = strides
     hq, wq, plane, p = _phase_layout(ins[0].shape, w.shape, outs[0].shape, strides, pads,
-                                     (dh, dw), tile_pixels(isa))
+                                     (dh, dw), tile_pixels(row))
     row_ptr, col, val = csr(w.reshape(m, -1))
     cc, ii, jj = np.unravel_index(col, (c, kh, kw))
     phase = (ii * dh % sh) * sw + jj * dw % sw
     off = (cc.astype(np.int64) * (sh * sw) + phase) * plane \
         + (ii * dh // sh) * wq + jj * dw // sw
     bias, act, lo, hi = epilogue.constant_parts(node, ins, m)[:4]
-    k = ShiftedSpMM(row_ptr, off, val, p, bias, act, lo, hi, isa=isa)
+    k = ShiftedSpMM(row_ptr, off, val, p, bias, act, lo, hi, row=row)
     floats = c * sh * sw * plane
     xp_h = scratch.array((max(k.reach, floats),), np.float32, persistent=True, fill=0.0)
     yp_h = scratch.array((m, p), np.float32)
@@ -198,17 +198,32 @@ def _prepare_shifted(node, ins, outs, isa: str, lib=None, threads: int = 1):
     return run
 
 
-# (1x1 name, shifted name, tier the spec needs, tier the C driver runs)
-TIERS = (("spmm_64x1__avx512f", "spconv_64x1__avx512f", "avx512", "avx512"),
-         ("spmm_32x1__avx512f", "spconv_32x1__avx512f", "avx512", "avx512_32"),
-         ("spmm_32x1__avx2", "spconv_32x1__avx2", "avx2", "avx2"),
-         ("spmm_32x1__scalar", "spconv_32x1__scalar", "", "scalar"))
-for _name, _shifted, _tier, _isa in TIERS:
-    for _spec, _sup, _prep in ((_name, _supports, _prepare),
-                               (_shifted, _shifted_supports, _prepare_shifted)):
-        kernel("Conv", _spec, supports=_sup, isa=_tier)(
-            lambda node, ins, outs, t=_isa, f=_prep: f(node, ins, outs, t))
-        if _tier:   # output channels over the session's threads (OpenMP)
-            kernel("Conv", _spec + "_mt", supports=threaded_only(_sup), isa=_tier, pool="omp")(
-                lambda node, ins, outs, t=_isa, f=_prep: f(node, ins, outs, t,
-                                                           threads=plan_threads()))
+CONV_MIN_PIXELS = 32     # narrower tiles serve the FC layers' few rows (sparse_gemm.py)
+
+
+def conv_rows() -> tuple:
+    """The table's rows the sparse convolutions are offered on, best first."""
+    return tuple(r for r in reversed(_spmm().ROWS) if r.pixels >= CONV_MIN_PIXELS)
+
+
+def shifted_name(row: str) -> str:
+    """The tap-shifted conv's spec name on a row (spmm_... -> spconv_...)."""
+    return row.replace("spmm_", "spconv_", 1)
+
+
+def _register():
+    """Per row (conv_rows): a 1x1 spec named after it and a tap-shifted one (shifted_name);
+    the vector rows also split the output channels over the session's threads (*_mt)."""
+    for row in conv_rows():
+        isa = "" if row.isa == "scalar" else row.isa
+        for spec, sup, prep in ((row.name, _supports, _prepare),
+                                (shifted_name(row.name), _shifted_supports, _prepare_shifted)):
+            kernel("Conv", spec, supports=sup, isa=isa)(
+                lambda node, ins, outs, r=row.name, f=prep: f(node, ins, outs, r))
+            if isa:
+                kernel("Conv", spec + "_mt", supports=threaded_only(sup), isa=isa, pool="omp")(
+                    lambda node, ins, outs, r=row.name, f=prep: f(node, ins, outs, r,
+                                                                  threads=plan_threads()))
+
+
+_register()

@@ -30,19 +30,22 @@ from .threading_cost import plan_threads, threaded_only
 
 SPMV_MAX_ROWS = 8     # beyond, a narrow tile is faster (below, the tuner picks)
 
-# (name, tier the spec needs, tier the C code runs, algorithm, rows per tile: 0 = spmv)
-TIERS = (("spmv_4x16__avx512f", "avx512", "avx512", "spmv", 0),
-         ("spmv_4x8__avx2", "avx2", "avx2", "spmv", 0),
-         ("spmv_4x1__scalar", "", "scalar", "spmv", 0),
-         ("spgemm_64x1__avx512f", "avx512", "avx512", "tiled", 64),
-         ("spgemm_32x1__avx512f", "avx512", "avx512_32", "tiled", 32),
-         ("spgemm_16x1__avx512f", "avx512", "avx512_16", "tiled", 16),
-         ("spgemm_32x1__avx2", "avx2", "avx2", "tiled", 32),
-         ("spgemm_16x1__avx2", "avx2", "avx2_16", "tiled", 16),
-         ("spgemm_8x1__avx2", "avx2", "avx2_8", "tiled", 8),
-         ("spgemm_32x1__scalar", "", "scalar", "tiled", 32))
-_NARROWEST = {need: min(t for _, n, _, a, t in TIERS if n == need and a == "tiled")
-              for need in {n for _, n, _, _, _ in TIERS}}
+
+
+def _specs() -> tuple:
+    """(spec name, tier it needs, table row, algorithm, rows per tile (0: spmv)), best
+    first: the spmv rows (spmm_table.h's spv_rows) under their own names, then every tile
+    row as spgemm_<pixels>x1__<isa>."""
+    lib = _spmm()
+    need = lambda r: "" if r.isa == "scalar" else r.isa        # noqa: E731
+    return tuple((r.name, need(r), r.name, "spmv", 0) for r in reversed(lib.SPMV_ROWS)) + \
+        tuple((r.name.replace("spmm_", "spgemm_", 1), need(r), r.name, "tiled", r.pixels)
+              for r in reversed(lib.ROWS))
+
+
+SPECS = _specs()
+_NARROWEST = {need: min(t for _, n, _, a, t in SPECS if n == need and a == "tiled")
+              for need in {n for _, n, _, _, _ in SPECS}}
 
 
 def _rows(shape) -> int:
@@ -92,8 +95,8 @@ def _offered(rows: int, need: str, algo: str, t: int) -> bool:
     return (t <= 2 * rows or t == _NARROWEST[need]) and 8 * t >= rows
 
 
-def _prepare(node, ins, outs, isa: str, algo: str, lib=None, threads: int = 1):
-    """lib: the extension module (tests pass the SIMDe-emulated _spmm_emu); threads > 1:
+def _prepare(node, ins, outs, row: str, lib=None, threads: int = 1):
+    """row: a name in lib.SPMV or lib.TABLE; lib: the extension module (tests pass the SIMDe-emulated _spmm_emu); threads > 1:
     the outputs split over OpenMP threads (the *_mt specs)."""
     if lib is None:
         from . import _spmm as lib
@@ -106,7 +109,7 @@ def _prepare(node, ins, outs, isa: str, algo: str, lib=None, threads: int = 1):
     rows = _rows(outs[0].shape)
     bias = _bias(node, ins, n)[1]
     _, act, lo, hi, _ = epilogue.constant_parts(node, ins[:2], n)   # C is _bias's
-    kern = lib.SparseGemm(*csr(wt), k, bias, act, lo, hi, isa=isa, algo=algo)
+    kern = lib.SparseGemm(*csr(wt), k, bias, act, lo, hi, row=row)
     ws_h = scratch.array((max(kern.workspace_floats * threads, 1),), np.float32)
     has_z = node.op == "Gemm" and len(ins) > 3 and ins[3] is not None
 
@@ -118,13 +121,17 @@ def _prepare(node, ins, outs, isa: str, algo: str, lib=None, threads: int = 1):
     return run
 
 
-for _op in ("Gemm", "MatMul"):
-    for _name, _need, _isa, _algo, _t in TIERS:
-        def _sup(node, ins, outs, n=_need, a=_algo, t=_t):
-            return _fc(node, ins, outs) and _offered(_rows(outs[0].shape), n, a, t)
-        kernel(_op, _name, isa=_need, supports=_sup)(
-            lambda node, ins, outs, i=_isa, a=_algo: _prepare(node, ins, outs, i, a))
-        if _need:   # the outputs over the session's threads (OpenMP)
-            kernel(_op, _name + "_mt", isa=_need, pool="omp", supports=threaded_only(_sup))(
-                lambda node, ins, outs, i=_isa, a=_algo: _prepare(node, ins, outs, i, a,
-                                                                  threads=plan_threads()))
+def _register():
+    for op in ("Gemm", "MatMul"):
+        for name, need, row, algo, t in SPECS:
+            def sup(node, ins, outs, n=need, a=algo, t=t):
+                return _fc(node, ins, outs) and _offered(_rows(outs[0].shape), n, a, t)
+            kernel(op, name, isa=need, supports=sup)(
+                lambda node, ins, outs, r=row: _prepare(node, ins, outs, r))
+            if need:   # the outputs over the session's threads (OpenMP)
+                kernel(op, name + "_mt", isa=need, pool="omp", supports=threaded_only(sup))(
+                    lambda node, ins, outs, r=row: _prepare(node, ins, outs, r,
+                                                            threads=plan_threads()))
+
+
+_register()

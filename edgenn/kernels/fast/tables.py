@@ -11,6 +11,9 @@ class Table:
         self.family, self.rows = family, tuple(rows)
         self._index = {r.name: i for i, r in enumerate(self.rows)}
 
+    def __contains__(self, name: str) -> bool:
+        return name in self._index
+
     def usable(self) -> tuple:
         """The rows this CPU runs, in the table's order (the portable one first)."""
         return tuple(r for r in self.rows if r.usable)
