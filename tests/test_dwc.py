@@ -14,15 +14,16 @@ import numpy as np
 import pytest
 
 from helpers import nan_interior_planes
+from kernel_cases import tables
 
 from edgenn.graph.ir import Node
 from edgenn.kernels.fast import _dwc8, _dwc8_emu, depthwise
 from edgenn.registry import REFERENCE, TensorInfo
 
 EPS = np.finfo(np.float32).eps
-# (extension, lanes, vector body?) - the portable loops run any lane count
-PATHS = [(_dwc8, lanes, True) for lanes in (8, 16) if _dwc8.HAVE[lanes]] + \
-    [(_dwc8_emu, 8, True), (_dwc8_emu, 16, True), (_dwc8, 8, False), (_dwc8, 16, False)]
+# every row of the table (_dwc8.h's dwc_rows): the portable ones of 8 and 16 lanes, the
+# vector ones this CPU runs, and every vector one again on SIMDe
+PATHS = tables.paths(_dwc8.rows(), _dwc8_emu.rows())
 # n, c, h, w, k, stride, pad, dilation
 GEOMS = [(1, 20, 7, 7, 3, 1, 1, 1), (1, 40, 14, 14, 3, 1, 1, 1), (1, 33, 13, 13, 3, 2, 1, 1),
          (1, 32, 20, 37, 3, 2, 1, 1), (2, 17, 9, 18, 3, 1, 1, 1), (1, 16, 17, 16, 5, 1, 2, 1),
@@ -58,11 +59,11 @@ def _case(rng, geom, act, params, residual):
     return node, ins, exact, bound
 
 
-def _run(node, ins, lib, lanes, vector, monkeypatch, broken=False, threads=None,
-         split_rows=False):
+def _run(node, ins, path, broken=False, threads=None, split_rows=False):
     infos = [TensorInfo(v.dtype.name, v.shape, v if i in (1, 2) else None)
              for i, v in enumerate(ins)]
-    monkeypatch.setattr(depthwise, "C8_AVX2", vector)
+    lib, row = tables.lib_and_row(path, _dwc8, _dwc8_emu)
+    lanes = tables.row(path, _dwc8, _dwc8_emu).lanes
     x = ins[0]
     n, c, h, w = x.shape
     k = node.attrs["kernel_shape"][0]
@@ -75,16 +76,15 @@ def _run(node, ins, lib, lanes, vector, monkeypatch, broken=False, threads=None,
         infos[1] = TensorInfo("float32", wt.shape, wt)
     if threads is None:
         threads = 2 if c > lanes else 1
-    run = depthwise._prepare_c8(node, infos, [out], threads, lanes=lanes, lib=lib,
-                                split_rows=split_rows)
+    run = depthwise._prepare_c8(node, infos, [out], threads, lib=lib, split_rows=split_rows,
+                                row=row)
     y = np.full(out.shape, np.nan, np.float32)
     run(ins, [y])
     return y
 
 
-@pytest.mark.parametrize("lib,lanes,vector", PATHS,
-                         ids=lambda v: getattr(v, "__name__", str(v)))
-def test_within_the_sum_bound(lib, lanes, vector, monkeypatch):
+@pytest.mark.parametrize("path", PATHS)
+def test_within_the_sum_bound(path):
     rng = np.random.default_rng(0)
     for gi, geom in enumerate(GEOMS):
         for ai, (act, params) in enumerate(ACTS):
@@ -92,28 +92,39 @@ def test_within_the_sum_bound(lib, lanes, vector, monkeypatch):
                 continue                    # every activation on a third of the planes
             for residual in (False, True):
                 node, ins, exact, bound = _case(rng, geom, act, params, residual)
-                y = _run(node, ins, lib, lanes, vector, monkeypatch)
-                assert np.all(np.abs(y - exact) <= bound), (lanes, vector, geom, act, residual)
+                y = _run(node, ins, path)
+                assert np.all(np.abs(y - exact) <= bound), (path, geom, act, residual)
 
 
-@pytest.mark.parametrize("lib", [_dwc8, _dwc8_emu], ids=lambda v: v.__name__)
-def test_both_widths_give_the_same_bits(lib, monkeypatch):
+VECTOR_ROWS = [p for p in PATHS if tables.row(p, _dwc8, _dwc8_emu).vector]
+
+
+def _vector_widths(lib):
+    """One build's vector rows' paths (native: those this CPU runs; emulated: all)."""
+    rows = [p for p in VECTOR_ROWS if tables.lib_and_row(p, _dwc8, _dwc8_emu)[0] is lib]
+    return rows if len(rows) > 1 else []
+
+
+# a build's FMA is its own (SIMDe's emulated FMA rounds twice), so widths compare per build
+@pytest.mark.parametrize("lib", [lib for lib in (_dwc8, _dwc8_emu) if _vector_widths(lib)],
+                         ids=lambda v: v.__name__)
+def test_every_vector_width_gives_the_same_bits(lib):
     # the same sums in the same order on 8 and 16 lanes (3x3: two FMA chains joined last)
-    if not (lib.HAVE[8] and lib.HAVE[16]):
-        pytest.skip("this CPU (or EDGENN_MAX_ISA) lacks a width: the emulated twin runs both")
     rng = np.random.default_rng(1)
+    first, *others = _vector_widths(lib)
     for geom in GEOMS:
         node, ins, _, _ = _case(rng, geom, "Clip", [-0.5, 0.7], True)
-        np.testing.assert_array_equal(_run(node, ins, lib, 8, True, monkeypatch),
-                                      _run(node, ins, lib, 16, True, monkeypatch), str(geom))
+        want = _run(node, ins, first)
+        for path in others:
+            np.testing.assert_array_equal(_run(node, ins, path), want, (path, geom))
 
 
-@pytest.mark.parametrize("lanes", [8, 16])
-def test_the_check_is_not_vacuous(lanes, monkeypatch):
+@pytest.mark.parametrize("path", [p for p in VECTOR_ROWS if p.endswith(tables.EMULATED)])
+def test_the_check_is_not_vacuous(path):
     # one lane's weights taken from its neighbour (a lane-order slip in the packing): fails
     rng = np.random.default_rng(2)
     node, ins, exact, bound = _case(rng, GEOMS[2], "", [], False)
-    y = _run(node, ins, _dwc8_emu, lanes, True, monkeypatch, broken=True)
+    y = _run(node, ins, path, broken=True)
     assert not np.all(np.abs(y - exact) <= bound)
 
 
@@ -123,10 +134,9 @@ TALL_GEOMS = [(1, 20, 34, 7, 3, 1, 1, 1), (1, 40, 40, 12, 3, 2, 1, 1), (2, 17, 1
               (1, 9, 26, 9, 3, 1, 2, 2), (1, 33, 17, 16, 3, 1, 1, 1)]
 
 
-@pytest.mark.parametrize("lib,lanes,vector", PATHS,
-                         ids=lambda v: getattr(v, "__name__", str(v)))
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("split_rows", [True, False], ids=["rows", "groups"])
-def test_threads_give_the_one_thread_bits(lib, lanes, vector, split_rows, monkeypatch):
+def test_threads_give_the_one_thread_bits(path, split_rows, monkeypatch):
     # threads taking bands of output rows (every channel group each), or even shares of
     # the (group, row) pairs (whole groups, a group's rows split where shares meet),
     # compute every output as one thread does; each part fills the padded rows it reads,
@@ -134,12 +144,11 @@ def test_threads_give_the_one_thread_bits(lib, lanes, vector, split_rows, monkey
     rng = np.random.default_rng(4)
     for geom in TALL_GEOMS + GEOMS:
         node, ins, _, _ = _case(rng, geom, "Clip", [-0.5, 0.7], True)
-        want = _run(node, ins, lib, lanes, vector, monkeypatch, threads=1)
+        want = _run(node, ins, path, threads=1)
         oh = want.shape[2]
         nan_interior_planes(monkeypatch, depthwise)
         for threads in sorted({2, 3, oh}):
-            got = _run(node, ins, lib, lanes, vector, monkeypatch, threads=threads,
-                       split_rows=split_rows)
+            got = _run(node, ins, path, threads=threads, split_rows=split_rows)
             np.testing.assert_array_equal(got, want, str((geom, threads)))
         monkeypatch.undo()
 
@@ -159,7 +168,7 @@ def test_a_band_short_of_its_rows_fails(monkeypatch):
         p = depthwise.c8_parts(node, wt, infos, x.shape, y.shape, 3, 16, _dwc8_emu)
         _dwc8_emu.dwc8(x, np.ascontiguousarray(p.w8[:, order]), p.b8,
                        np.ascontiguousarray(p.off[order]), y, y, p.q.get(), p.obuf.get(),
-                       *p.geom, p.mode, p.p0, p.p1, False, True, True)
+                       *p.geom, p.mode, p.p0, p.p1, False, "depthwise_c16__avx512f", True)
         assert np.isnan(y).any() == fails
 
 
@@ -173,7 +182,7 @@ def test_a_bound_layer_refuses_arrays_of_other_sizes(lib):
     x, z = ins[0], ins[3]
     p = depthwise.c8_parts(node, ins[1], infos, x.shape, z.shape, 2, 16, lib)
     layer = lib.Dwc8Layer(p.w8, p.b8, p.off, x.shape, z.shape, *p.geom, p.mode, p.p0, p.p1,
-                          True, True)
+                          True, lib.best_row(16))
     q, obuf, y = p.q.get(), p.obuf.get(), np.empty(z.shape, np.float32)
     layer.run(x, z, y, q, obuf)                     # the right ones run
     for bad in ((x[:, :, :-1].copy(), z, y, q, obuf), (x.astype(np.float64), z, y, q, obuf),

@@ -12,11 +12,12 @@ import numpy as np
 import onnx
 import pytest
 from helpers import check_planner_fuses, nan_interior_planes
+from kernel_cases import tables
 from onnx import TensorProto, helper, numpy_helper
 
 import edgenn
 from edgenn.graph.ir import Node
-from edgenn.kernels.fast import _dwc8, _dwc8_emu, depthwise, expand_depthwise
+from edgenn.kernels.fast import _dwc8, _dwc8_emu, expand_depthwise
 from edgenn.oplist import load_kernels
 from edgenn.registry import REFERENCE, TensorInfo
 from edgenn.runtime import fuse_steps
@@ -24,8 +25,7 @@ from edgenn.runtime import fuse_steps
 load_kernels()
 
 EPS = np.finfo(np.float32).eps
-PATHS = [(_dwc8, lanes, True) for lanes in (8, 16) if _dwc8.HAVE[lanes]] + \
-    [(_dwc8_emu, 8, True), (_dwc8_emu, 16, True), (_dwc8, 8, False), (_dwc8, 16, False)]
+PATHS = tables.paths(_dwc8.rows(), _dwc8_emu.rows())     # every row of _dwc8.h's table
 # n, K (1x1 inputs), C (expanded), h, w, depthwise k, stride, pad, dilation
 GEOMS = [(1, 16, 96, 20, 23, 3, 2, 1, 1),   # MobileNetV2's stride-2 block, a 12-pixel tail
          (2, 5, 37, 9, 7, 3, 1, 1, 1),      # batch 2, a tail group of 5 (8 lanes) / 5 (16)
@@ -88,31 +88,28 @@ def _infos(ins):
             for i, v in enumerate(ins)]
 
 
-def _run(node, ins, lib, lanes, vector, monkeypatch, threads=1, infos=None,
-         split_rows=False):
-    monkeypatch.setattr(depthwise, "C8_AVX2", vector)
+def _run(node, ins, path, threads=1, infos=None, split_rows=False):
+    lib, row = tables.lib_and_row(path, _dwc8, _dwc8_emu)
     infos = infos or _infos(ins)
     n, _, h, w = ins[0].shape
     out = REFERENCE["ExpandDepthwise"](node.attrs, ins)[0]
     assert expand_depthwise._supports(node, infos, [TensorInfo("float32", out.shape)])
     run = expand_depthwise.prepare(node, infos, [TensorInfo("float32", out.shape)], threads,
-                                   lanes, lib=lib, split_rows=split_rows)
+                                   0, lib=lib, split_rows=split_rows, row=row)
     y = np.full(out.shape, np.nan, np.float32)
     run(ins, [y])
     return y
 
 
-@pytest.mark.parametrize("lib,lanes,vector", PATHS,
-                         ids=[f"{lib.__name__.split('.')[-1]}-{lanes}-{'vec' if v else 'c'}"
-                              for lib, lanes, v in PATHS])
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("gi", range(len(GEOMS)))
-def test_matches_the_two_convs_within_the_sum_bound(lib, lanes, vector, gi, monkeypatch):
+def test_matches_the_two_convs_within_the_sum_bound(path, gi):
     geom = GEOMS[gi]
     rng = np.random.default_rng(gi)
     node, ins, exact, bound = _case(rng, geom, EXPAND_ACTS[gi % len(EXPAND_ACTS)],
                                     DW_ACTS[gi % len(DW_ACTS)], residual=gi % 3 == 1)
     for threads in (1, 3):
-        y = _run(node, ins, lib, lanes, vector, monkeypatch, threads)
+        y = _run(node, ins, path, threads)
         err = np.abs(y.astype(np.float64) - exact)
         assert np.all(err <= bound), (geom, threads, float((err / bound).max()))
 
@@ -124,11 +121,9 @@ TALL_GEOMS = [(1, 24, 40, 34, 7, 3, 1, 1, 1), (1, 16, 33, 40, 12, 3, 2, 1, 1),
               (1, 12, 48, 17, 16, 3, 1, 1, 1)]
 
 
-@pytest.mark.parametrize("lib,lanes,vector", PATHS,
-                         ids=[f"{lib.__name__.split('.')[-1]}-{lanes}-{'vec' if v else 'c'}"
-                              for lib, lanes, v in PATHS])
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("split_rows", [True, False], ids=["rows", "groups"])
-def test_threads_give_the_one_thread_bits(lib, lanes, vector, split_rows, monkeypatch):
+def test_threads_give_the_one_thread_bits(path, split_rows, monkeypatch):
     # threads taking bands of output rows, or even shares of the (group, row) pairs (a
     # group's rows split where shares meet), expand the rows each part reads (the ones two
     # parts share twice) and compute every output as one thread does; the planes'
@@ -136,11 +131,11 @@ def test_threads_give_the_one_thread_bits(lib, lanes, vector, split_rows, monkey
     rng = np.random.default_rng(7)
     for geom in TALL_GEOMS + GEOMS:
         node, ins, _, _ = _case(rng, geom, ("Clip", [0.0, 6.0]), ("Relu", []), True)
-        want = _run(node, ins, lib, lanes, vector, monkeypatch)
+        want = _run(node, ins, path)
         oh = want.shape[2]
         nan_interior_planes(monkeypatch, expand_depthwise)
         for threads in sorted({2, 3, oh}):
-            got = _run(node, ins, lib, lanes, vector, monkeypatch, threads,
+            got = _run(node, ins, path, threads,
                        split_rows=split_rows)
             np.testing.assert_array_equal(got, want, str((geom, threads)))
         monkeypatch.undo()
@@ -148,16 +143,16 @@ def test_threads_give_the_one_thread_bits(lib, lanes, vector, split_rows, monkey
 
 @pytest.mark.parametrize("act1", EXPAND_ACTS, ids=[a for a, _ in EXPAND_ACTS])
 @pytest.mark.parametrize("act2", DW_ACTS[:3], ids=[a or "none" for a, _ in DW_ACTS[:3]])
-def test_every_expansion_activation(act1, act2, monkeypatch):
+def test_every_expansion_activation(act1, act2):
     rng = np.random.default_rng(7)
     node, ins, exact, bound = _case(rng, (1, 9, 40, 11, 13, 3, 2, 1, 1), act1, act2, False)
-    for lib, lanes, vector in PATHS:
-        y = _run(node, ins, lib, lanes, vector, monkeypatch)
-        assert np.all(np.abs(y - exact) <= bound), (lib.__name__, lanes, vector)
+    for path in PATHS:
+        y = _run(node, ins, path)
+        assert np.all(np.abs(y - exact) <= bound), path
 
 
-@pytest.mark.parametrize("lanes", [8, 16])
-def test_a_lane_slip_in_the_expansion_fails_the_bound(lanes, monkeypatch):
+@pytest.mark.parametrize("path", [p for p in PATHS if p.endswith(tables.EMULATED)])
+def test_a_lane_slip_in_the_expansion_fails_the_bound(path):
     """The emulated lane is not vacuous: two expanded channels' weights swapped."""
     rng = np.random.default_rng(3)
     node, ins, exact, bound = _case(rng, GEOMS[2], EXPAND_ACTS[0], DW_ACTS[1], False)
@@ -165,7 +160,7 @@ def test_a_lane_slip_in_the_expansion_fails_the_bound(lanes, monkeypatch):
     w1 = ins[1].copy()
     w1[[0, 1]] = w1[[1, 0]]
     infos[1] = TensorInfo("float32", w1.shape, w1)
-    y = _run(node, ins, _dwc8_emu, lanes, True, monkeypatch, infos=infos)
+    y = _run(node, ins, path, infos=infos)
     assert not np.all(np.abs(y - exact) <= bound)
 
 

@@ -1,6 +1,7 @@
 """Depthwise-conv and pooling kernels beyond the shared cases of test_kernels_fast.py:
 every fused activation on depthwise geometries, and the portable (non-AVX2) build of the
 c8 loops forced, as on a CPU without AVX2."""
+import dataclasses
 import itertools
 
 import numpy as np
@@ -8,7 +9,7 @@ import pytest
 
 from edgenn.graph.infer import infer_node
 from edgenn.graph.ir import Node
-from edgenn.kernels.fast import depthwise
+from edgenn.kernels.fast import _dwc8, depthwise, pool
 from edgenn.oplist import load_all
 from edgenn.registry import KERNELS, REFERENCE, TensorInfo
 from kernel_cases.conv_gemm import ACTS
@@ -54,17 +55,26 @@ def test_depthwise_every_activation(name):
     assert sum(_check(spec, node, inputs, {1, 2}) for node, inputs in _depthwise_cases()) == 54
 
 
-@pytest.fixture
-def portable(monkeypatch):
-    monkeypatch.setattr(depthwise, "C8_AVX2", False)
+def _on(spec, prepare):
+    """spec, its prepare replaced (the same supports)."""
+    return dataclasses.replace(spec, prepare=prepare)
 
 
-def test_c8_portable_build(portable):
-    conv = next(s for s in KERNELS["Conv"] if s.name == "depthwise_c8")
+def test_c8_portable_build():
+    # the specs' kernels on the table's portable row of 8 lanes (and the portable NCHW
+    # max-pool loops), whatever this CPU runs
+    row = _dwc8.ROWS[0].name
+    assert _dwc8.ROWS[0].lanes == 8 and not _dwc8.ROWS[0].vector
+    conv = _on(next(s for s in KERNELS["Conv"] if s.name == "depthwise_c8"),
+               lambda n, i, o: depthwise._prepare_c8(n, i, o, 1, row=row))
     assert sum(_check(conv, node, inputs, {1, 2}) for node, inputs in _depthwise_cases()) == 54
-    for op, name, least in (("MaxPool", "maxpool_c8", 10), ("AveragePool", "avgpool_c8", 10),
-                            ("MaxPool", "maxpool_tiles_c", 9)):
-        spec = next(s for s in KERNELS[op] if s.name == name)
+    for op, name, least, prepare in (
+            ("MaxPool", "maxpool_c8", 10, lambda n, i, o: pool._prepare_c8(n, i, o, True, row=row)),
+            ("AveragePool", "avgpool_c8", 10,
+             lambda n, i, o: pool._prepare_c8(n, i, o, False, row=row)),
+            ("MaxPool", "maxpool_tiles_c", 9,
+             lambda n, i, o: pool.prepare_maxpool_tiles(n, i, o, avx2=False))):
+        spec = _on(next(s for s in KERNELS[op] if s.name == name), prepare)
         assert sum(_check(spec, *case) for case in POOL_CASES[op]()) >= least
 
 
@@ -99,13 +109,12 @@ POOL_ROW_GEOMS = [((1, 16, 23, 20), [3, 3], [2, 2], [1, 1, 1, 1], 0),
                   ((1, 3, 9, 31), [3, 2], [2, 1], [1, 0, 1, 1], 1)]
 
 
-@pytest.mark.parametrize("vector", [True, False], ids=["avx2", "portable"])
+@pytest.mark.parametrize("row", [r.name for r in _dwc8.rows() if r.lanes == 8])
 @pytest.mark.parametrize("is_max", [True, False], ids=["max", "avg"])
-def test_pool8_rows_split_gives_the_one_thread_bits(vector, is_max):
+def test_pool8_rows_split_gives_the_one_thread_bits(row, is_max):
     # each thread packs the rows its share of outputs reads into its own plane; the
     # planes' interiors start as +inf (max) / NaN (average), so an output computed from a
     # row its thread did not pack shows, and y starts as NaN, so one left unwritten shows
-    from edgenn.kernels.fast import _dwc8, pool
     rng = np.random.default_rng(3)
     for shape, k, s, pads, ceil in POOL_ROW_GEOMS:
         op = "MaxPool" if is_max else "AveragePool"
@@ -124,7 +133,7 @@ def test_pool8_rows_split_gives_the_one_thread_bits(vector, is_max):
             y = np.full(oshape, np.nan, np.float32)
             _dwc8.pool8(x, off, cnt, y, q.reshape(threads, -1),
                         np.zeros((threads, oshape[3] * 8), np.float32), *strides, *begin,
-                        hp, wp, is_max, vector)
+                        hp, wp, is_max, row)
             return y
         want = run(1)
         np.testing.assert_allclose(want, REFERENCE[op](node.attrs, [x])[0], rtol=1e-6,

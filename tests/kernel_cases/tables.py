@@ -17,3 +17,9 @@ def lib_and_row(path: str, native, emulated):
     if path.endswith(EMULATED):
         return emulated, path[:-len(EMULATED)]
     return native, path
+
+
+def row(path: str, native, emulated):
+    """The table's row (its namedtuple: name, isa, tile, ...) a path runs."""
+    lib, name = lib_and_row(path, native, emulated)
+    return lib.ROWS[lib.row_index(name)]

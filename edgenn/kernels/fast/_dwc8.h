@@ -12,8 +12,8 @@
  *
  * One vector body (_dwc_vec.h), two widths: dwc_*_avx2 (8 lanes) and dwc_*_avx512 (16:
  * half the multiply-adds and, through 16 x 16 transposes, fewer shuffles per float packed),
- * chosen by the tier the caller passes (it checks the CPU); the portable C loops
- * (dwc8_*_generic, any lane count) for tier 0. A last group of fewer than L channels is
+ * each a row of the family's table (dwc_rows, below; the caller checks the CPU runs it);
+ * the portable rows run the C loops (dwc8_*_generic, any lane count). A last group of fewer than L channels is
  * packed and unpacked by the scalar loops and computed by the vector body (its unused
  * lanes hold an earlier group's data and zero weights; they are not stored).
  * Per output: bias, then the taps in row-major order (3x3: two FMA chains, joined at the
@@ -49,12 +49,10 @@ typedef struct {
     int sh, sw, ph, pw, Hp, Wp;     /* strides, pads begin, padded plane */
     int mode; float p0, p1;         /* activation code and params */
     int has_z;
-    int L;                          /* lanes per group: 8 or 16 (the tier's width) */
+    int L;                          /* lanes per group: 8 or 16 (the row's width) */
     const dwc8_expand *ex;          /* KIND_CONV: a fused 1x1 conv first, or NULL */
     int oy0, oy1;                   /* the output rows computed (dwc8_run_part sets them) */
 } dwc8_geom;
-
-enum { DWC_GENERIC = 0, DWC_AVX2 = 1, DWC_AVX512 = 2 };   /* the tiers of dwc8_run */
 
 /* The image rows [*iy0, *iy1) that output rows [g->oy0, g->oy1) read: the taps' rows
  * from their offsets (row-major, ((i*dh)*Wp + j*dw)*L: the last tap's row the lowest). */
@@ -297,50 +295,44 @@ static void dwc8_pool_row_generic(const float *Q, const long *off, float *obuf, 
     }
 }
 
-/* The vector tier's functions for a full group (nl == L), by tier (DWC_AVX2 /
- * DWC_AVX512: the caller checked the CPU has it; its g->L is that width). */
-static void dwc8_pack_full(int tier, const float *xb, int c0, float *Q, const dwc8_geom *g,
-                           int iy0, int iy1)
-{
-    const int flat = dwc8_flat_in(g) && (long)(iy1 - iy0) * g->W >= g->L;
-#if DWC_HAVE_16
-    if (tier == DWC_AVX512) {
-        (flat ? dwc_pack_flat_avx512 : dwc_pack_avx512)(xb, c0, Q, g, iy0, iy1);
-        return;
-    }
-#endif
-    (void)tier;
-    (flat ? dwc_pack_flat_avx2 : dwc_pack_avx2)(xb, c0, Q, g, iy0, iy1);
-}
+/* A row of the family's table: a vector body of `lanes` lanes, or (NULL entry points) the
+ * portable loops on groups of `lanes` channels. Each entry point handles a full group
+ * (nl == lanes) but group and expand, which take any. */
+typedef void (*dwc_pack_fn)(const float *xb, int c0, float *Q, const dwc8_geom *g, int iy0,
+                            int iy1);
+typedef struct {
+    const char *name;               /* depthwise_c<lanes>__<isa> */
+    int isa;                        /* the EDGENN_ISA_* tier it needs (_cpu.h) */
+    int lanes;
+    dwc_pack_fn pack, pack_flat;    /* the group's planes into Q (flat: rows run together) */
+    void (*expand)(const float *xb, int gi, float *Q, const dwc8_geom *g, int iy0, int iy1);
+    void (*group)(const float *Q, const float *wl, const float *bl, const long *off, int nl,
+                  const float *zc, float *obuf, float *yb, int c0, const dwc8_geom *g);
+    void (*pool_row)(const float *Q, const long *off, float *obuf, int oy,
+                     const dwc8_geom *g);
+    void (*unpack_row)(const float *obuf, float *yb, int c0, int oy, const dwc8_geom *g);
+} dwc_row;
 
-/* The fused 1x1 conv of group gi into Q, on the tier's vector body (any group: the weights
- * are zero past C) or the portable loops. */
-static void dwc8_expand_any(int tier, const float *xb, int gi, float *Q, const dwc8_geom *g,
-                            int iy0, int iy1)
-{
+static const dwc_row dwc_rows[] = {
+    {"depthwise_c8__scalar", EDGENN_ISA_SCALAR, 8, NULL, NULL, NULL, NULL, NULL, NULL},
+    {"depthwise_c16__scalar", EDGENN_ISA_SCALAR, 16, NULL, NULL, NULL, NULL, NULL, NULL},
+    {"depthwise_c8__avx2", EDGENN_ISA_AVX2, 8, dwc_pack_avx2, dwc_pack_flat_avx2,
+     dwc_expand_avx2, dwc_group_avx2, dwc_pool_row_avx2, dwc_unpack_row_avx2},
 #if DWC_HAVE_16
-    if (tier == DWC_AVX512) {
-        dwc_expand_avx512(xb, gi, Q, g, iy0, iy1);
-        return;
-    }
+    {"depthwise_c16__avx512f", EDGENN_ISA_AVX512, 16, dwc_pack_avx512, dwc_pack_flat_avx512,
+     dwc_expand_avx512, dwc_group_avx512, dwc_pool_row_avx512, dwc_unpack_row_avx512},
 #endif
-    if (tier == DWC_AVX2)
-        dwc_expand_avx2(xb, gi, Q, g, iy0, iy1);
-    else
-        dwc8_expand_generic(xb, gi, Q, g, iy0, iy1);
-}
+};
+#define DWC_ROW_COUNT ((int)(sizeof dwc_rows / sizeof dwc_rows[0]))
 
-static void dwc8_unpack_row_full(int tier, const float *obuf, float *yb, int c0, int oy,
-                                 const dwc8_geom *g)
-{
-#if DWC_HAVE_16
-    if (tier == DWC_AVX512) {
-        dwc_unpack_row_avx512(obuf, yb, c0, oy, g);
-        return;
-    }
+#ifdef EDGENN_SIMDE
+#define DWC_EMULATED 1
+#else
+#define DWC_EMULATED 0
 #endif
-    (void)tier;
-    dwc_unpack_row_avx2(obuf, yb, c0, oy, g);
+/* this CPU (EDGENN_MAX_ISA applied) runs the row; the emulated build runs every row */
+static inline int dwc_row_usable(const dwc_row *r) {
+    return DWC_EMULATED || edgenn_isa_usable(r->isa);
 }
 
 /* Channel groups [g0, g1), output rows [oy0, oy1) of every image: the whole layer, or
@@ -348,9 +340,9 @@ static void dwc8_unpack_row_full(int tier, const float *obuf, float *yb, int c0,
  * channel g*L+l in lane l (zero past C; unused by pools); off (T,) tap offsets in Q,
  * ((i*dh)*Wp + j*dw)*L; Q (Hp*Wp*L) filled once with the pad value (0, or -inf for
  * MaxPool), pads never written (the rows a part reads are the only ones it fills); obuf
- * (dwc8_obuf_floats(OH, OW, L)); z (N, C, OH, OW) or NULL. tier: DWC_GENERIC (portable
- * C, any L), DWC_AVX2 (L = 8) or DWC_AVX512 (L = 16). */
-static int dwc8_run_part(int tier, const float *x, const float *wl, const float *bl,
+ * (dwc8_obuf_floats(OH, OW, L)); z (N, C, OH, OW) or NULL. row: a row of L lanes
+ * (else -1). */
+static int dwc8_run_part(const dwc_row *row, const float *x, const float *wl, const float *bl,
                          const long *off, const float *z, float *y, float *Q, float *obuf,
                          const dwc8_geom *geom, int g0, int g1, int oy0, int oy1)
 {
@@ -366,54 +358,39 @@ static int dwc8_run_part(int tier, const float *x, const float *wl, const float 
     if (oy0 >= oy1)
         return 0;
     dwc8_in_rows(g, off, &iy0, &iy1);
-#if !DWC_HAVE_16
-    if (tier == DWC_AVX512)
-        tier = DWC_GENERIC;
-#endif
-    if ((tier == DWC_AVX2 && L != 8) || (tier == DWC_AVX512 && L != 16) || L < 1 || L > 16)
+    const int vec = row->group != NULL;
+    if (row->lanes != L || L < 1 || L > 16)
         return -1;
+    /* the input rows run together in Q's rows (flat planes), enough of them for a vector */
+    const int flat = dwc8_flat_in(g) && (long)(iy1 - iy0) * g->W >= L;
     for (int b = 0; b < g->N; b++) {
         const float *xb = x + (long)b * (g->ex ? g->ex->K : g->C) * g->H * g->W;
         float *yb = y + (long)b * g->C * plane;
         const float *zb = z ? z + (long)b * g->C * plane : NULL;
         for (int gi = g0; gi < g1; gi++) {
             const int c0 = gi * L, nl = g->C - c0 < L ? g->C - c0 : L;
-            const int full = tier != DWC_GENERIC && nl == L;
+            const int full = vec && nl == L;
             if (g->ex)                  /* a fused 1x1 conv computes the group's plane */
-                dwc8_expand_any(tier, xb, gi, Q, g, iy0, iy1);
+                (vec ? row->expand : dwc8_expand_generic)(xb, gi, Q, g, iy0, iy1);
             else if (full)
-                dwc8_pack_full(tier, xb, c0, Q, g, iy0, iy1);
+                (flat ? row->pack_flat : row->pack)(xb, c0, Q, g, iy0, iy1);
             else
                 dwc8_pack(xb, c0, nl, Q, g, iy0, iy1);
-            if (g->kind == KIND_CONV && tier != DWC_GENERIC) {
+            if (g->kind == KIND_CONV && vec) {
                 const float *zc = zb ? zb + (long)c0 * plane : NULL;
-                const float *wg = wl + (long)gi * g->T * L, *bg = bl + (long)gi * L;
-#if DWC_HAVE_16
-                if (tier == DWC_AVX512) {
-                    dwc_group_avx512(Q, wg, bg, off, nl, zc, obuf, yb, c0, g);
-                    continue;
-                }
-#endif
-                dwc_group_avx2(Q, wg, bg, off, nl, zc, obuf, yb, c0, g);
+                row->group(Q, wl + (long)gi * g->T * L, bl + (long)gi * L, off, nl, zc, obuf,
+                           yb, c0, g);
                 continue;
             }
             for (int oy = oy0; oy < oy1; oy++) {
                 const float *zrow = zb ? zb + (long)c0 * plane + (long)oy * g->OW : NULL;
-                if (g->kind != KIND_CONV) {
-#if DWC_HAVE_16
-                    if (tier == DWC_AVX512)
-                        dwc_pool_row_avx512(Q, off, obuf, oy, g);
-                    else
-#endif
-                    if (tier == DWC_AVX2)
-                        dwc_pool_row_avx2(Q, off, obuf, oy, g);
-                    else
-                        dwc8_pool_row_generic(Q, off, obuf, oy, g);
-                } else
+                if (g->kind != KIND_CONV)
+                    (vec ? row->pool_row : dwc8_pool_row_generic)(Q, off, obuf, oy, g);
+                else
                     dwc8_row_generic(Q, wl + (long)gi * g->T * L, bl + (long)gi * L, off, nl,
                                      zrow, plane, obuf, oy, g);
                 if (full)
-                    dwc8_unpack_row_full(tier, obuf, yb, c0, oy, g);
+                    row->unpack_row(obuf, yb, c0, oy, g);
                 else
                     dwc8_unpack_row(obuf, yb, c0, nl, oy, g);
             }
@@ -426,7 +403,7 @@ static int dwc8_run_part(int tier, const float *x, const float *wl, const float 
  * output row) pairs in group-major order, i.e. whole groups and at most two partial ones
  * (their rows split where a share ends). Whole groups per thread had left 9 groups (144
  * channels, MobileNetV2's 56x56 blocks) as 5 + 4 on two threads. */
-static int dwc8_run_share(int tier, const float *x, const float *wl, const float *bl,
+static int dwc8_run_share(const dwc_row *row, const float *x, const float *wl, const float *bl,
                           const long *off, const float *z, float *y, float *Q, float *obuf,
                           const dwc8_geom *g, int t, int nt)
 {
@@ -439,11 +416,11 @@ static int dwc8_run_share(int tier, const float *x, const float *wl, const float
         const long end = (gi + 1) * OH;             /* group gi's last pair + 1 */
         if (r0 == 0 && u1 >= end) {                 /* whole groups [gi, u1 / OH) */
             const int gend = (int)(u1 / OH);
-            rc = dwc8_run_part(tier, x, wl, bl, off, z, y, Q, obuf, g, gi, gend, 0, g->OH);
+            rc = dwc8_run_part(row, x, wl, bl, off, z, y, Q, obuf, g, gi, gend, 0, g->OH);
             u = gend * OH;
         } else {                                    /* rows [r0, ..) of group gi */
             const long stop = u1 < end ? u1 : end;
-            rc = dwc8_run_part(tier, x, wl, bl, off, z, y, Q, obuf, g, gi, gi + 1, r0,
+            rc = dwc8_run_part(row, x, wl, bl, off, z, y, Q, obuf, g, gi, gi + 1, r0,
                                (int)(stop - gi * OH));
             u = stop;
         }
@@ -453,20 +430,20 @@ static int dwc8_run_share(int tier, const float *x, const float *wl, const float
 
 /* Thread t of nt's share when the rows split: every channel group, output rows
  * [t OH / nt, (t + 1) OH / nt). */
-static int dwc8_run_rows(int tier, const float *x, const float *wl, const float *bl,
+static int dwc8_run_rows(const dwc_row *row, const float *x, const float *wl, const float *bl,
                          const long *off, const float *z, float *y, float *Q, float *obuf,
                          const dwc8_geom *g, int t, int nt)
 {
-    return dwc8_run_part(tier, x, wl, bl, off, z, y, Q, obuf, g, 0, (g->C + g->L - 1) / g->L,
+    return dwc8_run_part(row, x, wl, bl, off, z, y, Q, obuf, g, 0, (g->C + g->L - 1) / g->L,
                          (int)((long)t * g->OH / nt), (int)((long)(t + 1) * g->OH / nt));
 }
 
 /* The whole layer on the calling thread. Threads may instead each run their share of
  * the rows (dwc8_run_rows) or of the (group, row) pairs (dwc8_run_share), with their own
  * Q and obuf. */
-static int dwc8_run(int tier, const float *x, const float *wl, const float *bl,
+static int dwc8_run(const dwc_row *row, const float *x, const float *wl, const float *bl,
                     const long *off, const float *z, float *y, float *Q, float *obuf,
                     const dwc8_geom *g)
 {
-    return dwc8_run_rows(tier, x, wl, bl, off, z, y, Q, obuf, g, 0, 1);
+    return dwc8_run_rows(row, x, wl, bl, off, z, y, Q, obuf, g, 0, 1);
 }

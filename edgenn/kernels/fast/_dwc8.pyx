@@ -4,20 +4,26 @@
 vector: the C loops of _dwc8.h.
 
 dwc8(x, w8, b8, off, z, y, Q, obuf, ...) computes y = act(depthwise(x) + b + z) for the
-whole layer (depthwise.py, prepare_c8, packs the operands for the tier's lanes); pool8(...) MaxPool or
+whole layer on a row of the family's table (rows(): depthwise_c<lanes>__<isa>; depthwise.py
+packs the operands for the row's lanes); pool8(...) MaxPool or
 AveragePool (pool.py); maxpool_tiles_nchw(...) MaxPool with kernel == stride, no padding,
 on NCHW planes directly (_pool_tiles.h); maxpool_bytes(...) MaxPool of uint8 / int8
 planes (_pool_bytes.h)."""
 
+from collections import namedtuple
+
 from cython.parallel cimport prange
 cimport numpy as cnp
+
+from edgenn.kernels.fast.tables import Table
 
 cnp.import_array()
 
 
 cdef extern from "_cpu.h" nogil:
     int edgenn_isa_x86(int t)
-    int EDGENN_ISA_AVX2, EDGENN_ISA_AVX512
+    int EDGENN_ISA_AVX2
+    const char *edgenn_isa_name(int t)
 
 cdef extern from "_pool_tiles.h" nogil:
     void maxpool_tiles(int avx2, const float *x, float *y, long P, long H, long W, int kh,
@@ -53,37 +59,47 @@ cdef extern from "_dwc8.h" nogil:
         int has_z
         int L
         const dwc8_expand *ex
-    int DWC_GENERIC, DWC_AVX2, DWC_AVX512, DWC_HAVE_16
-    int dwc8_run(int tier, const float *x, const float *w8, const float *b8,
+    ctypedef struct dwc_row:
+        const char *name
+        int isa
+        int lanes
+        void *group
+    const dwc_row dwc_rows[]
+    int DWC_ROW_COUNT, DWC_EMULATED
+    int dwc_row_usable(const dwc_row *r)
+    int dwc8_run(const dwc_row *row, const float *x, const float *w8, const float *b8,
                  const long *off, const float *z, float *y, float *Q, float *obuf,
                  const dwc8_geom *g)
-    int dwc8_run_share(int tier, const float *x, const float *w8, const float *b8,
+    int dwc8_run_share(const dwc_row *row, const float *x, const float *w8, const float *b8,
                        const long *off, const float *z, float *y, float *Q, float *obuf,
                        const dwc8_geom *g, int t, int nt)
-    int dwc8_run_rows(int tier, const float *x, const float *w8, const float *b8,
+    int dwc8_run_rows(const dwc_row *row, const float *x, const float *w8, const float *b8,
                       const long *off, const float *z, float *y, float *Q, float *obuf,
                       const dwc8_geom *g, int t, int nt)
     long dwc8_obuf_floats(int OH, int OW, int L)
 
-cdef extern from *:
-    """
-    #ifdef EDGENN_SIMDE
-    #define DWC_EMULATED 1
-    #else
-    #define DWC_EMULATED 0
-    #endif
-    """
-    int DWC_EMULATED
-
 EMULATED = bool(DWC_EMULATED)
 ACTIVATIONS = _activations(DWC_ACTS)                   # _dwc8.h's
 EXPAND_ACTIVATIONS = _activations(DWC_EXPAND_ACTS)     # the fused 1x1 expansion's
+# the NCHW pooling loops (_pool_tiles.h) have an AVX2 body and a portable one
 cdef bint _avx2 = EMULATED or edgenn_isa_x86(EDGENN_ISA_AVX2)
-cdef bint _avx512 = DWC_HAVE_16 and (EMULATED or edgenn_isa_x86(EDGENN_ISA_AVX512))
-HAS_AVX2 = _avx2
-# lanes -> whether this CPU (or EDGENN_MAX_ISA) runs that width's vector body (in the
-# SIMDe-emulated build, _dwc8_emu, every width)
-HAVE = {8: bool(_avx2), 16: bool(_avx512)}
+
+# A row of the table (_dwc8.h's dwc_rows): name, isa (the tier it needs), lanes (channels
+# per group), vector (a SIMD body: else the portable loops), usable (this CPU runs it;
+# every row in the SIMDe-emulated build, _dwc8_emu)
+Row = namedtuple("Row", "name isa lanes vector usable")
+TABLE = Table("depthwise", tuple(
+    Row(dwc_rows[i].name.decode(), edgenn_isa_name(dwc_rows[i].isa).decode(),
+        dwc_rows[i].lanes, dwc_rows[i].group != NULL, bool(dwc_row_usable(&dwc_rows[i])))
+    for i in range(DWC_ROW_COUNT)))
+ROWS = TABLE.rows
+rows, row_index = TABLE.usable, TABLE.index
+
+
+def best_row(int lanes) -> str:
+    """The best row of `lanes` lanes this CPU runs (a portable one at worst)."""
+    names = [r.name for r in rows() if r.lanes == lanes]
+    return names[len(names) - 1]     # (no negative index: wraparound is off here)
 
 
 def obuf_floats(int OH, int OW, int L=8) -> int:
@@ -94,10 +110,11 @@ def obuf_floats(int OH, int OW, int L=8) -> int:
 
 def pool8(const float[:, :, :, ::1] x, const long[::1] off, const float[:, ::1] cnt,
           float[:, :, :, ::1] y, float[:, ::1] Q, float[:, ::1] obuf, int sh, int sw, int ph,
-          int pw, int Hp, int Wp, bint is_max, bint avx2):
+          int pw, int Hp, int Wp, bint is_max, str row):
     """MaxPool (is_max; Q pre-filled with -inf) or AveragePool (Q zeroed; cnt (OH, OW) the
     number of counted cells of each window): x (N, C, H, W) -> y (N, C, OH, OW). Q
-    (threads, >= Hp*Wp*8), obuf (threads, >= OW*8): one row per OpenMP thread; threads > 1
+    (threads, >= Hp*Wp*8), obuf (threads, >= OW*8): one row per OpenMP thread; row: a row of
+    8 lanes (best_row(8)); threads > 1
     take even shares of the output rows, every channel group (the rows a share reads
     packed into its own Q)."""
     cdef dwc8_geom g
@@ -112,17 +129,19 @@ def pool8(const float[:, :, :, ::1] x, const long[::1] off, const float[:, ::1] 
             cnt.shape[1] != g.OW or Q.shape[0] < 1 or obuf.shape[0] < Q.shape[0] or \
             Q.shape[1] < <long>Hp * Wp * 8 or obuf.shape[1] < <long>g.OW * 8:
         raise ValueError("pool8: y, counts or scratch do not match the layer")
-    cdef int tier = DWC_AVX2 if avx2 and _avx2 else DWC_GENERIC
+    cdef const dwc_row *r = &dwc_rows[row_index(row)]
+    if r.lanes != 8:
+        raise ValueError(f"pool8: {row} is not a row of 8 lanes")
     cdef int t, nt = max(1, min(Q.shape[0], g.OH))
     if y.size == 0:
         return
     with nogil:
         if nt == 1:
-            dwc8_run(tier, &x[0, 0, 0, 0], NULL, NULL, &off[0], NULL, &y[0, 0, 0, 0], &Q[0, 0],
+            dwc8_run(r, &x[0, 0, 0, 0], NULL, NULL, &off[0], NULL, &y[0, 0, 0, 0], &Q[0, 0],
                      &obuf[0, 0], &g)
         else:
             for t in prange(nt, num_threads=nt, schedule="static"):
-                dwc8_run_rows(tier, &x[0, 0, 0, 0], NULL, NULL, &off[0], NULL, &y[0, 0, 0, 0],
+                dwc8_run_rows(r, &x[0, 0, 0, 0], NULL, NULL, &off[0], NULL, &y[0, 0, 0, 0],
                               &Q[t, 0], &obuf[t, 0], &g, t, nt)
 
 
@@ -222,26 +241,25 @@ cdef void _global_rows(const float *x, float *y, Py_ssize_t r0, Py_ssize_t r1, P
 
 
 def dwc8(x, w8, b8, off, z, y, Q, obuf, int sh, int sw, int ph, int pw, int Hp, int Wp,
-         int mode, float p0, float p1, bint has_z, bint vector, bint split_rows=False):
+         int mode, float p0, float p1, bint has_z, str row, bint split_rows=False):
     """x (N, C, H, W) -> y (N, C, OH, OW); z like y when has_z (else any array); w8
-    (ceil(C/L), T, L), b8 (ceil(C/L), L), off (T,), L = 8 (AVX2) or 16 (AVX-512F) lanes;
+    (ceil(C/L), T, L), b8 (ceil(C/L), L), off (T,), L the lanes of the table's row `row`;
     per thread t (Q.shape[0] OpenMP threads, each a range of the channel groups, or with
     split_rows of the output rows) Q[t] (>= Hp*Wp*L, zeroed), obuf[t] (>= obuf_floats(OH,
-    OW, L)). vector False, or a width this CPU (or EDGENN_MAX_ISA) lacks: the portable C
-    loops, any L. One call of a Dwc8Layer (the kernels bind one at prepare)."""
+    OW, L)). One call of a Dwc8Layer (the kernels bind one at prepare)."""
     Dwc8Layer(w8, b8, off, x.shape, y.shape, sh, sw, ph, pw, Hp, Wp, mode, p0, p1, has_z,
-              vector, split_rows).run(x, z, y, Q, obuf)
+              row, split_rows).run(x, z, y, Q, obuf)
 
 
 def expand_dwc8(x, ew, eb, int emode, float ep0, float ep1, w8, b8, off, z, y, Q, obuf,
                 int sh, int sw, int ph, int pw, int Hp, int Wp, int mode, float p0, float p1,
-                bint has_z, bint vector, bint split_rows=False):
+                bint has_z, str row, bint split_rows=False):
     """dwc8 of a fused 1x1 conv's output: x (N, K, H, W) its input, ew (ceil(C/L), K, L)
     its weights (zero past C), eb (ceil(C/L), L) its bias, emode / ep0 / ep1 its
     activation (one of those computed in registers: none, Relu, Clip, HardSigmoid,
     HardSwish, LeakyRelu); each group's padded plane is computed, never stored whole."""
     Dwc8Layer(w8, b8, off, x.shape, y.shape, sh, sw, ph, pw, Hp, Wp, mode, p0, p1, has_z,
-              vector, split_rows, ew, eb, emode, ep0, ep1).run(x, z, y, Q, obuf)
+              row, split_rows, ew, eb, emode, ep0, ep1).run(x, z, y, Q, obuf)
 
 
 cdef class Dwc8Layer:
@@ -256,17 +274,19 @@ cdef class Dwc8Layer:
     cdef const float *w8p
     cdef const float *b8p
     cdef const long *offp
-    cdef int tier, split_rows, groups
+    cdef const dwc_row *row
+    cdef int split_rows, groups
     cdef long xsize, ysize, qfloats, ofloats
 
     def __init__(self, const float[:, :, ::1] w8, const float[:, ::1] b8, const long[::1] off,
                  xshape, yshape, int sh, int sw, int ph, int pw, int Hp, int Wp, int mode,
-                 float p0, float p1, bint has_z, bint vector, bint split_rows=False,
+                 float p0, float p1, bint has_z, str row, bint split_rows=False,
                  const float[:, :, ::1] ew=None, const float[:, ::1] eb=None, int emode=0,
                  float ep0=0, float ep1=0):
+        self.row = &dwc_rows[row_index(row)]
         cdef int L = w8.shape[2]
-        if L not in HAVE or b8.shape[1] != L or w8.shape[1] != off.shape[0]:
-            raise ValueError("dwc8: 8 or 16 lanes, weights (groups, taps, lanes)")
+        if L != self.row.lanes or b8.shape[1] != L or w8.shape[1] != off.shape[0]:
+            raise ValueError(f"dwc8: weights (groups, taps, lanes) with the {row}'s lanes")
         if len(xshape) != 4 or len(yshape) != 4:
             raise ValueError("dwc8: x and y are (N, C, H, W)")
         n, k, h, w = (int(v) for v in xshape)
@@ -290,8 +310,6 @@ cdef class Dwc8Layer:
         self.g.OH, self.g.OW, self.g.T = oh, ow, off.shape[0]
         self.g.sh, self.g.sw, self.g.ph, self.g.pw, self.g.Hp, self.g.Wp = sh, sw, ph, pw, Hp, Wp
         self.g.mode, self.g.p0, self.g.p1, self.g.has_z, self.g.L = mode, p0, p1, has_z, L
-        self.tier = (DWC_AVX512 if L == 16 else DWC_AVX2) if vector and HAVE[L] \
-            else DWC_GENERIC
         self.groups = (c + L - 1) // L
         if w8.shape[0] < self.groups or b8.shape[0] < self.groups:
             raise ValueError("dwc8: weights for fewer groups than the channels")
@@ -327,18 +345,18 @@ cdef class Dwc8Layer:
             return
         with nogil:
             if nt == 1:
-                rc = dwc8_run(self.tier, xp, self.w8p, self.b8p, self.offp, zp, yp, qp, op,
+                rc = dwc8_run(self.row, xp, self.w8p, self.b8p, self.offp, zp, yp, qp, op,
                               &self.g)
             elif self.split_rows:    # thread t: every group, output rows [t*OH/nt, ..)
                 for t in prange(nt, num_threads=nt, schedule="static"):
-                    dwc8_run_rows(self.tier, xp, self.w8p, self.b8p, self.offp, zp, yp,
+                    dwc8_run_rows(self.row, xp, self.w8p, self.b8p, self.offp, zp, yp,
                                   qp + t * qs, op + t * os, &self.g, t, nt)
             else:                    # thread t: its share of the (group, row) pairs
                 for t in prange(nt, num_threads=nt, schedule="static"):
-                    dwc8_run_share(self.tier, xp, self.w8p, self.b8p, self.offp, zp, yp,
+                    dwc8_run_share(self.row, xp, self.w8p, self.b8p, self.offp, zp, yp,
                                    qp + t * qs, op + t * os, &self.g, t, nt)
         if rc:
-            raise ValueError("dwc8: the tier and the lane count disagree")
+            raise ValueError("dwc8: the row and the lane count disagree")
 
 
 cdef inline bint _f32c(cnp.ndarray a, int flags):

@@ -29,7 +29,6 @@ from .conv import geometry
 
 CHUNK = 2048        # output floats computed per block (8 KB: stays in L1 with its taps)
 BLOCK = 32          # = _window_jit.BLOCK (not imported: that module imports numba)
-C8_AVX2 = True      # False forces the portable build of the c8 loops (tests)
 
 
 def _jit():
@@ -165,15 +164,24 @@ for _lanes, _name, _isa in ((8, "depthwise_c8", ""), (16, "depthwise_c16__avx512
                                                           lanes, split_rows=True))
 
 
+def c8_row(lib, lanes: int, row: str | None) -> tuple:
+    """-> (row name, its lanes): `row` of lib's table (_dwc8.h's dwc_rows), or the best
+    row of `lanes` lanes this CPU runs."""
+    row = row or lib.best_row(lanes)
+    return row, lib.ROWS[lib.row_index(row)].lanes
+
+
 def _prepare_c8(node, ins, outs, threads: int, lanes: int = 8, lib=None,
-                split_rows: bool = False):
-    """lanes 8 (AVX2) or 16 (AVX-512F) channels per vector; threads split the channel
-    groups, or with split_rows the output rows; lib: the extension (tests pass the
-    SIMDe-emulated _dwc8_emu)."""
+                split_rows: bool = False, row: str | None = None):
+    """On the table's best row of `lanes` channels per vector (8: AVX2, 16: AVX-512F) or
+    on `row`; threads split the channel groups, or with split_rows the output rows; lib:
+    the extension (tests pass the SIMDe-emulated _dwc8_emu)."""
     if lib is None:
         from . import _dwc8 as lib
+    row, lanes = c8_row(lib, lanes, row)
     threads = split_threads(threads, outs[0].shape[1], outs[0].shape[2], lanes, split_rows)
     p = c8_parts(node, ins[1].value, ins, ins[0].shape, outs[0].shape, threads, lanes, lib)
+    p.row = row
     return c8_runner(p, lib, ins[0].shape, outs[0].shape, split_rows, 3)
 
 
@@ -181,7 +189,7 @@ def c8_runner(p, lib, xshape, yshape, split_rows: bool, z_input: int, expand=())
     """run(inputs, outputs) of the c8 / c16 loops on C8Parts p, bound once as a Dwc8Layer
     (expand: a fused 1x1 conv's (ew, eb, emode, ep0, ep1)); the residual is inputs[z_input]."""
     layer = lib.Dwc8Layer(p.w8, p.b8, p.off, xshape, yshape, *p.geom, p.mode, p.p0, p.p1,
-                          p.has_z, C8_AVX2, split_rows, *expand).run
+                          p.has_z, p.row, split_rows, *expand).run
     q, obuf, has_z = p.q, p.obuf, p.has_z
 
     def run(inputs, outputs):
@@ -203,7 +211,8 @@ class C8Parts:
     """What the c8 / c16 loops take for one depthwise conv: weights w8 (groups, taps,
     lanes) and bias b8 (groups, lanes), zero past C; tap offsets; the per-thread padded
     plane q and row buffer obuf (scratch handles); geom (sh, sw, ph, pw, Hp, Wp); the
-    fused activation (mode, p0, p1) and whether a residual is added."""
+    fused activation (mode, p0, p1), whether a residual is added, and the table's row
+    that runs them (set by the caller)."""
 
 
 def c8_parts(node, w, ins, xshape, yshape, threads: int, lanes: int, lib) -> C8Parts:

@@ -83,12 +83,15 @@ def _rows_split_supports(node, ins, outs) -> bool:
     return depthwise.row_split_ok(outs) and _supports(node, ins, outs)
 
 
-def prepare(node, ins, outs, threads: int, lanes: int, lib=None, split_rows: bool = False):
-    """lanes 8 (AVX2) or 16 (AVX-512F); threads split the channel groups, or with
-    split_rows the output rows (depthwise.py, ROW_SPLIT_MIN_ROWS); lib: the extension
-    (tests pass the SIMDe-emulated _dwc8_emu)."""
+def prepare(node, ins, outs, threads: int, lanes: int, lib=None, split_rows: bool = False,
+            row: str | None = None):
+    """On the table's best row of `lanes` lanes (8: AVX2, 16: AVX-512F) or on `row`
+    (depthwise.c8_row); threads split the channel groups, or with split_rows the output
+    rows (depthwise.py, ROW_SPLIT_MIN_ROWS); lib: the extension (tests pass the
+    SIMDe-emulated _dwc8_emu)."""
     if lib is None:
         from . import _dwc8 as lib
+    row, lanes = depthwise.c8_row(lib, lanes, row)
     (e, e_ins, _), (d, d_ins, d_outs) = halves(node, ins, outs)
     c, k = e_ins[1].shape[:2]
     threads = depthwise.split_threads(threads, c, d_outs[0].shape[2], lanes, split_rows)
@@ -99,6 +102,7 @@ def prepare(node, ins, outs, threads: int, lanes: int, lib=None, split_rows: boo
     if e_ins[2] is not None:
         eb[:c] = e_ins[2].value
     eb = eb.reshape(-1, lanes)
+    p.row = row
     return depthwise.c8_runner(p, lib, e_ins[0].shape, d_outs[0].shape, split_rows, 5,
                                (ew, eb, *act_params(e)))
 

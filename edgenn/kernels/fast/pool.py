@@ -15,7 +15,6 @@ from ...graph.shapes.nn import window_geometry
 from ...registry import kernel
 from .. import scratch
 from .threading_cost import c_cost, numba_cost, plan_threads, threaded_only
-from . import depthwise
 from .depthwise import Polyphase, _jit, c8_plane, max_threads
 
 
@@ -42,9 +41,11 @@ def _geometry(node, x_shape, y_shape):
     return kernel, strides, begin, dil, cnt
 
 
-def _prepare_c8(node, ins, outs, is_max: bool, threads: int = 1):
-    """threads > 1: even shares of the output rows, a padded plane each (_dwc8.pyx)."""
-    from ._dwc8 import pool8
+def _prepare_c8(node, ins, outs, is_max: bool, threads: int = 1, row: str | None = None):
+    """On the depthwise table's best row of 8 lanes (or `row`); threads > 1: even shares
+    of the output rows, a padded plane each (_dwc8.pyx)."""
+    from ._dwc8 import best_row, pool8
+    row = row or best_row(8)
     x, y = ins[0], outs[0]
     kernel, strides, pads, dil, cnt = _geometry(node, x.shape, y.shape)
     hp, wp, off = c8_plane(x.shape[2:], y.shape[2:], kernel, strides, pads, dil)
@@ -55,7 +56,7 @@ def _prepare_c8(node, ins, outs, is_max: bool, threads: int = 1):
 
     def run(inputs, outputs):
         pool8(inputs[0], off, cnt, outputs[0], q.get(), obuf.get(), *strides, *pads, hp, wp,
-              is_max, depthwise.C8_AVX2)
+              is_max, row)
     return run
 
 
@@ -77,9 +78,10 @@ def _tiles_supports(node, ins, outs) -> bool:
 
 
 @kernel("MaxPool", "maxpool_tiles_c", supports=_tiles_supports, cost=c_cost)
-def prepare_maxpool_tiles(node, ins, outs):
+def prepare_maxpool_tiles(node, ins, outs, avx2: bool = True):
     """kernel == stride MaxPool on the NCHW planes (_pool_tiles.h): rows reduced, then
-    column pairs deinterleaved; AVX2 where the CPU has it."""
+    column pairs deinterleaved; AVX2 where the CPU has it (and avx2: False runs the
+    portable loops)."""
     from ._dwc8 import maxpool_tiles_nchw
     n, c, h, w = ins[0].shape
     kh, kw = (int(v) for v in node.attrs["kernel_shape"])
@@ -88,7 +90,7 @@ def prepare_maxpool_tiles(node, ins, outs):
 
     def run(inputs, outputs):
         maxpool_tiles_nchw(inputs[0].reshape(n * c, h, w), outputs[0].reshape(n * c, oh, ow),
-                           kh, kw, row.get(), depthwise.C8_AVX2)
+                           kh, kw, row.get(), avx2)
     return run
 
 
