@@ -9,7 +9,7 @@ gamma_(n+1) = (n+1) eps / (1 - (n+1) eps) of the exact one, relative to sum |w| 
 offers the kernel and the tuner's choice matches the reference."""
 import numpy as np
 import pytest
-from kernel_cases import tables
+import kernel_tables as tables
 from kernel_cases.conv_gemm import first_layer_cases
 
 from edgenn.graph.infer import infer_node
@@ -17,7 +17,8 @@ from edgenn.kernels.fast import _convdirect, _convdirect_emu, conv_direct
 from edgenn.registry import REFERENCE, TensorInfo
 
 EPS = np.finfo(np.float32).eps
-PATHS = tables.paths(_convdirect.rows(), _convdirect_emu.rows())     # every row of _convdirect.h's table
+# every row of _convdirect.h's table, native and SIMDe-emulated
+PATHS = tables.paths(_convdirect.rows(), _convdirect_emu.rows())
 PORTABLE = _convdirect.ROWS[0].name
 
 

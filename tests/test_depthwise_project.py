@@ -11,6 +11,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+import kernel_tables as tables
 from helpers import check_planner_fuses
 from onnx import TensorProto, helper, numpy_helper
 
@@ -24,9 +25,7 @@ from edgenn.runtime import fuse_steps
 load_kernels()
 
 EPS = np.finfo(np.float32).eps
-PATHS = [(_dwproj_emu, 8), (_dwproj_emu, 16)] + \
-    [(_dwproj, lanes) for lanes in (8, 16) if _dwproj.HAVE[lanes]]
-IDS = [f"{lib.__name__.split('.')[-1]}-{lanes}" for lib, lanes in PATHS]
+PATHS = tables.paths(_dwproj.rows(), _dwproj_emu.rows())     # every row of _dwproj.h's table
 # n, C, H, W, M
 GEOMS = [(1, 32, 112, 112, 16),   # MobileNetV2's first block: 7 vectors a row, 2 blocks of 8
          (2, 5, 9, 7, 11),        # batch 2, a row narrower than a vector, a ragged block
@@ -81,28 +80,30 @@ def _infos(ins):
             for i, v in enumerate(ins)]
 
 
-def _run(node, ins, lib, lanes, threads=1):
+def _run(node, ins, path, threads=1):
+    lib, row = tables.lib_and_row(path, _dwproj, _dwproj_emu)
     out = [TensorInfo("float32", REFERENCE["DepthwiseProject"](node.attrs, ins)[0].shape)]
     assert depthwise_project._supports(node, _infos(ins), out)
-    run = depthwise_project.prepare(node, _infos(ins), out, threads, lanes, lib=lib)
+    run = depthwise_project.prepare(node, _infos(ins), out, threads, row, lib=lib)
     y = np.full(out[0].shape, np.nan, np.float32)
     run(ins, [y])
     return y
 
 
-@pytest.mark.parametrize("lib,lanes", PATHS, ids=IDS)
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("gi", range(len(GEOMS)))
-def test_matches_the_two_convs_within_the_sum_bound(lib, lanes, gi):
+def test_matches_the_two_convs_within_the_sum_bound(path, gi):
     rng = np.random.default_rng(gi)
     node, ins, exact, bound = _case(rng, GEOMS[gi], ACTS[gi % 4], ACTS[(gi + 1) % 4])
     for threads in (1, 3):
-        y = _run(node, ins, lib, lanes, threads)
+        y = _run(node, ins, path, threads)
         err = np.abs(y.astype(np.float64) - exact)
         assert np.all(err <= bound), (GEOMS[gi], threads, float((err / bound).max()))
 
 
-@pytest.mark.parametrize("lib,lanes", PATHS, ids=IDS)
-def test_every_band_height_gives_the_same_bits(lib, lanes):
+@pytest.mark.parametrize("path", PATHS)
+def test_every_band_height_gives_the_same_bits(path):
+    lib, row = tables.lib_and_row(path, _dwproj, _dwproj_emu)
     """Bands of 1 .. H + 1 rows (odd ones end on a single row), 1 or 2 threads: the sums
     per output do not depend on the banding."""
     rng = np.random.default_rng(5)
@@ -111,28 +112,28 @@ def test_every_band_height_gives_the_same_bits(lib, lanes):
     wd = rng.standard_normal((c, 9)).astype(np.float32)
     bd = rng.standard_normal(c).astype(np.float32)
     wpk, bpk = lib.pack(rng.standard_normal((m, c)).astype(np.float32),
-                        rng.standard_normal(m).astype(np.float32), lanes)
+                        rng.standard_normal(m).astype(np.float32), row)
     first = None
     for rows in range(1, h + 2):
         for threads in (1, 2):
             y = np.full((m, h, w), np.nan, np.float32)
             t = np.zeros((threads, lib.scratch(c, w, rows)), np.float32)
-            lib.run(x, wd, bd, wpk, bpk, y, t, rows, "Clip", 0.0, 6.0, "Relu", 0.0, 0.0, lanes)
+            lib.run(x, wd, bd, wpk, bpk, y, t, rows, "Clip", 0.0, 6.0, "Relu", 0.0, 0.0, row)
             first = y if first is None else first
             assert np.array_equal(y, first), (rows, threads)
 
 
-@pytest.mark.parametrize("lanes", [8, 16])
-def test_a_channel_slip_fails_the_bound(lanes):
+@pytest.mark.parametrize("row", [r.name for r in _dwproj_emu.ROWS])
+def test_a_channel_slip_fails_the_bound(row):
     """The emulated lane is not vacuous: two input channels of the 1x1 weights swapped in
     the packing."""
     rng = np.random.default_rng(3)
     node, ins, exact, bound = _case(rng, (1, 6, 5, 19, 9), ACTS[0], ACTS[0])
-    wpk, bpk = _dwproj_emu.pack(ins[3].reshape(9, 6), ins[4], lanes)
+    wpk, bpk = _dwproj_emu.pack(ins[3].reshape(9, 6), ins[4], row)
     y = np.zeros((9, 5, 19), np.float32)
     t = np.zeros((1, _dwproj_emu.scratch(6, 19, 2)), np.float32)
     args = (ins[0][0], ins[1].reshape(6, 9), ins[2], wpk, bpk, y, t, 2, "", 0, 0, "", 0, 0,
-            lanes)
+            row)
     _dwproj_emu.run(*args)
     assert np.all(np.abs(y - exact[0]) <= bound[0])
     wpk[:, [1, 2]] = wpk[:, [2, 1]]
@@ -197,7 +198,7 @@ def _fused_steps(sess):
     return [s for s in sess.plan.steps if s.node.op == "DepthwiseProject"]
 
 
-@pytest.mark.skipif(not _dwproj.HAVE[8], reason="the fused kernel needs AVX2: not on this "
+@pytest.mark.skipif(not _dwproj.rows(), reason="the fused kernel needs AVX2: not on this "
                     "CPU (its bodies run emulated above)")
 def test_the_planner_fuses_where_measured_faster(tmp_path, monkeypatch):
     path = _block_model(tmp_path)

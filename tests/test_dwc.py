@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from helpers import nan_interior_planes
-from kernel_cases import tables
+import kernel_tables as tables
 
 from edgenn.graph.ir import Node
 from edgenn.kernels.fast import _dwc8, _dwc8_emu, depthwise

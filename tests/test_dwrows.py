@@ -9,13 +9,13 @@ gamma_(T+2) = (T+2) eps / (1 - (T+2) eps) of the exact one, relative to
 sum |w| |x| + |b| + |z| (Higham 2002 (3.5)); clamping never widens it."""
 import numpy as np
 import pytest
+import kernel_tables as tables
 
 from edgenn.kernels.fast import _dwrows, _dwrows_emu
 from edgenn.registry import REFERENCE
 
 EPS = np.finfo(np.float32).eps
-PATHS = [(_dwrows, lanes) for lanes in (8, 16) if _dwrows.HAVE[lanes]] + \
-    [(_dwrows_emu, 8), (_dwrows_emu, 16)]
+PATHS = tables.paths(_dwrows.rows(), _dwrows_emu.rows())    # every row of _dwrows.h's table
 # n, c, h, w, k, stride, pad, dilation
 GEOMS = [(1, 3, 7, 7, 3, 1, 1, 1), (2, 5, 14, 14, 3, 2, 1, 1), (1, 4, 13, 29, 3, 1, 1, 1),
          (1, 2, 112, 112, 3, 2, 1, 1), (1, 3, 9, 9, 5, 1, 2, 1), (1, 2, 10, 11, 3, 1, 2, 2),
@@ -44,8 +44,9 @@ def _case(rng, geom, act, residual):
     return x, wt, b, z, exact, t * EPS / (1 - t * EPS) * mag + 1e-30
 
 
-@pytest.mark.parametrize("lib,lanes", PATHS, ids=lambda v: getattr(v, "__name__", v))
-def test_rows_kernel_within_the_sum_bound(lib, lanes):
+@pytest.mark.parametrize("path", PATHS)
+def test_rows_kernel_within_the_sum_bound(path):
+    lib, row = tables.lib_and_row(path, _dwrows, _dwrows_emu)
     rng = np.random.default_rng(0)
     for geom in GEOMS:
         for act in ("", "Relu", "Clip"):
@@ -53,17 +54,18 @@ def test_rows_kernel_within_the_sum_bound(lib, lanes):
                 x, wt, b, z, exact, bound = _case(rng, geom, act, residual)
                 n, c, h, w, k, s, p, d = geom
                 y = np.full(exact.shape, np.nan, np.float32)
-                hp, wq = lib.plane(x.shape, y.shape, k, k, (s, s), (p, p), (d, d), lanes)
+                hp, wq = lib.plane(x.shape, y.shape, k, k, (s, s), (p, p), (d, d), row)
                 P = np.zeros((2, hp * s * wq), np.float32)      # two threads' planes
                 lib.run(x, wt.reshape(c, -1), b if act else None, z, y, P, k, k, (s, s),
-                        (p, p), (d, d), act, -0.5, 0.7, lanes)
+                        (p, p), (d, d), act, -0.5, 0.7, row)
                 if not act:    # without the bias: it is optional
                     exact = exact - b.reshape(1, -1, 1, 1)
-                assert np.all(np.abs(y - exact) <= bound), (lanes, geom, act, residual)
+                assert np.all(np.abs(y - exact) <= bound), (path, geom, act, residual)
 
 
-@pytest.mark.parametrize("lib,lanes", PATHS, ids=lambda v: getattr(v, "__name__", v))
-def test_in_place_residual_and_nan(lib, lanes):
+@pytest.mark.parametrize("path", PATHS)
+def test_in_place_residual_and_nan(path):
+    lib, row = tables.lib_and_row(path, _dwrows, _dwrows_emu)
     # z is y (the planner may reuse a dead residual's buffer): each z value is read
     # before its own output overwrites it; a NaN input stays NaN through Relu / Clip
     rng = np.random.default_rng(1)
@@ -71,20 +73,23 @@ def test_in_place_residual_and_nan(lib, lanes):
         x, wt, b, z, exact, bound = _case(rng, geom, "Clip", True)
         n, c, h, w, k, s, p, d = geom
         y = z.copy()
-        hp, wq = lib.plane(x.shape, y.shape, k, k, (s, s), (p, p), (d, d), lanes)
+        hp, wq = lib.plane(x.shape, y.shape, k, k, (s, s), (p, p), (d, d), row)
         P = np.zeros((1, hp * s * wq), np.float32)
         lib.run(x, wt.reshape(c, -1), b, y, y, P, k, k, (s, s), (p, p), (d, d), "Clip",
-                -0.5, 0.7, lanes)
-        assert np.all(np.abs(y - exact) <= bound), (lanes, geom)
+                -0.5, 0.7, row)
+        assert np.all(np.abs(y - exact) <= bound), (path, geom)
     x = np.zeros((1, 1, 5, 40), np.float32)
     x[0, 0, 2, 17] = np.nan
     wt = np.ones((1, 9), np.float32)
     y = np.zeros((1, 1, 5, 40), np.float32)
-    hp, wq = lib.plane(x.shape, y.shape, 3, 3, (1, 1), (1, 1), (1, 1), lanes)
+    hp, wq = lib.plane(x.shape, y.shape, 3, 3, (1, 1), (1, 1), (1, 1), row)
     for act in ("Relu", "Clip"):
         lib.run(x, wt, None, None, y, np.zeros((1, hp * wq), np.float32), 3, 3, (1, 1),
-                (1, 1), (1, 1), act, 0.0, 6.0, lanes)
+                (1, 1), (1, 1), act, 0.0, 6.0, row)
         assert np.isnan(y[0, 0, 1:4, 16:19]).all() and np.isfinite(y).sum() == 200 - 9, act
+
+
+ROW = _dwrows_emu.ROWS[0].name
 
 
 def test_rejects_what_it_cannot_run():
@@ -92,6 +97,6 @@ def test_rejects_what_it_cannot_run():
     y = np.zeros((1, 2, 8, 8), np.float32)
     with pytest.raises(ValueError, match="scratch or weights"):
         _dwrows_emu.run(x, np.zeros((2, 9), np.float32), None, None, y,
-                        np.zeros((1, 4), np.float32), 3, 3, (1, 1), (1, 1), (1, 1), "", 0, 0, 8)
+                        np.zeros((1, 4), np.float32), 3, 3, (1, 1), (1, 1), (1, 1), "", 0, 0, ROW)
     with pytest.raises(ValueError, match="geometry"):
-        _dwrows_emu.plane(x.shape, y.shape, 3, 3, (0, 1), (1, 1), (1, 1), 8)
+        _dwrows_emu.plane(x.shape, y.shape, 3, 3, (0, 1), (1, 1), (1, 1), ROW)

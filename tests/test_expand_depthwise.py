@@ -12,7 +12,7 @@ import numpy as np
 import onnx
 import pytest
 from helpers import check_planner_fuses, nan_interior_planes
-from kernel_cases import tables
+import kernel_tables as tables
 from onnx import TensorProto, helper, numpy_helper
 
 import edgenn

@@ -8,7 +8,7 @@ import itertools
 
 import numpy as np
 import pytest
-from kernel_cases import tables
+import kernel_tables as tables
 
 from edgenn.kernels.fast import _sgemm as sg
 from edgenn.kernels.fast import _sgemm_emu

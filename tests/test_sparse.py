@@ -13,7 +13,7 @@ matches the reference; a layer below MIN_ZEROS never offers them.
 import numpy as np
 import pytest
 from helpers import helper, make_model
-from kernel_cases import tables
+import kernel_tables as tables
 
 import edgenn
 from edgenn.kernels.fast import _spmm, _spmm_emu

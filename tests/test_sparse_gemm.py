@@ -17,7 +17,7 @@ onnxruntime.
 import numpy as np
 import pytest
 from helpers import helper, make_model, mlp, ort_run
-from kernel_cases import tables
+import kernel_tables as tables
 from test_sparse import EPS, _check, _sparse
 
 import edgenn

@@ -180,7 +180,10 @@ static const cd_row cd_rows[] = {
 #define CD_ROW_COUNT ((int)(sizeof cd_rows / sizeof cd_rows[0]))
 
 /* this CPU (EDGENN_MAX_ISA applied) runs the row; the emulated build runs every row */
-static inline int cd_row_usable(const cd_row *r) { return CD_EMULATED || edgenn_isa_usable(r->isa); }
+static inline int cd_row_usable(const cd_row *r)
+{
+    return CD_EMULATED || edgenn_isa_usable(r->isa);
+}
 
 /* Output rows [oh0, oh1) of one image x (C, H, W) (zero padding pt rows above, pl columns
  * left), in bands of `band` output rows: each band's padded input rows are filled into

@@ -25,6 +25,7 @@
 #ifndef EDGENN_DWPROJ_H
 #define EDGENN_DWPROJ_H
 #include <string.h>
+#include "_cpu.h"
 #include "_simd.h"
 #include "_epilogue.h"
 
@@ -50,8 +51,15 @@ typedef struct {
 /* T's floats per thread */
 static inline long dwp_scratch(const dwp_args *a) { return a->C * a->tpitch + 64; }
 
-/* output channels per 1x1 tile of a width (the weight packing's MB) */
-static inline long dwp_mb(int lanes) { return lanes == 16 ? 8 : 4; }
+/* A row of the family's table: one vector width, its 1x1 tile of mb output channels (the
+ * weight packing's block) x DWP_NV vectors of pixels, and its run over output rows
+ * [r0, r1) (a thread's share). */
+typedef struct {
+    const char *name;        /* depthwise_project_<mb>x<pixels>__<isa> */
+    int isa;                 /* the EDGENN_ISA_* tier it needs (_cpu.h) */
+    long lanes, mb;
+    void (*run)(const dwp_args *a, float *T, long r0, long r1);
+} dwp_row;
 
 #if (defined(__x86_64__) || defined(EDGENN_SIMDE))
 /* AVX2: 8 floats; masks as lane vectors (vmaskmovps loads; edge stores by a spill) */
@@ -131,15 +139,20 @@ EDGENN_AVX512 static inline __m512 dwp_alignr16(__m512 hi, __m512 lo, int n) {
 #define DWP_FN(name) dwp16_##name
 #include "_dwproj_vec.h"
 
-/* Output rows [r0, r1) (a thread's share) on the width of `lanes` (8: AVX2, 16: AVX-512F;
- * the caller checks the CPU has it). */
-static void dwp_run(const dwp_args *a, float *T, long r0, long r1, int lanes) {
-    if (lanes == 16) dwp16_run(a, T, r0, r1);
-    else dwp8_run(a, T, r0, r1);
-}
-#else   /* no vector body off x86 (_dwproj.pyx's HAVE is false there: never called) */
-static void dwp_run(const dwp_args *a, float *T, long r0, long r1, int lanes) {
-    (void)a; (void)T; (void)r0; (void)r1; (void)lanes;
-}
 #endif
+
+/* The table, best last; no portable row (the specs need the row's tier), none off x86. */
+static const dwp_row dwp_rows[] = {
+#if (defined(__x86_64__) || defined(EDGENN_SIMDE))
+    {"depthwise_project_4x24__avx2", EDGENN_ISA_AVX2, 8, 4, dwp8_run},
+    {"depthwise_project_8x48__avx512f", EDGENN_ISA_AVX512, 16, 8, dwp16_run},
+#endif
+};
+#define DWP_ROW_COUNT ((int)(sizeof dwp_rows / sizeof dwp_rows[0]))
+
+/* this CPU (EDGENN_MAX_ISA applied) runs the row; the emulated build runs every row */
+static inline int dwp_row_usable(const dwp_row *r)
+{
+    return DWP_EMULATED || edgenn_isa_usable(r->isa);
+}
 #endif

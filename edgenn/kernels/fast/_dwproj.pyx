@@ -2,18 +2,22 @@
 # cython: language_level=3
 """Python face of _dwproj.h: a 3x3 depthwise conv and the 1x1 conv of its output, in bands.
 
-    wpk, bpk = pack(w1x1, b1x1, lanes)       # [ceil(M / MB)][C][MB], (ceil(M / MB) * MB,)
+    wpk, bpk = pack(w1x1, b1x1, row)         # [ceil(M / MB)][C][MB], (ceil(M / MB) * MB,)
     T = np.zeros((threads, scratch(C, W, rows)), np.float32)
-    run(x, wd, bd, wpk, bpk, y, T, rows, dact, dlo, dhi, pact, plo, phi, lanes)
+    run(x, wd, bd, wpk, bpk, y, T, rows, dact, dlo, dhi, pact, plo, phi, row)
 
-lanes 8: AVX2 (1x1 tiles of 4 channels x 24 pixels), 16: AVX-512F (8 x 48).
+row: a name in the table (_dwproj.h's dwp_rows): AVX2 (1x1 tiles of 4 channels x 24
+pixels), AVX-512F (8 x 48).
 """
+from collections import namedtuple
+
 import numpy as np
 from cython.parallel cimport prange
 
+from edgenn.kernels.fast.tables import Table
+
 cdef extern from "_cpu.h" nogil:
-    int edgenn_isa_x86(int t)
-    int EDGENN_ISA_AVX2, EDGENN_ISA_AVX512
+    const char *edgenn_isa_name(int t)
 
 include "_epilogue.pxi"
 
@@ -31,13 +35,26 @@ cdef extern from "_dwproj.h" nogil:
         int dact, pact
         float dlo, dhi, plo, phi
     long dwp_scratch(const dwp_args *a)
-    long dwp_mb(int lanes)
-    void dwp_run(const dwp_args *a, float *T, long r0, long r1, int lanes)
+    ctypedef void (*dwp_run_fn)(const dwp_args *a, float *T, long r0, long r1) noexcept
+    ctypedef struct dwp_row:
+        const char *name
+        int isa
+        long lanes, mb
+        dwp_run_fn run
+    const dwp_row dwp_rows[]
+    int DWP_ROW_COUNT
+    int dwp_row_usable(const dwp_row *r)
 
 EMULATED = bool(DWP_EMULATED)
-# lanes -> whether this CPU (or EDGENN_MAX_ISA) runs that width (all of them emulated)
-HAVE = {8: EMULATED or bool(edgenn_isa_x86(EDGENN_ISA_AVX2)),
-        16: EMULATED or bool(edgenn_isa_x86(EDGENN_ISA_AVX512))}
+# A row of the table (_dwproj.h's dwp_rows): name, isa (the tier it needs), lanes, mb (1x1
+# tile channels), usable (this CPU runs it; every row in the SIMDe-emulated build)
+Row = namedtuple("Row", "name isa lanes mb usable")
+TABLE = Table("depthwise_project", tuple(
+    Row(dwp_rows[i].name.decode(), edgenn_isa_name(dwp_rows[i].isa).decode(),
+        dwp_rows[i].lanes, dwp_rows[i].mb, bool(dwp_row_usable(&dwp_rows[i])))
+    for i in range(DWP_ROW_COUNT)))
+ROWS = TABLE.rows
+rows, row_index = TABLE.usable, TABLE.index
 ACTIVATIONS = _activations(DWP_ACTS)       # a clamp or nothing
 
 
@@ -50,10 +67,10 @@ def scratch(long c, long w, long rows):
     return int(c * _tpitch(w, rows) + 64)
 
 
-def pack(w, b, int lanes):
+def pack(w, b, str row):
     """w (M, C[, 1, 1]) float32, b (M,) or None -> ([ceil(M / MB)][C][MB],
-    (ceil(M / MB) * MB,)), zero past M; MB the width's 1x1 tile channels."""
-    cdef long mb = dwp_mb(lanes)
+    (ceil(M / MB) * MB,)), zero past M; MB the row's 1x1 tile channels."""
+    cdef long mb = ROWS[row_index(row)].mb
     w = np.asarray(w, np.float32)
     m, c = w.shape[:2]
     blocks = -(-m // mb)
@@ -68,14 +85,13 @@ def pack(w, b, int lanes):
 def run(const float[:, :, ::1] x, const float[:, ::1] wd, const float[::1] bd,
         const float[:, :, ::1] wp, const float[::1] bp, float[:, :, ::1] y, float[:, ::1] T,
         long rows, str dact, float dlo, float dhi, str pact, float plo, float phi,
-        int lanes):
+        str row):
     """y (M, H, W) = pact(conv1x1(dact(depthwise3x3(x) + bd)) + bp), x (C, H, W), wd (C, 9),
     bd (C,), wp / bp from pack(); T (threads, scratch(C, W, rows)): T's rows (OpenMP
-    threads) split the output rows evenly, each its share in bands of <= rows; lanes 8 or
-    16 (pack()'s)."""
-    if lanes not in HAVE or not HAVE[lanes]:
-        raise ValueError(f"depthwise_project: {lanes} lanes are not on this CPU")
-    cdef long mb = dwp_mb(lanes)
+    threads) split the output rows evenly, each its share in bands of <= rows; row: the
+    table's row (pack()'s)."""
+    cdef const dwp_row *r = &dwp_rows[row_index(row)]
+    cdef long mb = r.mb
     cdef dwp_args a
     a.C, a.H, a.W, a.M = x.shape[0], x.shape[1], x.shape[2], y.shape[0]
     if wd.shape[0] != a.C or wd.shape[1] != 9 or bd.shape[0] != a.C \
@@ -96,7 +112,7 @@ def run(const float[:, :, ::1] x, const float[:, ::1] wd, const float[::1] bd,
     cdef int t, nt = max(1, min(T.shape[0], a.H))
     with nogil:
         if nt == 1:
-            dwp_run(&a, &T[0, 0], 0, a.H, lanes)
+            r.run(&a, &T[0, 0], 0, a.H)
         else:       # thread t: output rows [t*H/nt, (t+1)*H/nt), in bands of <= rows
             for t in prange(nt, num_threads=nt, schedule="static"):
-                dwp_run(&a, &T[t, 0], t * a.H // nt, (t + 1) * a.H // nt, lanes)
+                r.run(&a, &T[t, 0], t * a.H // nt, (t + 1) * a.H // nt)

@@ -10,14 +10,16 @@
  * in registers per plane) times NV loads. No interleaving of channels and no transposes
  * (the c8 kernel, _dwc8.h, spends them on every plane); tails by masked / spilled stores.
  * Per output: bias, then the taps in row-major order, one FMA each, then + z, then the
- * activation, on every tier and width.
+ * activation, on every row of the table.
  *
- * Two widths, one body (_dwrows_vec.h): AVX2 8 lanes (a 7x7 plane's rows fill 7 of 8)
- * and AVX-512F 16 lanes (14x14: 14 of 16); the tuner keeps the better one per layer.
+ * Two widths, one body (_dwrows_vec.h), the rows of dwr_rows (below): AVX2 8 lanes (a 7x7
+ * plane's rows fill 7 of 8) and AVX-512F 16 lanes (14x14: 14 of 16); the tuner keeps the
+ * better one per layer.
  */
 #ifndef EDGENN_DWROWS_H
 #define EDGENN_DWROWS_H
 #include <string.h>
+#include "_cpu.h"
 #include "_simd.h"
 #include "_epilogue.h"
 #include "_phases.h"
@@ -122,15 +124,27 @@ static inline void dwr_plane(const dwr_args *a, long L, long *hp, long *wq)
 #include "_dwrows_vec.h"
 #endif
 
-/* Planes [p0, p1) of the N * C, with the phase plane P of this thread; lanes 8 (AVX2) or
- * 16 (AVX-512F); the caller checks the CPU has the tier. */
-static void dwr_run(const dwr_args *a, float *P, long p0, long p1, int lanes)
-{
+/* The family's table: one row per width (the body's planes loop: planes [p0, p1) of the
+ * N * C, with the phase plane P of this thread), best last. No portable row: the specs
+ * need the row's tier. */
+typedef struct {
+    const char *name;        /* depthwise_rows<lanes>__<isa> */
+    int isa;                 /* the EDGENN_ISA_* tier it needs (_cpu.h) */
+    long lanes;
+    void (*planes)(const dwr_args *a, float *P, long p0, long p1);
+} dwr_row;
+
+static const dwr_row dwr_rows[] = {
 #if (defined(__x86_64__) || defined(EDGENN_SIMDE))
-    if (lanes == 16) { dwr_planes16(a, P, p0, p1); return; }
-    dwr_planes8(a, P, p0, p1);
-#else
-    (void)a; (void)P; (void)p0; (void)p1; (void)lanes;
+    {"depthwise_rows8__avx2", EDGENN_ISA_AVX2, 8, dwr_planes8},
+    {"depthwise_rows16__avx512f", EDGENN_ISA_AVX512, 16, dwr_planes16},
 #endif
+};
+#define DWR_ROW_COUNT ((int)(sizeof dwr_rows / sizeof dwr_rows[0]))
+
+/* this CPU (EDGENN_MAX_ISA applied) runs the row; the emulated build runs every row */
+static inline int dwr_row_usable(const dwr_row *r)
+{
+    return DWR_EMULATED || edgenn_isa_usable(r->isa);
 }
 #endif

@@ -2,16 +2,20 @@
 # cython: language_level=3
 """Python face of _dwrows.h: depthwise convolution on NCHW planes, row pixels in lanes.
 
-    hp, wq = plane(x.shape, y.shape, (kh, kw), strides, pads, dilations, lanes)
+    row = rows()[-1].name                # a row of the table (_dwrows.h's dwr_rows)
+    hp, wq = plane(x.shape, y.shape, (kh, kw), strides, pads, dilations, row)
     P = np.zeros((threads, hp * sw * wq), np.float32)     # borders stay zero
-    run(x, w, bias, z, y, P, kh, kw, strides, pads, dilations, act, lo, hi, lanes)
+    run(x, w, bias, z, y, P, kh, kw, strides, pads, dilations, act, lo, hi, row)
 """
+from collections import namedtuple
+
 import numpy as np
 from cython.parallel cimport prange
 
+from edgenn.kernels.fast.tables import Table
+
 cdef extern from "_cpu.h" nogil:
-    int edgenn_isa_x86(int t)
-    int EDGENN_ISA_AVX2, EDGENN_ISA_AVX512
+    const char *edgenn_isa_name(int t)
 
 include "_epilogue.pxi"
 
@@ -29,12 +33,25 @@ cdef extern from "_dwrows.h" nogil:
         int act
         float lo, hi
     void dwr_plane(const dwr_args *a, long L, long *hp, long *wq)
-    void dwr_run(const dwr_args *a, float *P, long p0, long p1, int lanes)
+    ctypedef void (*dwr_planes_fn)(const dwr_args *a, float *P, long p0, long p1) noexcept
+    ctypedef struct dwr_row:
+        const char *name
+        int isa
+        long lanes
+        dwr_planes_fn planes
+    const dwr_row dwr_rows[]
+    int DWR_ROW_COUNT
+    int dwr_row_usable(const dwr_row *r)
 
 EMULATED = bool(DWR_EMULATED)
-# lanes -> whether this CPU (or EDGENN_MAX_ISA) runs that width (all of them emulated)
-HAVE = {8: EMULATED or bool(edgenn_isa_x86(EDGENN_ISA_AVX2)),
-        16: EMULATED or bool(edgenn_isa_x86(EDGENN_ISA_AVX512))}
+# A row of the table (_dwrows.h's dwr_rows): name, isa (the tier it needs), lanes, usable
+# (this CPU runs it; every row in the SIMDe-emulated build)
+Row = namedtuple("Row", "name isa lanes usable")
+TABLE = Table("depthwise_rows", tuple(
+    Row(dwr_rows[i].name.decode(), edgenn_isa_name(dwr_rows[i].isa).decode(),
+        dwr_rows[i].lanes, bool(dwr_row_usable(&dwr_rows[i]))) for i in range(DWR_ROW_COUNT)))
+ROWS = TABLE.rows
+rows, row_index = TABLE.usable, TABLE.index
 ACTIVATIONS = _activations(DWR_ACTS)       # a clamp or nothing
 MAX_TAPS = DWR_MAX_TAPS
 
@@ -53,27 +70,26 @@ cdef dwr_args _geometry(tuple xs, tuple ys, long kh, long kw, strides, pads, dil
     return a
 
 
-def plane(tuple xs, tuple ys, long kh, long kw, strides, pads, dilations, int lanes):
-    """-> (Hp, Wq): one thread's phase plane is Hp x SW x Wq floats."""
+def plane(tuple xs, tuple ys, long kh, long kw, strides, pads, dilations, str row):
+    """-> (Hp, Wq): one thread's phase plane for `row` is Hp x SW x Wq floats."""
     cdef dwr_args a = _geometry(xs, ys, kh, kw, strides, pads, dilations)
     cdef long hp, wq
-    dwr_plane(&a, lanes, &hp, &wq)
+    dwr_plane(&a, ROWS[row_index(row)].lanes, &hp, &wq)
     return int(hp), int(wq)
 
 
 def run(const float[:, :, :, ::1] x, const float[:, ::1] w, bias, z,
         float[:, :, :, ::1] y, float[:, ::1] P, long kh, long kw, strides, pads, dilations,
-        str act, float lo, float hi, int lanes):
+        str act, float lo, float hi, str row):
     """y = act(depthwise(x, w) + bias (+ z)); w (C, kh * kw); bias (C,) or None; z like
     y or None; P (threads, Hp * SW * Wq) zero-filled once (plane()); the planes split over
     P's rows (OpenMP threads)."""
-    if lanes not in HAVE or not HAVE[lanes]:
-        raise ValueError(f"depthwise_rows: {lanes} lanes are not on this CPU")
+    cdef const dwr_row *r = &dwr_rows[row_index(row)]
     cdef tuple xs = (x.shape[0], x.shape[1], x.shape[2], x.shape[3])
     cdef tuple ys = (y.shape[0], y.shape[1], y.shape[2], y.shape[3])
     cdef dwr_args a = _geometry(xs, ys, kh, kw, strides, pads, dilations)
     cdef long hp, wq
-    dwr_plane(&a, lanes, &hp, &wq)
+    dwr_plane(&a, r.lanes, &hp, &wq)
     a.Hp, a.Wq = hp, wq
     if P.shape[1] < hp * a.SW * wq or w.shape[0] != a.C or w.shape[1] != kh * kw:
         raise ValueError("depthwise_rows: scratch or weights do not match")
@@ -99,7 +115,7 @@ def run(const float[:, :, :, ::1] x, const float[:, ::1] w, bias, z,
         return
     with nogil:
         if nt == 1:
-            dwr_run(&a, &P[0, 0], 0, planes, lanes)
+            r.planes(&a, &P[0, 0], 0, planes)
         else:
             for t in prange(nt, num_threads=nt, schedule="static"):
-                dwr_run(&a, &P[t, 0], t * planes // nt, (t + 1) * planes // nt, lanes)
+                r.planes(&a, &P[t, 0], t * planes // nt, (t + 1) * planes // nt)

@@ -270,16 +270,16 @@ def _rows_mt_supports(node, ins, outs) -> bool:
         and _rows_supports(node, ins, outs)
 
 
-def _prepare_rows(node, ins, outs, threads: int, lanes: int, lib=None):
-    """Planes straight from NCHW, row pixels in `lanes`-float vectors (C, _dwrows.h);
-    threads > 1: the planes split over OpenMP threads, a phase plane each. lib: the
-    extension (tests pass the SIMDe-emulated _dwrows_emu)."""
+def _prepare_rows(node, ins, outs, threads: int, row: str, lib=None):
+    """Planes straight from NCHW, row pixels in the vectors of the table's `row` (C,
+    _dwrows.h); threads > 1: the planes split over OpenMP threads, a phase plane each.
+    lib: the extension (tests pass the SIMDe-emulated _dwrows_emu)."""
     if lib is None:
         from . import _dwrows as lib
     x, w, y = ins[0], ins[1].value, outs[0]
     c, _, kh, kw = w.shape
     strides, pads, dil = geometry(node, x.shape, w.shape, y.shape)
-    hp, wq = lib.plane(tuple(x.shape), tuple(y.shape), kh, kw, strides, pads, dil, lanes)
+    hp, wq = lib.plane(tuple(x.shape), tuple(y.shape), kh, kw, strides, pads, dil, row)
     taps = np.require(w.reshape(c, kh * kw), np.float32, requirements="C")
     bias, act, lo, hi, _ = epilogue.constant_parts(node, ins, c)
     has_z = len(ins) > 3 and ins[3] is not None
@@ -291,15 +291,16 @@ def _prepare_rows(node, ins, outs, threads: int, lanes: int, lib=None):
     def run(inputs, outputs):
         run_c(np.ascontiguousarray(inputs[0]), taps, bias,
               np.ascontiguousarray(inputs[3]) if has_z else None, outputs[0], plane.get(),
-              kh, kw, strides, pads, dil, act, lo, hi, lanes)
+              kh, kw, strides, pads, dil, act, lo, hi, row)
     return run
 
 
 def register_widths(op, widths, supports, mt_supports, prepare, cost=c_cost,
                     rows_split_supports=None):
-    """One spec per (lanes, name, isa) of `widths`, prepare(node, ins, outs, threads,
-    lanes), and its *_mt twin on the session's threads (with rows_split_supports, a
-    rowsplit_name(name) + "_mt" one too: prepare(..., split_rows=True))."""
+    """One spec per (key, name, isa) of `widths`, prepare(node, ins, outs, threads, key)
+    (key: the lanes, or a table's row), and its *_mt twin on the session's threads (with
+    rows_split_supports, a rowsplit_name(name) + "_mt" one too: prepare(...,
+    split_rows=True))."""
     for lanes, name, isa in widths:
         kernel(op, name, supports=supports, isa=isa, cost=cost)(
             lambda node, ins, outs, lanes=lanes: prepare(node, ins, outs, 1, lanes))
@@ -313,9 +314,13 @@ def register_widths(op, widths, supports, mt_supports, prepare, cost=c_cost,
                     node, ins, outs, plan_threads(), lanes, split_rows=True))
 
 
-# the rows kernels per width: AVX2 (8 lanes: 7x7 planes) and AVX-512F (16: 14x14 and up)
-register_widths("Conv", ((8, "depthwise_rows8__avx2", "avx2"),
-                         (16, "depthwise_rows16__avx512f", "avx512")),
+def _dwrows():
+    from . import _dwrows
+    return _dwrows
+
+
+# the rows kernels: a spec per row of their table (_dwrows.h), named after it
+register_widths("Conv", ((r.name, r.name, r.isa) for r in _dwrows().ROWS),
                 _rows_supports, _rows_mt_supports, _prepare_rows)
 
 

@@ -66,9 +66,9 @@ def band_height(c: int, h: int, w: int) -> int:
     return int(max(2, min(h, rows // 2 * 2)))
 
 
-def prepare(node, ins, outs, threads: int, lanes: int = 16, lib=None):
+def prepare(node, ins, outs, threads: int, row: str, lib=None):
     """threads: OpenMP threads, each an even share of the output rows in bands of <= rows
-    (band_height); lanes 8 (AVX2) or 16 (AVX-512F); lib: the extension (tests pass the
+    (band_height); row: a name in the table (lib.ROWS); lib: the extension (tests pass the
     SIMDe-emulated _dwproj_emu)."""
     if lib is None:
         from . import _dwproj as lib
@@ -79,7 +79,7 @@ def prepare(node, ins, outs, threads: int, lanes: int = 16, lib=None):
     bd, dact, dlo, dhi, _ = epilogue.constant_parts(d, d_ins, c)
     bd = np.zeros(c, np.float32) if bd is None else bd
     bp, pact, plo, phi, _ = epilogue.constant_parts(p, p_ins, m)
-    wpk, bpk = lib.pack(np.asarray(p_ins[1].value, np.float32).reshape(m, c), bp, lanes)
+    wpk, bpk = lib.pack(np.asarray(p_ins[1].value, np.float32).reshape(m, c), bp, row)
     rows = band_height(c, h, w)
     threads = max(1, min(threads, h))       # each an even share of the rows
     t_h = scratch.array((threads, lib.scratch(c, w, rows)), np.float32, persistent=True,
@@ -89,14 +89,19 @@ def prepare(node, ins, outs, threads: int, lanes: int = 16, lib=None):
     def run(inputs, outputs):
         x, y, t = np.ascontiguousarray(inputs[0]), outputs[0], t_h.get()
         for b in range(n):
-            run_c(x[b], wd, bd, wpk, bpk, y[b], t, rows, dact, dlo, dhi, pact, plo, phi, lanes)
+            run_c(x[b], wd, bd, wpk, bpk, y[b], t, rows, dact, dlo, dhi, pact, plo, phi, row)
     return run
 
 
-# per width: AVX2 (1x1 tiles of 4 channels x 24 pixels), AVX-512F (8 x 48)
-for _lanes, _name, _isa in ((8, "depthwise_project_4x24__avx2", "avx2"),
-                            (16, "depthwise_project_8x48__avx512f", "avx512")):
-    kernel("DepthwiseProject", _name, supports=_supports, isa=_isa)(
-        lambda node, ins, outs, lanes=_lanes: prepare(node, ins, outs, 1, lanes))
-    kernel("DepthwiseProject", _name + "_mt", supports=_mt_supports, isa=_isa)(
-        lambda node, ins, outs, lanes=_lanes: prepare(node, ins, outs, plan_threads(), lanes))
+def _register():
+    """A spec per row of the table (_dwproj.h's dwp_rows), named after it, and its *_mt
+    twin on the session's threads."""
+    from . import _dwproj
+    for row in _dwproj.ROWS:
+        kernel("DepthwiseProject", row.name, supports=_supports, isa=row.isa)(
+            lambda node, ins, outs, r=row.name: prepare(node, ins, outs, 1, r))
+        kernel("DepthwiseProject", row.name + "_mt", supports=_mt_supports, isa=row.isa)(
+            lambda node, ins, outs, r=row.name: prepare(node, ins, outs, plan_threads(), r))
+
+
+_register()
