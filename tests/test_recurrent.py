@@ -15,6 +15,7 @@ import itertools
 
 import numpy as np
 import pytest
+import kernel_tables as tables
 from helpers import helper, make_model, ort_run
 
 import edgenn
@@ -24,16 +25,14 @@ from edgenn.kernels.reference.recurrent import run as reference_run
 from edgenn.registry import TensorInfo
 
 EPS = float(np.finfo(np.float32).eps)
-PATHS = ["scalar"] + [t for t in ("avx2", "avx512") if _recurrent.HAVE[t]] + \
-    ["avx2-emulated", "avx512-emulated"]
+PATHS = tables.paths(_recurrent.rows(), _recurrent_emu.rows())   # every row of _recurrent.h
 GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 
 
 def _lib(path):
-    """-> (recurrence module, sgemm module, tier)"""
-    if path.endswith("-emulated"):
-        return _recurrent_emu, _sgemm_emu, path[:-len("-emulated")]
-    return _recurrent, _sgemm, path
+    """-> (recurrence module, sgemm module of the same build, row)"""
+    lib, row = tables.lib_and_row(path, _recurrent, _recurrent_emu)
+    return lib, _sgemm_emu if lib is _recurrent_emu else _sgemm, row
 
 
 def _weights(rng, op, nd, H, I, scale=1.0):
@@ -71,10 +70,10 @@ def _infos(ins, consts=(1, 2, 3, 7)):
 
 
 def _fast(path, node, ins):
-    lib, gemm_lib, isa = _lib(path)
+    lib, gemm_lib, row = _lib(path)
     want = reference_run(node, ins)
     outs = [TensorInfo("float32", o.shape) for o in want]
-    run = recurrent._make(isa, lib, gemm_lib)(node, _infos(ins), outs)
+    run = recurrent._make(row, lib, gemm_lib)(node, _infos(ins), outs)
     got = [np.full(o.shape, np.nan, np.float32) for o in want]
     run(ins, got)
     return got

@@ -3,12 +3,14 @@
  * The input projections of every step (x_t W^T + biases) are computed before, as one GEMM
  * (recurrent.py); here each step adds h_{t-1} R^T (a GEMV per batch row, R^T packed as
  * rt (H, G*H): row k holds column k of R, so the G*H outputs are the vector axis and
- * h[k] is one broadcast; packed in panels streamed in order, rc_panel), then applies the gate activations and updates the state.
+ * h[k] is one broadcast; packed in panels streamed in order, rc_gemv_generic), then
+ * applies the gate activations and updates the state.
  *
  * Shapes (floats; strides in floats):
  *   xp   gate inputs of step t, batch b at xp + t*xp_ts + b*xp_bs, G*H floats (x_t W^T),
  *        gate order i o f c (LSTM), z r h (GRU), one gate (RNN); bias (G*H) is added
- *   rt   R^T (H, G*H) in panels (rc_panel);  h, c (B, H) the state, read and updated in place
+ *   rt   R^T (H, G*H) in panels (rc_gemv_generic);  h, c (B, H) the state, read and
+ *        updated in place
  *   y    step t, batch b at y + t*y_ts + b*y_bs (H floats) or NULL
  *   ws   workspace of B*(G*H + H) floats
  * sequence_lens: batch b takes part in step t only when t < lens[b] (NULL: all); its y
@@ -47,7 +49,7 @@ typedef struct {
     int f, g, h;                           /* activations (RA_*) */
     float clip;                            /* <= 0: none */
     const float *xp; long xp_ts, xp_bs;
-    const float *rt;                       /* packed R^T (rc_panel): all G*H columns,
+    const float *rt;                       /* packed R^T (rc_gemv_generic): all G*H columns,
                                               GRU (lbr = 0) its z, r columns */
     const float *rt_h;                     /* GRU (lbr = 0): the h columns, packed */
     const float *bias;                     /* (G*H) added to xp, or NULL */
@@ -79,19 +81,18 @@ static inline float rc_clip1(float x, float clip)
 }
 
 /* Packed R^T of one column segment (K rows, N columns), for GEMVs that stream it in
- * order: panels of widths W, W/2, ..., L taken greedily (W = rc_panel(tier) = 8 vectors,
- * L = rc_lanes(tier) floats per vector), then a last panel of the remaining N % L columns
- * zero-padded to L; each panel K rows of its width, row-major, contiguous (so one panel's
+ * order: panels of widths W, W/2, ..., L taken greedily (W = 8 vectors, L = the row's
+ * lanes: floats per vector), then a last panel of the remaining N % L columns zero-padded
+ * to L; each panel K rows of its width, row-major, contiguous (so one panel's
  * accumulators stay in registers over the whole K loop). */
-static inline long rc_lanes(int tier) { return tier == 2 ? 16 : 8; }
-static inline long rc_panel(int tier) { return 8 * rc_lanes(tier); }
 
-/* acc[0:N] += sum_k v[k] * R^T[k, 0:N] over the packed panels, one batch row: portable */
+/* acc[0:N] += sum_k v[k] * R^T[k, 0:N] over the packed panels (L = 8), one batch row:
+ * portable */
 static void rc_gemv_generic(const float *v, const float *pk, long K, float *acc, long N)
 {
-    const long L = rc_lanes(0);
+    const long L = 8;
     long n = 0;
-    for (long w = rc_panel(0); w >= L; w /= 2)
+    for (long w = 8 * L; w >= L; w /= 2)
         for (; N - n >= w; n += w, pk += K * w)
             for (long k = 0; k < K; k++)
                 for (long j = 0; j < w; j++)
@@ -247,20 +248,34 @@ static void rc_gemm_generic(int R, const float *const *v, const float *pk, long 
         rc_gemv_generic(v[r], pk, K, acc[r], N);
 }
 
-static void rc_cell(int tier, const rc_args *a, float *g, float *h, float *c, float *yrow)
+static void rc_cell_portable(const rc_args *a, float *g, float *h, float *c, float *yrow)
 {
-#if RC_X86
-    if (tier == 2) {
-        rc_cell_avx512(a, g, h, c, yrow);
-        return;
-    }
-    if (tier) {
-        rc_cell_avx2(a, g, h, c, yrow);
-        return;
-    }
-#endif
-    (void)tier;
     rc_cell_generic(a, g, h, c, yrow, 0);
+}
+
+/* The family's table: one row per vector width (the packing's lanes L; GEMVs of up to
+ * RC_ROWS batch rows over panels of up to 8L columns), best last. */
+typedef struct {
+    const char *name;        /* recurrent_<RC_ROWS>x<8 L>__<isa> */
+    int isa;                 /* the EDGENN_ISA_* tier it needs (_cpu.h) */
+    long lanes;
+    rc_gemm_fn gemm;
+    void (*cell)(const rc_args *a, float *g, float *h, float *c, float *yrow);
+} rc_row;
+
+static const rc_row rc_rows[] = {
+    {"recurrent_4x64__scalar", EDGENN_ISA_SCALAR, 8, rc_gemm_generic, rc_cell_portable},
+#if RC_X86
+    {"recurrent_4x64__avx2", EDGENN_ISA_AVX2, 8, rc_gemm_avx2, rc_cell_avx2},
+    {"recurrent_4x128__avx512f", EDGENN_ISA_AVX512, 16, rc_gemm_avx512, rc_cell_avx512},
+#endif
+};
+#define RC_ROW_COUNT ((int)(sizeof rc_rows / sizeof rc_rows[0]))
+
+/* this CPU (EDGENN_MAX_ISA applied) runs the row; the emulated build runs every row */
+static inline int rc_row_usable(const rc_row *r)
+{
+    return RC_EMULATED || edgenn_isa_usable(r->isa);
 }
 
 /* One step for batch rows rows[0..n) (n <= RC_ROWS): the gates' inputs, then each GEMV
@@ -313,17 +328,14 @@ static void rc_rows_step(const rc_args *a, rc_gemm_fn gemm, const long *rows, in
 }
 
 /* Every step of one direction (see the top of the file). */
-static void rc_run(const rc_args *a, int tier)
+static void rc_run(const rc_args *a, const rc_row *row)
 {
     const long T = a->T, B = a->B, H = a->H;
     const int G = a->cell == RC_LSTM ? 4 : a->cell == RC_GRU ? 3 : 1;
     const long GH = G * H;
     const long W = GH + H;                 /* per batch row: the gates, then GRU's r*h or
                                               (lbr) the xp_h it keeps aside */
-    rc_gemm_fn gemm = rc_gemm_generic;
-#if RC_X86
-    gemm = tier == 2 ? rc_gemm_avx512 : tier == 1 ? rc_gemm_avx2 : rc_gemm_generic;
-#endif
+    const rc_gemm_fn gemm = row->gemm;
     for (long s = 0; s < T; s++) {
         const long t = a->reverse ? T - 1 - s : s;
         long rows[RC_ROWS];
@@ -347,7 +359,7 @@ static void rc_run(const rc_args *a, int tier)
             if (a->lens && t >= a->lens[b])
                 continue;
             float *yrow = a->y ? a->y + t * a->y_ts + b * a->y_bs : 0;
-            rc_cell(tier, a, a->ws + b * W, a->hs + b * H, a->cs ? a->cs + b * H : 0, yrow);
+            row->cell(a, a->ws + b * W, a->hs + b * H, a->cs ? a->cs + b * H : 0, yrow);
         }
     }
 }

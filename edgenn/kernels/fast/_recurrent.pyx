@@ -2,17 +2,21 @@
 # cython: language_level=3
 """Python face of _recurrent.h: the recurrence of LSTM / GRU / RNN, one direction.
 
-    r = Recurrence(cell, H, rt, bias, rbh, peep, acts, input_forget, lbr, clip, isa="avx512")
+    r = Recurrence(cell, H, rt, bias, rbh, peep, acts, input_forget, lbr, clip,
+                   row="recurrent_4x64__avx2")      # a row of the table (_recurrent.h)
     r.run(xp, xp_off, xp_ts, xp_bs, T, B, hs, cs, y, y_off, y_ts, y_bs, lens, reverse, ws)
 
 xp, y: flat float32 buffers with element offsets and (t, b) strides; hs, cs (B, H) the
 state, updated in place; lens int32 (B,) or None; ws: workspace_floats(B) floats.
 """
+from collections import namedtuple
+
 import numpy as np
 
+from edgenn.kernels.fast.tables import Table
+
 cdef extern from "_cpu.h" nogil:
-    int edgenn_isa_x86(int t)
-    int EDGENN_ISA_AVX2, EDGENN_ISA_AVX512
+    const char *edgenn_isa_name(int t)
 
 cdef extern from "_recurrent.h" nogil:
     int RC_EMULATED
@@ -36,24 +40,34 @@ cdef extern from "_recurrent.h" nogil:
         float *y
         long y_ts, y_bs
         float *ws
-    void rc_run(const rc_args *a, int tier)
+    ctypedef struct rc_row:
+        const char *name
+        int isa
+        long lanes
+    const rc_row rc_rows[]
+    int RC_ROW_COUNT
+    int rc_row_usable(const rc_row *r)
+    void rc_run(const rc_args *a, const rc_row *row)
 
 EMULATED = bool(RC_EMULATED)
-HAVE = {"scalar": True,
-        "avx2": EMULATED or bool(edgenn_isa_x86(EDGENN_ISA_AVX2)),
-        "avx512": EMULATED or bool(edgenn_isa_x86(EDGENN_ISA_AVX512))}
-TIER = {"scalar": 0, "avx2": 1, "avx512": 2}
+# A row of the table (_recurrent.h's rc_rows): name, isa (the tier it needs), lanes (the
+# packing's floats per vector), usable (this CPU runs it; every row when emulated)
+Row = namedtuple("Row", "name isa lanes usable")
+TABLE = Table("recurrent", tuple(
+    Row(rc_rows[i].name.decode(), edgenn_isa_name(rc_rows[i].isa).decode(), rc_rows[i].lanes,
+        bool(rc_row_usable(&rc_rows[i]))) for i in range(RC_ROW_COUNT)))
+ROWS = TABLE.rows
+rows, row_index, best_row, row_of_isa = TABLE.usable, TABLE.index, TABLE.best, TABLE.best_of_isa
 CELLS = {"LSTM": RC_LSTM, "GRU": RC_GRU, "RNN": RC_RNN}
 GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 ACTS = {"Sigmoid": RA_SIGMOID, "Tanh": RA_TANH, "Relu": RA_RELU}
 
 
-def pack(m, int tier):
-    """R^T (K, N) -> the panels of _recurrent.h (rc_panel): widths 8L, 4L, 2L, L taken
-    greedily (L = 16 floats on AVX-512, else 8), then the last N % L columns padded."""
+def pack(m, long L):
+    """R^T (K, N) -> the panels of _recurrent.h for a row of L lanes: widths 8L, 4L, 2L, L
+    taken greedily, then the last N % L columns padded."""
     m = np.asarray(m, np.float32)
     K, N = m.shape
-    L = 16 if tier == 2 else 8
     parts, n, w = [], 0, 8 * L
     while w >= L:
         while N - n >= w:
@@ -84,31 +98,31 @@ cdef long _reach(long off, long T, long ts, long B, long bs, long width):
 
 
 cdef class Recurrence:
-    """One direction's weights: rt (H, G*H) = R^T (packed here for the tier), bias (G*H,)
+    """One direction's weights: rt (H, G*H) = R^T (packed here for the row), bias (G*H,)
     added to every step's xp or None, rbh (H,) GRU's Rbh when
     linear_before_reset, peep (3H,) LSTM's peepholes (i, o, f) or None; acts the names
     of f, g(, h)."""
     cdef readonly object rt, rt_h, bias, rbh, peep
     cdef readonly long H, GH
-    cdef readonly str isa, cell
+    cdef readonly str row, cell
     cdef rc_args a
-    cdef int tier
+    cdef const rc_row *r
 
     def __init__(self, str cell, long H, rt, bias=None, rbh=None, peep=None,
                  acts=("Sigmoid", "Tanh", "Tanh"),
-                 bint input_forget=False, bint lbr=False, float clip=0, str isa="avx2"):
-        if isa not in TIER or not HAVE[isa]:
-            raise ValueError(f"isa {isa!r}: not one of {tuple(TIER)} or not on this CPU")
+                 bint input_forget=False, bint lbr=False, float clip=0, str row=None):
+        row = row or best_row()
+        self.r = &rc_rows[row_index(row)]
         if cell not in CELLS or H < 1:
             raise ValueError(f"cell {cell!r} / hidden size {H}")
         codes = [ACTS[a] for a in acts] + [RA_TANH] * 3      # KeyError: not fused here
-        self.cell, self.H, self.GH, self.isa, self.tier = cell, H, GATES[cell] * H, isa, TIER[isa]
+        self.cell, self.H, self.GH, self.row = cell, H, GATES[cell] * H, row
         rt = np.asarray(rt, np.float32)
         if rt.shape != (H, self.GH):
             raise ValueError(f"rt {rt.shape} != ({H}, {self.GH})")
         split = cell == "GRU" and not lbr      # z, r from h; the h gate from r * h
-        self.rt = pack(rt[:, :2 * H] if split else rt, self.tier)
-        self.rt_h = pack(rt[:, 2 * H:], self.tier) if split else None
+        self.rt = pack(rt[:, :2 * H] if split else rt, self.r.lanes)
+        self.rt_h = pack(rt[:, 2 * H:], self.r.lanes) if split else None
         self.rbh = None if rbh is None else np.ascontiguousarray(rbh, np.float32)
         self.peep = None if peep is None else np.ascontiguousarray(peep, np.float32)
         self.bias = None if bias is None else np.ascontiguousarray(bias, np.float32)
@@ -178,7 +192,7 @@ cdef class Recurrence:
                 raise ValueError("lens shape")
             a.lens = &lv[0]
         with nogil:
-            rc_run(&a, self.tier)
+            rc_run(&a, self.r)
 
 
 cdef void memset_args(rc_args *a) noexcept:

@@ -2,7 +2,8 @@
 (edgenn's packed sgemm of the same tier, the weights packed once: X (T*B, I) @ [W_0^T |
 W_1^T] (I, D*G*H)), then the recurrence
 of each direction in C (_recurrent.h: h_{t-1} R^T on packed R^T, gates, state update),
-all steps in one call (the biases added there, as each step's row is read). One spec per tier of the recurrence (scalar, AVX2, AVX-512F).
+all steps in one call (the biases added there, as each step's row is read). One spec per
+row of the recurrence's table (_recurrent.h: scalar, AVX2, AVX-512F).
 
 Handles both layouts through strides (no transposes), sequence_lens, initial states,
 peepholes, clip, input_forget, linear_before_reset and the activations Sigmoid, Tanh and
@@ -60,10 +61,12 @@ def _biases(node, bias, s: _Shape) -> np.ndarray:
     return out.reshape(-1)
 
 
-def _make(isa: str, lib=_recurrent, gemm_lib=_sgemm):
-    """The prepare of the spec of tier `isa` (lib, gemm_lib: _recurrent and _sgemm, or the
-    tests' emulated builds _recurrent_emu and _sgemm_emu)."""
+def _make(row: str, lib=_recurrent, gemm_lib=_sgemm):
+    """The prepare of the spec of the recurrence's table row `row` (its input projection
+    on gemm_lib's best sgemm row of the same tier; lib, gemm_lib: _recurrent and _sgemm,
+    or the tests' emulated builds _recurrent_emu and _sgemm_emu)."""
     def prepare(node, ins, outs):
+        isa = lib.ROWS[lib.row_index(row)].isa
         s = _Shape(node, ins)
         w, r = ins[1].value.astype(np.float32), ins[2].value.astype(np.float32)
         bias = ins[3].value if len(ins) > 3 and ins[3] is not None else None
@@ -83,7 +86,7 @@ def _make(isa: str, lib=_recurrent, gemm_lib=_sgemm):
             peep=None if peep is None else peep[d],
             acts=[a[0] for a in acts[d * per:(d + 1) * per]],
             input_forget=bool(node.attrs.get("input_forget", 0)), lbr=lbr,
-            clip=0.0 if clip is None else float(clip), isa=isa) for d in range(s.nd)]
+            clip=0.0 if clip is None else float(clip), row=row) for d in range(s.nd)]
         T, B, H, GH, nd = s.T, s.B, s.H, s.GH, s.nd
         rows = T * B
         proj = gemm_lib.SGemm(rows, nd * GH, s.I, packed_b=gemm_lib.pack_b(wt),
@@ -136,7 +139,12 @@ def _make(isa: str, lib=_recurrent, gemm_lib=_sgemm):
     return prepare
 
 
-for _op in GATES:
-    for _isa, _prio in (("avx512", 2), ("avx2", 1), ("scalar", 0)):
-        kernel(_op, f"{_op.lower()}_sgemm_gemv__{_isa}", supports=_supports,
-               isa="" if _isa == "scalar" else _isa, priority=_prio)(_make(_isa))
+def spec_name(op: str, row) -> str:
+    """The spec of a table row (_recurrent.h's rc_rows) for op: <op>_sgemm_gemv__<tier>."""
+    return f"{op.lower()}_sgemm_gemv__{row.isa}"
+
+
+for _op in GATES:       # a spec per row, the later (better) rows first in priority
+    for _prio, _row in enumerate(_recurrent.ROWS):
+        kernel(_op, spec_name(_op, _row), supports=_supports,
+               isa="" if _row.isa == "scalar" else _row.isa, priority=_prio)(_make(_row.name))
