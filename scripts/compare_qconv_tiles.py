@@ -33,8 +33,8 @@ def compare(geom, rounds: int, residual: bool) -> None:
                                      residual=residual)
     ins = _infos(inputs, const)
     outs = infer_node(node, ins, fold=False)
-    runs = {"6x32": qconv.prepare_gemm(node, ins, outs, isa="avx512vnni"),
-            "7x32": qconv.prepare_gemm(node, ins, outs, isa="avx512vnni", pixel_tiles=True)}
+    runs = {"6x32": qconv.prepare_gemm(node, ins, outs, row="qgemm_u8s8_6x32__avx512vnni"),
+            "7x32": qconv.prepare_gemm(node, ins, outs, row="qconv_u8s8_7x32__avx512vnni")}
     ys = {k: np.empty(outs[0].shape, outs[0].dtype) for k in runs}
     times = {k: [] for k in runs}
     for _ in range(rounds):
@@ -60,7 +60,7 @@ def main() -> None:
     a = ap.parse_args()
     load_kernels()
     print(f"CPU: {isa.describe()}")   # every figure names the CPU and the kernel tier
-    if not _qgemm.HAVE_VNNI:
+    if not _qgemm.has_vnni("avx512vnni"):
         raise SystemExit("this CPU (or EDGENN_MAX_ISA) has no AVX-512 VNNI: nothing to compare")
     for g in a.geoms:
         compare(tuple(int(v) for v in g.split(",")), a.rounds, a.residual)

@@ -40,9 +40,13 @@ def test_probe_is_consistent():
     top = isa.active_tier()
     assert ("avxvnni" in tiers) == ("avxvnni" in feats and top in x86
                                     and x86.index(top) >= x86.index("avxvnni"))
-    assert _qgemm.HAVE_VNNI == ("avx512vnni" in tiers)
-    assert _qgemm.HAVE_AVXVNNI == ("avxvnni" in tiers)
-    assert _qgemm.HAVE_AVX2 == ("avx2" in tiers)
+    # the int8 table's usable rows follow the probe (a compiler without AVX-VNNI leaves
+    # that row out of the table)
+    int8 = {r.isa for r in _qgemm.rows()}
+    assert ("avx512vnni" in int8) == ("avx512vnni" in tiers)
+    assert ("avxvnni" in int8) == ("avxvnni" in tiers and "avxvnni" in
+                                    {r.isa for r in _qgemm.ROWS})
+    assert ("avx2" in int8) == ("avx2" in tiers)
     assert isa.cpu_model() in isa.describe()
 
 
@@ -54,7 +58,8 @@ def test_cap_limits_every_kernel(cap):
         "from edgenn.runtime.select import _runnable\n"
         "from edgenn.registry import KERNELS; import edgenn.oplist as o; o.load_kernels()\n"
         "vnni = [s.name for s in KERNELS['QConv'] if s.isa == 'avx512vnni' and _runnable(s)]\n"
-        "print(isa.active_tier(), _qgemm.HAVE_AVX2, _qgemm.HAVE_VNNI, len(vnni))")
+        "tiers = {r.isa for r in _qgemm.rows()}\n"
+        "print(isa.active_tier(), 'avx2' in tiers, 'avx512vnni' in tiers, len(vnni))")
     tier, avx2, vnni, specs = _run_py(code, EDGENN_MAX_ISA=cap).split()
     host = isa.host_tier()
     assert tier == (cap if isa.TIERS.index(cap) <= isa.TIERS.index(host) else host)
@@ -70,8 +75,8 @@ def test_avxvnni_cap_runs_as_a_client_cpu():
         "from edgenn.runtime.select import _runnable\n"
         "from edgenn.registry import KERNELS; import edgenn.oplist as o; o.load_kernels()\n"
         "run = {s.isa for op in ('QConv', 'QGemm') for s in KERNELS[op] if _runnable(s)}\n"
-        "print(isa.active_tier(), ','.join(isa.tiers()), _qgemm.HAVE_VNNI, _qgemm.HAVE_AVXVNNI,"
-        " 'avxvnni' in run, 'avx512vnni' in run)")
+        "print(isa.active_tier(), ','.join(isa.tiers()), _qgemm.has_vnni('avx512vnni'),"
+        " _qgemm.has_vnni('avxvnni'), 'avxvnni' in run, 'avx512vnni' in run)")
     if "avx2" not in isa.tiers():
         pytest.skip("this CPU (or the cap) has no AVX2 tier: the cap can only lower it")
     tier, tiers, vnni, avxvnni, offered, offered512 = _run_py(code, EDGENN_MAX_ISA="avxvnni").split()
@@ -113,8 +118,7 @@ def _call(lane, kind, a, b, ng, npan, tier="avx512vnni", rows=6):
 
 
 LANES = [("emulated", "avx512vnni"), ("emulated", "avxvnni")] + \
-    ([("native", "avx512vnni")] if _qgemm.HAVE_VNNI else []) + \
-    ([("native", "avxvnni")] if _qgemm.HAVE_AVXVNNI else [])
+    [("native", t) for t in ("avx512vnni", "avxvnni") if _qgemm.has_vnni(t)]
 
 
 @pytest.mark.parametrize("lane,tier", LANES)
@@ -133,7 +137,7 @@ def test_vnni_microkernel_is_exact(lane, tier, kind, ng):
             assert np.array_equal(got[:npan], want[:npan]), (lane, tier, kind, ng, fill, npan)
 
 
-@pytest.mark.parametrize("lane", ["emulated"] + (["native"] if _qgemm.HAVE_VNNI else []))
+@pytest.mark.parametrize("lane", ["emulated"] + (["native"] if _qgemm.has_vnni("avx512vnni") else []))
 @pytest.mark.parametrize("rows", [6, 4, 2])
 @pytest.mark.parametrize("ng", [1, 5, 130])
 def test_vnni_conv_tile_shapes_are_exact(lane, rows, ng):
@@ -152,7 +156,7 @@ def test_vnni_conv_tile_shapes_are_exact(lane, rows, ng):
         _call("emulated", "gemm", a, b, ng, 4, rows=4)
 
 
-@pytest.mark.parametrize("lane", ["emulated"] + (["native"] if _qgemm.HAVE_VNNI else []))
+@pytest.mark.parametrize("lane", ["emulated"] + (["native"] if _qgemm.has_vnni("avx512vnni") else []))
 @pytest.mark.parametrize("ng", [1, 7, 64])
 def test_implicit_gemm_tile_follows_the_group_offsets(lane, ng):
     # the implicit-GEMM tiles (no packed block: group g's pixels at b + goff[g]) over every
@@ -169,7 +173,7 @@ def test_implicit_gemm_tile_follows_the_group_offsets(lane, ng):
                     (lane, ng, fill, rows, npan)
 
 
-@pytest.mark.parametrize("lane", ["emulated"] + (["native"] if _qgemm.HAVE_VNNI else []))
+@pytest.mark.parametrize("lane", ["emulated"] + (["native"] if _qgemm.has_vnni("avx512vnni") else []))
 @pytest.mark.parametrize("ng", [1, 7, 8, 9, 64, 300])
 def test_last_columns_with_the_rows_in_the_lanes_are_exact(lane, ng):
     # the implicit GEMM's last 1 / 2 columns (_qgemm_vnni_tail.h): 8 K groups per 3 zmm of
@@ -190,7 +194,7 @@ def _pixel_reference(w, x):
     return np.einsum("gpq,gcq->pc", x.astype(np.int64), w.view(np.int8).astype(np.int64))
 
 
-@pytest.mark.parametrize("lane", ["emulated"] + (["native"] if _qgemm.HAVE_VNNI else []))
+@pytest.mark.parametrize("lane", ["emulated"] + (["native"] if _qgemm.has_vnni("avx512vnni") else []))
 @pytest.mark.parametrize("ng", [1, 2, 9, 64, 300])
 def test_pixel_tile_is_exact(lane, ng):
     # the 7-pixel x 32-channel tile (_qgemm_vnni_pix.h): every pixel's 4 bytes broadcast
@@ -215,7 +219,7 @@ def test_emulated_lane_catches_a_broken_pixel_tile():
     want = _pixel_reference(w, x)
     assert np.array_equal(vnni_tiles.pixel_tile("emulated", w, x, 11), want)
     assert not np.array_equal(vnni_tiles.pixel_tile("emulated", w, x, 11, broken=True), want)
-    if _qgemm.HAVE_VNNI:      # the twin is only in the tests' emulated build
+    if _qgemm.has_vnni("avx512vnni"):      # the twin is only in the tests' emulated build
         with pytest.raises(ValueError, match="no such kernel"):
             vnni_tiles.pixel_tile("native", w, x, 11, broken=True)
 
@@ -227,7 +231,7 @@ def test_emulated_lane_catches_a_broken_last_columns_kernel():
     assert np.array_equal(vnni_tiles.tail_tile("emulated", a, b, 13, 2)[:, :2], want[:, :2])
     assert not np.array_equal(vnni_tiles.tail_tile("emulated", a, b, 13, 2, broken=True)[:, :2],
                               want[:, :2])
-    if _qgemm.HAVE_VNNI:      # the twin is only in the tests' emulated build
+    if _qgemm.has_vnni("avx512vnni"):      # the twin is only in the tests' emulated build
         with pytest.raises(ValueError, match="no such kernel"):
             vnni_tiles.tail_tile("native", a, b, 13, 2, broken=True)
 

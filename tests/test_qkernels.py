@@ -20,10 +20,16 @@ from kernel_cases.quant import (CONV_GEOMS, GEMM_SHAPES, TRANSCENDENTAL, epilogu
 load_kernels()
 from edgenn.kernels.fast import _qgemm, qconv, qgemm  # noqa: E402
 
-SIMD = [False, True] if _qgemm.HAVE_AVX2 else [True]      # force_portable values
-# the VNNI tiers this CPU has, native (their emulated bodies: test_isa.py)
-VNNI_MODES = ([{"isa": "avx512vnni"}] if _qgemm.HAVE_VNNI else []) + \
-    ([{"isa": "avxvnni"}] if _qgemm.HAVE_AVXVNNI else [])
+# the rows of the int8 tables (qgemm_table.h) this CPU runs natively (the VNNI bodies
+# emulated: test_isa.py): the base rows (portable, AVX2) on every weight path, the VNNI
+# rows on the plain u8 one
+BASE_ROWS = [r.name for r in _qgemm.rows() if not r.vnni]
+VNNI_ROWS = [r.name for r in _qgemm.rows() if r.vnni and not r.pixel_tiles]
+DW_ROWS = [r.name for r in _qgemm.dw_rows()]
+VNNI_MODES = [{"row": r} for r in VNNI_ROWS]
+AVX512VNNI = "qgemm_u8s8_6x32__avx512vnni"      # the implicit-GEMM plans' row
+PIXEL_TILES = "qconv_u8s8_7x32__avx512vnni"     # the 7-pixel x 32-channel tiles
+HAS_AVX512VNNI = _qgemm.has_vnni("avx512vnni")
 
 
 def _infos(inputs, const):
@@ -50,13 +56,15 @@ def assert_matches(got, want, node, what=""):
 
 
 def _paths(node, ins):
-    """-> [(name, prepare(node, ins, outs, force_portable, **mode))] for this node."""
-    if node.op == "QGemm":
-        return [("gemm", qgemm.prepare_qgemm)]
+    """-> [(name, prepare(node, ins, outs, row=, **mode), [(row, mode)])] for this node:
+    the base rows on every weight path (the default, wide, u8 + excess forced), the VNNI
+    rows on theirs; the depthwise kernel's rows on its one path."""
     if qconv._is_depthwise(node, ins):
-        return [("dw", lambda nd, i, o, force_portable, isa="avx2":
-                 qconv.prepare_depthwise(nd, i, o, force_portable=force_portable, isa=isa))]
-    return [("gemm", qconv.prepare_gemm)]
+        return [("dw", qconv.prepare_depthwise, [(r, {}) for r in DW_ROWS])]
+    runs = [(r, m) for r in BASE_ROWS for m in ({}, {"force_wide": True},
+                                                 {"excess_limit": 1.0})]
+    runs += [(r, {}) for r in VNNI_ROWS]
+    return [("gemm", qgemm.prepare_qgemm if node.op == "QGemm" else qconv.prepare_gemm, runs)]
 
 
 def check_all_paths(node, inputs, const):
@@ -67,23 +75,17 @@ def check_all_paths(node, inputs, const):
                  qconv._dw_supports if qconv._is_depthwise(node, ins) else qconv._gemm_supports)
     assert supported(node, ins, outs), node.attrs
     ran = 0
-    # the path chosen by default, the wide path, u8 + excess forced (8-bit weights), and
-    # where the CPU has it the VNNI tier (portable=True there means nothing: it is native)
-    modes = [{}, {"force_wide": True}, {"excess_limit": 1.0}] + VNNI_MODES
-    for name, prepare in _paths(node, ins):
-        for portable in SIMD:
-            for mode in modes if name != "dw" else modes[:1] + VNNI_MODES:
-                if portable and mode in VNNI_MODES:
-                    continue
-                if name == "gemm" and node.op == "QConv" and _can_flat(node, inputs):
-                    # the in-place (flat) im2col on, and off on the wide path
-                    mode = dict(mode, flat=not mode.get("force_wide", False))
-                run = prepare(node, ins, outs, force_portable=portable, **mode)
-                for fill in (0, 255):   # every element written
-                    got = np.full(outs[0].shape, fill, outs[0].dtype)
-                    run(inputs, [got])
-                    assert_matches(got, want, node, f"{name} portable={portable} {mode}")
-                ran += 1
+    for name, prepare, runs in _paths(node, ins):
+        for row, mode in runs:
+            if name == "gemm" and node.op == "QConv" and _can_flat(node, inputs):
+                # the in-place (flat) im2col on, and off on the wide path
+                mode = dict(mode, flat=not mode.get("force_wide", False))
+            run = prepare(node, ins, outs, row=row, **mode)
+            for fill in (0, 255):   # every element written
+                got = np.full(outs[0].shape, fill, outs[0].dtype)
+                run(inputs, [got])
+                assert_matches(got, want, node, f"{name} {row} {mode}")
+            ran += 1
     return ran
 
 
@@ -230,8 +232,8 @@ def test_saturating_weights_take_the_exact_path():
     assert not qgemm.u8_path_exact(w.reshape(w.shape[0], -1))
     ins = _infos(inputs, const)
     outs = infer_node(node, ins, fold=False)
-    for portable in SIMD:
-        run = qconv.prepare_gemm(node, ins, outs, force_portable=portable)
+    for row in BASE_ROWS:
+        run = qconv.prepare_gemm(node, ins, outs, row=row)
         assert run.wide
     # the accumulators themselves, against an integer oracle: float epilogue, scale 1
     node.attrs["activation"] = ""
@@ -241,9 +243,9 @@ def test_saturating_weights_take_the_exact_path():
     ins = _infos(inputs, const)
     outs = infer_node(node, ins, fold=False)
     want = _int_conv(inputs[0], 0, w, inputs[8], 1, 1).astype(np.float32)
-    for portable in SIMD:
+    for row in BASE_ROWS:
         got = np.empty(outs[0].shape, np.float32)
-        qconv.prepare_gemm(node, ins, outs, force_portable=portable)(inputs, [got])
+        qconv.prepare_gemm(node, ins, outs, row=row)(inputs, [got])
         assert np.array_equal(got, want)
     check_all_paths(*saturating_conv_case(rng))
 
@@ -289,30 +291,29 @@ def test_s16_accumulation_extremes(w_value):
     ins = _infos(inputs, const)
     outs = infer_node(node, ins, fold=False)
     want = (a.astype(np.int64) @ b.astype(np.int64)).astype(np.float32)
-    for portable in SIMD:
+    for row in BASE_ROWS:
         for wide in (False, True):
-            run = qgemm.prepare_qgemm(node, ins, outs, force_portable=portable, force_wide=wide)
+            run = qgemm.prepare_qgemm(node, ins, outs, row=row, force_wide=wide)
             got = np.empty(outs[0].shape, np.float32)
             run(inputs, [got])
-            assert np.array_equal(got, want), (portable, wide)
+            assert np.array_equal(got, want), (row, wide)
 
 
 # -- plumbing ---------------------------------------------------------------------------------
 
+@pytest.mark.skipif(len(BASE_ROWS) < 2, reason="no AVX2 row on this CPU (or EDGENN_MAX_ISA)")
 def test_avx2_and_portable_agree_bit_for_bit():
-    if not _qgemm.HAVE_AVX2:
-        pytest.skip("no AVX2 on this CPU")
     rng = np.random.default_rng(12)
     node, inputs, const = qconv_case(rng, (2, 19, 23, 17, 13, 3, 1, 1, 1, 1), "HardSwish", (),
                                      True, True, bits=8)
     ins = _infos(inputs, const)
     outs = infer_node(node, ins, fold=False)
-    got = [np.empty(outs[0].shape, np.uint8) for _ in range(2)]
-    for g, portable in zip(got, (False, True)):
-        run = qconv.prepare_gemm(node, ins, outs, force_portable=portable)
-        assert run.kernel.simd == ("portable" if portable else "avx2")
+    got = [np.empty(outs[0].shape, np.uint8) for _ in BASE_ROWS]
+    for g, row in zip(got, BASE_ROWS):
+        run = qconv.prepare_gemm(node, ins, outs, row=row)
+        assert run.kernel.row_name == row
         run(inputs, [g])
-    assert np.array_equal(got[0], got[1])
+    assert all(np.array_equal(got[0], g) for g in got[1:])
 
 
 def test_strided_input_is_accepted():
@@ -420,12 +421,12 @@ def test_realistic_8bit_weights_take_u8_plus_excess(op):
     assert not qgemm.u8_path_exact(w_rows)
     ins = _infos(inputs, const)
     outs = infer_node(node, ins, fold=False)
-    for portable in SIMD:
-        run = prepare(node, ins, outs, force_portable=portable)
+    for row in BASE_ROWS:
+        run = prepare(node, ins, outs, row=row)
         assert run.excess and not run.wide
         got = np.empty(outs[0].shape, outs[0].dtype)
         run(inputs, [got])
-        assert_matches(got, _reference(node, inputs), node, f"portable={portable}")
+        assert_matches(got, _reference(node, inputs), node, row)
     check_all_paths(node, inputs, const)
 
 
@@ -444,24 +445,24 @@ def test_dynamic_scale_changes_every_call(geom, threads):
     ins = _infos(inputs, const)
     outs = infer_node(node, ins, fold=False)
     depthwise = qconv._is_depthwise(node, ins)
-    modes = [dict(force_portable=p) for p in SIMD] + VNNI_MODES   # VNNI: the implicit GEMM
     four_k = geom[1] % 4 == 0 and geom[6] == 1 and geom[-1] == 1  # for 3x3_4k and 5x5_pad2
-    if four_k and _qgemm.HAVE_VNNI:                               # and the 7 x 32 tiles
-        modes.append(dict(isa="avx512vnni", pixel_tiles=True))
-    for mode in modes:
-        portable = mode.get("force_portable", False)
+    rows = DW_ROWS if depthwise else BASE_ROWS + VNNI_ROWS   # VNNI: the implicit GEMM
+    if four_k and HAS_AVX512VNNI and not depthwise:            # and the 7 x 32 tiles
+        rows = rows + [PIXEL_TILES]
+    for row in rows:
+        mode = {"row": row}
         if depthwise:
             run = qconv.prepare_depthwise(node, ins, outs, threads=threads, **mode)
         else:
             run = qconv.prepare_gemm(node, ins, outs, threads=threads, **mode)
-            assert run.implicit == (mode.get("isa") == "avx512vnni" and four_k)
+            assert run.implicit == (row in (AVX512VNNI, PIXEL_TILES) and four_k)
         for x_zp, scale in ((0, 0.02), (255, 0.5), (117, 0.003), (117, 0.04)):
             inputs[1], inputs[2] = np.array(np.float32(scale)), np.array(np.uint8(x_zp))
             inputs[0] = rng.integers(0, 256, inputs[0].shape, dtype=np.uint8)
             got = np.empty(outs[0].shape, np.float32)
             run(inputs, [got])
             assert_matches(got, _reference(node, inputs), node,
-                           f"zp {x_zp} portable={portable} {mode}")
+                           f"zp {x_zp} {row}")
 
 
 # -- flat plans: the im2col read in place over the padded width ---------------------------------
@@ -501,14 +502,13 @@ def test_flat_plans_match_the_reference(geom, out):
     plan's byte, on each tier and thread count (the threads split the flat columns); a
     residual is read through its copy in the flat layout."""
     node, inputs, ins, outs, want = _output_case(np.random.default_rng(sum(geom)), geom, out)
-    isas = ["avx2", "scalar"] + [m["isa"] for m in VNNI_MODES]
-    for isa in isas:
+    for row in BASE_ROWS + VNNI_ROWS:
         for threads in (1, 2, 3):
-            run = qconv.prepare_gemm(node, ins, outs, isa=isa, threads=threads, flat=True)
+            run = qconv.prepare_gemm(node, ins, outs, row=row, threads=threads, flat=True)
             assert run.flat
             got = np.full(outs[0].shape, 7, outs[0].dtype)
             run(inputs, [got])
-            assert_matches(got, want, node, f"flat {isa} threads={threads}")
+            assert_matches(got, want, node, f"flat {row} threads={threads}")
 
 
 def test_flat_is_chosen_where_the_dropped_columns_are_few():
@@ -551,7 +551,7 @@ IMPLICIT_GEOMS = [    # stride 1, group 1, 4k channels: the implicit GEMM's conv
 ]
 
 
-@pytest.mark.skipif(not _qgemm.HAVE_VNNI, reason="AVX-512 VNNI not on this CPU (or "
+@pytest.mark.skipif(not HAS_AVX512VNNI, reason="AVX-512 VNNI not on this CPU (or "
                     "EDGENN_MAX_ISA): the implicit GEMM is that tier's")
 @pytest.mark.parametrize("geom", IMPLICIT_GEOMS + STRIDED_IMPLICIT_GEOMS)
 @pytest.mark.parametrize("out", ["u8", "f32", "u8+residual"])
@@ -561,13 +561,13 @@ def test_implicit_gemm_is_the_packed_plan_bit_for_bit(geom, out):
     count, every epilogue (integer, float with residual, float output)."""
     node, inputs, ins, outs, want = _output_case(np.random.default_rng(sum(geom) + len(out)),
                                                  geom, out)
-    packed = qconv.prepare_gemm(node, ins, outs, isa="avx512vnni", flat=True, implicit=False)
+    packed = qconv.prepare_gemm(node, ins, outs, row=AVX512VNNI, flat=True, implicit=False)
     base = np.empty(outs[0].shape, outs[0].dtype)
     packed(inputs, [base])
     assert not packed.implicit
     strided = geom[6] > 1            # strided convs: the shifted image only
     for threads, exact in itertools.product((1, 2, 3), (True,) if strided else (False, True)):
-        run = qconv.prepare_gemm(node, ins, outs, isa="avx512vnni", threads=threads,
+        run = qconv.prepare_gemm(node, ins, outs, row=AVX512VNNI, threads=threads,
                                  implicit=True, exact=exact)
         assert run.implicit and run.flat and run.exact == exact
         # no B block or row buffers: per thread 64 bytes and the last columns' patterns,
@@ -589,7 +589,7 @@ PIXEL_TILE_GEOMS = [  # 1x1 convs too: the 7 x 32 tiles read every image 4 chann
 ]
 
 
-@pytest.mark.skipif(not _qgemm.HAVE_VNNI, reason="AVX-512 VNNI not on this CPU (or "
+@pytest.mark.skipif(not HAS_AVX512VNNI, reason="AVX-512 VNNI not on this CPU (or "
                     "EDGENN_MAX_ISA): the pixel tiles are that tier's")
 @pytest.mark.parametrize("geom", IMPLICIT_GEOMS + STRIDED_IMPLICIT_GEOMS + PIXEL_TILE_GEOMS)
 @pytest.mark.parametrize("out", ["u8", "f32", "u8+residual"])
@@ -602,10 +602,10 @@ def test_pixel_tiles_are_the_default_plan_bit_for_bit(geom, out):
     node, inputs, ins, outs, want = _output_case(np.random.default_rng(sum(geom) + len(out)),
                                                  geom, out)
     base = np.empty(outs[0].shape, outs[0].dtype)
-    qconv.prepare_gemm(node, ins, outs, isa="avx512vnni")(inputs, [base])
+    qconv.prepare_gemm(node, ins, outs, row=AVX512VNNI)(inputs, [base])
     for threads, split in itertools.product((1, 2, 3), (False, True)):
-        run = qconv.prepare_gemm(node, ins, outs, isa="avx512vnni", threads=threads,
-                                 pixel_tiles=True, split_channels=split)
+        run = qconv.prepare_gemm(node, ins, outs, row=PIXEL_TILES, threads=threads,
+                                 split_channels=split)
         assert run.pixel_tiles and run.implicit and run.exact
         got = np.full(outs[0].shape, 7, outs[0].dtype)
         run(inputs, [got])
@@ -613,7 +613,7 @@ def test_pixel_tiles_are_the_default_plan_bit_for_bit(geom, out):
         assert_matches(got, want, node, f"pixel tiles threads={threads}")
 
 
-@pytest.mark.skipif(not _qgemm.HAVE_VNNI, reason="AVX-512 VNNI not on this CPU (or "
+@pytest.mark.skipif(not HAS_AVX512VNNI, reason="AVX-512 VNNI not on this CPU (or "
                     "EDGENN_MAX_ISA): the pixel tiles are that tier's")
 @pytest.mark.parametrize("variant", list(epilogue_variants()), ids=str)
 def test_pixel_tiles_every_epilogue_bit_for_bit(variant):
@@ -630,8 +630,8 @@ def test_pixel_tiles_every_epilogue_bit_for_bit(variant):
         ins = _infos(inputs, const)
         outs = infer_node(node, ins, fold=False)
         base = np.empty(outs[0].shape, outs[0].dtype)
-        qconv.prepare_gemm(node, ins, outs, isa="avx512vnni")(inputs, [base])
-        run = qconv.prepare_gemm(node, ins, outs, isa="avx512vnni", pixel_tiles=True)
+        qconv.prepare_gemm(node, ins, outs, row=AVX512VNNI)(inputs, [base])
+        run = qconv.prepare_gemm(node, ins, outs, row=PIXEL_TILES)
         got = np.full(outs[0].shape, 7, outs[0].dtype)
         run(inputs, [got])
         if act not in TRANSCENDENTAL:   # exp per channel row (qe_span_c) vs 8 lanes: 1 ulp
@@ -639,7 +639,7 @@ def test_pixel_tiles_every_epilogue_bit_for_bit(variant):
         assert_matches(got, _reference(node, inputs), node, f"{variant} post={post}")
 
 
-@pytest.mark.skipif(not _qgemm.HAVE_VNNI, reason="AVX-512 VNNI not on this CPU (or "
+@pytest.mark.skipif(not HAS_AVX512VNNI, reason="AVX-512 VNNI not on this CPU (or "
                     "EDGENN_MAX_ISA): the pixel tiles are that tier's")
 def test_pixel_tiles_are_offered_where_they_run_in_registers():
     """The tuner's candidate: group-1 convs of 4k channels with an epilogue in registers
@@ -663,10 +663,10 @@ def test_pixel_tiles_are_offered_where_they_run_in_registers():
     with pytest.raises(ValueError, match="pixel tiles"):
         node, inputs, ins, outs, _ = _output_case(np.random.default_rng(1),
                                                   (1, 8, 6, 6, 48, 3, 1, 1, 1, 2), "u8")
-        qconv.prepare_gemm(node, ins, outs, isa="avx512vnni", pixel_tiles=True)
+        qconv.prepare_gemm(node, ins, outs, row=PIXEL_TILES)
 
 
-@pytest.mark.skipif(not _qgemm.HAVE_VNNI, reason="AVX-512 VNNI not on this CPU (or "
+@pytest.mark.skipif(not HAS_AVX512VNNI, reason="AVX-512 VNNI not on this CPU (or "
                     "EDGENN_MAX_ISA): the implicit GEMM is that tier's")
 @pytest.mark.parametrize("width", [1, 2, 5, 8, 17, 23, 24, 40, 57])
 @pytest.mark.parametrize("channels", [4, 12, 64])
@@ -680,12 +680,12 @@ def test_implicit_gemm_last_columns_with_the_rows_in_the_lanes(width, channels):
         geom = (1, channels, 1, width, 13, 3, 1, 1, 1, 1)
         node, inputs, ins, outs, want = _output_case(
             np.random.default_rng(width * channels + len(out)), geom, out)
-        packed = qconv.prepare_gemm(node, ins, outs, isa="avx512vnni", flat=True,
+        packed = qconv.prepare_gemm(node, ins, outs, row=AVX512VNNI, flat=True,
                                     implicit=False)
         base = np.empty(outs[0].shape, outs[0].dtype)
         packed(inputs, [base])
         for exact, threads in itertools.product((False, True), (1, 2)):
-            run = qconv.prepare_gemm(node, ins, outs, isa="avx512vnni", implicit=True,
+            run = qconv.prepare_gemm(node, ins, outs, row=AVX512VNNI, implicit=True,
                                      exact=exact, threads=threads)
             got = np.full(outs[0].shape, 7, outs[0].dtype)
             run(inputs, [got])
@@ -695,13 +695,13 @@ def test_implicit_gemm_last_columns_with_the_rows_in_the_lanes(width, channels):
         geom = (1, channels, 1, width, 13, 1, 1, 0, 1, 1)
         node, inputs, ins, outs, want = _output_case(np.random.default_rng(width), geom, out)
         for threads in (1, 2):
-            run = qconv.prepare_gemm(node, ins, outs, isa="avx512vnni", threads=threads)
+            run = qconv.prepare_gemm(node, ins, outs, row=AVX512VNNI, threads=threads)
             got = np.full(outs[0].shape, 7, outs[0].dtype)
             run(inputs, [got])
             assert_matches(got, want, node, f"1x1 {out} threads={threads}")
 
 
-@pytest.mark.skipif(not _qgemm.HAVE_VNNI, reason="AVX-512 VNNI not on this CPU (or "
+@pytest.mark.skipif(not HAS_AVX512VNNI, reason="AVX-512 VNNI not on this CPU (or "
                     "EDGENN_MAX_ISA): the implicit GEMM is that tier's")
 def test_implicit_gemm_applies_only_where_it_computes_the_conv():
     rng = np.random.default_rng(5)
@@ -709,7 +709,7 @@ def test_implicit_gemm_applies_only_where_it_computes_the_conv():
         node, inputs, const = qconv_case(rng, geom)     # ResNet-18's: chosen by default
         ins = _infos(inputs, const)
         outs = infer_node(node, ins, fold=False)
-        assert qconv.prepare_gemm(node, ins, outs, isa="avx512vnni").implicit, geom
+        assert qconv.prepare_gemm(node, ins, outs, row=AVX512VNNI).implicit, geom
     # the shifted image where it saves products (per K group, in 16-column zmm products:
     # 14x14's 209 flat columns 13.06, its 196 pixels 12.25; 7x7's 55 columns 3.44, its 49
     # pixels 3.06); 56x56 keeps the flat one (3191 columns 199.4, 3136 pixels 196)
@@ -720,7 +720,7 @@ def test_implicit_gemm_applies_only_where_it_computes_the_conv():
                         ((1, 64, 56, 56, 128, 1, 2, 0, 1, 1), True)]:
         node, inputs, const = qconv_case(rng, geom)
         ins = _infos(inputs, const)
-        run = qconv.prepare_gemm(node, ins, infer_node(node, ins, fold=False), isa="avx512vnni")
+        run = qconv.prepare_gemm(node, ins, infer_node(node, ins, fold=False), row=AVX512VNNI)
         assert run.implicit and run.exact == exact, geom
     for geom in [(1, 8, 3, 3, 8, 5, 1, 2, 1, 1),        # not flat: 2 dropped columns of 5
                  (1, 6, 9, 9, 8, 3, 1, 1, 1, 1),        # channels not a multiple of 4
@@ -729,19 +729,19 @@ def test_implicit_gemm_applies_only_where_it_computes_the_conv():
         node, inputs, const = qconv_case(rng, geom)
         ins = _infos(inputs, const)
         outs = infer_node(node, ins, fold=False)
-        assert not qconv.prepare_gemm(node, ins, outs, isa="avx512vnni").implicit, geom
+        assert not qconv.prepare_gemm(node, ins, outs, row=AVX512VNNI).implicit, geom
     node, inputs, const = qconv_case(rng, (1, 6, 9, 9, 8, 3, 1, 1, 1, 1))
     ins = _infos(inputs, const)
     with pytest.raises(ValueError, match="implicit"):
-        qconv.prepare_gemm(node, ins, infer_node(node, ins, fold=False), isa="avx512vnni",
+        qconv.prepare_gemm(node, ins, infer_node(node, ins, fold=False), row=AVX512VNNI,
                            implicit=True)
     with pytest.raises(ValueError, match="exact"):
-        qconv.prepare_gemm(node, ins, infer_node(node, ins, fold=False), isa="avx512vnni",
+        qconv.prepare_gemm(node, ins, infer_node(node, ins, fold=False), row=AVX512VNNI,
                            exact=True)
     node, inputs, const = qconv_case(rng, (1, 8, 9, 9, 8, 3, 2, 1, 1, 1))
     ins = _infos(inputs, const)
     with pytest.raises(ValueError, match="exact"):
-        qconv.prepare_gemm(node, ins, infer_node(node, ins, fold=False), isa="avx512vnni",
+        qconv.prepare_gemm(node, ins, infer_node(node, ins, fold=False), row=AVX512VNNI,
                            implicit=True, exact=False)
 
 

@@ -10,14 +10,19 @@ epilogue constants fixed) and run many times without allocating.
     k = QGemmKernel(bpacked, wide, rows, K, N, epi);  k.run(a (rows, K), y (rows, N), z)
 
 epi is a dict (see qgemm.epilogue_args): float_path, per_col, bias (int32), mult (float32),
-yzp, lo, hi, out_f32, inv_y, has_z, zzp, zscale, act, p0, p1 [, fadd, post, ps, pb]. AVX2 is used when the CPU has
-it, unless force_portable.
+yzp, lo, hi, out_f32, inv_y, has_z, zzp, zscale, act, p0, p1 [, fadd, post, ps, pb].
+row: a name in the family's tables (qgemm_table.h): TABLE for QConv / QGemm, DW_TABLE for
+the depthwise kernel; None: the best row this CPU runs without a VNNI tier (base_row()).
 """
+from collections import namedtuple
+
 import numpy as np
 cimport numpy as cnp
 from cython.parallel cimport prange
 from libc.stdint cimport int8_t, int16_t, int32_t, uint8_t
 from libc.string cimport memset
+
+from edgenn.kernels.fast.tables import Table
 
 cnp.import_array()
 
@@ -45,8 +50,8 @@ cdef extern from "_qepi.h" nogil:
         float ps, pb
 
 cdef extern from "_cpu.h" nogil:
-    int edgenn_isa_x86(int t)
-    int EDGENN_ISA_AVX2, EDGENN_ISA_AVXVNNI, EDGENN_ISA_AVX512VNNI
+    const char *edgenn_isa_name(int t)
+    int edgenn_isa_usable(int t)
 
 cdef extern from "_qgemm.h" nogil:
     int QG_MR, QG_NR, QA_HAVE, QG_VNNI_AVX512, QG_VNNI_AVX, QVT_MAX, QVP_CH
@@ -119,12 +124,50 @@ FLAT_WASTE = 0.5     # flat QConv plans where the dropped columns are <= this sh
 # (a smaller saving only breaks even with the shifted image's own cost)
 EXACT_GAIN = 0.04
 TAIL_COLUMNS = QVT_MAX   # a block's last columns computed with the rows in the lanes
-HAVE_AVX2 = bool(edgenn_isa_x86(EDGENN_ISA_AVX2))       # the one probe, EDGENN_MAX_ISA applied
-HAVE_VNNI = bool(edgenn_isa_x86(EDGENN_ISA_AVX512VNNI))
-HAVE_AVXVNNI = bool(QA_HAVE and edgenn_isa_x86(EDGENN_ISA_AVXVNNI))
-ISAS = ("scalar", "avx2", "avxvnni", "avx512vnni")       # what the int8 GEMM kernels offer
-_VNNI = {"avx512vnni": (QG_VNNI_AVX512, HAVE_VNNI), "avxvnni": (QG_VNNI_AVX, HAVE_AVXVNNI)}
-_VNNI_NAME = {number: isa for isa, (number, _) in _VNNI.items()}
+
+cdef extern from "qgemm_table.h" nogil:
+    ctypedef struct qg_row:
+        const char *name
+        int isa, mr, nr, avx2, vnni, pixel_tiles
+    ctypedef struct qdw_row:
+        const char *name
+        int isa, avx2, vnni
+    const qg_row qg_rows[]
+    const qdw_row qdw_rows[]
+    int QG_ROW_COUNT, QDW_ROW_COUNT
+
+# A row of the GEMM table (qg_rows): name, isa (the tier it needs), its register tile mr x
+# nr, avx2 (the AVX2 bodies), vnni (the vpdpbusd tiles: "avx512vnni" / "avxvnni", or ""),
+# pixel_tiles (QConv's 7 x 32 tiles), usable (this CPU runs it: the one probe,
+# EDGENN_MAX_ISA applied)
+Row = namedtuple("Row", "name isa mr nr avx2 vnni pixel_tiles usable")
+# A row of the depthwise table (qdw_rows): name, isa, avx2, vnni, usable
+DwRow = namedtuple("DwRow", "name isa avx2 vnni usable")
+_VNNI_NAME = {0: "", QG_VNNI_AVX512: "avx512vnni", QG_VNNI_AVX: "avxvnni"}
+TABLE = Table("qgemm", tuple(
+    Row(qg_rows[i].name.decode(), edgenn_isa_name(qg_rows[i].isa).decode(), qg_rows[i].mr,
+        qg_rows[i].nr, bool(qg_rows[i].avx2), _VNNI_NAME[qg_rows[i].vnni],
+        bool(qg_rows[i].pixel_tiles), bool(edgenn_isa_usable(qg_rows[i].isa)))
+    for i in range(QG_ROW_COUNT)))
+DW_TABLE = Table("qconv_dw", tuple(
+    DwRow(qdw_rows[i].name.decode(), edgenn_isa_name(qdw_rows[i].isa).decode(),
+          bool(qdw_rows[i].avx2), _VNNI_NAME[qdw_rows[i].vnni],
+          bool(edgenn_isa_usable(qdw_rows[i].isa))) for i in range(QDW_ROW_COUNT)))
+ROWS, DW_ROWS = TABLE.rows, DW_TABLE.rows
+rows, row_index = TABLE.usable, TABLE.index
+dw_rows, dw_row_index = DW_TABLE.usable, DW_TABLE.index
+
+
+def has_vnni(str tier) -> bool:
+    """Whether this CPU runs a row of the VNNI tier ("avx512vnni" / "avxvnni")."""
+    return any(r.vnni == tier for r in rows())
+
+
+def base_row(dw=False) -> str:
+    """The best row this CPU runs without a VNNI tier (the AVX2 one, else the portable):
+    the int8 family's default."""
+    names = [r.name for r in (dw_rows() if dw else rows()) if not r.vnni]
+    return names[len(names) - 1]       # (no negative index: wraparound is off here)
 
 
 cdef qg_conv _geometry(geom, long group=1):
@@ -160,13 +203,13 @@ def nc4_image(cnp.ndarray x, geom, int pad, bint shifted):
     return out[:size - 64].reshape(g.C // 4, g.Hp, g.Wp, 4)
 
 
-def implicit_ok(geom, long group, str isa) -> bool:
+def implicit_ok(geom, long group, str row) -> bool:
     """Where the implicit GEMM (no im2col block: QConvKernel(implicit=True)) applies:
-    group-1 convs with 4k channels on AVX-512 VNNI, stride 1 where the default flat plan
+    group-1 convs with 4k channels on an AVX-512 VNNI row, stride 1 where the default flat plan
     would run, strided ones on the shifted image. With no block to pack, it beats the
     packed block on 3x3 convs, strided ones most."""
     cdef qg_conv g = _geometry(geom, group)
-    if group != 1 or g.C % 4 or isa != "avx512vnni" or not HAVE_VNNI:
+    if group != 1 or g.C % 4 or ROWS[row_index(row)].vnni != "avx512vnni":
         return False
     if g.sh > 1 or g.sw > 1:     # the shifted image (exact) in place of the packed phases
         return g.sh <= 64 and g.sw <= 16
@@ -202,23 +245,15 @@ cdef bint _exact_pays(qg_conv *g, long nf):
     return _tile_cost(<long>g.oh * g.ow) <= (1 - EXACT_GAIN) * _tile_cost(nf)
 
 
-cdef int _use_vnni(str isa, bint wide, excess) except -1:
-    """isa "avx512vnni" / "avxvnni": the vpdpbusd kernels (the 6 x 32 AVX-512 ones, or the
-    6 x 16 AVX-VNNI ones: qg_conv_plan.use_vnni's QG_VNNI_*), plain u8 path weights only."""
-    if isa not in ISAS:
-        raise ValueError(f"isa must be one of {ISAS}, got {isa!r}")
-    if isa not in _VNNI:
-        return 0
-    number, have = _VNNI[isa]
-    if not have:
-        raise ValueError(f"isa {isa!r}: this CPU (or EDGENN_MAX_ISA) does not allow it")
-    if wide or excess is not None:
-        raise ValueError(f"isa {isa!r} takes the weights as they are (no wide / excess)")
-    return number
+cdef const qg_row *_gemm_row(str row, bint wide, excess) except NULL:
+    """The table's row `row` (None: base_row()); a VNNI row (the vpdpbusd tiles: exact on
+    any 8-bit weights) takes the plain u8 path's weights only."""
+    cdef const qg_row *r = &qg_rows[row_index(row or base_row())]
+    if r.vnni and (wide or excess is not None):
+        raise ValueError(f"row {row!r} takes the weights as they are (no wide / excess)")
+    return r
 
 
-cdef str _simd(int vnni, int avx2):
-    return _VNNI_NAME[vnni] if vnni else ("avx2" if avx2 else "portable")
 ACTIVATIONS = _activations(QE_ACTS)        # the float epilogue's (_qepi.h)
 PIXEL_TILE_ACTIVATIONS = _activations(QVP_ACTS)   # the 7 x 32 tiles', in registers
 
@@ -370,11 +405,11 @@ cdef class QConvKernel:
     cdef long group, Mtot, Ctot, gstride, xsize, ysize, wsize, chunk, padsize, flatsize
     cdef long zflatsize
     cdef int out_f32, threads, split_m
+    cdef const qg_row *row
 
     def __init__(self, cnp.ndarray wpacked, bint wide, geom, long group, long M, dict epi,
-                 uint8_t x_zp, bint force_portable=False, int threads=1, excess=None,
-                 str isa="avx2", flat=None, bint implicit=False, exact=None,
-                 split_channels=None, bint pixel_tiles=False):
+                 uint8_t x_zp, str row=None, int threads=1, excess=None, flat=None,
+                 bint implicit=False, exact=None, split_channels=None):
         self.geo = _geometry(geom, group)
         self.group, self.Mtot, self.Ctot = group, M, geom[0]
         self.geo.pad = x_zp
@@ -386,15 +421,15 @@ cdef class QConvKernel:
         self.plan.direct = (self.geo.kh == 1 and self.geo.kw == 1 and self.geo.sh == 1
                             and self.geo.sw == 1 and self.geo.ph == 0 and self.geo.pw == 0
                             and self.geo.oh == self.geo.H and self.geo.ow == self.geo.W)
-        self.plan.use_avx2 = HAVE_AVX2 and not force_portable and isa != "scalar"
-        self.plan.use_vnni = _use_vnni(isa, wide, excess)
-        # pixel_tiles (qconv_u8s8_7x32): the implicit GEMM on the shifted image in 7-pixel x
-        # 32-channel tiles (_qgemm_vnni_pix.h), 1x1 convs included (their image laid out
-        # 4 channels per pixel too); wpacked in 32-channel blocks (qgemm.pack_blocks32)
+        self.row = _gemm_row(row, wide, excess)
+        self.plan.use_avx2, self.plan.use_vnni = self.row.avx2, self.row.vnni
+        # a pixel-tile row (qconv_u8s8_7x32): the implicit GEMM on the shifted image in
+        # 7-pixel x 32-channel tiles (_qgemm_vnni_pix.h), 1x1 convs included (their image
+        # laid out 4 channels per pixel too); wpacked in 32-channel blocks (pack_blocks32)
+        cdef bint pixel_tiles = self.row.pixel_tiles
         if pixel_tiles:
-            if not (group == 1 and self.geo.C % 4 == 0 and not force_portable
-                    and self.plan.use_vnni == QG_VNNI_AVX512):
-                raise ValueError("pixel tiles: group-1 convs of 4k channels on AVX-512 VNNI")
+            if not (group == 1 and self.geo.C % 4 == 0):
+                raise ValueError("pixel tiles: group-1 convs of 4k channels")
             self.plan.direct = 0
             implicit, exact, flat = True, True, True
         self.plan.pix = pixel_tiles
@@ -494,7 +529,13 @@ cdef class QConvKernel:
 
     @property
     def simd(self):
-        return _simd(self.plan.use_vnni, self.plan.use_avx2)
+        """The instruction-set tier of its row (reports)."""
+        return edgenn_isa_name(self.row.isa).decode()
+
+    @property
+    def row_name(self):
+        """The name of the table row it runs."""
+        return self.row.name.decode()
 
     @property
     def workspace_bytes(self):
@@ -635,18 +676,19 @@ cdef class QDepthwiseKernel:
     cdef object own_ws, own_planes
     cdef long xsize, ysize, psize, osize
     cdef int out_f32, threads
+    cdef const qdw_row *row
 
-    def __init__(self, cnp.ndarray w, geom, dict epi, uint8_t x_zp, bint force_portable=False,
-                 int threads=1, str isa="avx2"):
+    def __init__(self, cnp.ndarray w, geom, dict epi, uint8_t x_zp, str row=None,
+                 int threads=1):
         (self.plan.C, self.plan.H, self.plan.W, self.plan.kh, self.plan.kw, self.plan.sh,
          self.plan.sw, self.plan.ph, self.plan.pw, self.plan.dh, self.plan.dw, self.plan.oh,
          self.plan.ow) = geom
         if self.plan.kh * self.plan.kw > QDW_MAXT:
             raise ValueError(f"depthwise window {self.plan.kh}x{self.plan.kw} too large")
         self.plan.xzp = x_zp
-        self.plan.use_avx2 = HAVE_AVX2 and not force_portable and isa != "scalar"
-        # isa "avx512vnni" / "avxvnni": the sums by vpdpwssd (256-bit: AVX-512 VL / VEX)
-        self.plan.use_vnni = _use_vnni(isa, False, None) if self.plan.use_avx2 else 0
+        # a VNNI row: the sums by vpdpwssd (256-bit: AVX-512 VL / VEX)
+        self.row = &qdw_rows[dw_row_index(row or base_row(dw=True))]
+        self.plan.use_avx2, self.plan.use_vnni = self.row.avx2, self.row.vnni
         cdef long psize, osize
         qdw_setup(&self.plan, &psize, &osize)
         wc = np.ascontiguousarray(w, np.int8).reshape(self.plan.C, self.plan.kh * self.plan.kw)
@@ -664,7 +706,13 @@ cdef class QDepthwiseKernel:
 
     @property
     def simd(self):
-        return _simd(self.plan.use_vnni, self.plan.use_avx2)
+        """The instruction-set tier of its row (reports)."""
+        return edgenn_isa_name(self.row.isa).decode()
+
+    @property
+    def row_name(self):
+        """The name of the table row it runs."""
+        return self.row.name.decode()
 
     @property
     def workspace_bytes(self):
@@ -749,16 +797,19 @@ cdef class QGemmKernel:
     cdef DynamicScale dyn
     cdef long wsize
     cdef int out_f32, threads, split_cols
+    cdef const qg_row *row
 
     def __init__(self, cnp.ndarray bpacked, bint wide, long rows, long K, long N, dict epi,
-                 bint force_portable=False, int threads=1, excess=None, str isa="avx2"):
+                 str row=None, int threads=1, excess=None):
         self.plan.M, self.plan.K, self.plan.N = rows, K, N
         self.plan.wide = wide
         self.plan.G = (K + (1 if wide else 3)) // (2 if wide else 4)
         self.plan.NP = (N + 31) // 32 * 4
         self.plan.pb, self.plan.pe = 0, self.plan.NP
-        self.plan.use_avx2 = HAVE_AVX2 and not force_portable and isa != "scalar"
-        self.plan.use_vnni = _use_vnni(isa, wide, excess)
+        self.row = _gemm_row(row, wide, excess)
+        if self.row.pixel_tiles:
+            raise ValueError(f"row {row!r}: QConv only")
+        self.plan.use_avx2, self.plan.use_vnni = self.row.avx2, self.row.vnni
         self.plan.mc = qg_gemm_block(rows, self.plan.G)
         bp = np.ascontiguousarray(bpacked).view(np.uint8).ravel()
         if bp.size != self.plan.NP * self.plan.G * QG_NR * 4:
@@ -808,7 +859,13 @@ cdef class QGemmKernel:
 
     @property
     def simd(self):
-        return _simd(self.plan.use_vnni, self.plan.use_avx2)
+        """The instruction-set tier of its row (reports)."""
+        return edgenn_isa_name(self.row.isa).decode()
+
+    @property
+    def row_name(self):
+        """The name of the table row it runs."""
+        return self.row.name.decode()
 
     @property
     def thread_count(self):
@@ -879,7 +936,7 @@ cdef extern from *:
     }
     """
     ctypedef void (*qv_ukr_t)(long, const uint8_t *, const uint8_t *, long, int, int32_t *)
-    qv_ukr_t qv_native_pick(int which, int rows, int npan)
+    qv_ukr_t qv_native_pick(int which, int nrows, int npan)
 
 
 def vnni_ukr_into(int which, const uint8_t[::1] a, const uint8_t[::1] b, long ng, long bps,

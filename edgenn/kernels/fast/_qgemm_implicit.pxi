@@ -16,7 +16,7 @@ cdef extern from *:
     """
     ctypedef void (*qvi_ukr_t)(long, const uint8_t *, const uint8_t *, const long *, int,
                                int32_t *)
-    qvi_ukr_t qvi_pick(int rows, int npan)
+    qvi_ukr_t qvi_pick(int nrows, int npan)
 
 
 def vnni_implicit_into(const uint8_t[::1] a, const uint8_t[::1] b, const long[::1] goff,

@@ -23,7 +23,7 @@ from .conv import geometry
 from ...registry import kernel
 from .qgemm import (EXCESS_LIMIT, MR, choose_path, consts_ok, dynamic_constants, dynamic_scale,
                     epilogue_args, integer_path, kernel_runner, opt, pack_a, pack_blocks32,
-                    register_tiers)
+                    register_rows, vnni_rows)
 from .quantize import scalar
 from .threading_cost import plan_threads
 
@@ -73,22 +73,25 @@ def implicit_rows(w_rows: np.ndarray, taps: int) -> np.ndarray:
         w_rows.reshape(m, k // taps // 4, 4, taps).transpose(0, 1, 3, 2).reshape(m, k))
 
 
-def prepare_gemm(node, ins, outs, force_portable=False, force_wide=False, threads=1,
-                 excess_limit=EXCESS_LIMIT, isa="avx2", flat=None, implicit=None, exact=None,
-                 split_channels=None, pixel_tiles=False):
-    """-> run(inputs, outputs); force_wide / excess_limit: tests pin the portable build,
-    the int16 path, the u8 + excess path (excess_limit=1); isa as qgemm.prepare_qgemm;
-    flat: True / False forces the in-place im2col over the padded width on / off (None:
+def prepare_gemm(node, ins, outs, row=None, force_wide=False, threads=1,
+                 excess_limit=EXCESS_LIMIT, flat=None, implicit=None, exact=None,
+                 split_channels=None):
+    """-> run(inputs, outputs) on the table's row `row` (None: _qgemm.base_row());
+    force_wide / excess_limit: tests pin the int16 path, the u8 + excess path
+    (excess_limit=1); flat: True / False forces the in-place im2col over the padded width on / off (None:
     the kernel's own rule, where the dropped columns cost little); implicit (AVX-512 VNNI,
     flat stride-1 group-1 convs of 4k channels): no im2col block, the tiles read the image
     laid out 4 channels per pixel (None: wherever it applies, _qgemm.implicit_ok); exact
     (implicit plans): the image once per kernel column, shifted, so that no column is
     computed to be dropped (None: where that saves products, _qgemm._exact_pays);
     split_channels (threads > 1): the threads split the output channels, not the pixels
-    (None: where there are more channels than computed pixels, _qgemm.QConvKernel);
-    pixel_tiles (AVX-512 VNNI, group-1 convs of 4k channels, 1x1 included): the implicit
-    GEMM on the shifted image in 7-pixel x 32-channel tiles (qconv_u8s8_7x32)."""
+    (None: where there are more channels than computed pixels, _qgemm.QConvKernel). A
+    pixel-tile row (qconv_u8s8_7x32: group-1 convs of 4k channels, 1x1 included) runs the
+    implicit GEMM on the shifted image in 7-pixel x 32-channel tiles."""
     qg = _qgemm()
+    row = row or qg.base_row()
+    info = qg.ROWS[qg.row_index(row)]
+    pixel_tiles = info.pixel_tiles
     w = np.asarray(ins[3].value, np.int8)
     m = w.shape[0]
     wrows = w.reshape(m, -1)                                   # (M, C/g*KH*KW)
@@ -96,8 +99,7 @@ def prepare_gemm(node, ins, outs, force_portable=False, force_wide=False, thread
     if pixel_tiles:
         implicit = True
     elif implicit is None:
-        implicit = (flat is not False and not force_portable
-                    and qg.implicit_ok(_geom(node, ins, outs), group, isa))
+        implicit = flat is not False and qg.implicit_ok(_geom(node, ins, outs), group, row)
     if implicit:
         if flat is False:
             raise ValueError("implicit GEMM: its plans are flat (flat=False asked)")
@@ -106,7 +108,7 @@ def prepare_gemm(node, ins, outs, force_portable=False, force_wide=False, thread
     if group > 1 or wrows.shape[1] <= SMALL_K:
         excess_limit = 0.0     # excess only on the group-1 6 x 8 sweep
     packed_rows, wide, excess = choose_path(wrows, MR, (m + MR - 1) // MR, force_wide,
-                                            excess_limit, isa)
+                                            excess_limit, bool(info.vnni))
     mg = m // group
     packed = pack_blocks32(packed_rows) if pixel_tiles else np.concatenate(
         [pack_a(packed_rows[g * mg:(g + 1) * mg], wide) for g in range(group)])
@@ -115,9 +117,8 @@ def prepare_gemm(node, ins, outs, force_portable=False, force_wide=False, thread
     epi = epilogue_args(node, ins, m, wsum=None if dynamic else wsum)
     x_zp = 0 if dynamic else int(scalar(ins[2]))
     k = qg.QConvKernel(packed, wide, _geom(node, ins, outs), group, m, epi, x_zp,
-                       force_portable=force_portable, threads=threads, excess=excess, isa=isa,
-                       flat=flat, implicit=implicit, exact=exact,
-                       split_channels=split_channels, pixel_tiles=pixel_tiles)
+                       row=row, threads=threads, excess=excess, flat=flat,
+                       implicit=implicit, exact=exact, split_channels=split_channels)
     if dynamic:
         k.set_dynamic(*dynamic_constants(ins, m, wsum))
     run = kernel_runner(k, opt(ins, 9) is not None, dynamic)
@@ -130,9 +131,10 @@ def prepare_gemm(node, ins, outs, force_portable=False, force_wide=False, thread
     return run
 
 
-# output pixels split over the session's threads in the _mt specs (OpenMP)
-register_tiers("QConv", "qconv_gemm_int8", _gemm_supports, prepare_gemm,
-               {"avxvnni": "qconv_u8s8_6x16__avxvnni", "avx512vnni": "qconv_u8s8_6x32__avx512vnni"})
+# output pixels split over the session's threads in the _mt specs (OpenMP); the VNNI
+# rows' specs named qconv_u8s8_<tile>__<isa>
+register_rows("QConv", "qconv_gemm_int8", _gemm_supports, prepare_gemm,
+              vnni_rows(_qgemm().TABLE), lambda row: row.replace("qgemm_", "qconv_", 1))
 
 
 def _pixel_tiles_supports(node, ins, outs) -> bool:
@@ -142,7 +144,7 @@ def _pixel_tiles_supports(node, ins, outs) -> bool:
     Relu / Clip (a u8 output without a post affine); any other runs per channel row, a
     candidate the tuner would only time to drop (slower than the 6 x 32 tiles)."""
     if not (_gemm_supports(node, ins, outs) and int(node.attrs.get("group", 1)) == 1
-            and ins[0].shape[1] % 4 == 0 and _qgemm().HAVE_VNNI):
+            and ins[0].shape[1] % 4 == 0 and _pixel_rows()):
         return False
     if integer_path(node, ins):
         return True
@@ -151,19 +153,23 @@ def _pixel_tiles_supports(node, ins, outs) -> bool:
             and (float_out or not node.attrs.get("post_affine")))
 
 
+def _pixel_rows() -> tuple:
+    """The table's pixel-tile rows this CPU runs."""
+    return tuple(r for r in _qgemm().rows() if r.pixel_tiles)
+
+
 # the 7-pixel x 32-channel tiles: a candidate the tuner times against the 6 x 32 ones
 # (priority below them, so an untimed plan keeps those); bit-exact epilogues only, so no
 # _exp twin (register's) for the transcendental activations
-for _name, _threads in (("qconv_u8s8_7x32__avx512vnni", False),
-                        ("qconv_u8s8_7x32__avx512vnni_mt", True)):
-    kernel("QConv", _name,
-           supports=(lambda node, ins, outs: plan_threads() > 1
-                     and _pixel_tiles_supports(node, ins, outs))
-           if _threads else _pixel_tiles_supports,
-           pool="omp" if _threads else "own", isa="avx512vnni", priority=1)(
-        lambda node, ins, outs, mt=_threads: prepare_gemm(
-            node, ins, outs, isa="avx512vnni", pixel_tiles=True,
-            threads=plan_threads() if mt else 1))
+for _row in (r for r in _qgemm().ROWS if r.pixel_tiles):
+    for _threads in (False, True):
+        kernel("QConv", _row.name + ("_mt" if _threads else ""),
+               supports=(lambda node, ins, outs: plan_threads() > 1
+                         and _pixel_tiles_supports(node, ins, outs))
+               if _threads else _pixel_tiles_supports,
+               pool="omp" if _threads else "own", isa=_row.isa, priority=1)(
+            lambda node, ins, outs, mt=_threads, r=_row.name: prepare_gemm(
+                node, ins, outs, row=r, threads=plan_threads() if mt else 1))
 
 
 # -- depthwise ---------------------------------------------------------------------------------
@@ -173,7 +179,8 @@ def _dw_supports(node, ins, outs) -> bool:
         ins[3].shape[2] * ins[3].shape[3] <= 1024
 
 
-def prepare_depthwise(node, ins, outs, force_portable=False, threads=1, isa="avx2"):
+def prepare_depthwise(node, ins, outs, row=None, threads=1):
+    """On the depthwise table's row `row` (None: _qgemm.base_row(dw=True))."""
     qg = _qgemm()
     w = np.asarray(ins[3].value, np.int8)
     c = w.shape[0]
@@ -181,13 +188,13 @@ def prepare_depthwise(node, ins, outs, force_portable=False, threads=1, isa="avx
     dynamic = dynamic_scale(ins)
     k = qg.QDepthwiseKernel(w.reshape(c, -1), _geom(node, ins, outs), epi,
                             0 if dynamic else int(scalar(ins[2])),
-                            force_portable=force_portable, threads=threads, isa=isa)
+                            row=row, threads=threads)
     if dynamic:
         k.set_dynamic(*dynamic_constants(ins, c)[::2])
     return kernel_runner(k, opt(ins, 9) is not None, dynamic)
 
 
-# per tier (AVX2 / portable chosen inside by the CPU; VNNI: vpdpwssd sums), and the
-# channels split over the session's threads (OpenMP) in the _mt specs
-register_tiers("QConv", "qconv_dw_int8", _dw_supports, prepare_depthwise,
-               {"avxvnni": "qconv_dw_u8s8__avxvnni", "avx512vnni": "qconv_dw_u8s8__avx512vnni"})
+# the base row (AVX2 / portable) and the VNNI rows (vpdpwssd sums) of the depthwise
+# table, the channels split over the session's threads (OpenMP) in the _mt specs
+register_rows("QConv", "qconv_dw_int8", _dw_supports, prepare_depthwise,
+              vnni_rows(_qgemm().DW_TABLE))

@@ -185,24 +185,28 @@ def register(op: str, name: str, supports, prepare, pool: str = "own", isa: str 
            priority=priority)(prepare)
 
 
-def register_tiers(op: str, base: str, supports, prepare, vnni: dict[str, str]) -> None:
-    """The int8 GEMM family's specs for one op: `base` (+ _mt) on the AVX2 / portable
-    kernels (chosen inside by the CPU), and per VNNI tier ("avxvnni", "avx512vnni") the
-    spec named in `vnni` (+ _mt), preferred in that order when untimed.
-    prepare(node, ins, outs, threads=, isa=)."""
-    mt_ok = lambda node, ins, outs: plan_threads() > 1 and supports(node, ins, outs)
-    tiers = [("", base, 0)] + [(t, vnni[t], p) for t, p in (("avxvnni", 1), ("avx512vnni", 2))
-                               if t in vnni]
-    for tier, name, prio in tiers:
-        chosen = tier or "avx2"
-        register(op, name, supports,
-                 lambda node, ins, outs, t=chosen: prepare(node, ins, outs, isa=t),
-                 isa=tier, priority=prio)
+def register_rows(op: str, base: str, supports, prepare, vnni_rows, name=lambda r: r) -> None:
+    """The int8 family's specs for one op, from its table: `base` (+ _mt) on the table's
+    base_row() (the AVX2 row where the CPU has it, else the portable one), and per VNNI
+    row of vnni_rows (TABLE or DW_TABLE rows) the spec name(row.name) (+ _mt), the later
+    rows preferred when untimed. prepare(node, ins, outs, threads=, row=)."""
+    mt_ok = lambda node, ins, outs: plan_threads() > 1 and supports(node, ins, outs)  # noqa: E731
+    specs = [(base, None, "", 0)] + [(name(r.name), r.name, r.isa, prio + 1)
+                                     for prio, r in enumerate(vnni_rows)]
+    for spec, row, isa, prio in specs:
+        register(op, spec, supports,
+                 lambda node, ins, outs, r=row: prepare(node, ins, outs, row=r),
+                 isa=isa, priority=prio)
         # split over the session's threads (OpenMP): only in "omp" pool plans
-        register(op, name + "_mt", mt_ok,
-                 lambda node, ins, outs, t=chosen: prepare(node, ins, outs, isa=t,
-                                                           threads=plan_threads()),
-                 pool="omp", isa=tier, priority=prio)
+        register(op, spec + "_mt", mt_ok,
+                 lambda node, ins, outs, r=row: prepare(node, ins, outs, row=r,
+                                                        threads=plan_threads()),
+                 pool="omp", isa=isa, priority=prio)
+
+
+def vnni_rows(table) -> tuple:
+    """The VNNI rows of an int8 table (_qgemm.TABLE / DW_TABLE), the pixel tiles aside."""
+    return tuple(r for r in table.rows if r.vnni and not getattr(r, "pixel_tiles", False))
 
 
 # -- weight packing ---------------------------------------------------------------------------
@@ -277,11 +281,11 @@ EXCESS_LIMIT = 0.25   # above this share of (panel, group) blocks the wide path 
 
 
 def choose_path(w_rows: np.ndarray, lanes: int, panels: int, force_wide=False,
-                excess_limit=EXCESS_LIMIT, isa: str = "avx2"):
+                excess_limit=EXCESS_LIMIT, vnni: bool = False):
     """-> (weights to pack, wide, excess table or None) for w_rows (R, K) int8: the u8 path
     when no pair can saturate, u8 + excess when the saturating pairs are rare, else wide.
-    VNNI (vpdpbusd, no s16 step) is exact on any weights: always the plain u8 path."""
-    if isa in ("avx512vnni", "avxvnni"):
+    A VNNI row (vpdpbusd, no s16 step) is exact on any weights: always the plain u8 path."""
+    if vnni:
         return w_rows, False, None
     if force_wide:
         return w_rows, True, None
@@ -341,23 +345,24 @@ def kernel_runner(k, has_z: bool, dynamic: bool = False):
     return run
 
 
-def prepare_qgemm(node, ins, outs, force_portable=False, force_wide=False, threads=1,
-                  excess_limit=EXCESS_LIMIT, isa="avx2"):
-    """-> run(inputs, outputs); force_wide / excess_limit: tests pin the portable build,
-    the wide path, the u8 + excess path (excess_limit=1); isa: "avx2" (AVX2 where the CPU
-    has it, else portable), "avx512vnni", "avxvnni" or "scalar"."""
+def prepare_qgemm(node, ins, outs, row=None, force_wide=False, threads=1,
+                  excess_limit=EXCESS_LIMIT):
+    """-> run(inputs, outputs) on the table's row `row` (None: _qgemm.base_row());
+    force_wide / excess_limit: tests pin the wide path, the u8 + excess path
+    (excess_limit=1)."""
     qg = _qgemm()
+    row = row or qg.base_row()
     w = np.asarray(ins[3].value, np.int8)
     k, n = w.shape
     rows = int(np.prod(outs[0].shape[:-1]))
     packed_rows, wide, excess = choose_path(np.ascontiguousarray(w.T), NR,
                                             _round_up(max(n, 1), 4 * NR) // NR, force_wide,
-                                            excess_limit, isa)
+                                            excess_limit, bool(qg.ROWS[qg.row_index(row)].vnni))
     wsum = w.astype(np.int64).sum(axis=0)
     dynamic = dynamic_scale(ins)
     epi = epilogue_args(node, ins, n, wsum=None if dynamic else wsum, per_col=True)
     g = qg.QGemmKernel(pack_b(packed_rows.T, wide), wide, rows, k, n, epi,
-                       force_portable=force_portable, threads=threads, excess=excess, isa=isa)
+                       row=row, threads=threads, excess=excess)
     if dynamic:
         g.set_dynamic(*dynamic_constants(ins, n, wsum))
     run = kernel_runner(g, opt(ins, 9) is not None, dynamic)
@@ -366,5 +371,4 @@ def prepare_qgemm(node, ins, outs, force_portable=False, force_wide=False, threa
     return run
 
 
-register_tiers("QGemm", "qgemm_int8", _supports, prepare_qgemm,
-               {"avxvnni": "qgemm_u8s8_6x16__avxvnni", "avx512vnni": "qgemm_u8s8_6x32__avx512vnni"})
+register_rows("QGemm", "qgemm_int8", _supports, prepare_qgemm, vnni_rows(_qgemm().TABLE))

@@ -31,7 +31,7 @@ def tile(lane: str, kind: str, a, b, ng: int, bps: int, npan: int,
         from . import _qgemm_emu as mod
     else:
         from . import _qgemm as mod
-        if not (mod.HAVE_AVXVNNI if tier == "avxvnni" else mod.HAVE_VNNI):
+        if not mod.has_vnni(tier):
             raise ValueError(f"this CPU (or EDGENN_MAX_ISA) has no {tier}")
     mod.vnni_ukr_into(KINDS[kind] + TIERS[tier], a, b, ng, bps, npan, out.reshape(-1), rows)
     return out
@@ -66,7 +66,7 @@ def _module(lane: str):
         from . import _qgemm_emu as mod
         return mod
     from . import _qgemm as mod
-    if not mod.HAVE_VNNI:
+    if not mod.has_vnni("avx512vnni"):
         raise ValueError("this CPU (or EDGENN_MAX_ISA) has no avx512vnni")
     return mod
 
