@@ -60,6 +60,9 @@ def _on(spec, prepare):
     return dataclasses.replace(spec, prepare=prepare)
 
 
+PORTABLE_POOL = _dwc8.POOL_TABLE.rows[0].name     # the NCHW pooling loops' portable row
+
+
 def test_c8_portable_build():
     # the specs' kernels on the table's portable row of 8 lanes (and the portable NCHW
     # max-pool loops), whatever this CPU runs
@@ -73,7 +76,7 @@ def test_c8_portable_build():
             ("AveragePool", "avgpool_c8", 10,
              lambda n, i, o: pool._prepare_c8(n, i, o, False, row=row)),
             ("MaxPool", "maxpool_tiles_c", 9,
-             lambda n, i, o: pool.prepare_maxpool_tiles(n, i, o, avx2=False))):
+             lambda n, i, o: pool.prepare_maxpool_tiles(n, i, o, PORTABLE_POOL))):
         spec = _on(next(s for s in KERNELS[op] if s.name == name), prepare)
         assert sum(_check(spec, *case) for case in POOL_CASES[op]()) >= least
 
@@ -87,18 +90,20 @@ def test_maxpool_indices_left_to_reference():
 
 @pytest.mark.parametrize("rows,size", [(1280, 49), (7, 3), (3, 1), (5, 12544), (2, 5), (9, 196),
                                        (4, 6), (3, 7)])
-def test_global_mean_vector_and_portable_give_the_same_bits(rows, size):
-    # _pool_tiles.h: the AVX2 build keeps the portable loop's four double lanes in one
-    # vector, so the same sums in the same order; both within float32 rounding of the mean
+def test_global_mean_every_row_gives_the_same_bits(rows, size):
+    # _pool_tiles.h: the AVX2 row keeps the portable loop's four double lanes in one
+    # vector, so the same sums in the same order; all within float32 rounding of the mean
     from edgenn.kernels.fast._dwc8 import global_pool
     x = (np.random.default_rng(rows).standard_normal((rows, size)) * 100).astype(np.float32)
     x[0, -1] = 1e30     # a tail value that dominates its row
-    vec, port = np.empty(rows, np.float32), np.empty(rows, np.float32)
-    global_pool(x, vec, False)
-    global_pool(x, port, False, False)
-    np.testing.assert_array_equal(vec, port)
+    got = []
+    for build in _dwc8.pool_rows_usable():
+        got.append(np.empty(rows, np.float32))
+        global_pool(x, got[-1], False, build.name)
+    for g in got[1:]:
+        np.testing.assert_array_equal(g, got[0])
     exact = x.astype(np.float64).mean(axis=1)
-    assert np.all(np.abs(vec - exact) <= np.abs(exact) * 2 ** -23 + 1e-30)
+    assert np.all(np.abs(got[0] - exact) <= np.abs(exact) * 2 ** -23 + 1e-30)
 
 
 # tall planes for pool8's row split: stride 2 with pads (ResNet's 3x3 / 2 stem pool), ceil

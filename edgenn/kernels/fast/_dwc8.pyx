@@ -21,14 +21,20 @@ cnp.import_array()
 
 
 cdef extern from "_cpu.h" nogil:
-    int edgenn_isa_x86(int t)
-    int EDGENN_ISA_AVX2
     const char *edgenn_isa_name(int t)
+    int edgenn_isa_usable(int t)
 
 cdef extern from "_pool_tiles.h" nogil:
-    void maxpool_tiles(int avx2, const float *x, float *y, long P, long H, long W, int kh,
-                       int kw, float *row)
-    void global_mean_rows(int avx2, const float *x, float *y, long R, long S)
+    ctypedef void (*maxpool_tiles_fn)(const float *x, float *y, long P, long H, long W, int kh,
+                                      int kw, float *row) noexcept
+    ctypedef void (*global_mean_fn)(const float *x, float *y, long R, long S) noexcept
+    ctypedef struct pool_row:
+        const char *name
+        int isa
+        maxpool_tiles_fn maxpool_tiles
+        global_mean_fn global_mean_rows
+    const pool_row pool_rows[]
+    int POOL_ROW_COUNT
 
 cdef extern from "_pool_bytes.h" nogil:
     ctypedef unsigned char uint8_t
@@ -81,8 +87,17 @@ cdef extern from "_dwc8.h" nogil:
 EMULATED = bool(DWC_EMULATED)
 ACTIVATIONS = _activations(DWC_ACTS)                   # _dwc8.h's
 EXPAND_ACTIVATIONS = _activations(DWC_EXPAND_ACTS)     # the fused 1x1 expansion's
-# the NCHW pooling loops (_pool_tiles.h) have an AVX2 body and a portable one
-cdef bint _avx2 = EMULATED or edgenn_isa_x86(EDGENN_ISA_AVX2)
+# The NCHW pooling loops' table (_pool_tiles.h's pool_rows): name, isa, usable
+PoolRow = namedtuple("PoolRow", "name isa usable")
+POOL_TABLE = Table("pool_nchw", tuple(
+    PoolRow(pool_rows[i].name.decode(), edgenn_isa_name(pool_rows[i].isa).decode(),
+            bool(edgenn_isa_usable(pool_rows[i].isa))) for i in range(POOL_ROW_COUNT)))
+pool_rows_usable = POOL_TABLE.usable
+
+
+cdef const pool_row *_pool_row(str row) except NULL:
+    """The pooling table's row `row` (None: the best this CPU runs)."""
+    return &pool_rows[POOL_TABLE.index(row or POOL_TABLE.best())]
 
 # A row of the table (_dwc8.h's dwc_rows): name, isa (the tier it needs), lanes (channels
 # per group), vector (a SIMD body: else the portable loops), usable (this CPU runs it;
@@ -146,18 +161,19 @@ def pool8(const float[:, :, :, ::1] x, const long[::1] off, const float[:, ::1] 
 
 
 def maxpool_tiles_nchw(const float[:, :, ::1] x, float[:, :, ::1] y, int kh, int kw,
-                       float[::1] row, bint avx2):
+                       float[::1] row, str build=None):
     """MaxPool with kernel == stride, no padding (_pool_tiles.h): x (P, H, W) -> y (P,
-    H // kh, W // kw); row: scratch of W floats."""
+    H // kh, W // kw); row: scratch of W floats; build: a row of POOL_TABLE (None: the
+    best this CPU runs)."""
     if y.shape[0] != x.shape[0] or y.shape[1] != x.shape[1] // kh or \
             y.shape[2] != x.shape[2] // kw or row.shape[0] < x.shape[2] or kh < 1 or kw < 1:
         raise ValueError("maxpool_tiles_nchw: shapes do not match")
-    cdef int use_avx2 = avx2 and _avx2
+    cdef const pool_row *p = _pool_row(build)
     if x.shape[0] == 0 or y.shape[1] == 0 or y.shape[2] == 0:
         return
     with nogil:
-        maxpool_tiles(use_avx2, &x[0, 0, 0], &y[0, 0, 0], x.shape[0], x.shape[1],
-                      x.shape[2], kh, kw, &row[0])
+        p.maxpool_tiles(&x[0, 0, 0], &y[0, 0, 0], x.shape[0], x.shape[1], x.shape[2], kh, kw,
+                        &row[0])
 
 
 def maxpool_bytes_scratch(long W, long OW, int kw, int sw, int pw, int dw):
@@ -197,11 +213,11 @@ def maxpool_bytes(const unsigned char[:, :, ::1] x, unsigned char[:, :, ::1] y, 
                            sw, ph, pw, dh, dw, &row[t * rb])
 
 
-def global_pool(const float[:, ::1] x, float[::1] y, bint is_max, bint avx2=True,
+def global_pool(const float[:, ::1] x, float[::1] y, bint is_max, str build=None,
                 int threads=1):
     """x (R, S) -> y (R,): mean (accumulated in double, four lanes; _pool_tiles.h) or max
-    of each row. avx2 False: the portable loops (tests). threads > 1: OpenMP threads take
-    even shares of the rows (each row's sum as on one thread)."""
+    of each row; build: a row of POOL_TABLE (None: the best this CPU runs). threads > 1:
+    OpenMP threads take even shares of the rows (each row's sum as on one thread)."""
     cdef Py_ssize_t R = x.shape[0], S = x.shape[1]
     if y.shape[0] != R:
         raise ValueError("global_pool: one output per row")
@@ -209,27 +225,26 @@ def global_pool(const float[:, ::1] x, float[::1] y, bint is_max, bint avx2=True
         return
     if S == 0:
         raise ValueError("global_pool: empty rows")
-    cdef int use_avx2 = avx2 and _avx2
+    cdef const pool_row *p = _pool_row(build)
     cdef int t, nt = max(1, min(threads, R))
     if nt == 1:
         with nogil:
-            _global_rows(&x[0, 0], &y[0], 0, R, S, is_max, use_avx2)
+            _global_rows(&x[0, 0], &y[0], 0, R, S, is_max, p)
         return
     with nogil:
         for t in prange(nt, num_threads=nt, schedule="static"):
-            _global_rows(&x[0, 0], &y[0], R * t // nt, R * (t + 1) // nt, S, is_max,
-                         use_avx2)
+            _global_rows(&x[0, 0], &y[0], R * t // nt, R * (t + 1) // nt, S, is_max, p)
 
 
 cdef void _global_rows(const float *x, float *y, Py_ssize_t r0, Py_ssize_t r1, Py_ssize_t S,
-                       bint is_max, int use_avx2) noexcept nogil:
+                       bint is_max, const pool_row *p) noexcept nogil:
     """Rows [r0, r1) of global_pool (x rows S floats apart)."""
     cdef Py_ssize_t r, i
     cdef float m, v
     if r1 <= r0:
         return
     if not is_max:
-        global_mean_rows(use_avx2, x + r0 * S, y + r0, r1 - r0, S)
+        p.global_mean_rows(x + r0 * S, y + r0, r1 - r0, S)
         return
     for r in range(r0, r1):
         m = x[r * S]

@@ -8,10 +8,12 @@
  * deinterleaved by one shuffle and one lane permute per 8 outputs). Max of finite values
  * is exact, so any order of the taps gives the reference's result.
  *
- * Two builds: maxpool_tiles_avx2 (8 lanes, chosen at run time) and _generic (plain C).
+ * Two builds, the rows of pool_rows (below): maxpool_tiles_avx2 (8 lanes) and _generic
+ * (plain C).
  */
 #ifndef EDGENN_POOL_TILES_H
 #define EDGENN_POOL_TILES_H
+#include "_cpu.h"
 #include "_simd.h"
 
 static inline float tile_max1(float a, float b) { return a > b ? a : b; }
@@ -79,15 +81,6 @@ EDGENN_AVX2 static void maxpool_tiles_avx2(const float *x, float *y, long P, lon
 }
 #endif
 
-static void maxpool_tiles(int avx2, const float *x, float *y, long P, long H, long W, int kh,
-                          int kw, float *row)
-{
-#if defined(__x86_64__) && !defined(EDGENN_SIMDE)
-    if (avx2) { maxpool_tiles_avx2(x, y, P, H, W, kh, kw, row); return; }
-#endif
-    (void)avx2;
-    maxpool_tiles_generic(x, y, P, H, W, kh, kw, row);
-}
 /* GlobalAveragePool's means: y[r] = float(((a0 + a1) + (a2 + a3)) / S) of each row of
  * x (R, S), in double: lane j sums x[r, 4i + j], the tail past S - S % 4 into lane 0. The
  * AVX2 build holds the four lanes in one vector (a float -> double conversion and one add
@@ -126,16 +119,21 @@ EDGENN_AVX2 static void global_mean_rows_avx2(const float *x, float *y, long R, 
 }
 #endif
 
-static void global_mean_rows(int avx2, const float *x, float *y, long R, long S)
-{
+/* The NCHW pooling loops' table: one row per build, best last. */
+typedef struct {
+    const char *name;        /* pool_nchw__<isa> */
+    int isa;                 /* the EDGENN_ISA_* tier it needs (_cpu.h) */
+    void (*maxpool_tiles)(const float *x, float *y, long P, long H, long W, int kh, int kw,
+                          float *row);
+    void (*global_mean_rows)(const float *x, float *y, long R, long S);
+} pool_row;
+
+static const pool_row pool_rows[] = {
+    {"pool_nchw__scalar", EDGENN_ISA_SCALAR, maxpool_tiles_generic, global_mean_rows_generic},
 #if defined(__x86_64__) && !defined(EDGENN_SIMDE)
-    if (avx2) {
-        global_mean_rows_avx2(x, y, R, S);
-        return;
-    }
+    {"pool_nchw__avx2", EDGENN_ISA_AVX2, maxpool_tiles_avx2, global_mean_rows_avx2},
 #endif
-    (void)avx2;
-    global_mean_rows_generic(x, y, R, S);
-}
+};
+#define POOL_ROW_COUNT ((int)(sizeof pool_rows / sizeof pool_rows[0]))
 
 #endif

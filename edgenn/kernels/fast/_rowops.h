@@ -10,8 +10,9 @@
  * - sums: eight float lanes (AVX2) or double (generic); the terms of the softmax sum are
  *   positive, so any order keeps the same T*eps bound.
  *
- * Two builds: *_avx2 (AVX2+FMA, chosen at run time when the CPU has them; tails of rows
- * in scalar) and *_generic (any x86-64, plain C).
+ * Two builds: *_avx2 (AVX2+FMA; tails of rows in scalar) and *_generic (plain C), plus an
+ * AVX-512 body of the attention softmax: the rows of rowops_rows (below), whose level each
+ * rowops_* function takes (0 portable, 1 AVX2, 2 with the AVX-512 softmax).
  */
 #include "_cpu.h"
 #include <float.h>
@@ -20,6 +21,24 @@
 #include "_simd_math.h"
 
 enum { ROW_MASK_NONE, ROW_MASK_ADD, ROW_MASK_BOOL };
+
+/* The row ops' table, best last: the builds a level selects (the caller checks the CPU). */
+typedef struct {
+    const char *name;        /* rowops__<isa> */
+    int isa;                 /* the EDGENN_ISA_* tier it needs (_cpu.h) */
+    int level;               /* 0 portable, 1 the AVX2 bodies, 2 and the AVX-512 softmax */
+} rowops_row;
+
+static const rowops_row rowops_rows[] = {
+    {"rowops__scalar", EDGENN_ISA_SCALAR, 0},
+#if defined(__x86_64__) && !defined(EDGENN_SIMDE)
+    {"rowops__avx2", EDGENN_ISA_AVX2, 1},
+#ifdef EDGENN_HAS_AVX512_INTRINSICS
+    {"rowops__avx512f", EDGENN_ISA_AVX512, 2},
+#endif
+#endif
+};
+#define ROWOPS_ROW_COUNT ((int)(sizeof rowops_rows / sizeof rowops_rows[0]))
 
 /* -- scalar math (the generic build, and the row tails of the AVX2 build) ------------ */
 
@@ -367,7 +386,7 @@ static void row_scale_mask_softmax_avx512(float *y, long T, float scale, const v
 }
 #endif
 
-/* tier: 0 the portable build, 1 AVX2, 2 AVX-512 (the caller checks the CPU) */
+/* tier: a row's level (0 the portable build, 1 AVX2, 2 AVX-512) */
 static void rowops_scale_mask_softmax(int tier, float *s, long R, long T, float scale,
                                       const void *mask, long MS, int kind)
 {

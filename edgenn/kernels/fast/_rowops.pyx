@@ -4,17 +4,19 @@
 scale + mask + softmax, LayerNorm rows, erf, exact GELU, bias + GELU rows, sigmoid; the
 tiled float32 transpose (_transpose.h).
 
-float32 C-contiguous arrays; every function takes `avx2` (the AVX2+FMA build when true
-and the CPU has it, else the portable one) and releases the GIL."""
+float32 C-contiguous arrays; every function takes `build`, a row of the table (TABLE,
+_rowops.h's rowops_rows; None: the best this CPU runs), and releases the GIL."""
+from collections import namedtuple
 
 from cython.parallel cimport prange
+
+from edgenn.kernels.fast.tables import Table
 
 include "_epilogue.pxi"
 
 cdef extern from "_cpu.h" nogil:
-    int edgenn_isa_x86(int t)
-    int EDGENN_ISA_AVX2
-    int EDGENN_ISA_AVX512
+    const char *edgenn_isa_name(int t)
+    int edgenn_isa_usable(int t)
 
 cdef extern from "_rowops.h" nogil:
     int ROW_MASK_NONE, ROW_MASK_ADD, ROW_MASK_BOOL
@@ -43,46 +45,60 @@ cdef extern from "_transpose.h" nogil:
     void tr_run(int tier, const float *x, float *y, int r, const long *shape, const int *perm)
 
 
-cdef bint _avx2 = edgenn_isa_x86(EDGENN_ISA_AVX2)
-cdef bint _avx512 = edgenn_isa_x86(EDGENN_ISA_AVX512)
-HAS_AVX2 = _avx2
-HAS_AVX512 = _avx512   # the attention softmax's AVX-512 build (scale_mask_softmax)
+cdef extern from "_rowops.h" nogil:
+    ctypedef struct rowops_row:
+        const char *name
+        int isa, level
+    const rowops_row rowops_rows[]
+    int ROWOPS_ROW_COUNT
+
+# A row of the table (_rowops.h's rowops_rows): name, isa (the tier it needs), level (0
+# the portable loops, 1 the AVX2 bodies, 2 and the attention softmax's AVX-512 body),
+# usable (this CPU runs it)
+Row = namedtuple("Row", "name isa level usable")
+TABLE = Table("rowops", tuple(
+    Row(rowops_rows[i].name.decode(), edgenn_isa_name(rowops_rows[i].isa).decode(),
+        rowops_rows[i].level, bool(edgenn_isa_usable(rowops_rows[i].isa)))
+    for i in range(ROWOPS_ROW_COUNT)))
+ROWS = TABLE.rows
+rows = TABLE.usable
+cdef int _best_level = TABLE.rows[TABLE.index(TABLE.best())].level
 
 
-def softmax_rows(const float[:, ::1] x, float[:, ::1] y, bint avx2=True, bint log=False):
+cdef int _level(str build) except -1:
+    """The level of the table's row `build` (None: the best this CPU runs)."""
+    return _best_level if build is None else rowops_rows[TABLE.index(build)].level
+
+
+def softmax_rows(const float[:, ::1] x, float[:, ::1] y, str build=None, bint log=False):
     """x, y (R, C), y may be x: y = softmax(x) per row (log: log-softmax)."""
     assert x.shape[0] == y.shape[0] and x.shape[1] == y.shape[1]
-    cdef int a = avx2 and _avx2
+    cdef int a = min(_level(build), 1)
     with nogil:
         rowops_softmax_rows(a, &x[0, 0], &y[0, 0], x.shape[0], x.shape[1], log)
 
 
-cdef int _smx_tier(bint avx2, bint avx512):
-    """The attention softmax's build: 2 AVX-512 (where allowed and present), 1 AVX2, 0."""
-    return 0 if not (avx2 and _avx2) else 2 if (avx512 and _avx512) else 1
-
-
 def scale_mask_softmax(float[:, ::1] s, float scale, const float[:, ::1] mask=None,
-                       bint avx2=True, bint avx512=True):
+                       str build=None):
     """s (R, T) <- softmax(s * scale + mask) per row; mask (MS, T) float32 (row i uses
-    mask row i % MS) or None. avx2 / avx512 False: the builds below (tests)."""
+    mask row i % MS) or None."""
     cdef const float *mp = NULL
     cdef long ms = 1
     if mask is not None:
         assert mask.shape[1] == s.shape[1]
         mp, ms = &mask[0, 0], mask.shape[0]
-    cdef int a = _smx_tier(avx2, avx512)
+    cdef int a = _level(build)
     with nogil:
         rowops_scale_mask_softmax(a, &s[0, 0], s.shape[0], s.shape[1], scale, mp, ms,
                                   ROW_MASK_ADD)
 
 
 def scale_bool_mask_softmax(float[:, ::1] s, float scale, const unsigned char[:, ::1] keep,
-                            bint avx2=True, bint avx512=True):
+                            str build=None):
     """s (R, T) <- softmax(where(keep, s * scale, -inf)) per row; keep (MS, T) a bool
     array viewed as uint8 (row i uses keep row i % MS)."""
     assert keep.shape[1] == s.shape[1]
-    cdef int a = _smx_tier(avx2, avx512)
+    cdef int a = _level(build)
     with nogil:
         rowops_scale_mask_softmax(a, &s[0, 0], s.shape[0], s.shape[1], scale, &keep[0, 0],
                                   keep.shape[0], ROW_MASK_BOOL)
@@ -90,7 +106,7 @@ def scale_bool_mask_softmax(float[:, ::1] s, float scale, const unsigned char[:,
 
 def layernorm_rows(const float[:, ::1] x, const float[::1] scale, const float[::1] bias,
                    float eps, float[:, ::1] y, float[::1] mean=None, float[::1] inv=None,
-                   bint avx2=True):
+                   str build=None):
     """x, y (R, C); scale (C,), bias (C,) or None; mean, inv (R,) or None: the saved
     statistics (inv = 1 / sqrt(var + eps))."""
     cdef long R = x.shape[0], C = x.shape[1]
@@ -102,46 +118,46 @@ def layernorm_rows(const float[:, ::1] x, const float[::1] scale, const float[::
         bp = &bias[0]
     cdef float *mp = NULL if mean is None else &mean[0]
     cdef float *ip = NULL if inv is None else &inv[0]
-    cdef int a = avx2 and _avx2
+    cdef int a = min(_level(build), 1)
     with nogil:
         rowops_layernorm_rows(a, &x[0, 0], &scale[0], bp, eps, &y[0, 0], mp, ip, R, C)
 
 
-cdef inline void _unary(const float[::1] x, float[::1] y, int fn, bint avx2):
+cdef inline void _unary(const float[::1] x, float[::1] y, int fn, str build):
     assert x.shape[0] == y.shape[0]
-    cdef int a = avx2 and _avx2
+    cdef int a = min(_level(build), 1)
     with nogil:
         rowops_unary(a, &x[0], &y[0], x.shape[0], fn)
 
 
-def gelu(const float[::1] x, float[::1] y, bint avx2=True):
+def gelu(const float[::1] x, float[::1] y, str build=None):
     """Exact GELU, x/2 (1 + erf(x/sqrt 2)); x, y (n,), y may be x."""
-    _unary(x, y, ROW_GELU, avx2)
+    _unary(x, y, ROW_GELU, build)
 
 
-def erf(const float[::1] x, float[::1] y, bint avx2=True):
-    _unary(x, y, ROW_ERF, avx2)
+def erf(const float[::1] x, float[::1] y, str build=None):
+    _unary(x, y, ROW_ERF, build)
 
 
-def sigmoid(const float[::1] x, float[::1] y, bint avx2=True):
-    _unary(x, y, ROW_SIGMOID, avx2)
+def sigmoid(const float[::1] x, float[::1] y, str build=None):
+    _unary(x, y, ROW_SIGMOID, build)
 
 
-def bias_gelu_rows(float[:, ::1] y, const float[::1] bias, bint avx2=True):
+def bias_gelu_rows(float[:, ::1] y, const float[::1] bias, str build=None):
     """y (R, N) <- gelu(y + bias), bias (N,)."""
     assert bias.shape[0] == y.shape[1]
-    cdef int a = avx2 and _avx2
+    cdef int a = min(_level(build), 1)
     with nogil:
         rowops_bias_gelu_rows(a, &y[0, 0], &bias[0], y.shape[0], y.shape[1])
 
 
 def quantize_u8(const float[::1] x, unsigned char[::1] y, float scale, int zero_point,
-                bint divide=True, bint avx2=True, int threads=1):
+                bint divide=True, str build=None, int threads=1):
     """y = clamp(rint(x / scale) + zero_point, 0, 255) (divide) or rint(x * scale) + ...;
     threads > 1: OpenMP threads take 64-element-aligned ranges (elementwise: the same
     bytes)."""
     assert x.shape[0] == y.shape[0]
-    cdef int a = avx2 and _avx2
+    cdef int a = min(_level(build), 1)
     cdef long n = x.shape[0], per, lo, t
     if n == 0:
         return
@@ -158,11 +174,11 @@ def quantize_u8(const float[::1] x, unsigned char[::1] y, float scale, int zero_
                                    divide)
 
 
-def dynamic_quantize_u8(const float[::1] x, unsigned char[::1] y, bint avx2=True):
+def dynamic_quantize_u8(const float[::1] x, unsigned char[::1] y, str build=None):
     """ONNX DynamicQuantizeLinear: y = quantize(x) over [min(x, 0), max(x, 0)];
     -> (scale, zero_point)."""
     assert x.shape[0] == y.shape[0]
-    cdef int a = avx2 and _avx2
+    cdef int a = min(_level(build), 1)
     cdef float scale = 1.0 / 255
     cdef int zp = 0
     if x.shape[0] == 0:
@@ -173,10 +189,10 @@ def dynamic_quantize_u8(const float[::1] x, unsigned char[::1] y, bint avx2=True
 
 
 def dequantize_u8(const unsigned char[::1] x, float[::1] y, float scale, int zero_point,
-                  bint avx2=True):
+                  str build=None):
     """y = float32(x - zero_point) * scale."""
     assert x.shape[0] == y.shape[0]
-    cdef int a = avx2 and _avx2
+    cdef int a = min(_level(build), 1)
     if x.shape[0] == 0:
         return
     with nogil:
@@ -185,17 +201,17 @@ def dequantize_u8(const unsigned char[::1] x, float[::1] y, float scale, int zer
 
 def qadd_u8(const unsigned char[::1] a, const unsigned char[::1] b, unsigned char[::1] y,
             float sa, int za, float sb, int zb, float sy, int zy, bint relu,
-            bint avx2=True):
+            str build=None):
     """y = clamp(rint([relu]((a - za) * sa + (b - zb) * sb) / sy) + zy, 0, 255)."""
     assert a.shape[0] == b.shape[0] == y.shape[0]
-    cdef int av = avx2 and _avx2
+    cdef int av = min(_level(build), 1)
     if a.shape[0] == 0:
         return
     with nogil:
         rowops_qadd_u8(av, &a[0], &b[0], &y[0], a.shape[0], sa, za, sb, zb, sy, zy, relu)
 
 
-def transpose(const float[::1] x, float[::1] y, shape, perm, bint avx2=True):
+def transpose(const float[::1] x, float[::1] y, shape, perm, str build=None):
     """y (flat, contiguous) = x (flat, contiguous, of `shape`) transposed by perm, in 8 x 8
     tiles (_transpose.h). The source's last axis must not be the output's last
     (perm[-1] != len(shape) - 1: NumPy's copy already reads rows there)."""
@@ -213,6 +229,6 @@ def transpose(const float[::1] x, float[::1] y, shape, perm, bint avx2=True):
         raise ValueError("transpose: x and y must hold prod(shape) floats")
     if total == 0:
         return
-    cdef int tier = 1 if (avx2 and _avx2) else 0
+    cdef int tier = min(_level(build), 1)
     with nogil:
         tr_run(tier, &x[0], &y[0], r, dims, p)

@@ -78,10 +78,9 @@ def _tiles_supports(node, ins, outs) -> bool:
 
 
 @kernel("MaxPool", "maxpool_tiles_c", supports=_tiles_supports, cost=c_cost)
-def prepare_maxpool_tiles(node, ins, outs, avx2: bool = True):
+def prepare_maxpool_tiles(node, ins, outs, build: str | None = None):
     """kernel == stride MaxPool on the NCHW planes (_pool_tiles.h): rows reduced, then
-    column pairs deinterleaved; AVX2 where the CPU has it (and avx2: False runs the
-    portable loops)."""
+    column pairs deinterleaved; on the table's best row this CPU runs, or `build`."""
     from ._dwc8 import maxpool_tiles_nchw
     n, c, h, w = ins[0].shape
     kh, kw = (int(v) for v in node.attrs["kernel_shape"])
@@ -90,7 +89,7 @@ def prepare_maxpool_tiles(node, ins, outs, avx2: bool = True):
 
     def run(inputs, outputs):
         maxpool_tiles_nchw(inputs[0].reshape(n * c, h, w), outputs[0].reshape(n * c, oh, ow),
-                           kh, kw, row.get(), avx2)
+                           kh, kw, row.get(), build)
     return run
 
 
@@ -172,7 +171,7 @@ def _prepare_global(node, ins, outs, is_max: bool, threads: int = 1):
 
     def run(inputs, outputs):
         global_pool(inputs[0].reshape(n * c, h * w), outputs[0].reshape(n * c), is_max,
-                    True, threads)
+                    None, threads)
     return run
 
 

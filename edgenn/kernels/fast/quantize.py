@@ -59,7 +59,7 @@ def prepare_quantize(node, ins, outs, threads: int = 1):
 
     def run(inputs, outputs):
         y = outputs[0].reshape(-1).view(np.uint8)
-        quantize(inputs[0].reshape(-1), y, scale, zp, True, True, threads)
+        quantize(inputs[0].reshape(-1), y, scale, zp, True, None, threads)
         if signed:
             np.bitwise_xor(y, 0x80, out=y)
     return run

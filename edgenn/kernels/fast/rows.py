@@ -117,13 +117,13 @@ def attention_plan(node, ins, outs, make_smx):
     return run
 
 
-def c_smx(scale, kind, cols=None, avx2=True):
-    """make_smx for the C row op."""
+def c_smx(scale, kind, cols=None, build=None):
+    """make_smx for the C row op (build: a row of _rowops.TABLE, None: the best)."""
     if kind == 2:
         boolsm = _rowops.scale_bool_mask_softmax
-        return lambda s, m: boolsm(s, scale, m.view(np.uint8), avx2)
+        return lambda s, m: boolsm(s, scale, m.view(np.uint8), build)
     sm = _rowops.scale_mask_softmax
-    return lambda s, m: sm(s, scale, m, avx2)
+    return lambda s, m: sm(s, scale, m, build)
 
 
 @kernel("FusedAttention", "attention_blas_c", supports=attention_supports, cost=c_cost, pool="blas")
