@@ -117,6 +117,7 @@ def _call(lane, kind, a, b, ng, npan, tier="avx512vnni", rows=6):
     return vnni_tiles.tile(lane, kind, a, flat_b, ng, flat_b.shape[1], npan, tier, rows)
 
 
+VNNI_LANES = ["emulated"] + (["native"] if _qgemm.has_vnni("avx512vnni") else [])
 LANES = [("emulated", "avx512vnni"), ("emulated", "avxvnni")] + \
     [("native", t) for t in ("avx512vnni", "avxvnni") if _qgemm.has_vnni(t)]
 
@@ -137,7 +138,7 @@ def test_vnni_microkernel_is_exact(lane, tier, kind, ng):
             assert np.array_equal(got[:npan], want[:npan]), (lane, tier, kind, ng, fill, npan)
 
 
-@pytest.mark.parametrize("lane", ["emulated"] + (["native"] if _qgemm.has_vnni("avx512vnni") else []))
+@pytest.mark.parametrize("lane", VNNI_LANES)
 @pytest.mark.parametrize("rows", [6, 4, 2])
 @pytest.mark.parametrize("ng", [1, 5, 130])
 def test_vnni_conv_tile_shapes_are_exact(lane, rows, ng):
@@ -156,7 +157,7 @@ def test_vnni_conv_tile_shapes_are_exact(lane, rows, ng):
         _call("emulated", "gemm", a, b, ng, 4, rows=4)
 
 
-@pytest.mark.parametrize("lane", ["emulated"] + (["native"] if _qgemm.has_vnni("avx512vnni") else []))
+@pytest.mark.parametrize("lane", VNNI_LANES)
 @pytest.mark.parametrize("ng", [1, 7, 64])
 def test_implicit_gemm_tile_follows_the_group_offsets(lane, ng):
     # the implicit-GEMM tiles (no packed block: group g's pixels at b + goff[g]) over every
@@ -173,7 +174,7 @@ def test_implicit_gemm_tile_follows_the_group_offsets(lane, ng):
                     (lane, ng, fill, rows, npan)
 
 
-@pytest.mark.parametrize("lane", ["emulated"] + (["native"] if _qgemm.has_vnni("avx512vnni") else []))
+@pytest.mark.parametrize("lane", VNNI_LANES)
 @pytest.mark.parametrize("ng", [1, 7, 8, 9, 64, 300])
 def test_last_columns_with_the_rows_in_the_lanes_are_exact(lane, ng):
     # the implicit GEMM's last 1 / 2 columns (_qgemm_vnni_tail.h): 8 K groups per 3 zmm of
@@ -194,7 +195,7 @@ def _pixel_reference(w, x):
     return np.einsum("gpq,gcq->pc", x.astype(np.int64), w.view(np.int8).astype(np.int64))
 
 
-@pytest.mark.parametrize("lane", ["emulated"] + (["native"] if _qgemm.has_vnni("avx512vnni") else []))
+@pytest.mark.parametrize("lane", VNNI_LANES)
 @pytest.mark.parametrize("ng", [1, 2, 9, 64, 300])
 def test_pixel_tile_is_exact(lane, ng):
     # the 7-pixel x 32-channel tile (_qgemm_vnni_pix.h): every pixel's 4 bytes broadcast

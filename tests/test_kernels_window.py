@@ -72,7 +72,8 @@ def test_c8_portable_build():
                lambda n, i, o: depthwise._prepare_c8(n, i, o, 1, row=row))
     assert sum(_check(conv, node, inputs, {1, 2}) for node, inputs in _depthwise_cases()) == 54
     for op, name, least, prepare in (
-            ("MaxPool", "maxpool_c8", 10, lambda n, i, o: pool._prepare_c8(n, i, o, True, row=row)),
+            ("MaxPool", "maxpool_c8", 10,
+             lambda n, i, o: pool._prepare_c8(n, i, o, True, row=row)),
             ("AveragePool", "avgpool_c8", 10,
              lambda n, i, o: pool._prepare_c8(n, i, o, False, row=row)),
             ("MaxPool", "maxpool_tiles_c", 9,

@@ -1,7 +1,7 @@
 """The C row ops (edgenn/kernels/fast/_rowops): every row of their table this CPU runs
-(the portable one, AVX2, AVX-512's attention softmax) against the reference, plus what test_kernels_fast does not check:
-LayerNorm's mean / inv-std outputs, NaN and infinity handling, the C kernels being priced
-ahead of the Numba ones."""
+(the portable one, AVX2, AVX-512's attention softmax) against the reference, plus what
+test_kernels_fast does not check: LayerNorm's mean / inv-std outputs, NaN and infinity
+handling, the C kernels being priced ahead of the Numba ones."""
 import numpy as np
 import pytest
 

@@ -13,9 +13,10 @@
  * One vector body (_dwc_vec.h), two widths: dwc_*_avx2 (8 lanes) and dwc_*_avx512 (16:
  * half the multiply-adds and, through 16 x 16 transposes, fewer shuffles per float packed),
  * each a row of the family's table (dwc_rows, below; the caller checks the CPU runs it);
- * the portable rows run the C loops (dwc8_*_generic, any lane count). A last group of fewer than L channels is
- * packed and unpacked by the scalar loops and computed by the vector body (its unused
- * lanes hold an earlier group's data and zero weights; they are not stored).
+ * the portable rows run the C loops (dwc8_*_generic, any lane count). A last group of
+ * fewer than L channels is packed and unpacked by the scalar loops and computed by the
+ * vector body (its unused lanes hold an earlier group's data and zero weights; they are
+ * not stored).
  * Per output: bias, then the taps in row-major order (3x3: two FMA chains, joined at the
  * end), then + z, then the activation: the same order on both widths, so the same bits.
  */

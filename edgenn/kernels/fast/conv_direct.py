@@ -4,8 +4,8 @@ output pixels in the vector lanes, a register tile of output channels x pixels, 
 broadcast weight per tap and channel; nothing is packed per call.
 
 x (N, C, H, W), W (M, C, KH, KW) constant, stride 1 or 2, dilation 1, group 1, any pads;
-bias and the Relu / Clip / per-channel PRelu epilogue fused. A Conv candidate per row of the table; the tuner keeps it
-only where it beats the GEMM and Winograd forms."""
+bias and the Relu / Clip / per-channel PRelu epilogue fused. A Conv candidate per row of
+the table; the tuner keeps it only where it beats the GEMM and Winograd forms."""
 from __future__ import annotations
 
 import numpy as np
@@ -40,8 +40,9 @@ def _supports(node, ins, outs) -> bool:
 
 
 def prepare(node, ins, outs, row: str, lib=None, threads: int = 1):
-    """row: a name in the table (lib.rows()); lib: the extension module (tests pass the SIMDe-emulated _convdirect_emu);
-    threads > 1: the output rows split over OpenMP threads (the *_mt specs)."""
+    """row: a name in the table (lib.rows()); lib: the extension module (tests pass the
+    SIMDe-emulated _convdirect_emu); threads > 1: the output rows split over OpenMP
+    threads (the *_mt specs)."""
     if lib is None:
         from . import _convdirect as lib
     n, c, h, wd = ins[0].shape

@@ -78,16 +78,16 @@ def prepare_gemm(node, ins, outs, row=None, force_wide=False, threads=1,
                  split_channels=None):
     """-> run(inputs, outputs) on the table's row `row` (None: _qgemm.base_row());
     force_wide / excess_limit: tests pin the int16 path, the u8 + excess path
-    (excess_limit=1); flat: True / False forces the in-place im2col over the padded width on / off (None:
-    the kernel's own rule, where the dropped columns cost little); implicit (AVX-512 VNNI,
-    flat stride-1 group-1 convs of 4k channels): no im2col block, the tiles read the image
-    laid out 4 channels per pixel (None: wherever it applies, _qgemm.implicit_ok); exact
-    (implicit plans): the image once per kernel column, shifted, so that no column is
-    computed to be dropped (None: where that saves products, _qgemm._exact_pays);
-    split_channels (threads > 1): the threads split the output channels, not the pixels
-    (None: where there are more channels than computed pixels, _qgemm.QConvKernel). A
-    pixel-tile row (qconv_u8s8_7x32: group-1 convs of 4k channels, 1x1 included) runs the
-    implicit GEMM on the shifted image in 7-pixel x 32-channel tiles."""
+    (excess_limit=1); flat: True / False forces the in-place im2col over the padded width on
+    / off (None: the kernel's own rule, where the dropped columns cost little); implicit
+    (AVX-512 VNNI, flat stride-1 group-1 convs of 4k channels): no im2col block, the tiles
+    read the image laid out 4 channels per pixel (None: wherever it applies,
+    _qgemm.implicit_ok); exact (implicit plans): the image once per kernel column, shifted,
+    so that no column is computed to be dropped (None: where that saves products,
+    _qgemm._exact_pays); split_channels (threads > 1): the threads split the output
+    channels, not the pixels (None: where there are more channels than computed pixels,
+    _qgemm.QConvKernel). A pixel-tile row (qconv_u8s8_7x32: group-1 convs of 4k channels,
+    1x1 included) runs the implicit GEMM on the shifted image in 7-pixel x 32-channel tiles."""
     qg = _qgemm()
     row = row or qg.base_row()
     info = qg.ROWS[qg.row_index(row)]

@@ -86,7 +86,8 @@ def _supports(node, ins, outs) -> bool:
 
 
 def _prepare(node, ins, outs, row: str, lib=None, threads: int = 1):
-    """row: a name in lib.TABLE; threads > 1: the output channels split over OpenMP threads (the *_mt specs)."""
+    """row: a name in lib.TABLE; threads > 1: the output channels split over OpenMP
+    threads (the *_mt specs)."""
     if lib is None:
         from . import _spmm as lib
     SparseConv1x1 = lib.SparseConv1x1
@@ -152,8 +153,9 @@ def _phase_views(planes, x_shape, strides, pads):
 
 
 def _prepare_shifted(node, ins, outs, row: str, lib=None, threads: int = 1):
-    """row: a name in lib.TABLE; lib: the extension module (tests pass the SIMDe-emulated _spmm_emu); threads > 1:
-    the output channels split over OpenMP threads (the *_mt specs)."""
+    """row: a name in lib.TABLE; lib: the extension module (tests pass the SIMDe-emulated
+    _spmm_emu); threads > 1: the output channels split over OpenMP threads (the *_mt
+    specs)."""
     if lib is None:
         from . import _spmm as lib
     ShiftedSpMM, tile_pixels = lib.ShiftedSpMM, lib.tile_pixels

@@ -96,8 +96,9 @@ def _offered(rows: int, need: str, algo: str, t: int) -> bool:
 
 
 def _prepare(node, ins, outs, row: str, lib=None, threads: int = 1):
-    """row: a name in lib.SPMV or lib.TABLE; lib: the extension module (tests pass the SIMDe-emulated _spmm_emu); threads > 1:
-    the outputs split over OpenMP threads (the *_mt specs)."""
+    """row: a name in lib.SPMV or lib.TABLE; lib: the extension module (tests pass the
+    SIMDe-emulated _spmm_emu); threads > 1: the outputs split over OpenMP threads (the
+    *_mt specs)."""
     if lib is None:
         from . import _spmm as lib
     at = node.attrs
