@@ -14,100 +14,70 @@ from Cython.Build import cythonize
 from setuptools import Extension, setup
 
 SIMDE = simde_py.get_include()   # SIMDe: the tests' emulated tiers; off x86, the intrinsics
+KERNELS = "edgenn/kernels"
+# every family's folder (edgenn/kernels/<family>/, native/ first): a header is found by its
+# name wherever it lives, so the names are unique across families
+FAMILIES = ["native"] + sorted(
+    d for d in os.listdir(KERNELS) if d != "native" and os.path.isdir(os.path.join(KERNELS, d))
+    and any(f.endswith((".h", ".pyx")) for f in os.listdir(os.path.join(KERNELS, d))))
+INCLUDE_DIRS = [os.path.join(KERNELS, d) for d in FAMILIES] + [SIMDE, np.get_include()]
+OMP = (["-fopenmp"], ["-fopenmp"])
+NO_OMP = ([], [])
 
+
+def kernel(family: str, name: str, opt: str = "-O3", omp=OMP, flags=(), emulated=False):
+    """The extension edgenn.kernels.<family>.<name> from <family>/<name>.pyx. emulated: a
+    tests-only twin whose SIMD bodies compile against SIMDe (any CPU runs every tier)."""
+    return Extension(f"edgenn.kernels.{family}.{name}", [f"{KERNELS}/{family}/{name}.pyx"],
+                     include_dirs=INCLUDE_DIRS,
+                     define_macros=[("EDGENN_SIMDE", "1")] if emulated else [],
+                     extra_compile_args=[opt, *flags, *omp[0]], extra_link_args=list(omp[1]))
+
+
+# the native extensions, then (name ending in _emu) their SIMDe twins for the tests
 extensions = [
-    # the one CPU probe (_cpu.h), for edgenn.kernels.isa
-    Extension("edgenn.kernels.fast._cpu", ["edgenn/kernels/fast/_cpu.pyx"],
-              include_dirs=["edgenn/kernels/fast", SIMDE], extra_compile_args=["-O2"]),
-    Extension("edgenn.kernels.fast._im2col", ["edgenn/kernels/fast/_im2col.pyx"],
-              include_dirs=[np.get_include()], extra_compile_args=["-O3"]),
-    Extension("edgenn.kernels.fast._sgemm", ["edgenn/kernels/fast/_sgemm.pyx"],
-              include_dirs=[np.get_include(), "edgenn/kernels/fast", SIMDE],
-              extra_compile_args=["-O3", "-fopenmp"], extra_link_args=["-fopenmp"]),
-    Extension("edgenn.kernels.fast._winograd", ["edgenn/kernels/fast/_winograd.pyx"],
-              include_dirs=[np.get_include(), "edgenn/kernels/fast", SIMDE],
-              extra_compile_args=["-O3", "-fopenmp"], extra_link_args=["-fopenmp"]),
-    Extension("edgenn.kernels.fast._dwc8", ["edgenn/kernels/fast/_dwc8.pyx"],
-              include_dirs=[np.get_include(), "edgenn/kernels/fast", SIMDE],
-              extra_compile_args=["-O3", "-fopenmp"],
-              extra_link_args=["-fopenmp"]),
-    # tests only: the c8 / c16 depthwise bodies (AVX2, AVX-512F) on SIMDe, any CPU
-    Extension("edgenn.kernels.fast._dwc8_emu", ["edgenn/kernels/fast/_dwc8_emu.pyx"],
-              include_dirs=[np.get_include(), "edgenn/kernels/fast", SIMDE],
-              define_macros=[("EDGENN_SIMDE", "1")],
-              extra_compile_args=["-O1", "-fopenmp"], extra_link_args=["-fopenmp"]),
-    Extension("edgenn.kernels.fast._rowops", ["edgenn/kernels/fast/_rowops.pyx"],
-              include_dirs=["edgenn/kernels/fast", SIMDE],
-              # no mul+add contraction: the quantize / QAdd passes must round as NumPy does
-              extra_compile_args=["-O3", "-ffp-contract=off", "-fopenmp"],
-              extra_link_args=["-fopenmp"]),
-    # tests only: the packed sgemm with its AVX2 / AVX-512F kernels on SIMDe (emulated)
-    Extension("edgenn.kernels.fast._sgemm_emu", ["edgenn/kernels/fast/_sgemm_emu.pyx"],
-              include_dirs=[np.get_include(), "edgenn/kernels/fast", SIMDE],
-              define_macros=[("EDGENN_SIMDE", "1")], extra_compile_args=["-O1", "-fopenmp"],
-              extra_link_args=["-fopenmp"]),
-    # tests only: the AVX-512 VNNI micro-kernels against SIMDe, built for the baseline
-    # target (no -m flags), so a CPU without VNNI runs their bodies (emulated, exact)
-    Extension("edgenn.kernels.fast._qgemm_emu", ["edgenn/kernels/fast/_qgemm_emu.pyx"],
-              include_dirs=[np.get_include(), "edgenn/kernels/fast", SIMDE],
-              extra_compile_args=["-O1"]),
-    # direct convolution for few input channels, and its SIMDe-emulated twin for the tests
-    Extension("edgenn.kernels.fast._convdirect", ["edgenn/kernels/fast/_convdirect.pyx"],
-              include_dirs=["edgenn/kernels/fast", SIMDE], extra_compile_args=["-O3", "-fopenmp"],
-              extra_link_args=["-fopenmp"]),
-    Extension("edgenn.kernels.fast._convdirect_emu", ["edgenn/kernels/fast/_convdirect_emu.pyx"],
-              include_dirs=["edgenn/kernels/fast", SIMDE], define_macros=[("EDGENN_SIMDE", "1")],
-              extra_compile_args=["-O1"]),
-    # depthwise convolution on NCHW planes (row pixels in lanes), and its SIMDe twin
-    Extension("edgenn.kernels.fast._dwrows", ["edgenn/kernels/fast/_dwrows.pyx"],
-              include_dirs=["edgenn/kernels/fast", SIMDE], extra_compile_args=["-O3", "-fopenmp"],
-              extra_link_args=["-fopenmp"]),
-    Extension("edgenn.kernels.fast._dwrows_emu", ["edgenn/kernels/fast/_dwrows_emu.pyx"],
-              include_dirs=["edgenn/kernels/fast", SIMDE], define_macros=[("EDGENN_SIMDE", "1")],
-              extra_compile_args=["-O1"]),
-    # a depthwise conv and the 1x1 conv of its output in bands, and its SIMDe twin
-    Extension("edgenn.kernels.fast._dwproj", ["edgenn/kernels/fast/_dwproj.pyx"],
-              include_dirs=["edgenn/kernels/fast", SIMDE], extra_compile_args=["-O3", "-fopenmp"],
-              extra_link_args=["-fopenmp"]),
-    Extension("edgenn.kernels.fast._dwproj_emu", ["edgenn/kernels/fast/_dwproj_emu.pyx"],
-              include_dirs=["edgenn/kernels/fast", SIMDE], define_macros=[("EDGENN_SIMDE", "1")],
-              extra_compile_args=["-O1", "-fopenmp"], extra_link_args=["-fopenmp"]),
-    # sparse 1x1 convolution and fully connected layers (weights in CSR), and their
-    # SIMDe-emulated twin for the tests
-    Extension("edgenn.kernels.fast._spmm", ["edgenn/kernels/fast/_spmm.pyx"],
-              include_dirs=["edgenn/kernels/fast", SIMDE], extra_compile_args=["-O3", "-fopenmp"],
-              extra_link_args=["-fopenmp"]),
-    Extension("edgenn.kernels.fast._spmm_emu", ["edgenn/kernels/fast/_spmm_emu.pyx"],
-              include_dirs=["edgenn/kernels/fast", SIMDE], define_macros=[("EDGENN_SIMDE", "1")],
-              extra_compile_args=["-O1", "-fopenmp"], extra_link_args=["-fopenmp"]),
-    # the recurrence of LSTM / GRU / RNN, and its SIMDe-emulated twin for the tests
-    Extension("edgenn.kernels.fast._recurrent", ["edgenn/kernels/fast/_recurrent.pyx"],
-              include_dirs=["edgenn/kernels/fast", SIMDE], extra_compile_args=["-O3"]),
-    Extension("edgenn.kernels.fast._recurrent_emu", ["edgenn/kernels/fast/_recurrent_emu.pyx"],
-              include_dirs=["edgenn/kernels/fast", SIMDE], define_macros=[("EDGENN_SIMDE", "1")],
-              extra_compile_args=["-O1"]),
-    # int8 QConv / QGemm: bit-exact float epilogue, so no FMA contraction
-    Extension("edgenn.kernels.fast._qgemm", ["edgenn/kernels/fast/_qgemm.pyx"],
-              include_dirs=[np.get_include(), "edgenn/kernels/fast", SIMDE],
-              extra_compile_args=["-O3", "-ffp-contract=off", "-fopenmp"],
-              extra_link_args=["-fopenmp"]),
+    kernel("native", "_cpu", "-O2", NO_OMP),   # the one CPU probe, for edgenn.kernels.isa
+    kernel("gemm", "_im2col", omp=NO_OMP),
+    kernel("gemm", "_sgemm"),
+    kernel("gemm", "_sgemm_emu", "-O1", emulated=True),
+    kernel("winograd", "_winograd"),
+    # depthwise c8 / c16 (and the NCHW pooling loops of pool/), NCHW rows, depthwise + 1x1
+    kernel("depthwise", "_dwc8"),
+    kernel("depthwise", "_dwc8_emu", "-O1", emulated=True),
+    kernel("depthwise", "_dwrows"),
+    kernel("depthwise", "_dwrows_emu", "-O1", NO_OMP, emulated=True),
+    kernel("depthwise", "_dwproj"),
+    kernel("depthwise", "_dwproj_emu", "-O1", emulated=True),
+    # no mul+add contraction: the quantize / QAdd passes must round as NumPy does
+    kernel("rowops", "_rowops", flags=["-ffp-contract=off"]),
+    kernel("direct", "_convdirect"),
+    kernel("direct", "_convdirect_emu", "-O1", NO_OMP, emulated=True),
+    kernel("sparse", "_spmm"),
+    kernel("sparse", "_spmm_emu", "-O1", emulated=True),
+    kernel("recurrent", "_recurrent", omp=NO_OMP),
+    kernel("recurrent", "_recurrent_emu", "-O1", NO_OMP, emulated=True),
+    # int8: a bit-exact float epilogue, so no FMA contraction. The twin is built for the
+    # baseline target with SIMDe's VNNI (no EDGENN_SIMDE: _qgemm_emu.pyx includes the
+    # VNNI bodies itself), so a CPU without VNNI runs their bodies, exact
+    kernel("int8", "_qgemm", flags=["-ffp-contract=off"]),
+    kernel("int8", "_qgemm_emu", "-O1", NO_OMP),
 ]
 
-KERNELS = "edgenn/kernels/fast"
 INCLUDE = re.compile(r'^\s*(?:#include|include|cdef extern from)\s+"([^"]+)"', re.M)
 
 
 def local_headers(source: str) -> list[str]:
-    """Every file of KERNELS that `source` includes, directly or through another one: an
-    extension is rebuilt when any of them changes (a hand-kept list had missed some)."""
+    """Every kernel file `source` includes, directly or through another one: an extension
+    is rebuilt when any of them changes (a hand-kept list had missed some)."""
     found, todo = set(), [source]
     while todo:
         with open(todo.pop()) as f:
             for name in INCLUDE.findall(f.read()):
-                path = os.path.join(KERNELS, name)
-                if path not in found and os.path.exists(path):
-                    found.add(path)
-                    todo.append(path)
+                for d in FAMILIES:
+                    path = os.path.join(KERNELS, d, name)
+                    if path not in found and os.path.exists(path):
+                        found.add(path)
+                        todo.append(path)
     return sorted(found)
 
 
@@ -126,6 +96,8 @@ for ext in extensions:
 # every core compiles: Cython translates the sources in parallel, and build_ext compiles
 # the extensions in parallel (setuptools' -j)
 JOBS = max(os.cpu_count() or 1, 1)
-setup(ext_modules=cythonize(extensions, nthreads=JOBS,
+# the generated C goes to build/cython, out of the source tree
+setup(ext_modules=cythonize(extensions, nthreads=JOBS, build_dir="build/cython",
+                            include_path=INCLUDE_DIRS[:len(FAMILIES)],
                             compiler_directives={"language_level": 3}),
       options={"build_ext": {"parallel": JOBS}})

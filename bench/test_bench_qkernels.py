@@ -22,7 +22,7 @@ from threadpoolctl import threadpool_limits
 from edgenn.graph.infer import infer_node
 from edgenn.graph.ir import Node
 from edgenn.kernels import isa
-from edgenn.kernels.fast import _sgemm
+from edgenn.kernels.gemm import _sgemm
 from edgenn.oplist import load_kernels
 from edgenn.registry import KERNELS, TensorInfo
 

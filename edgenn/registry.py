@@ -1,7 +1,7 @@
 """Explicit registries: op type -> shape rule, reference kernel, ONNX converter, fast kernels.
 
 Each concern lives in its own small files (graph/shapes/*, kernels/reference/*,
-converters/onnx/*, kernels/fast/*); they register here through the decorators below.
+converters/onnx/*, kernels/<family>/*); they register here through the decorators below.
 `edgenn.oplist.load_all()` imports every one of those files; `tests/test_registry.py`
 asserts that every op in `edgenn.oplist.OPS` has a shape rule, a reference kernel and
 (for ONNX ops) a converter.
@@ -19,7 +19,7 @@ SHAPE_RULES: dict[str, Callable] = {}
 REFERENCE: dict[str, Callable] = {}
 # ONNX op type -> convert(onode: onnx.NodeProto, ctx: ConvertContext) -> None (adds IR nodes)
 CONVERTERS: dict[str, Callable] = {}
-# op type -> kernel specs, best first (filled by kernels/fast/*)
+# op type -> kernel specs, best first (filled by kernels/<family>/*)
 KERNELS: dict[str, list["KernelSpec"]] = {}
 
 

@@ -25,8 +25,8 @@ import sys
 import atheris
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-NUMBA_MODULES = ["edgenn.kernels.fast._transformer_jit", "edgenn.kernels.fast._window_jit",
-                 "edgenn.kernels.fast._upsample_jit"]   # numba compiles their bytecode
+NUMBA_MODULES = ["edgenn.kernels.rowops._transformer_jit", "edgenn.kernels.depthwise._window_jit",
+                 "edgenn.kernels.tensor._upsample_jit"]   # numba compiles their bytecode
 
 with atheris.instrument_imports(include=["edgenn"], exclude=NUMBA_MODULES):
     import numpy as np

@@ -18,7 +18,7 @@ from kernel_cases.quant import qconv_case  # noqa: E402
 
 from edgenn.graph.infer import infer_node  # noqa: E402
 from edgenn.kernels import isa  # noqa: E402
-from edgenn.kernels.fast import _qgemm, qconv  # noqa: E402
+from edgenn.kernels.int8 import _qgemm, qconv# noqa: E402
 from edgenn.oplist import load_kernels  # noqa: E402
 from edgenn.registry import TensorInfo  # noqa: E402
 

@@ -128,7 +128,7 @@ def measured_flop_per_cycle(row: str) -> tuple[float, float] | None:
     sys.path.insert(0, ROOT)
     import numpy as np
 
-    from edgenn.kernels.fast import _sgemm
+    from edgenn.kernels.gemm import _sgemm
     if row not in {r.name for r in _sgemm.rows()}:
         return None
     n = 1536

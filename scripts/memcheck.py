@@ -1,5 +1,5 @@
 """Run small models under valgrind memcheck and report every error or leak whose stack
-passes through edgenn's C kernels (edgenn/kernels/fast/*.so).
+passes through edgenn's C kernels (edgenn/kernels/<family>/*.so).
 
     apt-get install valgrind
     EDGENN_DEBUG_BUILD=1 python setup.py build_ext --inplace --force   # file:line in stacks
@@ -43,7 +43,7 @@ for t in ts: t.join()
 kernels = sorted({{st.choice.kernel for s, _ in jobs for st in s.plan.steps}})
 print("KERNELS", " ".join(kernels))
 """
-OURS = re.compile(r"edgenn/kernels/fast/_\w+\.cpython")
+OURS = re.compile(r"edgenn/kernels/\w+/_\w+\.cpython")
 
 
 def main() -> int:

@@ -19,11 +19,12 @@ def _tier_lines() -> list[str]:
             f"sums{lacking}, avx512vnni "
             f"int8 depthwise (u8 plane, narrow rows), avx2 + avx512 sgemm, spmm, recurrent, "
             f"direct-conv, depthwise-rows, depthwise c8 / c16 and depthwise-project kernels; "
-            f"arm64: cross-built, under qemu (tests/test_aarch64.py)"]
+            f"arm64: cross-built, under qemu (tests/kernels/native/test_aarch64.py)"]
 
 
-EMULATED = ("_sgemm_emu", "_qgemm_emu", "_dwc8_emu", "_convdirect_emu", "_dwrows_emu",
-            "_dwproj_emu", "_spmm_emu", "_recurrent_emu")
+EMULATED = ("gemm._sgemm_emu", "int8._qgemm_emu", "depthwise._dwc8_emu", "direct._convdirect_emu",
+            "depthwise._dwrows_emu", "depthwise._dwproj_emu", "sparse._spmm_emu",
+            "recurrent._recurrent_emu")   # edgenn.kernels.<family>.<twin>
 
 
 def _build_emulated_kernels() -> None:
@@ -34,12 +35,12 @@ def _build_emulated_kernels() -> None:
     import subprocess
     import sys
     root = Path(__file__).resolve().parent.parent
-    fast = root / "edgenn" / "kernels" / "fast"
-    newest = max(f.stat().st_mtime for pattern in ("*.h", "*.pyx", "*.pxi")
-                 for f in fast.glob(pattern))
+    kernels = root / "edgenn" / "kernels"
+    newest = max(f.stat().st_mtime for pattern in ("*/*.h", "*/*.pyx", "*/*.pxi")
+                 for f in kernels.glob(pattern))
     missing = []
     for m in EMULATED:
-        spec = importlib.util.find_spec(f"edgenn.kernels.fast.{m}")
+        spec = importlib.util.find_spec(f"edgenn.kernels.{m}")
         if spec is None:
             missing.append(m)
         elif os.path.getmtime(spec.origin) < newest:   # stale: rebuilt from the sources

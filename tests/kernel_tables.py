@@ -1,4 +1,4 @@
-"""Test parameters from a kernel family's table (edgenn/kernels/fast/tables.py): the rows
+"""Test parameters from a kernel family's table (edgenn/kernels/native/tables.py): the rows
 this CPU runs natively (the portable one always) and every SIMD row again through the
 family's SIMDe-emulated twin (any CPU runs it), so a row added to the table is tested with
 no edit here and an AVX2-only machine still checks the AVX-512 rows."""

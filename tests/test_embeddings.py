@@ -1,4 +1,4 @@
-"""Quantized embedding tables (compress/embeddings.py, the QGather op, kernels/fast/
+"""Quantized embedding tables (compress/embeddings.py, the QGather op, kernels/tensor/
 embedding.py): a two-tower recommendation model and BERT-tiny's token embedding.
 
 Bound from the arithmetic: codes are round(w / s) clipped to [-qmax, qmax] for the row's

@@ -50,7 +50,7 @@ def _is_import_module(func) -> bool:
 
 
 def _literal_prefix(arg) -> str:
-    """The constant text a module name starts with ("edgenn.kernels.fast", or the part of
+    """The constant text a module name starts with ("edgenn.kernels.native", or the part of
     an f-string before its first placeholder)."""
     if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
         return arg.value
@@ -72,6 +72,13 @@ def test_layers_import_downward_only():
     assert not bad, "upward imports:\n" + "\n".join(bad)
 
 
+# the fast kernels (every family folder of edgenn/kernels but the NumPy references, and the
+# module that registers them) and the runtime
+COMPILED = tuple(f"edgenn.kernels.{d.name}" for d in (PKG / "kernels").iterdir()
+                 if d.is_dir() and d.name not in ("reference", "__pycache__")) + \
+    ("edgenn.kernels.fast", "edgenn.runtime")
+
+
 def test_importing_and_optimizing_load_no_compiled_kernel(tmp_path):
     """Shape inference, the passes and ONNX / .enn import use the shape rules and the
     reference kernels only: in a fresh process that converts, optimizes, infers shapes
@@ -89,7 +96,7 @@ infer(graph, {{"image": (2, 1, 8, 8)}})
 enn.save(graph, {str(tmp_path / "m.enn")!r})
 source.load({str(tmp_path / "m.enn")!r})
 loaded = sorted(m for m in sys.modules
-                if m.startswith(("edgenn.kernels.fast", "edgenn.runtime")))
+                if m.startswith({COMPILED!r}))
 assert not loaded, loaded
 print("ok")
 """

@@ -4,7 +4,7 @@ against onnxruntime's quantizer, mixed precision, data forms, the report and the
 
 The int8 models are run on the reference kernels (`reference=True`): the quantizer's
 fidelity is a property of the int8 semantics, which the fast kernels reproduce bit for
-bit (tests/test_qkernels.py); tests/test_quantize.py measures what the quantizer chose.
+bit (tests/kernels/int8/test_qkernels.py); tests/test_quantize.py measures what the quantizer chose.
 """
 import os
 

@@ -335,7 +335,7 @@ def test_a_kernel_choice_timed_on_shared_cores_is_not_cached(fake_relu_kernels, 
 
 
 def test_cores_available_is_a_share_of_the_threads():
-    from edgenn.kernels.fast import _sgemm
+    from edgenn.kernels.gemm import _sgemm
     assert _sgemm.cores_available(1) == 1.0
     assert 0.0 < _sgemm.cores_available(2, n=20000) <= 1.0
 
@@ -392,7 +392,7 @@ def test_candidates_are_timed_in_rounds_not_one_after_another(monkeypatch):
     """Each round runs every candidate once: a burst of load that lasts a few hundred ms
     slows them alike instead of landing on one candidate's samples. With threads > 1 the
     OpenMP workers are woken before each timed run (not by a second, cache-warming run)."""
-    from edgenn.kernels.fast import _sgemm
+    from edgenn.kernels.gemm import _sgemm
     order = []
     runs = {name: (lambda inputs, outputs, n=name: order.append(n)) for name in "abc"}
     times = select._time_round_robin(runs, [], [])

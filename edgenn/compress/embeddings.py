@@ -2,7 +2,7 @@
 a QGather over int8 codes with one scale per row (bits=8) or int4 codes with one scale per
 block of 32 values of a row (bits=4), the scales fitted by ADMM (compress/weights.py's
 codec). The table is 4x / ~7x smaller on disk and in memory (the codes are what is
-mapped), and only the gathered rows are dequantized at run time (kernels/fast/embedding.py).
+mapped), and only the gathered rows are dequantized at run time (kernels/tensor/embedding.py).
 In the .enn file the codes are int8 / uint8 blobs, so entropy coding (graph/entropy.py)
 applies to them as to any quantized weight.
 

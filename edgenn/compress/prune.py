@@ -1,4 +1,4 @@
-"""Pruning for the sparse convolution kernels (kernels/fast/sparse.py).
+"""Pruning for the sparse convolution kernels (kernels/sparse/sparse.py).
 
 Unstructured magnitude pruning of pointwise (1x1) convolutions, and pattern pruning of
 3x3 ones (PatDNN, ASPLOS 2020): each 3x3 kernel keeps k of its 9 taps, in one of a few
@@ -148,7 +148,7 @@ def pattern_prune(graph, k: int = 4, patterns: int = 8, connectivity: float = 0.
 
 def fully_connected(graph):
     """The MatMul / Gemm nodes whose weight (input 1) is a 2-D constant no other node
-    reads (the sparse Gemm kernels' layers, kernels/fast/sparse_gemm.py), in graph order."""
+    reads (the sparse Gemm kernels' layers, kernels/sparse/sparse_gemm.py), in graph order."""
     readers: dict[str, int] = {}
     for node in graph.nodes:
         for name in node.inputs:

@@ -34,7 +34,7 @@ class IsaError(ValueError):
 
 
 def _cpu():
-    from .fast import _cpu
+    from .native import _cpu
     return _cpu
 
 

@@ -2,8 +2,8 @@
 
 A Conv whose output nothing but the next step, a Conv, reads may run with it as one step:
 a 1x1 expansion and its depthwise conv as ExpandDepthwise
-(kernels/fast/expand_depthwise.py), a depthwise conv and its 1x1 projection as
-DepthwiseProject (kernels/fast/depthwise_project.py). The planner times the fused step like
+(kernels/depthwise/expand_depthwise.py), a depthwise conv and its 1x1 projection as
+DepthwiseProject (kernels/depthwise/depthwise_project.py). The planner times the fused step like
 any kernel and keeps it only where it beat the two layers' own best kernels together, so no
 plan gets slower for it. The graph is not changed: the pair exists only in the plan (a saved
 .enn, the quantizer and the pruner still see two Convs)."""

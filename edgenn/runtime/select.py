@@ -140,7 +140,7 @@ def cores_free(threads: int) -> float:
     probe); 1.0 at one thread."""
     if threads <= 1:
         return 1.0
-    from ..kernels.fast import _sgemm
+    from ..kernels.gemm import _sgemm
     return _sgemm.cores_available(threads)
 
 
@@ -354,7 +354,7 @@ def _time_round_robin(runs: dict, inputs, outputs, threads: int = 1) -> dict:
     candidate that follows a single-threaded one."""
     wake = None
     if threads > 1:
-        from ..kernels.fast import _sgemm
+        from ..kernels.gemm import _sgemm
         wake = _sgemm.wake_threads
     samples = {name: [] for name in runs}
     deadline = time.perf_counter() + TIME_PER_CANDIDATE * len(runs)

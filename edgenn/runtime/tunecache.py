@@ -57,10 +57,10 @@ def build_digest() -> str:
     """The compiled kernels' identity: a rebuilt extension module (a new kernel body under
     an unchanged version number, as every source build between releases is) is timed
     afresh instead of inheriting choices measured on the old build."""
-    from ..kernels import fast
-    here = os.path.dirname(fast.__file__)
-    return files_digest(glob.glob(os.path.join(here, "*.so")) +
-                        glob.glob(os.path.join(here, "*.pyd")))
+    from .. import kernels
+    here = os.path.dirname(kernels.__file__)   # the extensions: kernels/<family>/*.so
+    return files_digest(glob.glob(os.path.join(here, "*", "*.so")) +
+                        glob.glob(os.path.join(here, "*", "*.pyd")))
 
 
 def _path(threads: int) -> str:

@@ -3,7 +3,7 @@ path (integer requantization with Relu / Clip; float path with a residual, each 
 u8 or float32 output), 7-bit and 8-bit weights, per-tensor and per-channel weight scales.
 
 Each generator yields (node, inputs, const_indices): everything but x / a (0) and the
-residual z (9) is a plan-time constant, as fuse_qdq writes them. tests/test_qkernels.py
+residual z (9) is a plan-time constant, as fuse_qdq writes them. tests/kernels/int8/test_qkernels.py
 runs the same cases on every code path (AVX2 / portable, u8 / int16) bit for bit.
 """
 import itertools

@@ -6,7 +6,7 @@ and R (D, H, 4H) are int8 / uint8 with a scale and zero point per direction (or 
 direction and gate row). The weights are dequantized once at import into the standard
 LSTM layout (D, 4H, I) / (D, 4H, H), and the node becomes edgenn's LSTM: onnxruntime
 also quantizes the activations (X and h, per step), edgenn keeps them float, so it is
-the closer of the two to the float model (tests/test_recurrent.py measures both).
+the closer of the two to the float model (tests/kernels/recurrent/test_recurrent.py measures both).
 """
 from __future__ import annotations
 

@@ -60,13 +60,13 @@ def _conv_pair(attrs, inputs, keys):
 
 @reference("ExpandDepthwise")
 def expand_depthwise(attrs, inputs):
-    """A 1x1 Conv, then the depthwise Conv of its output (kernels/fast/expand_depthwise.py):
+    """A 1x1 Conv, then the depthwise Conv of its output (kernels/depthwise/expand_depthwise.py):
     inputs x, w1, b1, w2, b2, z (a residual of the second), attrs "expand" / "depthwise"."""
     return _conv_pair(attrs, inputs, PAIR_KEYS["ExpandDepthwise"])
 
 
 @reference("DepthwiseProject")
 def depthwise_project(attrs, inputs):
-    """A depthwise Conv, then the 1x1 Conv of its output (kernels/fast/depthwise_project.py):
+    """A depthwise Conv, then the 1x1 Conv of its output (kernels/depthwise/depthwise_project.py):
     inputs as ExpandDepthwise's, attrs "depthwise" / "project"."""
     return _conv_pair(attrs, inputs, PAIR_KEYS["DepthwiseProject"])

@@ -1,0 +1,2 @@
+"""Pooling: MaxPool / AveragePool (the loops compile into the depthwise extension, _dwc8.pyx),
+global pooling."""
