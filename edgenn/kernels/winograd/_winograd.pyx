@@ -84,7 +84,7 @@ def output_transform(int m, const float[::1] M, float[:, :, :, ::1] y, int th, i
 
 cdef extern from "sgemm_table.h" nogil:
     ctypedef struct sg_row:
-        pass
+        int isa
     const sg_row sg_rows[]
     int SG_ROW_COUNT
 
