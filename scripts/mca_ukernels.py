@@ -25,7 +25,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FAST = os.path.join(ROOT, "edgenn", "kernels", "fast")
+KERNELS_DIR = os.path.join(ROOT, "edgenn", "kernels")
 MCA = "/usr/lib/llvm-19/bin/llvm-mca"
 
 # fp32 FLOP per cycle at the FMA peak: FMA pipes x lanes x 2 (vendors' optimization guides)
@@ -58,6 +58,10 @@ KERNELS = [
     ("spmm_32x1__avx2", "spmm_table.h", "sp_tile_avx2", "x86_64", ["-mavx2", "-mfma"]),
     ("spmm_64x1__avx512f", "spmm_table.h", "sp_tile_avx512", "x86_64",
      ["-mavx512f", "-mavx2", "-mfma"]),
+    ("depthwise_c8__avx2", "_dwc8.h", "dwc_group_avx2", "x86_64", ["-mavx2", "-mfma"]),
+    ("depthwise_c16__avx512f", "_dwc8.h", "dwc_group_avx512", "x86_64",
+     ["-mavx512f", "-mavx2", "-mfma"]),
+    ("depthwise_c4__neon", "_dwc8.h", "dwc_group_neon", "aarch64", []),
 ]
 
 FMA_X86 = re.compile(r"^\s*vfn?m(?:add|sub)\d{3}ps\s+.*%([xyz])mm")
@@ -74,7 +78,11 @@ def compile_asm(row, header, func, arch, flags, tmp) -> str:
     if not shutil.which(cc):
         raise SystemExit(f"{cc} not found (Debian: gcc-aarch64-linux-gnu)")
     out = os.path.join(tmp, f"{row}.s")
-    subprocess.run([cc, "-O3", "-S", "-I", FAST, *flags, src, "-o", out], check=True)
+    import simde_py   # the headers' SIMD layer off x86 (_simd.h)
+    includes = [f"-I{os.path.join(KERNELS_DIR, d)}" for d in sorted(os.listdir(KERNELS_DIR))
+                if os.path.isdir(os.path.join(KERNELS_DIR, d))]
+    subprocess.run([cc, "-O3", "-S", *includes, f"-I{simde_py.get_include()}", *flags, src,
+                    "-o", out], check=True)
     return open(out).read()
 
 

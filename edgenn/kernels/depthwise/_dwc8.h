@@ -1,5 +1,5 @@
 /* Depthwise 2-D convolution and 2-D pooling, L channels per SIMD vector ("c8": L = 8 on
- * AVX2, "c16": L = 16 on AVX-512F), for _dwc8.pyx.
+ * AVX2, "c16": L = 16 on AVX-512F, "c4": L = 4 on ARM64 NEON), for _dwc8.pyx.
  *
  * x (N, C, H, W) -> y (N, C, OH, OW), float32, NCHW. Per image and group of L channels
  * c0..c0+L-1: the planes are interleaved into a zero-padded Q (Hp, Wp, L); then every tap
@@ -10,8 +10,9 @@
  * MaxPool (Q padded with -inf) and AveragePool (Q padded with 0, sum / count) are the same
  * loops with max or plain sums over the taps, in the reference's tap order.
  *
- * One vector body (_dwc_vec.h), two widths: dwc_*_avx2 (8 lanes) and dwc_*_avx512 (16:
- * half the multiply-adds and, through 16 x 16 transposes, fewer shuffles per float packed),
+ * One vector body (_dwc_vec.h), three widths: dwc_*_avx2 (8 lanes), dwc_*_avx512 (16:
+ * half the multiply-adds and, through 16 x 16 transposes, fewer shuffles per float packed)
+ * and dwc_*_neon (4),
  * each a row of the family's table (dwc_rows, below; the caller checks the CPU runs it);
  * the portable rows run the C loops (dwc8_*_generic, any lane count). A last group of
  * fewer than L channels is packed and unpacked by the scalar loops and computed by the
@@ -246,6 +247,71 @@ static void dwc8_unpack_row(const float *obuf, float *yb, int c0, int nl, int oy
 #define DWC_HAVE_16 0
 #endif
 
+/* ARM64 NEON: 4 floats (arm_neon.h on aarch64; SIMDe's NEON in the tests' emulated x86
+ * build, so an x86 machine runs this body too). max / min as x86's maxps / minps (the
+ * second operand where the comparison is false: a NaN sum clamps to the bound), so every
+ * width computes the same bits. */
+#if defined(__aarch64__) && !defined(EDGENN_SIMDE)
+#include <arm_neon.h>
+#define DWC_HAVE_4 1
+#elif defined(EDGENN_SIMDE)
+#define SIMDE_ENABLE_NATIVE_ALIASES
+#include <simde/arm/neon.h>
+#define DWC_HAVE_4 1
+#else
+#define DWC_HAVE_4 0
+#endif
+#if DWC_HAVE_4
+#undef DWC_WIDTH
+#undef DWC_L
+#undef DWC_V
+#undef DWC_ATTR
+#undef DWC_LOADU
+#undef DWC_STOREU
+#undef DWC_SET1
+#undef DWC_FMA
+#undef DWC_MUL
+#undef DWC_ADD
+#undef DWC_DIV
+#undef DWC_MAX
+#undef DWC_MIN
+#undef DWC_TRANSPOSE
+#undef DWC_SELECT_GE0
+#undef DWC_EXPAND_PX
+#undef DWC_EXPAND_TAILS
+#undef DWC_ROW9_PX
+static inline __attribute__((always_inline)) void dwc_transpose4(float32x4_t r[4])
+{
+    const float32x4x2_t a = vtrnq_f32(r[0], r[1]), b = vtrnq_f32(r[2], r[3]);
+    r[0] = vcombine_f32(vget_low_f32(a.val[0]), vget_low_f32(b.val[0]));
+    r[1] = vcombine_f32(vget_low_f32(a.val[1]), vget_low_f32(b.val[1]));
+    r[2] = vcombine_f32(vget_high_f32(a.val[0]), vget_high_f32(b.val[0]));
+    r[3] = vcombine_f32(vget_high_f32(a.val[1]), vget_high_f32(b.val[1]));
+}
+#define DWC_WIDTH neon
+#define DWC_L 4
+#define DWC_V float32x4_t
+#define DWC_ATTR
+#define DWC_LOADU vld1q_f32
+#define DWC_STOREU vst1q_f32
+#define DWC_SET1 vdupq_n_f32
+#define DWC_FMA(a, b, c) vfmaq_f32(c, a, b)             /* a * b + c, one rounding */
+#define DWC_MUL vmulq_f32
+#define DWC_ADD vaddq_f32
+#define DWC_DIV vdivq_f32
+#define DWC_MAX(a, b) vbslq_f32(vcgtq_f32(a, b), a, b)
+#define DWC_MIN(a, b) vbslq_f32(vcltq_f32(a, b), a, b)
+#define DWC_TRANSPOSE dwc_transpose4
+/* 12 accumulators of 4 channels, as the x86 widths (32 registers would hold more) */
+#define DWC_EXPAND_PX 12
+#define DWC_EXPAND_TAILS DWC_TAIL(1) DWC_TAIL(2) DWC_TAIL(3) DWC_TAIL(4) DWC_TAIL(5) \
+    DWC_TAIL(6) DWC_TAIL(7) DWC_TAIL(8) DWC_TAIL(9) DWC_TAIL(10) DWC_TAIL(11) DWC_TAIL(12)
+#define DWC_SELECT_GE0(v, neg, zero) vbslq_f32(vcgeq_f32(v, zero), v, neg)
+/* 3x3 rows 4 pixels at a time: 8 chains in 32 registers (in-order cores: Cortex-A53/A55) */
+#define DWC_ROW9_PX 4
+#include "_dwc_vec.h"
+#endif
+
 static void dwc8_row_generic(const float *Q, const float *wl, const float *bl, const long *off,
                              int nl, const float *zrow, long zplane, float *obuf, int oy,
                              const dwc8_geom *g)
@@ -321,6 +387,10 @@ static const dwc_row dwc_rows[] = {
 #if DWC_HAVE_16
     {"depthwise_c16__avx512f", EDGENN_ISA_AVX512, 16, dwc_pack_avx512, dwc_pack_flat_avx512,
      dwc_expand_avx512, dwc_group_avx512, dwc_pool_row_avx512, dwc_unpack_row_avx512},
+#endif
+#if DWC_HAVE_4
+    {"depthwise_c4__neon", EDGENN_ISA_NEON, 4, dwc_pack_neon, dwc_pack_flat_neon,
+     dwc_expand_neon, dwc_group_neon, dwc_pool_row_neon, dwc_unpack_row_neon},
 #endif
 };
 #define DWC_ROW_COUNT ((int)(sizeof dwc_rows / sizeof dwc_rows[0]))

@@ -229,7 +229,31 @@ static inline void DWC_FN(dwc_row9)(const float *q, long rp, const long cp, cons
                                     const DWC_FN(dwc_actc) *k)
 {
     const float *q1 = q + rp, *q2 = q + 2 * rp;
-    for (int ox = 0; ox < OW; ox++, q += sx, q1 += sx, q2 += sx) {
+    int ox = 0;
+#if DWC_ROW9_PX > 1
+    /* DWC_ROW9_PX pixels at a time, each step for all of them: 2 DWC_ROW9_PX independent
+     * chains (one pixel's two would leave an in-order core waiting on the FMA latency);
+     * per pixel the same operations in the same order as below */
+    for (; ox + DWC_ROW9_PX <= OW; ox += DWC_ROW9_PX, q += DWC_ROW9_PX * sx,
+         q1 += DWC_ROW9_PX * sx, q2 += DWC_ROW9_PX * sx) {
+        DWC_V a[DWC_ROW9_PX], b[DWC_ROW9_PX];
+#define DWC_ROW9_STEP(stmt) \
+    _Pragma("GCC unroll 4") for (int p = 0; p < DWC_ROW9_PX; p++) { const long s = p * sx; stmt; }
+        DWC_ROW9_STEP(a[p] = DWC_FMA(w[0], DWC_LOADU(q + s), bias))
+        DWC_ROW9_STEP(b[p] = DWC_MUL(w[1], DWC_LOADU(q + s + cp)))
+        DWC_ROW9_STEP(a[p] = DWC_FMA(w[2], DWC_LOADU(q + s + 2 * cp), a[p]))
+        DWC_ROW9_STEP(b[p] = DWC_FMA(w[3], DWC_LOADU(q1 + s), b[p]))
+        DWC_ROW9_STEP(a[p] = DWC_FMA(w[4], DWC_LOADU(q1 + s + cp), a[p]))
+        DWC_ROW9_STEP(b[p] = DWC_FMA(w[5], DWC_LOADU(q1 + s + 2 * cp), b[p]))
+        DWC_ROW9_STEP(a[p] = DWC_FMA(w[6], DWC_LOADU(q2 + s), a[p]))
+        DWC_ROW9_STEP(b[p] = DWC_FMA(w[7], DWC_LOADU(q2 + s + cp), b[p]))
+        DWC_ROW9_STEP(a[p] = DWC_FMA(w[8], DWC_LOADU(q2 + s + 2 * cp), a[p]))
+        DWC_ROW9_STEP(DWC_STOREU(obuf + (ox + p) * DWC_L,
+                                 DWC_FN(dwc_act)(DWC_ADD(a[p], b[p]), mode, k)))
+#undef DWC_ROW9_STEP
+    }
+#endif
+    for (; ox < OW; ox++, q += sx, q1 += sx, q2 += sx) {
         DWC_V a = DWC_FMA(w[0], DWC_LOADU(q), bias);
         DWC_V b = DWC_MUL(w[1], DWC_LOADU(q + cp));
         a = DWC_FMA(w[2], DWC_LOADU(q + 2 * cp), a);

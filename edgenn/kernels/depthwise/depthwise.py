@@ -324,6 +324,22 @@ register_widths("Conv", ((r.name, r.name, r.isa) for r in _dwrows().ROWS),
                 _rows_supports, _rows_mt_supports, _prepare_rows)
 
 
+def other_widths(prefix: str, lib=None) -> tuple:
+    """(lanes, name, isa) of the c<lanes> table's vector rows of widths other than the x86
+    8 and 16 above (ARM64's depthwise_c4__neon), named <prefix>_c<lanes>__<isa>: specs
+    of their own on the CPUs that build them. lib: the extension (tests: _dwc8_emu)."""
+    if lib is None:
+        from . import _dwc8 as lib
+    return tuple((r.lanes, prefix + r.name[len("depthwise"):], r.isa) for r in lib.ROWS
+                 if r.vector and r.lanes not in (8, 16))
+
+
+register_widths("Conv", other_widths("depthwise"), _supports, _mt_supports,
+                lambda node, ins, outs, threads, lanes, split_rows=False: _prepare_c8(
+                    node, ins, outs, threads, lanes, split_rows=split_rows),
+                rows_split_supports=_rows_split_supports)
+
+
 @kernel("Conv", "depthwise_numba", supports=_supports,
         cost=numba_cost, requires=("numba",))
 def prepare_numba(node, ins, outs):

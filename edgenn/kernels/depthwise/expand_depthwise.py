@@ -108,5 +108,6 @@ def prepare(node, ins, outs, threads: int, lanes: int, lib=None, split_rows: boo
 
 
 register_widths("ExpandDepthwise", ((8, "expand_depthwise_c8", ""),
-                                    (16, "expand_depthwise_c16__avx512f", "avx512")),
+                                    (16, "expand_depthwise_c16__avx512f", "avx512"))
+                + depthwise.other_widths("expand_depthwise"),
                 _supports, _mt_supports, prepare, _cost, _rows_split_supports)

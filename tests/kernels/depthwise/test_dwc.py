@@ -191,3 +191,18 @@ def test_a_bound_layer_refuses_arrays_of_other_sizes(lib):
                 (x, z, y, q, obuf[:1].copy())):
         with pytest.raises(ValueError):
             layer.run(*bad)
+
+
+def test_rows_of_other_widths_are_specs_of_their_own():
+    # ARM64's 4-lane NEON row (in the emulated table here; natively where it is built)
+    # becomes depthwise_c4__neon (+ _mt, a rows split) and ExpandDepthwise's twin; the
+    # x86 widths keep their names (the tuning caches are keyed by them)
+    emu = depthwise.other_widths("depthwise", _dwc8_emu)
+    assert (4, "depthwise_c4__neon", "neon") in emu
+    assert all(lanes not in (8, 16) for lanes, _, _ in emu)
+    assert (4, "expand_depthwise_c4__neon", "neon") in \
+        depthwise.other_widths("expand_depthwise", _dwc8_emu)
+    from edgenn.registry import KERNELS
+    names = {s.name for s in KERNELS["Conv"]}
+    for _, name, _ in depthwise.other_widths("depthwise"):   # this CPU's own table
+        assert {name, name + "_mt", depthwise.rowsplit_name(name) + "_mt"} <= names

@@ -66,8 +66,10 @@ def test_kernels_under_qemu(kernels_check, cpu, tier):
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     lines = out.stdout.splitlines()
     assert f"tier {tier}" in lines
-    # the fp32 GEMM table's NEON rows ran (kernels_check.c runs every row the CPU has)
+    # the NEON rows of the fp32 GEMM and depthwise tables ran (kernels_check.c runs every
+    # row the CPU has)
     assert any(re.match(r"ok\s+sgemm_\w+__neon ", line) for line in lines), lines
+    assert any(re.match(r"ok\s+depthwise_c4__neon ", line) for line in lines), lines
     passed, failed = (int(w) for w in lines[-1].replace(",", "").split()[::2])
     assert failed == 0 and passed >= 60, lines[-1]
 
