@@ -203,23 +203,6 @@ static void dwc8_unpack_row(const float *obuf, float *yb, int c0, int nl, int oy
 /* v >= 0 ? v : neg (NaN: neg) */
 #define DWC_SELECT_GE0(v, neg, zero) _mm256_blendv_ps(neg, v, _mm256_cmp_ps(v, zero, _CMP_GE_OQ))
 #include "_dwc_vec.h"
-#undef DWC_WIDTH
-#undef DWC_L
-#undef DWC_V
-#undef DWC_ATTR
-#undef DWC_LOADU
-#undef DWC_STOREU
-#undef DWC_SET1
-#undef DWC_FMA
-#undef DWC_MUL
-#undef DWC_ADD
-#undef DWC_DIV
-#undef DWC_MAX
-#undef DWC_MIN
-#undef DWC_TRANSPOSE
-#undef DWC_SELECT_GE0
-#undef DWC_EXPAND_PX
-#undef DWC_EXPAND_TAILS
 #ifdef EDGENN_HAS_AVX512_INTRINSICS
 /* AVX-512F: 16 floats */
 #define DWC_HAVE_16 1
@@ -247,39 +230,11 @@ static void dwc8_unpack_row(const float *obuf, float *yb, int c0, int nl, int oy
 #define DWC_HAVE_16 0
 #endif
 
-/* ARM64 NEON: 4 floats (arm_neon.h on aarch64; SIMDe's NEON in the tests' emulated x86
- * build, so an x86 machine runs this body too). max / min as x86's maxps / minps (the
- * second operand where the comparison is false: a NaN sum clamps to the bound), so every
- * width computes the same bits. */
-#if defined(__aarch64__) && !defined(EDGENN_SIMDE)
-#include <arm_neon.h>
-#define DWC_HAVE_4 1
-#elif defined(EDGENN_SIMDE)
-#define SIMDE_ENABLE_NATIVE_ALIASES
-#include <simde/arm/neon.h>
-#define DWC_HAVE_4 1
-#else
-#define DWC_HAVE_4 0
-#endif
+/* ARM64 NEON (_neon.h): 4 floats; max / min as x86's, so every width computes the same
+ * bits */
+#include "_neon.h"
+#define DWC_HAVE_4 EDGENN_NEON
 #if DWC_HAVE_4
-#undef DWC_WIDTH
-#undef DWC_L
-#undef DWC_V
-#undef DWC_ATTR
-#undef DWC_LOADU
-#undef DWC_STOREU
-#undef DWC_SET1
-#undef DWC_FMA
-#undef DWC_MUL
-#undef DWC_ADD
-#undef DWC_DIV
-#undef DWC_MAX
-#undef DWC_MIN
-#undef DWC_TRANSPOSE
-#undef DWC_SELECT_GE0
-#undef DWC_EXPAND_PX
-#undef DWC_EXPAND_TAILS
-#undef DWC_ROW9_PX
 static inline __attribute__((always_inline)) void dwc_transpose4(float32x4_t r[4])
 {
     const float32x4x2_t a = vtrnq_f32(r[0], r[1]), b = vtrnq_f32(r[2], r[3]);
@@ -299,8 +254,8 @@ static inline __attribute__((always_inline)) void dwc_transpose4(float32x4_t r[4
 #define DWC_MUL vmulq_f32
 #define DWC_ADD vaddq_f32
 #define DWC_DIV vdivq_f32
-#define DWC_MAX(a, b) vbslq_f32(vcgtq_f32(a, b), a, b)
-#define DWC_MIN(a, b) vbslq_f32(vcltq_f32(a, b), a, b)
+#define DWC_MAX edgenn_vmaxq
+#define DWC_MIN edgenn_vminq
 #define DWC_TRANSPOSE dwc_transpose4
 /* 12 accumulators of 4 channels, as the x86 widths (32 registers would hold more) */
 #define DWC_EXPAND_PX 12

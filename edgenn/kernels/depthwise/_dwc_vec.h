@@ -393,3 +393,23 @@ DWC_ATTR static void DWC_FN(dwc_pool_row)(const float *Q, const long *off, float
         DWC_STOREU(obuf + ox * DWC_L, a);
     }
 }
+
+/* this width's parameters, so the next width defines its own */
+#undef DWC_WIDTH
+#undef DWC_L
+#undef DWC_V
+#undef DWC_ATTR
+#undef DWC_LOADU
+#undef DWC_STOREU
+#undef DWC_SET1
+#undef DWC_FMA
+#undef DWC_MUL
+#undef DWC_ADD
+#undef DWC_DIV
+#undef DWC_MAX
+#undef DWC_MIN
+#undef DWC_TRANSPOSE
+#undef DWC_SELECT_GE0
+#undef DWC_EXPAND_PX
+#undef DWC_EXPAND_TAILS
+#undef DWC_ROW9_PX

@@ -111,22 +111,6 @@ static void cd_run_scalar(const cd_args *a)
 #define CD_TILE cd_tile8
 #define CD_BLOCK cd_block8
 #include "_convdirect_vec.h"
-#undef CD_V
-#undef CD_L
-#undef CD_ATTR
-#undef CD_LOAD
-#undef CD_STOREU
-#undef CD_SET1
-#undef CD_ZERO
-#undef CD_FMA
-#undef CD_ADD
-#undef CD_MAX
-#undef CD_MIN
-#undef CD_PRELU
-#undef CD_EPI
-#undef CD_STORE
-#undef CD_TILE
-#undef CD_BLOCK
 /* AVX-512F: 16 floats; 12 x 32 or 8 x 48 (24 zmm accumulators; 8 x 48 leaves no
  * ragged channel block when M is a multiple of 8, e.g. 16 / 32 / 64 channels) */
 #define CD_V __m512
@@ -153,6 +137,109 @@ EDGENN_AVX512 static void cd_run_avx512(const cd_args *a) { cd_tile16(a, 12, 2);
 EDGENN_AVX512 static void cd_run_avx512_8x48(const cd_args *a) { cd_tile16(a, 8, 3); }
 #endif
 
+/* ARM64 NEON (_neon.h): 4 floats; 8 channels x 12 pixels (24 of the 32 q registers
+ * accumulate); max / min as x86's, so the rows compute the same bits. The template
+ * (cd_block4) serves the ragged blocks. */
+#include "_neon.h"
+#if EDGENN_NEON
+#define CD_V float32x4_t
+#define CD_L 4
+#define CD_ATTR
+#define CD_LOAD vld1q_f32
+#define CD_STOREU vst1q_f32
+#define CD_SET1 vdupq_n_f32
+#define CD_ZERO() vdupq_n_f32(0.f)
+#define CD_FMA(a, b, c) vfmaq_f32(c, a, b)              /* a * b + c, one rounding */
+#define CD_ADD vaddq_f32
+#define CD_MAX edgenn_vmaxq
+#define CD_MIN edgenn_vminq
+#define CD_PRELU(v, s) vbslq_f32(vcltq_f32(v, vdupq_n_f32(0.f)), vmulq_f32(v, s), v)
+#define CD_EPI cd_epi4
+#define CD_STORE cd_store4
+#define CD_TILE cd_tile4
+#define CD_BLOCK cd_block4
+#include "_convdirect_vec.h"
+
+/* The NEON 8 x 12 tile: 8 channels x NV (<= 3) vectors of pixels in named accumulators
+ * (the template's array was stored back to the stack every tap on aarch64), per tap the
+ * 8 weights as two vectors and one FMA by lane per accumulator: the template's sums, in
+ * its order (a * b + c, one rounding, is the same whichever operand is broadcast). Full
+ * blocks only; a ragged one (fewer channels, or pixels past the row) is the template's. */
+#define CD_N_ACC(r) float32x4_t c##r##0 = z, c##r##1 = z, c##r##2 = z;
+#define CD_N_FMA(r, wv, l)                                                       \
+    c##r##0 = vfmaq_laneq_f32(c##r##0, x0, wv, l);                               \
+    if (NV > 1) c##r##1 = vfmaq_laneq_f32(c##r##1, x1, wv, l);                   \
+    if (NV > 2) c##r##2 = vfmaq_laneq_f32(c##r##2, x2, wv, l);
+#define CD_N_OUT(r)                                                              \
+    {                                                                            \
+        const float b = a->bias ? a->bias[m0 + r] : 0.f;                         \
+        vst1q_f32(out + r * ldo, cd_epi4(c##r##0, b, a, m0 + r));                \
+        if (NV > 1) vst1q_f32(out + r * ldo + 4, cd_epi4(c##r##1, b, a, m0 + r)); \
+        if (NV > 2) vst1q_f32(out + r * ldo + 8, cd_epi4(c##r##2, b, a, m0 + r)); \
+    }
+static inline __attribute__((always_inline)) void cd_block_neon(
+        const cd_args *a, const float *wb, const long *joff, long m0, long oh, long ow0,
+        const long NV)
+{
+    const float32x4_t z = vdupq_n_f32(0.f);
+    CD_N_ACC(0) CD_N_ACC(1) CD_N_ACC(2) CD_N_ACC(3) CD_N_ACC(4) CD_N_ACC(5) CD_N_ACC(6)
+    CD_N_ACC(7)
+    const long sw = a->SW;
+    const float *w = wb;
+    for (long c = 0; c < a->C; c++)
+        for (long i = 0; i < a->KH; i++) {
+            const float *row = a->xp + (c * a->Hp + oh * a->SH + i - a->xrow0) * sw * a->Wq
+                               + ow0;
+            for (long j = 0; j < a->KW; j++, w += 8) {
+                const float *src = row + joff[j];
+                const float32x4_t w0 = vld1q_f32(w), w1 = vld1q_f32(w + 4);
+                const float32x4_t x0 = vld1q_f32(src);
+                const float32x4_t x1 = NV > 1 ? vld1q_f32(src + 4) : z;
+                const float32x4_t x2 = NV > 2 ? vld1q_f32(src + 8) : z;
+                CD_N_FMA(0, w0, 0) CD_N_FMA(1, w0, 1) CD_N_FMA(2, w0, 2) CD_N_FMA(3, w0, 3)
+                CD_N_FMA(4, w1, 0) CD_N_FMA(5, w1, 1) CD_N_FMA(6, w1, 2) CD_N_FMA(7, w1, 3)
+            }
+        }
+    float *out = a->y + (m0 * a->OH + oh) * a->OW + ow0;
+    const long ldo = a->OH * a->OW;
+    CD_N_OUT(0) CD_N_OUT(1) CD_N_OUT(2) CD_N_OUT(3) CD_N_OUT(4) CD_N_OUT(5) CD_N_OUT(6)
+    CD_N_OUT(7)
+}
+#undef CD_N_ACC
+#undef CD_N_FMA
+#undef CD_N_OUT
+
+/* cd_tile4's loop (the same balanced pixel tiles), full blocks on cd_block_neon */
+static void cd_run_neon(const cd_args *a)
+{
+    const long T = a->C * a->KH * a->KW, sw = a->SW, MB = 8, NV = 3;
+    long joff[CD_MAX_KW];
+    for (long j = 0; j < a->KW; j++)
+        joff[j] = (j % sw) * a->Wq + j / sw;
+    const long nvec = (a->OW + 3) / 4, ntile = (nvec + NV - 1) / NV;
+    for (long m0 = 0; m0 < a->M; m0 += MB) {
+        const float *wb = a->wp + (m0 / MB) * T * MB;
+        const long mr = a->M - m0 < MB ? a->M - m0 : MB;
+        for (long oh = a->oh0; oh < a->oh1; oh++)
+            for (long t = 0; t < ntile; t++) {
+                const long v0 = t * nvec / ntile, nv = (t + 1) * nvec / ntile - v0;
+                const long ow0 = v0 * 4, np = a->OW - ow0;
+                if (mr == MB && np >= 4 * nv) {
+                    if (nv == 3) cd_block_neon(a, wb, joff, m0, oh, ow0, 3);
+                    else if (nv == 2) cd_block_neon(a, wb, joff, m0, oh, ow0, 2);
+                    else cd_block_neon(a, wb, joff, m0, oh, ow0, 1);
+                } else if (nv == 3) {
+                    cd_block4(a, wb, joff, m0, mr, oh, ow0, np, MB, 3);
+                } else if (nv == 2) {
+                    cd_block4(a, wb, joff, m0, mr, oh, ow0, np, MB, 2);
+                } else {
+                    cd_block4(a, wb, joff, m0, mr, oh, ow0, np, MB, 1);
+                }
+            }
+    }
+}
+#endif
+
 /* The family's table: one row per register tile of mb output channels x px pixels (mb is
  * the weight packing's block, px the pixel tile the padded rows are sized for), best last
  * within an architecture. A new tile: its body and one row here. */
@@ -169,6 +256,9 @@ static const cd_row cd_rows[] = {
     {"conv_direct_6x16__avx2", EDGENN_ISA_AVX2, 6, 16, cd_run_avx2},
     {"conv_direct_8x48__avx512f", EDGENN_ISA_AVX512, 8, 48, cd_run_avx512_8x48},
     {"conv_direct_12x32__avx512f", EDGENN_ISA_AVX512, 12, 32, cd_run_avx512},
+#endif
+#if EDGENN_NEON
+    {"conv_direct_8x12__neon", EDGENN_ISA_NEON, 8, 12, cd_run_neon},
 #endif
 };
 #define CD_ROW_COUNT ((int)(sizeof cd_rows / sizeof cd_rows[0]))

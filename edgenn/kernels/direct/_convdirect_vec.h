@@ -100,3 +100,21 @@ static inline void CD_TILE(const cd_args *a, const long MB, const long NV)
             }
     }
 }
+
+/* this width's parameters, so the next width defines its own */
+#undef CD_V
+#undef CD_L
+#undef CD_ATTR
+#undef CD_LOAD
+#undef CD_STOREU
+#undef CD_SET1
+#undef CD_ZERO
+#undef CD_FMA
+#undef CD_ADD
+#undef CD_MAX
+#undef CD_MIN
+#undef CD_PRELU
+#undef CD_EPI
+#undef CD_STORE
+#undef CD_TILE
+#undef CD_BLOCK

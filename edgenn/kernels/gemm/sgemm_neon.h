@@ -16,16 +16,8 @@
 
 #include "sgemm.h"
 
-#if defined(__aarch64__) && !defined(EDGENN_SIMDE)
-#include <arm_neon.h>
-#define SG_NEON 1
-#elif defined(EDGENN_SIMDE)
-#define SIMDE_ENABLE_NATIVE_ALIASES
-#include <simde/arm/neon.h>
-#define SG_NEON 1
-#else
-#define SG_NEON 0
-#endif
+#include "_neon.h"
+#define SG_NEON EDGENN_NEON
 
 #if SG_NEON
 static void sg_ukr_neon(long kc, const float *a, const float *b, long ldb, float *c, long ldc,

@@ -2,7 +2,8 @@
  * aarch64-linux-gnu-gcc and run under qemu-aarch64): the CPU probe, the AVX-512 VNNI
  * int8 micro-kernels through SIMDe (the same integers on every architecture), the
  * portable int8 micro-kernel, the packed sgemm driver and the sparse conv / FC kernels,
- * each against a plain reference.
+ * each against a plain reference; and (kernels_check_native.c) the depthwise and direct
+ * conv rows the target builds natively.
  * Prints one line per check and closes with "N passed, M failed"; exit status 1 on any
  * failure. No Python: the kernel headers alone. */
 #define EDGENN_SIMDE 1
@@ -15,17 +16,17 @@
 #include "_qgemm.h"
 #include "spmm_table.h"
 #include "sgemm_table.h"
-#include "_dwc8.h"
+#include "kernels_check.h"
 
 static int passed, failed;
 
-static void check(int ok, const char *what) {
+void check(int ok, const char *what) {
     printf("%s %s\n", ok ? "ok  " : "FAIL", what);
     if (ok) passed++; else failed++;
 }
 
 static uint32_t rng_state = 12345u;
-static uint32_t rnd(void) { rng_state = rng_state * 1664525u + 1013904223u; return rng_state >> 8; }
+uint32_t rnd(void) { rng_state = rng_state * 1664525u + 1013904223u; return rng_state >> 8; }
 
 /* out[p][r][j] = sum_g,q A[g][r][q] * B[p][g][j][q]; conv: A s8, B u8; gemm: A u8, B s8.
  * pairs: B in the VNNI conv kernels' pair layout (panels 2h, 2h + 1 interleaved per group,
@@ -237,79 +238,6 @@ static void check_vnni_pix(void) {
         }
 }
 
-/* Depthwise conv and MaxPool on the c<L> rows (_dwc8.h): every row this CPU runs (the
- * portable loops, and on arm64 the NEON c4 body), channel counts that leave a partial
- * group, strides 1 / 2, 3x3 and 5x5, a residual and a clamp, against a direct loop; small
- * integers, so every tier's sums are exact in fp32. */
-static void check_dwc(void) {
-    static const int shapes[][6] = {   /* C, H, W, k, stride, pad */
-        {4, 7, 7, 3, 1, 1}, {5, 9, 6, 3, 2, 1}, {11, 12, 13, 5, 1, 2}, {8, 14, 14, 5, 2, 2},
-        {3, 2, 3, 3, 1, 1}};
-    char what[160];
-    for (int r = 0; r < DWC_ROW_COUNT; r++)
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-    for (int kind = KIND_CONV; kind <= KIND_MAX; kind++) {
-        const dwc_row *row = &dwc_rows[r];
-        if (!edgenn_row_usable(row->isa)) continue;
-        const int C = shapes[s][0], H = shapes[s][1], W = shapes[s][2], k = shapes[s][3];
-        const int st = shapes[s][4], pd = shapes[s][5], L = row->lanes, T = k * k;
-        const int OH = (H + 2 * pd - k) / st + 1, OW = (W + 2 * pd - k) / st + 1;
-        const int G = (C + L - 1) / L;
-        int Hp = (OH - 1) * st + k, Wp = (OW - 1) * st + k;
-        if (Hp < H + pd) Hp = H + pd;
-        if (Wp < W + pd) Wp = W + pd;
-        dwc8_geom g = {0};
-        g.kind = kind; g.N = 1; g.C = C; g.H = H; g.W = W; g.OH = OH; g.OW = OW; g.T = T;
-        g.sh = g.sw = st; g.ph = g.pw = pd; g.Hp = Hp; g.Wp = Wp; g.L = L;
-        g.mode = kind == KIND_CONV ? EDGENN_ACT_CLIP : EDGENN_ACT_NONE;
-        g.p0 = -20.f; g.p1 = 25.f; g.has_z = kind == KIND_CONV;
-        float *x = malloc(sizeof(float) * C * H * W), *y = malloc(sizeof(float) * C * OH * OW);
-        float *z = malloc(sizeof(float) * C * OH * OW);
-        float *wl = calloc((size_t)G * T * L, sizeof(float)), *bl = calloc((size_t)G * L, sizeof(float));
-        float *Q = malloc(sizeof(float) * Hp * Wp * L);
-        float *obuf = malloc(sizeof(float) * (dwc8_obuf_floats(OH, OW, L) + 16));
-        long *off = malloc(sizeof(long) * T);
-        for (long i = 0; i < (long)Hp * Wp * L; i++) Q[i] = kind == KIND_MAX ? -INFINITY : 0.f;
-        for (long i = 0; i < (long)C * H * W; i++) x[i] = (float)((int)(rnd() % 9) - 4);
-        for (long i = 0; i < (long)C * OH * OW; i++) z[i] = (float)((int)(rnd() % 5) - 2);
-        for (int c = 0; c < C; c++) {
-            bl[(c / L) * L + c % L] = (float)((int)(rnd() % 5) - 2);
-            for (int t = 0; t < T; t++)
-                wl[((long)(c / L) * T + t) * L + c % L] = (float)((int)(rnd() % 5) - 2);
-        }
-        for (int i = 0; i < k; i++)
-            for (int j = 0; j < k; j++) off[i * k + j] = ((long)i * Wp + j) * L;
-        int rc = dwc8_run(row, x, wl, bl, off, g.has_z ? z : NULL, y, Q, obuf, &g);
-        int ok = rc == 0;
-        for (int c = 0; c < C && ok; c++)
-            for (int oy = 0; oy < OH; oy++)
-                for (int ox = 0; ox < OW; ox++) {
-                    double a = kind == KIND_MAX ? -INFINITY : bl[(c / L) * L + c % L];
-                    for (int i = 0; i < k; i++)
-                        for (int j = 0; j < k; j++) {
-                            const int iy = oy * st + i - pd, ix = ox * st + j - pd;
-                            const int in = iy >= 0 && iy < H && ix >= 0 && ix < W;
-                            const double v = in ? x[((long)c * H + iy) * W + ix] : 0.0;
-                            if (kind == KIND_MAX) {
-                                if (in && v > a) a = v;
-                            } else {
-                                a += v * wl[((long)(c / L) * T + i * k + j) * L + c % L];
-                            }
-                        }
-                    const long o = ((long)c * OH + oy) * OW + ox;
-                    if (kind == KIND_CONV) {
-                        a += z[o];
-                        a = a < g.p0 ? g.p0 : a > g.p1 ? g.p1 : a;
-                    }
-                    ok &= y[o] == (float)a;
-                }
-        snprintf(what, sizeof what, "%s %s C%d %dx%d k%d s%d: exact on small integers",
-                 row->name, kind == KIND_MAX ? "maxpool" : "conv+z+clip", C, H, W, k, st);
-        check(ok, what);
-        free(x); free(y); free(z); free(wl); free(bl); free(Q); free(obuf); free(off);
-    }
-}
-
 int main(void) {
 #if defined(__aarch64__)
     int t = edgenn_isa();
@@ -322,7 +250,7 @@ int main(void) {
     check_sgemm();
     check_spmm();
     check_spgemm();
-    check_dwc();
+    check_native_rows();
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;
 }

@@ -4,8 +4,9 @@
   (the x86 intrinsics come from SIMDe off x86: _simd.h), as `pip install` on a Raspberry
   Pi or Apple-silicon Linux box would compile it. The host's Python headers stand in for
   the target's (LP64 on both), so this is a compile check, not a wheel.
-- tests/kernels/native/kernels_check.c (the probe, the VNNI int8 micro-kernels through SIMDe, the
-  portable int8 micro-kernel and sgemm, each against a plain reference) runs under
+- kernels_check.c (the probe, the VNNI int8 micro-kernels through SIMDe, the portable
+  int8 micro-kernel, sgemm and sparse rows; kernels_check_native.c: the depthwise and
+  direct conv rows, NEON's among them, each against a plain reference) runs under
   qemu-aarch64 on two CPUs: a Cortex-A53 (NEON only) and "max" (dot product, i8mm).
   Correctness only: no speed claims from emulation.
 
@@ -51,9 +52,10 @@ def _simde() -> str:
 def kernels_check(tmp_path_factory):
     _toolchain()
     exe = tmp_path_factory.mktemp("arm64") / "kernels_check"
-    out = subprocess.run([CC, "-static", "-O2", f"-I{_simde()}", *INCLUDES,
-                          str(Path(__file__).with_name("kernels_check.c")), "-o", str(exe), "-lm"],
-                         capture_output=True, text=True, timeout=600)
+    sources = [str(Path(__file__).with_name(f))
+               for f in ("kernels_check.c", "kernels_check_native.c")]
+    out = subprocess.run([CC, "-static", "-O2", f"-I{_simde()}", *INCLUDES, *sources, "-o",
+                          str(exe), "-lm"], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     return exe
 
@@ -66,10 +68,9 @@ def test_kernels_under_qemu(kernels_check, cpu, tier):
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     lines = out.stdout.splitlines()
     assert f"tier {tier}" in lines
-    # the NEON rows of the fp32 GEMM and depthwise tables ran (kernels_check.c runs every
-    # row the CPU has)
-    assert any(re.match(r"ok\s+sgemm_\w+__neon ", line) for line in lines), lines
-    assert any(re.match(r"ok\s+depthwise_c4__neon ", line) for line in lines), lines
+    # the NEON rows ran (kernels_check.c runs every row the CPU has)
+    for row in ("sgemm_6x16__neon", "depthwise_c4__neon", "conv_direct_8x12__neon"):
+        assert any(re.match(rf"ok\s+{row} ", line) for line in lines), (row, lines)
     passed, failed = (int(w) for w in lines[-1].replace(",", "").split()[::2])
     assert failed == 0 and passed >= 60, lines[-1]
 

@@ -1,0 +1,152 @@
+/* kernels_check.c's checks of the rows a target builds natively (no EDGENN_SIMDE: on
+ * aarch64 the NEON rows and the portable ones; compiling the x86 AVX-512 bodies through
+ * SIMDe, as kernels_check.c does for its families, takes GCC minutes for these two). */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "_cpu.h"
+#include "_dwc8.h"
+#include "_convdirect.h"
+#include "kernels_check.h"
+
+/* Depthwise conv and MaxPool on the c<L> rows (_dwc8.h): every row this CPU runs (the
+ * portable loops, and on arm64 the NEON c4 body), channel counts that leave a partial
+ * group, strides 1 / 2, 3x3 and 5x5, a residual and a clamp, against a direct loop; small
+ * integers, so every tier's sums are exact in fp32. */
+static void check_dwc(void) {
+    static const int shapes[][6] = {   /* C, H, W, k, stride, pad */
+        {4, 7, 7, 3, 1, 1}, {5, 9, 6, 3, 2, 1}, {11, 12, 13, 5, 1, 2}, {8, 14, 14, 5, 2, 2},
+        {3, 2, 3, 3, 1, 1}};
+    char what[160];
+    for (int r = 0; r < DWC_ROW_COUNT; r++)
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+    for (int kind = KIND_CONV; kind <= KIND_MAX; kind++) {
+        const dwc_row *row = &dwc_rows[r];
+        if (!edgenn_row_usable(row->isa)) continue;
+        const int C = shapes[s][0], H = shapes[s][1], W = shapes[s][2], k = shapes[s][3];
+        const int st = shapes[s][4], pd = shapes[s][5], L = row->lanes, T = k * k;
+        const int OH = (H + 2 * pd - k) / st + 1, OW = (W + 2 * pd - k) / st + 1;
+        const int G = (C + L - 1) / L;
+        int Hp = (OH - 1) * st + k, Wp = (OW - 1) * st + k;
+        if (Hp < H + pd) Hp = H + pd;
+        if (Wp < W + pd) Wp = W + pd;
+        dwc8_geom g = {0};
+        g.kind = kind; g.N = 1; g.C = C; g.H = H; g.W = W; g.OH = OH; g.OW = OW; g.T = T;
+        g.sh = g.sw = st; g.ph = g.pw = pd; g.Hp = Hp; g.Wp = Wp; g.L = L;
+        g.mode = kind == KIND_CONV ? EDGENN_ACT_CLIP : EDGENN_ACT_NONE;
+        g.p0 = -20.f; g.p1 = 25.f; g.has_z = kind == KIND_CONV;
+        float *x = malloc(sizeof(float) * C * H * W), *y = malloc(sizeof(float) * C * OH * OW);
+        float *z = malloc(sizeof(float) * C * OH * OW);
+        float *wl = calloc((size_t)G * T * L, sizeof(float)), *bl = calloc((size_t)G * L, sizeof(float));
+        float *Q = malloc(sizeof(float) * Hp * Wp * L);
+        float *obuf = malloc(sizeof(float) * (dwc8_obuf_floats(OH, OW, L) + 16));
+        long *off = malloc(sizeof(long) * T);
+        for (long i = 0; i < (long)Hp * Wp * L; i++) Q[i] = kind == KIND_MAX ? -INFINITY : 0.f;
+        for (long i = 0; i < (long)C * H * W; i++) x[i] = (float)((int)(rnd() % 9) - 4);
+        for (long i = 0; i < (long)C * OH * OW; i++) z[i] = (float)((int)(rnd() % 5) - 2);
+        for (int c = 0; c < C; c++) {
+            bl[(c / L) * L + c % L] = (float)((int)(rnd() % 5) - 2);
+            for (int t = 0; t < T; t++)
+                wl[((long)(c / L) * T + t) * L + c % L] = (float)((int)(rnd() % 5) - 2);
+        }
+        for (int i = 0; i < k; i++)
+            for (int j = 0; j < k; j++) off[i * k + j] = ((long)i * Wp + j) * L;
+        int rc = dwc8_run(row, x, wl, bl, off, g.has_z ? z : NULL, y, Q, obuf, &g);
+        int ok = rc == 0;
+        for (int c = 0; c < C && ok; c++)
+            for (int oy = 0; oy < OH; oy++)
+                for (int ox = 0; ox < OW; ox++) {
+                    double a = kind == KIND_MAX ? -INFINITY : bl[(c / L) * L + c % L];
+                    for (int i = 0; i < k; i++)
+                        for (int j = 0; j < k; j++) {
+                            const int iy = oy * st + i - pd, ix = ox * st + j - pd;
+                            const int in = iy >= 0 && iy < H && ix >= 0 && ix < W;
+                            const double v = in ? x[((long)c * H + iy) * W + ix] : 0.0;
+                            if (kind == KIND_MAX) {
+                                if (in && v > a) a = v;
+                            } else {
+                                a += v * wl[((long)(c / L) * T + i * k + j) * L + c % L];
+                            }
+                        }
+                    const long o = ((long)c * OH + oy) * OW + ox;
+                    if (kind == KIND_CONV) {
+                        a += z[o];
+                        a = a < g.p0 ? g.p0 : a > g.p1 ? g.p1 : a;
+                    }
+                    ok &= y[o] == (float)a;
+                }
+        snprintf(what, sizeof what, "%s %s C%d %dx%d k%d s%d: exact on small integers",
+                 row->name, kind == KIND_MAX ? "maxpool" : "conv+z+clip", C, H, W, k, st);
+        check(ok, what);
+        free(x); free(y); free(z); free(wl); free(bl); free(Q); free(obuf); free(off);
+    }
+}
+
+/* Direct conv (_convdirect.h): every row this CPU runs (the portable tile, and on arm64
+ * the NEON 8 x 12), strides 1 / 2, 3x3 and 7x7 stems, ragged channel blocks and pixel
+ * tiles, Clip and PRelu, against a direct loop on small integers (exact on every tier). */
+static void check_convdirect(void) {
+    static const long shapes[][8] = {   /* C, H, W, M, k, stride, pad, act (0 clip, 1 prelu) */
+        {3, 16, 16, 16, 3, 2, 1, 0}, {3, 9, 23, 13, 3, 1, 1, 1}, {1, 12, 17, 8, 7, 2, 3, 0},
+        {4, 5, 5, 20, 3, 1, 0, 1}};
+    char what[160];
+    for (int r = 0; r < CD_ROW_COUNT; r++)
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const cd_row *row = &cd_rows[r];
+        if (!edgenn_row_usable(row->isa)) continue;
+        const long C = shapes[s][0], H = shapes[s][1], W = shapes[s][2], M = shapes[s][3];
+        const long k = shapes[s][4], st = shapes[s][5], pd = shapes[s][6], T = C * k * k;
+        const int prelu = (int)shapes[s][7];
+        const long OH = (H + 2 * pd - k) / st + 1, OW = (W + 2 * pd - k) / st + 1;
+        const long mb = row->mb, px = row->px, blocks = (M + mb - 1) / mb;
+        long wq = (OW + px - 1) / px * px + (k - 1) / st;
+        if (wq < (pd + W + st - 1) / st) wq = (pd + W + st - 1) / st;
+        const long hb = (OH - 1) * st + k;
+        float *x = malloc(sizeof(float) * C * H * W), *y = malloc(sizeof(float) * M * OH * OW);
+        float *w = malloc(sizeof(float) * M * T), *wp = calloc((size_t)blocks * T * mb, 4);
+        float *bias = malloc(sizeof(float) * M), *slope = malloc(sizeof(float) * M);
+        float *buf = calloc((size_t)C * hb * st * wq + 64, 4);
+        for (long i = 0; i < C * H * W; i++) x[i] = (float)((int)(rnd() % 9) - 4);
+        for (long i = 0; i < M * T; i++) w[i] = (float)((int)(rnd() % 5) - 2);
+        for (long m = 0; m < M; m++) {
+            bias[m] = (float)((int)(rnd() % 5) - 2);
+            slope[m] = (float)((int)(rnd() % 3) + 1) * 0.25f;
+            for (long t = 0; t < T; t++) wp[((m / mb) * T + t) * mb + m % mb] = w[m * T + t];
+        }
+        cd_args a = {0};
+        a.wp = wp; a.bias = bias; a.slope = slope; a.y = y;
+        a.C = C; a.Wq = wq; a.KH = a.KW = k; a.SH = a.SW = st; a.M = M; a.OH = OH; a.OW = OW;
+        a.oh0 = 0; a.oh1 = OH;
+        a.act = prelu ? EDGENN_ACT_PRELU : EDGENN_ACT_CLIP;
+        a.lo = -30.f; a.hi = 40.f;
+        cd_run_bands(&a, x, H, W, pd, pd, buf, OH, row);
+        int ok = 1;
+        for (long m = 0; m < M; m++)
+            for (long oy = 0; oy < OH; oy++)
+                for (long ox = 0; ox < OW; ox++) {
+                    double v = bias[m];
+                    for (long c = 0; c < C; c++)
+                        for (long i = 0; i < k; i++)
+                            for (long j = 0; j < k; j++) {
+                                const long iy = oy * st + i - pd, ix = ox * st + j - pd;
+                                if (iy >= 0 && iy < H && ix >= 0 && ix < W)
+                                    v += (double)x[(c * H + iy) * W + ix]
+                                         * w[m * T + (c * k + i) * k + j];
+                            }
+                    if (prelu) v = v >= 0 ? v : v * slope[m];
+                    else v = v < a.lo ? a.lo : v > a.hi ? a.hi : v;
+                    ok &= y[(m * OH + oy) * OW + ox] == (float)v;
+                }
+        snprintf(what, sizeof what, "%s C%ld %ldx%ld M%ld k%ld s%ld %s: exact on small integers",
+                 row->name, C, H, W, M, k, st, prelu ? "prelu" : "clip");
+        check(ok, what);
+        free(x); free(y); free(w); free(wp); free(bias); free(slope); free(buf);
+    }
+}
+
+void check_native_rows(void) {
+    check_dwc();
+    check_convdirect();
+}
