@@ -34,33 +34,35 @@ def kernel(family: str, name: str, opt: str = "-O3", omp=OMP, flags=(), emulated
                      extra_compile_args=[opt, *flags, *omp[0]], extra_link_args=list(omp[1]))
 
 
-# the native extensions, then (name ending in _emu) their SIMDe twins for the tests
+# the native extensions, then (name ending in _emu) their SIMDe twins for the tests. The
+# heaviest to compile come first: build_ext starts them in this order, so the cores finish
+# together instead of one compiling the int8 kernels alone at the end.
 extensions = [
-    kernel("native", "_cpu", "-O2", NO_OMP),   # the one CPU probe, for edgenn.kernels.isa
-    kernel("gemm", "_im2col", omp=NO_OMP),
-    kernel("gemm", "_sgemm"),
-    kernel("gemm", "_sgemm_emu", "-O1", emulated=True),
-    kernel("winograd", "_winograd"),
+    # int8: a bit-exact float epilogue, so no FMA contraction. The twin is built for the
+    # baseline target with SIMDe's VNNI (no EDGENN_SIMDE: _qgemm_emu.pyx includes the
+    # VNNI bodies itself), so a CPU without VNNI runs their bodies, exact
+    kernel("int8", "_qgemm", flags=["-ffp-contract=off"]),
+    kernel("int8", "_qgemm_emu", "-O1", NO_OMP),
     # depthwise c8 / c16 (and the NCHW pooling loops of pool/), NCHW rows, depthwise + 1x1
     kernel("depthwise", "_dwc8"),
     kernel("depthwise", "_dwc8_emu", "-O1", emulated=True),
+    kernel("gemm", "_sgemm"),
+    kernel("gemm", "_sgemm_emu", "-O1", emulated=True),
+    kernel("winograd", "_winograd"),
+    kernel("sparse", "_spmm"),
+    kernel("sparse", "_spmm_emu", "-O1", emulated=True),
+    kernel("direct", "_convdirect"),
+    kernel("direct", "_convdirect_emu", "-O1", NO_OMP, emulated=True),
+    kernel("recurrent", "_recurrent", omp=NO_OMP),
+    kernel("recurrent", "_recurrent_emu", "-O1", NO_OMP, emulated=True),
     kernel("depthwise", "_dwrows"),
     kernel("depthwise", "_dwrows_emu", "-O1", NO_OMP, emulated=True),
     kernel("depthwise", "_dwproj"),
     kernel("depthwise", "_dwproj_emu", "-O1", emulated=True),
     # no mul+add contraction: the quantize / QAdd passes must round as NumPy does
     kernel("rowops", "_rowops", flags=["-ffp-contract=off"]),
-    kernel("direct", "_convdirect"),
-    kernel("direct", "_convdirect_emu", "-O1", NO_OMP, emulated=True),
-    kernel("sparse", "_spmm"),
-    kernel("sparse", "_spmm_emu", "-O1", emulated=True),
-    kernel("recurrent", "_recurrent", omp=NO_OMP),
-    kernel("recurrent", "_recurrent_emu", "-O1", NO_OMP, emulated=True),
-    # int8: a bit-exact float epilogue, so no FMA contraction. The twin is built for the
-    # baseline target with SIMDe's VNNI (no EDGENN_SIMDE: _qgemm_emu.pyx includes the
-    # VNNI bodies itself), so a CPU without VNNI runs their bodies, exact
-    kernel("int8", "_qgemm", flags=["-ffp-contract=off"]),
-    kernel("int8", "_qgemm_emu", "-O1", NO_OMP),
+    kernel("gemm", "_im2col", omp=NO_OMP),
+    kernel("native", "_cpu", "-O2", NO_OMP),   # the one CPU probe, for edgenn.kernels.isa
 ]
 
 INCLUDE = re.compile(r'^\s*(?:#include|include|cdef extern from)\s+"([^"]+)"', re.M)
@@ -86,8 +88,17 @@ extensions = [e for e in extensions
               if (e.name.endswith("_emu") and TEST_KERNELS)
               or (not e.name.endswith("_emu") and TEST_KERNELS != "only")]
 
+# Cython's utility code (memoryviews, buffer checks, argument parsing: ~1 MB of C per
+# module) generated once into one shared module that every kernel extension imports,
+# instead of compiled into each: the bulk of a small extension's compile time. It is
+# bookkeeping, not a kernel, so -O2. A tests-only build ("only") reuses the installed one.
+SHARED_UTILITY = "edgenn.kernels._cyutility"
+if TEST_KERNELS != "only":
+    extensions.append(Extension(SHARED_UTILITY, [f"{KERNELS}/_cyutility.c"],
+                                extra_compile_args=["-O2"]))
+
 for ext in extensions:
-    ext.depends = local_headers(ext.sources[0])
+    ext.depends = local_headers(ext.sources[0]) if ext.sources[0].endswith(".pyx") else []
 
 # no debug info unless asked (EDGENN_DEBUG_BUILD=1, e.g. for valgrind): it is 3/4 of each .so
 for ext in extensions:
@@ -99,5 +110,6 @@ JOBS = max(os.cpu_count() or 1, 1)
 # the generated C goes to build/cython, out of the source tree
 setup(ext_modules=cythonize(extensions, nthreads=JOBS, build_dir="build/cython",
                             include_path=INCLUDE_DIRS[:len(FAMILIES)],
+                            shared_utility_qualified_name=SHARED_UTILITY,
                             compiler_directives={"language_level": 3}),
       options={"build_ext": {"parallel": JOBS}})
