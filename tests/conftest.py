@@ -18,7 +18,8 @@ def _tier_lines() -> list[str]:
             f"avx512vnni (6 x 32, 7 x 32 tiles) + avxvnni int8 micro-kernels, depthwise "
             f"sums{lacking}, avx512vnni "
             f"int8 depthwise (u8 plane, narrow rows), avx2 + avx512 sgemm, spmm, recurrent, "
-            f"direct-conv, depthwise-rows, depthwise c8 / c16 and depthwise-project kernels, NEON sgemm, depthwise c4 and direct-conv rows; "
+            f"direct-conv, depthwise-rows, depthwise c8 / c16 and depthwise-project kernels, "
+            f"NEON sgemm, depthwise c4, depthwise rows4 and direct-conv rows; "
             f"arm64: cross-built, under qemu (tests/kernels/native/test_aarch64.py)"]
 
 

@@ -12,9 +12,10 @@
  * Per output: bias, then the taps in row-major order, one FMA each, then + z, then the
  * activation, on every row of the table.
  *
- * Two widths, one body (_dwrows_vec.h), the rows of dwr_rows (below): AVX2 8 lanes (a 7x7
- * plane's rows fill 7 of 8) and AVX-512F 16 lanes (14x14: 14 of 16); the tuner keeps the
- * better one per layer.
+ * Three widths, one body (_dwrows_vec.h), the rows of dwr_rows (below): AVX2 8 lanes (a 7x7
+ * plane's rows fill 7 of 8), AVX-512F 16 lanes (14x14: 14 of 16) and ARM64 NEON 4 lanes
+ * (max / min as x86's, _neon.h, so every width computes the same bits); the tuner keeps
+ * the better one per layer.
  */
 #ifndef EDGENN_DWROWS_H
 #define EDGENN_DWROWS_H
@@ -116,6 +117,51 @@ static inline void dwr_plane(const dwr_args *a, long L, long *hp, long *wq)
 #define DWR_OUT dwr_out16
 #define DWR_TILE3 dwr_tile3_16
 #include "_dwrows_vec.h"
+#undef DWR_V
+#undef DWR_L
+#undef DWR_ATTR
+#undef DWR_LOAD
+#undef DWR_STOREU
+#undef DWR_SET1
+#undef DWR_FMA
+#undef DWR_ADD
+#undef DWR_MAX
+#undef DWR_MIN
+#undef DWR_MASKED
+#undef DWR_TILE
+#undef DWR_PLANES
+#undef DWR_FILL
+#undef DWR_OUT
+#undef DWR_TILE3
+#undef DWR_DEINTERLEAVE
+#endif
+
+/* ARM64 NEON: 4 floats, tails through the spill; 4-vector tiles of 3x3 keep the nine
+ * weights, four accumulators and the bounds in 16 of the 32 registers */
+#include "_neon.h"
+#if EDGENN_NEON
+#define DWR_V float32x4_t
+#define DWR_L 4
+#define DWR_ATTR
+#define DWR_LOAD vld1q_f32
+#define DWR_STOREU vst1q_f32
+#define DWR_SET1 vdupq_n_f32
+#define DWR_FMA(a, b, c) vfmaq_f32(c, a, b)             /* a * b + c, one rounding */
+#define DWR_ADD vaddq_f32
+#define DWR_MAX edgenn_vmaxq
+#define DWR_MIN edgenn_vminq
+#define DWR_MASKED 0
+#define DWR_DEINTERLEAVE(A, B, EV, OD) do {                                            \
+        const float32x4_t a_ = (A), b_ = (B);                                          \
+        EV = vuzp1q_f32(a_, b_);                                                       \
+        OD = vuzp2q_f32(a_, b_);                                                       \
+    } while (0)
+#define DWR_TILE dwr_tile4
+#define DWR_PLANES dwr_planes4
+#define DWR_FILL dwr_fill4
+#define DWR_OUT dwr_out4
+#define DWR_TILE3 dwr_tile3_4
+#include "_dwrows_vec.h"
 #endif
 
 /* The family's table: one row per width (the body's planes loop: planes [p0, p1) of the
@@ -132,6 +178,9 @@ static const dwr_row dwr_rows[] = {
 #if (defined(__x86_64__) || defined(EDGENN_SIMDE))
     {"depthwise_rows8__avx2", EDGENN_ISA_AVX2, 8, dwr_planes8},
     {"depthwise_rows16__avx512f", EDGENN_ISA_AVX512, 16, dwr_planes16},
+#endif
+#if EDGENN_NEON
+    {"depthwise_rows4__neon", EDGENN_ISA_NEON, 4, dwr_planes4},
 #endif
 };
 #define DWR_ROW_COUNT ((int)(sizeof dwr_rows / sizeof dwr_rows[0]))

@@ -2,7 +2,7 @@
  * DWR_* macros defined. */
 
 /* Plane x (H, W) into the phase plane P (_phases.h's layout) in vectors: stride 1 copies
- * rows (L floats, then 4, then singles), stride 2 deinterleaves even / odd columns
+ * rows (L floats, then 4 on x86, then singles), stride 2 deinterleaves even / odd columns
  * (DWR_DEINTERLEAVE: 2 L inputs -> L + L); short stride-2 rows and other strides through
  * phases_fill_plane. */
 DWR_ATTR __attribute__((always_inline))
@@ -19,7 +19,9 @@ static inline void DWR_FILL(const dwr_args *a, const float *x, float *P)
         long ix = 0;
         if (SW == 1) {
             for (; ix + DWR_L <= W; ix += DWR_L) DWR_STOREU(d + pl + ix, DWR_LOAD(s + ix));
+#if DWR_L > 4
             for (; ix + 4 <= W; ix += 4) _mm_storeu_ps(d + pl + ix, _mm_loadu_ps(s + ix));
+#endif
             for (; ix < W; ix++) d[pl + ix] = s[ix];
             continue;
         }

@@ -10,8 +10,8 @@ Three algorithms, all registered (the selector times them):
   planes (7x7, 14x14) cost no more per pixel than large ones; depthwise_c16__avx512f the
   same body on 16 channels per AVX-512 vector (half the multiply-adds, 16 x 16 transposes
   to interleave). _mt twins split the channel groups over the session's threads.
-- depthwise_rows8__avx2 / depthwise_rows16__avx512f (C, _dwrows.h): straight on the NCHW
-  planes, a row's output pixels in the vector lanes (8 or 16), no interleaving: faster
+- depthwise_rows8__avx2 / depthwise_rows16__avx512f / depthwise_rows4__neon (C, _dwrows.h):
+  straight on the NCHW planes, a row's output pixels in the vector lanes, no interleaving: faster
   than c8 on wide unit-stride planes (112x112, 56x56), offered only there.
 - depthwise_numba (_window_jit.py): per channel, a padded polyphase copy of the plane turns
   every tap into a contiguous run over the output rows; nine taps at a time, held in

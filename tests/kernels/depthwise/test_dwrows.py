@@ -1,6 +1,6 @@
-"""The depthwise rows kernels (kernels/depthwise/_dwrows.h: NCHW planes, a row's outputs in 8
-or 16 lanes) on both widths, natively where the CPU has them and on SIMDe (_dwrows_emu,
-any CPU), over every geometry the C code takes (the tuner is offered them only on wide
+"""The depthwise rows kernels (kernels/depthwise/_dwrows.h: NCHW planes, a row's outputs in 8,
+16 or NEON's 4 lanes) on every width, natively where the CPU has them and on SIMDe
+(_dwrows_emu, any CPU), over every geometry the C code takes (the tuner is offered them only on wide
 unit-stride planes, but the kernel computes them all): strides 1 / 2 / 3, dilation,
 3x3 (weights in registers) and 1x1 / 5x5 / 7x7 (the general taps), rows shorter than
 one vector and with tails, batch 2, residual (also in place, z is y), Relu / Clip.
@@ -11,8 +11,11 @@ import numpy as np
 import pytest
 import kernel_tables as tables
 
+from edgenn import oplist
 from edgenn.kernels.depthwise import _dwrows, _dwrows_emu
 from edgenn.registry import REFERENCE
+
+oplist.load_rules()   # the reference Conv
 
 EPS = np.finfo(np.float32).eps
 PATHS = tables.paths(_dwrows.rows(), _dwrows_emu.rows())    # every row of _dwrows.h's table

@@ -9,6 +9,7 @@
 #include "_cpu.h"
 #include "_dwc8.h"
 #include "_convdirect.h"
+#include "_dwrows.h"
 #include "kernels_check.h"
 
 /* Depthwise conv and MaxPool on the c<L> rows (_dwc8.h): every row this CPU runs (the
@@ -146,7 +147,63 @@ static void check_convdirect(void) {
     }
 }
 
+/* Depthwise conv on NCHW rows (_dwrows.h): every row this CPU runs (on arm64 the NEON
+ * rows4), 3x3 at strides 1 / 2 (the nine weights in registers) and 5x5 / 2x2 dilated
+ * (the general taps), row widths that end in a partial vector, a residual and a clamp,
+ * two planes per run, against a direct loop on small integers (exact on every tier). */
+static void check_dwrows(void) {
+    static const long shapes[][7] = {   /* C, H, W, k, stride, pad, dilation */
+        {2, 7, 7, 3, 1, 1, 1}, {3, 14, 30, 3, 2, 1, 1}, {2, 9, 37, 3, 1, 1, 1},
+        {2, 11, 13, 5, 1, 2, 1}, {1, 10, 19, 3, 1, 2, 2}, {2, 1, 1, 3, 1, 1, 1}};
+    char what[160];
+    for (int r = 0; r < DWR_ROW_COUNT; r++)
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const dwr_row *row = &dwr_rows[r];
+        if (!edgenn_row_usable(row->isa)) continue;
+        const long C = shapes[s][0], H = shapes[s][1], W = shapes[s][2], k = shapes[s][3];
+        const long st = shapes[s][4], pd = shapes[s][5], dl = shapes[s][6], T = k * k;
+        const long OH = (H + 2 * pd - dl * (k - 1) - 1) / st + 1;
+        const long OW = (W + 2 * pd - dl * (k - 1) - 1) / st + 1;
+        float *x = malloc(sizeof(float) * C * H * W), *y = malloc(sizeof(float) * C * OH * OW);
+        float *z = malloc(sizeof(float) * C * OH * OW), *w = malloc(sizeof(float) * C * T);
+        float *bias = malloc(sizeof(float) * C);
+        for (long i = 0; i < C * H * W; i++) x[i] = (float)((int)(rnd() % 9) - 4);
+        for (long i = 0; i < C * OH * OW; i++) z[i] = (float)((int)(rnd() % 5) - 2);
+        for (long i = 0; i < C * T; i++) w[i] = (float)((int)(rnd() % 5) - 2);
+        for (long c = 0; c < C; c++) bias[c] = (float)((int)(rnd() % 5) - 2);
+        dwr_args a = {0};
+        a.x = x; a.w = w; a.bias = bias; a.z = z; a.y = y;
+        a.N = 1; a.C = C; a.H = H; a.W = W; a.KH = a.KW = k; a.SH = a.SW = st;
+        a.DH = a.DW = dl; a.PT = a.PL = pd; a.OH = OH; a.OW = OW;
+        a.act = EDGENN_ACT_CLIP; a.lo = -20.f; a.hi = 25.f;
+        dwr_plane(&a, row->lanes, &a.Hp, &a.Wq);
+        float *P = calloc((size_t)(a.Hp * st * a.Wq), sizeof(float));
+        row->planes(&a, P, 0, C);
+        int ok = 1;
+        for (long c = 0; c < C; c++)
+            for (long oy = 0; oy < OH; oy++)
+                for (long ox = 0; ox < OW; ox++) {
+                    double v = bias[c];
+                    for (long i = 0; i < k; i++)
+                        for (long j = 0; j < k; j++) {
+                            const long iy = oy * st + i * dl - pd, ix = ox * st + j * dl - pd;
+                            if (iy >= 0 && iy < H && ix >= 0 && ix < W)
+                                v += (double)x[(c * H + iy) * W + ix] * w[c * T + i * k + j];
+                        }
+                    const long o = (c * OH + oy) * OW + ox;
+                    v += z[o];
+                    v = v < a.lo ? a.lo : v > a.hi ? a.hi : v;
+                    ok &= y[o] == (float)v;
+                }
+        snprintf(what, sizeof what, "%s C%ld %ldx%ld k%ld s%ld d%ld conv+z+clip: exact on "
+                 "small integers", row->name, C, H, W, k, st, dl);
+        check(ok, what);
+        free(x); free(y); free(z); free(w); free(bias); free(P);
+    }
+}
+
 void check_native_rows(void) {
     check_dwc();
     check_convdirect();
+    check_dwrows();
 }
