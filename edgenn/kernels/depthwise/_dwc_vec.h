@@ -238,7 +238,8 @@ static inline void DWC_FN(dwc_row9)(const float *q, long rp, const long cp, cons
          q1 += DWC_ROW9_PX * sx, q2 += DWC_ROW9_PX * sx) {
         DWC_V a[DWC_ROW9_PX], b[DWC_ROW9_PX];
 #define DWC_ROW9_STEP(stmt) \
-    _Pragma("GCC unroll 4") for (int p = 0; p < DWC_ROW9_PX; p++) { const long s = p * sx; stmt; }
+    _Pragma("GCC unroll 4") for (int p = 0; p < DWC_ROW9_PX; p++) {                      \
+        const long s = p * sx; (void)s; stmt; }
         DWC_ROW9_STEP(a[p] = DWC_FMA(w[0], DWC_LOADU(q + s), bias))
         DWC_ROW9_STEP(b[p] = DWC_MUL(w[1], DWC_LOADU(q + s + cp)))
         DWC_ROW9_STEP(a[p] = DWC_FMA(w[2], DWC_LOADU(q + s + 2 * cp), a[p]))

@@ -13,14 +13,15 @@
  * above / below the image are skipped. Per output: bias, then the nine taps in row-major
  * order, one FMA each (as _dwrows.h), then the activation.
  * 1x1, per band: T's pixels in balanced tiles of <= 3 vectors x MB output channels
- * (AVX-512F 8 x 48 pixels, 24 accumulators; AVX2 4 x 24, 12 of its 16 registers; per
- * input channel 3 loads and MB broadcasts feed 3 MB FMAs), every channel block of a tile
- * while its C x 3 vectors of T are in L1; per output: bias, then the C products in
- * channel order, one FMA each, then the activation. The same sums on both widths.
+ * (AVX-512F 8 x 48 pixels, 24 accumulators; AVX2 4 x 24, 12 of its 16 registers; NEON
+ * 8 x 12, 24 of its 32; per input channel 3 loads and MB broadcasts feed 3 MB FMAs),
+ * every channel block of a tile while its C x 3 vectors of T are in L1; per output:
+ * bias, then the C products in channel order, one FMA each, then the activation. The
+ * same sums on every width.
  *
  * x (C, H, W), wd (C, 9), bd (C,), wp [ceil(M / MB)][C][MB] (zero past M), bp
- * (ceil(M / MB) * MB,), y (M, H, W). AVX2+FMA and AVX-512F natively (the one body,
- * _dwproj_vec.h), and on SIMDe in the tests' build.
+ * (ceil(M / MB) * MB,), y (M, H, W). AVX2+FMA, AVX-512F and ARM64 NEON natively (the
+ * one body, _dwproj_vec.h), and on SIMDe in the tests' build.
  */
 #ifndef EDGENN_DWPROJ_H
 #define EDGENN_DWPROJ_H
@@ -132,14 +133,77 @@ EDGENN_AVX512 static inline __m512 dwp_alignr16(__m512 hi, __m512 lo, int n) {
 #define DWP_ALIGNR(hi, lo, n) dwp_alignr16(hi, lo, n)
 #define DWP_FN(name) dwp16_##name
 #include "_dwproj_vec.h"
-
+#undef DWP_V
+#undef DWP_L
+#undef DWP_ATTR
+#undef DWP_LOAD
+#undef DWP_STORE
+#undef DWP_SET1
+#undef DWP_FMA
+#undef DWP_MAX
+#undef DWP_MIN
+#undef DWP_MASK_T
+#undef DWP_LMASK
+#undef DWP_NOLANE0
+#undef DWP_MLOAD
+#undef DWP_STOREN
+#undef DWP_MBW
+#undef DWP_DWNV
+#undef DWP_ALIGNR
+#undef DWP_FN
 #endif
 
-/* The table, best last; no portable row (the specs need the row's tier), none off x86. */
+/* ARM64 NEON: 4 floats, max / min as x86's (_neon.h: the same bits as the x86 rows). No
+ * masked loads: a row's edge vectors read their lanes one by one through a spill. */
+#include "_neon.h"
+#if EDGENN_NEON
+static inline uint32x4_t dwp_lmask4(long n) {
+    static const uint32_t lane[4] = {0, 1, 2, 3};
+    const long k = n < 0 ? 0 : n > 4 ? 4 : n;
+    return vcltq_u32(vld1q_u32(lane), vdupq_n_u32((uint32_t)k));
+}
+static inline float32x4_t dwp_mload4(uint32x4_t m, const float *p) {
+    uint32_t on[4];
+    float t[4];
+    vst1q_u32(on, m);
+    for (int i = 0; i < 4; i++) t[i] = on[i] ? p[i] : 0.f;
+    return vld1q_f32(t);
+}
+static inline void dwp_storen4(float *p, float32x4_t v, long n) {
+    float t[4];
+    vst1q_f32(t, v);
+    memcpy(p, t, (size_t)(n < 0 ? 0 : n > 4 ? 4 : n) * sizeof(float));
+}
+#define DWP_V float32x4_t
+#define DWP_L 4
+#define DWP_ATTR
+#define DWP_LOAD vld1q_f32
+#define DWP_STORE vst1q_f32
+#define DWP_SET1 vdupq_n_f32
+#define DWP_FMA(a, b, c) vfmaq_f32(c, a, b)             /* a * b + c, one rounding */
+#define DWP_MAX edgenn_vmaxq
+#define DWP_MIN edgenn_vminq
+#define DWP_MASK_T uint32x4_t
+#define DWP_LMASK(n) dwp_lmask4(n)
+#define DWP_NOLANE0(m) vsetq_lane_u32(0, m, 0)
+#define DWP_MLOAD(m, p) dwp_mload4(m, p)
+#define DWP_STOREN(p, v, n) dwp_storen4(p, v, n)
+#define DWP_MBW 8
+#define DWP_DWNV 4
+/* (hi:lo) >> n floats, n a constant: one EXT */
+#define DWP_ALIGNR(hi, lo, n) vextq_f32(lo, hi, n)
+#define DWP_FN(name) dwp4_##name
+#include "_dwproj_vec.h"
+#endif
+
+/* The table, best last; no portable row (the specs need the row's tier). */
 static const dwp_row dwp_rows[] = {
 #if (defined(__x86_64__) || defined(EDGENN_SIMDE))
     {"depthwise_project_4x24__avx2", EDGENN_ISA_AVX2, 8, 4, dwp8_run},
     {"depthwise_project_8x48__avx512f", EDGENN_ISA_AVX512, 16, 8, dwp16_run},
+#endif
+#if EDGENN_NEON
+    {"depthwise_project_8x12__neon", EDGENN_ISA_NEON, 4, 8, dwp4_run},
 #endif
 };
 #define DWP_ROW_COUNT ((int)(sizeof dwp_rows / sizeof dwp_rows[0]))

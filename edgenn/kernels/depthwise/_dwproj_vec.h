@@ -19,7 +19,7 @@ DWP_ATTR __attribute__((always_inline)) static inline DWP_V DWP_FN(act)(
  * x NV loads for 18 * NV FMAs). EDGE: the row's first or last vector (NV = 1), its taps
  * by masked loads; else every tap's floats lie inside the row: plain loads (masks
  * computed per vector make the compiler spill them), and where
- * DWP_ALIGNR is defined (AVX-512F) the left / right taps are the aligned loads shifted by
+ * DWP_ALIGNR is defined (AVX-512F, NEON) the left / right taps are the aligned loads shifted by
  * one float instead of two more loads, each across a cache line. */
 DWP_ATTR __attribute__((always_inline)) static inline void DWP_FN(dw_tile)(
         const dwp_args *a, const float *xc, const DWP_V *w, DWP_V b, long oy, long ox,

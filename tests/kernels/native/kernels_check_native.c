@@ -10,6 +10,7 @@
 #include "_dwc8.h"
 #include "_convdirect.h"
 #include "_dwrows.h"
+#include "_dwproj.h"
 #include "kernels_check.h"
 
 /* Depthwise conv and MaxPool on the c<L> rows (_dwc8.h): every row this CPU runs (the
@@ -202,8 +203,70 @@ static void check_dwrows(void) {
     }
 }
 
+/* DepthwiseProject (_dwproj.h): every row this CPU runs (on arm64 the NEON 8 x 12), the
+ * 3x3 depthwise (clamped) then the 1x1 conv (Relu) in bands, widths with edge vectors on
+ * both sides and one vector alone, output channels that leave a partial tile, against a
+ * direct loop on small integers (exact on every tier). */
+static void check_dwproj(void) {
+    static const long shapes[][5] = {   /* C, H, W, M, band rows */
+        {3, 9, 13, 11, 2}, {4, 5, 4, 8, 3}, {2, 6, 29, 17, 4}, {5, 3, 1, 3, 1}};
+    char what[160];
+    for (int r = 0; r < DWP_ROW_COUNT; r++)
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const dwp_row *row = &dwp_rows[r];
+        if (!edgenn_row_usable(row->isa)) continue;
+        const long C = shapes[s][0], H = shapes[s][1], W = shapes[s][2], M = shapes[s][3];
+        const long mb = row->mb, blocks = (M + mb - 1) / mb;
+        dwp_args a = {0};
+        a.C = C; a.H = H; a.W = W; a.M = M; a.rows = shapes[s][4];
+        a.tpitch = (a.rows * W + 15) / 16 * 16;
+        a.dact = EDGENN_ACT_CLIP; a.dlo = -6.f; a.dhi = 9.f; a.pact = EDGENN_ACT_RELU;
+        float *x = malloc(sizeof(float) * C * H * W), *y = malloc(sizeof(float) * M * H * W);
+        float *wd = malloc(sizeof(float) * C * 9), *bd = malloc(sizeof(float) * C);
+        float *w = malloc(sizeof(float) * M * C), *wp = calloc((size_t)(blocks * C * mb), 4);
+        float *bp = calloc((size_t)(blocks * mb), 4), *T = calloc((size_t)dwp_scratch(&a), 4);
+        float *d = malloc(sizeof(float) * C * H * W);
+        for (long i = 0; i < C * H * W; i++) x[i] = (float)((int)(rnd() % 9) - 4);
+        for (long i = 0; i < C * 9; i++) wd[i] = (float)((int)(rnd() % 5) - 2);
+        for (long c = 0; c < C; c++) bd[c] = (float)((int)(rnd() % 5) - 2);
+        for (long m = 0; m < M; m++) {
+            bp[m] = (float)((int)(rnd() % 5) - 2);
+            for (long c = 0; c < C; c++) {
+                w[m * C + c] = (float)((int)(rnd() % 5) - 2);
+                wp[((m / mb) * C + c) * mb + m % mb] = w[m * C + c];
+            }
+        }
+        a.x = x; a.wd = wd; a.bd = bd; a.wp = wp; a.bp = bp; a.y = y;
+        row->run(&a, T, 0, H);
+        for (long c = 0; c < C; c++)   /* the depthwise, clamped: exact, as the kernel's */
+            for (long oy = 0; oy < H; oy++)
+                for (long ox = 0; ox < W; ox++) {
+                    double v = bd[c];
+                    for (long i = 0; i < 3; i++)
+                        for (long j = 0; j < 3; j++) {
+                            const long iy = oy + i - 1, ix = ox + j - 1;
+                            if (iy >= 0 && iy < H && ix >= 0 && ix < W)
+                                v += (double)x[(c * H + iy) * W + ix] * wd[c * 9 + i * 3 + j];
+                        }
+                    d[(c * H + oy) * W + ox] = (float)(v < a.dlo ? a.dlo : v > a.dhi ? a.dhi : v);
+                }
+        int ok = 1;
+        for (long m = 0; m < M; m++)
+            for (long p = 0; p < H * W; p++) {
+                double v = bp[m];
+                for (long c = 0; c < C; c++) v += (double)d[c * H * W + p] * w[m * C + c];
+                ok &= y[m * H * W + p] == (float)(v > 0 ? v : 0);
+            }
+        snprintf(what, sizeof what, "%s C%ld %ldx%ld M%ld band %ld: exact on small integers",
+                 row->name, C, H, W, M, a.rows);
+        check(ok, what);
+        free(x); free(y); free(wd); free(bd); free(w); free(wp); free(bp); free(T); free(d);
+    }
+}
+
 void check_native_rows(void) {
     check_dwc();
     check_convdirect();
     check_dwrows();
+    check_dwproj();
 }
