@@ -49,6 +49,7 @@ extensions = [
     kernel("gemm", "_sgemm"),
     kernel("gemm", "_sgemm_emu", "-O1", emulated=True),
     kernel("winograd", "_winograd"),
+    kernel("winograd", "_winograd_emu", "-O1", emulated=True),
     kernel("sparse", "_spmm"),
     kernel("sparse", "_spmm_emu", "-O1", emulated=True),
     kernel("direct", "_convdirect"),

@@ -14,8 +14,8 @@
  * once per input row into P (rows, alpha, twp) laid out by tile, then the H pass is
  * unit-stride over tiles. Output: the H pass first (unit-stride over tiles in M), then the
  * W pass whose m results per tile are interleaved back into a row. All passes vectorize
- * over 8 tiles (AVX2+FMA, chosen at run time) or 1 (portable scalar build of the same
- * template). The 1-D transforms are the closed forms of B^T and A^T below.
+ * over 8 tiles (AVX2+FMA, chosen at run time), 4 (ARM64 NEON) or 1 (portable scalar build
+ * of the same template). The 1-D transforms are the closed forms of B^T and A^T below.
  */
 #ifndef EDGENN_WINOGRAD_H
 #define EDGENN_WINOGRAD_H
@@ -240,6 +240,126 @@ ATTR static inline void ilv_store_6(float *dst, const __m256 *o) {
 }
 
 #include "_winograd_tmpl.h"
+#undef ISA
+#undef ATTR
+#undef NL
+#undef VT
+#undef VLOAD
+#undef VSTORE
+#undef VSTORE_N
+#undef LOAD_TILES
+#undef GATHER_SETUP
+#undef VSET1
+#undef VADD
+#undef VSUB
+#undef VMULC
+#undef VFMAC
+#undef VACT
+#undef ILV_STORE
+#undef WCAT_
+#undef WCAT
+#endif
+
+/* ---- ARM64 NEON build: 4 tiles per vector ------------------------------------------------
+ * The AVX2 build's operations, one rounding per VFMAC as there, max / min as x86's
+ * (_neon.h). Tiles are (de)interleaved by the structure loads and stores: LD2 / LD4 and
+ * ST2 / ST4 for m = 2, 4; for m = 6 (no LD6) a tile's 8 floats as pairs, LD3 / ST3 of
+ * 64-bit lanes and one unzip / zip. */
+#include "_neon.h"
+#if EDGENN_NEON
+#define WINO_HAVE_NEON 1
+#define ISA neon
+#define ATTR
+#define NL 4
+#define VT float32x4_t
+#define VLOAD(p) vld1q_f32(p)
+#define VSTORE(p, v) vst1q_f32(p, v)
+#define VSTORE_N(p, v, n) ((n) >= 4 ? vst1q_f32(p, v) : store_n4(p, v, n))
+#define GATHER_SETUP(m) (void)0
+#define LOAD_TILES(m, src, d) LOAD_TILES_X(m, src, d)   /* expands m first */
+#define LOAD_TILES_X(m, src, d) load_tiles4_##m(src, d)
+#define VSET1(x) vdupq_n_f32(x)
+#define VADD(a, b) vaddq_f32(a, b)
+#define VSUB(a, b) vsubq_f32(a, b)
+#define VMULC(a, c) vmulq_n_f32(a, c)
+#define VFMAC(a, c, b) vfmaq_n_f32(b, a, c)
+#define VACT(v, act, p0, p1) act4(v, act, p0, p1)
+#define ILV_STORE(m, dst, o) ILV_STORE_X(m, dst, o)   /* expands m first */
+#define ILV_STORE_X(m, dst, o) ilv_store4_##m(dst, o)
+
+static inline void store_n4(float *p, float32x4_t v, int n) {
+    float tmp[4];
+    vst1q_f32(tmp, v);
+    for (int i = 0; i < n; i++) p[i] = tmp[i];
+}
+
+static inline float32x4_t act4(float32x4_t v, int act, float p0, float p1) {
+    const float32x4_t zero = vdupq_n_f32(0.f), one = vdupq_n_f32(1.f);
+    switch (act) {
+    case EDGENN_ACT_RELU: return edgenn_vmaxq(v, zero);
+    case EDGENN_ACT_CLIP: return edgenn_vminq(edgenn_vmaxq(v, vdupq_n_f32(p0)), vdupq_n_f32(p1));
+    case EDGENN_ACT_LEAKYRELU: return vbslq_f32(vcltq_f32(v, zero), vmulq_n_f32(v, p0), v);
+    case EDGENN_ACT_HARDSIGMOID: return edgenn_vminq(edgenn_vmaxq(
+                           vfmaq_n_f32(vdupq_n_f32(p1), v, p0), zero), one);
+    case EDGENN_ACT_HARDSWISH: return vmulq_f32(v, edgenn_vminq(edgenn_vmaxq(
+                           vfmaq_n_f32(vdupq_n_f32(0.5f), v, 1.f / 6.f), zero), one));
+    default: return v;
+    }
+}
+
+/* d[k][t] = src[t*m + k] for 4 tiles t and k < m + 2 (the overlapping input patches) */
+static inline void load_tiles4_2(const float *src, float32x4_t *d) {
+    const float32x4x2_t a = vld2q_f32(src), b = vld2q_f32(src + 2);
+    d[0] = a.val[0]; d[1] = a.val[1]; d[2] = b.val[0]; d[3] = b.val[1];
+}
+
+static inline void load_tiles4_4(const float *src, float32x4_t *d) {
+    const float32x4x4_t a = vld4q_f32(src), b = vld4q_f32(src + 4);
+    d[0] = a.val[0]; d[1] = a.val[1]; d[2] = a.val[2]; d[3] = a.val[3];
+    d[4] = b.val[0]; d[5] = b.val[1];
+}
+
+/* pair j of tile t is src[6t + 2j], src[6t + 2j + 1]: LD3 of 64-bit lanes gives pairs
+ * j = 0, 1, 2 of tiles (0, 1) and (2, 3); pair 3 is pair 0 of the next tile */
+static inline void load_tiles4_6(const float *src, float32x4_t *d) {
+    const uint64x2x3_t a = vld3q_u64((const uint64_t *)src);
+    const uint64x2x3_t b = vld3q_u64((const uint64_t *)(src + 12));
+    const uint64x2x3_t c = vld3q_u64((const uint64_t *)(src + 6));
+    const uint64x2x3_t e = vld3q_u64((const uint64_t *)(src + 18));
+    for (int j = 0; j < 3; j++) {
+        const float32x4_t lo = vreinterpretq_f32_u64(a.val[j]);
+        const float32x4_t hi = vreinterpretq_f32_u64(b.val[j]);
+        d[2 * j] = vuzp1q_f32(lo, hi);
+        d[2 * j + 1] = vuzp2q_f32(lo, hi);
+    }
+    const float32x4_t lo = vreinterpretq_f32_u64(c.val[0]);
+    const float32x4_t hi = vreinterpretq_f32_u64(e.val[0]);
+    d[6] = vuzp1q_f32(lo, hi);
+    d[7] = vuzp2q_f32(lo, hi);
+}
+
+/* dst[t*m + s] = o[s][t] for 4 tiles t: interleave m vectors back into an output row */
+static inline void ilv_store4_2(float *dst, const float32x4_t *o) {
+    float32x4x2_t v = {{o[0], o[1]}};
+    vst2q_f32(dst, v);
+}
+
+static inline void ilv_store4_4(float *dst, const float32x4_t *o) {
+    float32x4x4_t v = {{o[0], o[1], o[2], o[3]}};
+    vst4q_f32(dst, v);
+}
+
+static inline void ilv_store4_6(float *dst, const float32x4_t *o) {
+    uint64x2x3_t lo, hi;   /* pairs (o[2j][t], o[2j + 1][t]) of tiles 0, 1 and 2, 3 */
+    for (int j = 0; j < 3; j++) {
+        lo.val[j] = vreinterpretq_u64_f32(vzip1q_f32(o[2 * j], o[2 * j + 1]));
+        hi.val[j] = vreinterpretq_u64_f32(vzip2q_f32(o[2 * j], o[2 * j + 1]));
+    }
+    vst3q_u64((uint64_t *)dst, lo);
+    vst3q_u64((uint64_t *)(dst + 12), hi);
+}
+
+#include "_winograd_tmpl.h"
 #endif
 
 /* ---- the transforms' table ------------------------------------------------------------ */
@@ -265,6 +385,11 @@ static const wino_row wino_rows[] = {
     {"winograd_transforms__avx2", EDGENN_ISA_AVX2,
      {win_in_2_avx2, win_in_4_avx2, win_in_6_avx2},
      {win_out_2_avx2, win_out_4_avx2, win_out_6_avx2}},
+#endif
+#ifdef WINO_HAVE_NEON
+    {"winograd_transforms__neon", EDGENN_ISA_NEON,
+     {win_in_2_neon, win_in_4_neon, win_in_6_neon},
+     {win_out_2_neon, win_out_4_neon, win_out_6_neon}},
 #endif
 };
 #define WINO_ROW_COUNT ((int)(sizeof wino_rows / sizeof wino_rows[0]))

@@ -1,7 +1,8 @@
 # cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 # cython: language_level=3
 """Winograd F(m x m, 3 x 3) input and output transforms, in C (_winograd.h: AVX2+FMA over 8
-tiles when the CPU has it, else a portable scalar build of the same code).
+tiles or ARM64 NEON over 4 when the CPU has it, else a portable scalar build of the same
+code).
 
 Layouts (see _winograd.h and winograd.py): x (N, C, H, W); V (alpha^2, C, Tb);
 M (alpha^2, K, Tb); y, z (N, K, OH, OW); a block is the tile rows [row0, row0 + nrows) of

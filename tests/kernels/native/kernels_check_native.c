@@ -5,12 +5,14 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "_cpu.h"
 #include "_dwc8.h"
 #include "_convdirect.h"
 #include "_dwrows.h"
 #include "_dwproj.h"
+#include "_winograd.h"
 #include "kernels_check.h"
 
 /* Depthwise conv and MaxPool on the c<L> rows (_dwc8.h): every row this CPU runs (the
@@ -264,9 +266,63 @@ static void check_dwproj(void) {
     }
 }
 
+/* Winograd transforms (_winograd.h): every row this CPU runs (on arm64 the NEON 4-tile
+ * one) against the portable row, F(2/4/6, 3), a tile count that leaves a partial vector,
+ * two images, the fused activations, bias and residual. On small integers the transforms'
+ * dyadic coefficients keep every sum exact, so the rows must agree bit for bit. */
+static void check_winograd(void) {
+    static const int acts[][1] = {{EDGENN_ACT_NONE}, {EDGENN_ACT_RELU}, {EDGENN_ACT_CLIP},
+                                  {EDGENN_ACT_LEAKYRELU}, {EDGENN_ACT_HARDSIGMOID}};
+    char what[160];
+    const int N = 2, C = 3, H = 11, W = 13, K = 3;
+    for (int r = 1; r < WINO_ROW_COUNT; r++)
+    for (int m = 2; m <= 6; m += 2) {
+        const wino_row *row = &wino_rows[r], *ref = &wino_rows[0];
+        if (!edgenn_row_usable(row->isa)) continue;
+        const int a = m + 2, th = (H + m - 1) / m, tw = (W + m - 1) / m;
+        const int twp = (tw + 7) / 8 * 8, nrows = N * th, Tb = nrows * tw;
+        float *x = malloc(sizeof(float) * N * C * H * W);
+        for (long i = 0; i < (long)N * C * H * W; i++) x[i] = (float)((int)(rnd() % 9) - 4);
+        float *P = malloc(sizeof(float) * (nrows * m + 2) * a * twp);
+        float *xp = calloc((size_t)(twp * m + a), 4), *zeros = calloc((size_t)(a * twp), 4);
+        const long vn = (long)a * a * C * Tb;
+        float *v0 = malloc(sizeof(float) * vn), *v1 = malloc(sizeof(float) * vn);
+        wino_input(ref, m, x, C, H, W, 1, 1, th, tw, twp, 0, nrows, v0, P, xp, zeros);
+        memset(xp, 0, sizeof(float) * (twp * m + a));
+        wino_input(row, m, x, C, H, W, 1, 1, th, tw, twp, 0, nrows, v1, P, xp, zeros);
+        snprintf(what, sizeof what, "%s input F(%d,3) %dx%d: the portable row's bits",
+                 row->name, m, H, W);
+        check(memcmp(v0, v1, sizeof(float) * vn) == 0, what);
+        const int OH = th * m - 1, OW = tw * m - 2;   /* ragged last tiles */
+        const long mn = (long)a * a * K * Tb, yn = (long)N * K * OH * OW;
+        float *M = calloc((size_t)(mn + 8), 4), *bias = malloc(sizeof(float) * K);
+        float *z = malloc(sizeof(float) * yn), *y0 = malloc(sizeof(float) * yn);
+        float *y1 = malloc(sizeof(float) * yn), *Q = malloc(sizeof(float) * m * a * twp);
+        float *rowbuf = malloc(sizeof(float) * twp * m);
+        for (long i = 0; i < mn; i++) M[i] = (float)((int)(rnd() % 9) - 4);
+        for (int k = 0; k < K; k++) bias[k] = (float)((int)(rnd() % 5) - 2);
+        for (long i = 0; i < yn; i++) z[i] = (float)((int)(rnd() % 5) - 2);
+        for (size_t t = 0; t < sizeof acts / sizeof acts[0]; t++) {
+            const int act = acts[t][0];
+            const float p0 = act == EDGENN_ACT_CLIP ? -3.f : 0.25f;
+            const float p1 = act == EDGENN_ACT_CLIP ? 5.f : 0.5f;
+            wino_output(ref, m, M, y0, K, OH, OW, th, tw, twp, 0, nrows, bias, z, act, p0, p1,
+                        Q, rowbuf);
+            wino_output(row, m, M, y1, K, OH, OW, th, tw, twp, 0, nrows, bias, z, act, p0, p1,
+                        Q, rowbuf);
+            snprintf(what, sizeof what, "%s output F(%d,3) %dx%d %s: the portable row's bits",
+                     row->name, m, OH, OW, edgenn_act_names[act]);
+            check(memcmp(y0, y1, sizeof(float) * yn) == 0, what);
+        }
+        free(x); free(P); free(xp); free(zeros); free(v0); free(v1); free(M); free(bias);
+        free(z); free(y0); free(y1); free(Q); free(rowbuf);
+    }
+}
+
 void check_native_rows(void) {
     check_dwc();
     check_convdirect();
     check_dwrows();
     check_dwproj();
+    check_winograd();
 }

@@ -1,6 +1,6 @@
 """Winograd F(m, 3) (edgenn/kernels/winograd/winograd.py + _winograd.h): the transform matrices
-against direct correlation, the C transforms (AVX2 and the forced portable path) against the
-matrices, whole convs against the reference over edge geometries, and error growth with the
+against direct correlation, the C transforms (every row of their table, natively and through
+the SIMDe twin) against the matrices, whole convs against the reference over edge geometries, and error growth with the
 tile size on realistic magnitudes.
 
 Tolerances come from the arithmetic, not from one CPU's runs (_tol): the probabilistic
@@ -14,19 +14,23 @@ import itertools
 
 import numpy as np
 import pytest
+import kernel_tables as tables
 
 from edgenn.graph.infer import infer_node
 from edgenn.graph.ir import Node
 from edgenn.kernels.gemm import _sgemm as sg
 from edgenn.kernels.winograd import _winograd as cw
+from edgenn.kernels.winograd import _winograd_emu as cw_emu
 from edgenn.kernels.winograd import winograd as wg
 from edgenn.oplist import load_all
 from edgenn.registry import KERNELS, REFERENCE, TensorInfo
 
 load_all()
 U32 = 2.0 ** -24   # float32 unit roundoff
-# the transforms' rows this CPU runs (_winograd.h's table: the portable one always)
+# the transforms' rows this CPU runs (_winograd.h's table: the portable one always), and
+# for the transforms alone every SIMD row again through the SIMDe twin (NEON's on x86)
 TRANSFORMS = [r.name for r in cw.rows()]
+TRANSFORM_PATHS = tables.paths(cw.rows(), cw_emu.rows())
 
 
 # where the alpha^2 GEMMs run: OpenBLAS ("") or each row of edgenn's packed sgemm table
@@ -37,6 +41,11 @@ GEMMS = [""] + [r.name for r in sg.rows()]
 @pytest.fixture(params=TRANSFORMS)
 def transforms(request):
     return request.param
+
+
+@pytest.fixture(params=TRANSFORM_PATHS)
+def transform_path(request):
+    return tables.lib_and_row(request.param, cw, cw_emu)
 
 
 def _corr1d(d, g):
@@ -73,7 +82,8 @@ def _tile_patches(x, m, ph, pw, th, tw):
 @pytest.mark.parametrize("shape,pads,rows", [
     ((1, 3, 13, 17), (1, 1), None), ((2, 2, 7, 30), (0, 2), None), ((2, 5, 9, 9), (2, 0), (1, 3)),
     ((1, 1, 1, 1), (1, 1), None)])
-def test_input_transform_matches_matrices(transforms, m, shape, pads, rows):
+def test_input_transform_matches_matrices(transform_path, m, shape, pads, rows):
+    lib, row = transform_path
     rng = np.random.default_rng(1)
     x = rng.standard_normal(shape).astype(np.float32)
     n, c, h, w = shape
@@ -83,10 +93,9 @@ def test_input_transform_matches_matrices(transforms, m, shape, pads, rows):
     twp = -(-tw // 8) * 8
     row0, nrows = rows or (0, n * th)
     v = np.full(a * a * c * nrows * tw, np.nan, np.float32)
-    cw.input_transform(m, x, ph, pw, th, tw, twp, row0, nrows, v,
-                       np.empty((nrows * m + 2) * a * twp, np.float32),
-                       np.zeros(twp * m + a, np.float32), np.zeros(a * twp, np.float32),
-                       transforms)
+    lib.input_transform(m, x, ph, pw, th, tw, twp, row0, nrows, v,
+                        np.empty((nrows * m + 2) * a * twp, np.float32),
+                        np.zeros(twp * m + a, np.float32), np.zeros(a * twp, np.float32), row)
     bt, _, _ = wg.matrices(m)
     p = _tile_patches(x, m, ph, pw, th, tw)                      # (N, C, th, tw, a, a)
     want = np.einsum("ik,nctukl,jl->ijcntu", bt, p, bt)          # (a, a, C, N, th, tw)
@@ -95,8 +104,22 @@ def test_input_transform_matches_matrices(transforms, m, shape, pads, rows):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
 
 
+# the activations the output transform fuses: (name, p0, p1, NumPy's)
+FUSED = [("", 0.0, 0.0, lambda v: v), ("Relu", 0.0, 0.0, lambda v: np.maximum(v, 0)),
+         ("Clip", -0.5, 0.8, lambda v: np.clip(v, -0.5, 0.8)),
+         ("HardSwish", 0.0, 0.0, lambda v: v * np.clip(v / 6 + 0.5, 0, 1)),
+         ("HardSigmoid", 0.2, 0.5, lambda v: np.clip(0.2 * v + 0.5, 0, 1)),
+         ("LeakyRelu", 0.1, 0.0, lambda v: np.where(v < 0, 0.1 * v, v))]
+
+
+def test_every_fused_activation_is_tested():
+    assert tuple(name for name, *_ in FUSED) == cw.ACTIVATIONS
+
+
 @pytest.mark.parametrize("m", [2, 4, 6])
-def test_output_transform_matches_matrices(transforms, m):
+@pytest.mark.parametrize("act,p0,p1,fn", FUSED, ids=[f[0] or "none" for f in FUSED])
+def test_output_transform_matches_matrices(transform_path, m, act, p0, p1, fn):
+    lib, row = transform_path
     rng = np.random.default_rng(2)
     n, k, oh, ow = 2, 3, 11, 19
     a = m + 2
@@ -106,14 +129,13 @@ def test_output_transform_matches_matrices(transforms, m):
     bias = rng.standard_normal(k).astype(np.float32)
     z = rng.standard_normal((n, k, oh, ow)).astype(np.float32)
     y = np.full((n, k, oh, ow), np.nan, np.float32)
-    cw.output_transform(m, np.concatenate([mm.ravel(), np.zeros(8, np.float32)]), y, th, tw,
-                        twp, 0, n * th, bias, z, 0, 0.0, 0.0,
-                        np.empty(m * a * twp, np.float32), np.empty(twp * m, np.float32),
-                        transforms)
+    lib.output_transform(m, np.concatenate([mm.ravel(), np.zeros(8, np.float32)]), y, th, tw,
+                         twp, 0, n * th, bias, z, cw.ACTIVATION_NAMES.index(act), p0, p1,
+                         np.empty(m * a * twp, np.float32), np.empty(twp * m, np.float32), row)
     _, _, at = wg.matrices(m)
     t = mm.astype(np.float64).reshape(a, a, k, n, th, tw)
     full = np.einsum("ri,ijkntu,sj->nktrus", at, t, at).reshape(n, k, th * m, tw * m)
-    want = full[:, :, :oh, :ow] + bias[None, :, None, None] + z
+    want = fn(full[:, :, :oh, :ow] + bias[None, :, None, None] + z)
     np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-4)
 
 
