@@ -1,9 +1,11 @@
-/* Vector math shared by the C kernels (sgemm epilogues, row ops): AVX2+FMA, 8 floats.
- * Each user compiles these only inside its own AVX2-gated code (runtime CPU check). */
+/* Vector math shared by the C kernels (sgemm epilogues, row ops, recurrent cells): AVX2+FMA
+ * 8 floats, AVX-512F 16, ARM64 NEON 4; the same steps and constants on every width. Each
+ * user compiles these only inside its own tier-gated code (runtime CPU check). */
 #ifndef EDGENN_SIMD_MATH_H
 #define EDGENN_SIMD_MATH_H
 #include <math.h>
 #include "_simd.h"
+#include "_neon.h"
 
 /* Cephes' exp: n = round(x log2 e), r = x - n ln 2 (ln 2 split in two), exp(x) = 2^n p(r)
  * with p(r) = 1 + r + r^2 (P0 r^5 + P1 r^4 + ... + P5); one set of constants for every
@@ -101,5 +103,26 @@ static inline __m512 simd_exp16(__m512 x)
     return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
 }
 #endif
+#endif
+
+#if EDGENN_NEON
+/* exp(x) on 4 floats: simd_exp8's steps (clamp with x86's max / min, so NaN clamps as
+ * there; round to nearest even; each fnmadd / fmadd one rounding) */
+static inline __attribute__((always_inline)) float32x4_t simd_exp4(float32x4_t x)
+{
+    x = edgenn_vminq(edgenn_vmaxq(x, vdupq_n_f32(-87.3f)), vdupq_n_f32(88.3f));
+    const float32x4_t n = vrndnq_f32(vmulq_n_f32(x, SIMD_LOG2E));
+    float32x4_t r = vfmsq_f32(x, n, vdupq_n_f32(SIMD_LN2_HI));
+    r = vfmsq_f32(r, n, vdupq_n_f32(SIMD_LN2_LO));
+    float32x4_t p = vdupq_n_f32(SIMD_EXP_P0);
+    p = vfmaq_f32(vdupq_n_f32(SIMD_EXP_P1), p, r);
+    p = vfmaq_f32(vdupq_n_f32(SIMD_EXP_P2), p, r);
+    p = vfmaq_f32(vdupq_n_f32(SIMD_EXP_P3), p, r);
+    p = vfmaq_f32(vdupq_n_f32(SIMD_EXP_P4), p, r);
+    p = vfmaq_f32(vdupq_n_f32(SIMD_EXP_P5), p, r);
+    p = vfmaq_f32(vaddq_f32(r, vdupq_n_f32(1.f)), p, vmulq_f32(r, r));
+    const int32x4_t e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23);
+    return vmulq_f32(p, vreinterpretq_f32_s32(e));
+}
 #endif
 #endif

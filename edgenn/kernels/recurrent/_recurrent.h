@@ -16,9 +16,10 @@
  * sequence_lens: batch b takes part in step t only when t < lens[b] (NULL: all); its y
  * rows are zeros otherwise and its state is left as it is.
  *
- * Activations f, g, h: RA_SIGMOID, RA_TANH, RA_RELU. Tiers: 0 portable C, 1 AVX2+FMA,
- * 2 AVX-512F; the vector GEMV and cell are one body for both (_recurrent_vec.h). The sums of a GEMV run k = 0..H-1
- * in one FMA chain per output, on every tier.
+ * Activations f, g, h: RA_SIGMOID, RA_TANH, RA_RELU. Rows (rc_rows, below): portable C,
+ * AVX2+FMA, AVX-512F and ARM64 NEON; the vector GEMV and cell are one body for every
+ * width (_recurrent_vec.h). The sums of a GEMV run k = 0..H-1 in one FMA chain per
+ * output, on every row.
  */
 #ifndef EDGENN_RECURRENT_H
 #define EDGENN_RECURRENT_H
@@ -221,7 +222,62 @@ static void rc_cell_generic(const rc_args *a, float *g, float *h, float *c, floa
 #define RC_GEMM_T rc_gemm_t_avx512
 #define RC_GEMM rc_gemm_avx512
 #include "_recurrent_vec.h"
+#undef RC_V
+#undef RC_L
+#undef RC_ATTR
+#undef RC_LOAD
+#undef RC_STORE
+#undef RC_SET1
+#undef RC_ADD
+#undef RC_SUB
+#undef RC_MUL
+#undef RC_DIV
+#undef RC_FMA
+#undef RC_MIN
+#undef RC_MAX
+#undef RC_EXP
+#undef RC_ABS
+#undef RC_COPYSIGN
+#undef RC_ACT
+#undef RC_CLIP
+#undef RC_CELL
+#undef RC_PANEL
+#undef RC_MAXACC
+#undef RC_PANEL_ROWS
+#undef RC_PANEL_R
+#undef RC_GEMM_T
+#undef RC_GEMM
+#endif
 
+/* ARM64 NEON: 4 floats (exp: _simd_math.h's simd_exp4; max / min as x86's, _neon.h) */
+#if EDGENN_NEON
+#define RC_V float32x4_t
+#define RC_L 4
+#define RC_ATTR
+#define RC_LOAD vld1q_f32
+#define RC_STORE vst1q_f32
+#define RC_SET1 vdupq_n_f32
+#define RC_ADD vaddq_f32
+#define RC_SUB vsubq_f32
+#define RC_MUL vmulq_f32
+#define RC_DIV vdivq_f32
+#define RC_FMA(a, b, c) vfmaq_f32(c, a, b)             /* a * b + c, one rounding */
+#define RC_MIN edgenn_vminq
+#define RC_MAX edgenn_vmaxq
+#define RC_EXP simd_exp4
+#define RC_ABS vabsq_f32
+#define RC_COPYSIGN(t, x) vreinterpretq_f32_u32(vorrq_u32(vreinterpretq_u32_f32(t), \
+    vandq_u32(vreinterpretq_u32_f32(x), vdupq_n_u32(0x80000000u))))
+#define RC_ACT rc_act4
+#define RC_CLIP rc_clip4
+#define RC_CELL rc_cell_neon
+#define RC_PANEL rc_panel_neon
+#define RC_MAXACC 24               /* 32 q registers: 24 accumulators, the broadcasts, a load */
+#define RC_PANEL_ROWS rc_panel_rows_neon
+#define RC_PANEL_R rc_panel_r_neon
+#define RC_GEMM_T rc_gemm_t_neon
+#define RC_GEMM rc_gemm_neon
+#include "_recurrent_vec.h"
 #endif
 
 /* dst[0:n] = x[0:n] + (bias ? bias[0:n] : 0) */
@@ -265,6 +321,9 @@ static const rc_row rc_rows[] = {
 #if RC_X86
     {"recurrent_4x64__avx2", EDGENN_ISA_AVX2, 8, rc_gemm_avx2, rc_cell_avx2},
     {"recurrent_4x128__avx512f", EDGENN_ISA_AVX512, 16, rc_gemm_avx512, rc_cell_avx512},
+#endif
+#if EDGENN_NEON
+    {"recurrent_4x32__neon", EDGENN_ISA_NEON, 4, rc_gemm_neon, rc_cell_neon},
 #endif
 };
 #define RC_ROW_COUNT ((int)(sizeof rc_rows / sizeof rc_rows[0]))

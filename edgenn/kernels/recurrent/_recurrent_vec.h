@@ -3,7 +3,7 @@
  * them, each read once per step for all those rows; the last N % L columns through a
  * zero-padded vector, RC_PANEL) and the state update of one batch row after it (RC_CELL; columns
  * past the last whole vector go to rc_cell_generic). Included once per width with the
- * RC_* operation macros defined (AVX2: 8 floats, AVX-512F: 16). */
+ * RC_* operation macros defined (AVX2: 8 floats, AVX-512F: 16, NEON: 4). */
 
 /* One panel of NV vectors (NV accumulators over the K rows), added into acc. */
 RC_ATTR __attribute__((always_inline))

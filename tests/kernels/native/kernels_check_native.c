@@ -13,6 +13,7 @@
 #include "_dwrows.h"
 #include "_dwproj.h"
 #include "_winograd.h"
+#include "_recurrent.h"
 #include "kernels_check.h"
 
 /* Depthwise conv and MaxPool on the c<L> rows (_dwc8.h): every row this CPU runs (the
@@ -319,10 +320,93 @@ static void check_winograd(void) {
     }
 }
 
+/* R^T (K, N) into rc_rows' panels for L lanes (_recurrent.pyx's pack): widths 8L, 4L, 2L,
+ * L taken greedily, then the last N % L columns zero-padded to L. */
+static float *rc_pack(const float *m, long K, long N, long L) {
+    float *out = calloc((size_t)(K * (N + L)), sizeof(float)), *o = out;
+    long n = 0;
+    for (long w = 8 * L; w >= L; w /= 2)
+        for (; N - n >= w; n += w)
+            for (long k = 0; k < K; k++)
+                for (long j = 0; j < w; j++) *o++ = m[k * N + n + j];
+    if (n < N)
+        for (long k = 0; k < K; k++, o += L)
+            for (long j = 0; j < N - n; j++) o[j] = m[k * N + n + j];
+    return out;
+}
+
+/* LSTM / GRU / RNN (_recurrent.h): every row this CPU runs (on arm64 the NEON 4 x 32).
+ * The GEMV of 1-4 batch rows over panels of every width and a ragged tail: exact on
+ * small integers against a direct loop. The cell (sigmoid / tanh through each row's exp)
+ * against the portable cell: both exps are Cephes' (within ~2 ulps of exp; rounding to
+ * the nearest vs floor(x + 0.5), fused or not), and a cell adds a few roundings more, so
+ * 8 float32 ulps of the largest state. */
+static void check_recurrent(void) {
+    static const long sizes[][2] = {{5, 77}, {12, 36}, {3, 4}};   /* K, N */
+    char what[160];
+    for (int r = 1; r < RC_ROW_COUNT; r++) {
+        const rc_row *row = &rc_rows[r];
+        if (!edgenn_row_usable(row->isa)) continue;
+        for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+        for (int R = 1; R <= RC_ROWS; R++) {
+            const long K = sizes[s][0], N = sizes[s][1];
+            float *m = malloc(sizeof(float) * K * N), *v = malloc(sizeof(float) * R * K);
+            float *acc = malloc(sizeof(float) * R * N);
+            for (long i = 0; i < K * N; i++) m[i] = (float)((int)(rnd() % 9) - 4);
+            for (long i = 0; i < R * K; i++) v[i] = (float)((int)(rnd() % 5) - 2);
+            for (long i = 0; i < R * N; i++) acc[i] = (float)((int)(rnd() % 5) - 2);
+            float *pk = rc_pack(m, K, N, row->lanes), *want = malloc(sizeof(float) * R * N);
+            const float *vr[RC_ROWS];
+            float *ar[RC_ROWS];
+            for (int i = 0; i < R; i++) {
+                vr[i] = v + i * K;
+                ar[i] = acc + i * N;
+                for (long j = 0; j < N; j++) {
+                    double t = acc[i * N + j];
+                    for (long k = 0; k < K; k++) t += (double)v[i * K + k] * m[k * N + j];
+                    want[i * N + j] = (float)t;
+                }
+            }
+            row->gemm(R, vr, pk, K, ar, N);
+            snprintf(what, sizeof what, "%s GEMV of %d rows K%ld N%ld: exact on small "
+                     "integers", row->name, R, K, N);
+            check(memcmp(acc, want, sizeof(float) * R * N) == 0, what);
+            free(m); free(v); free(acc); free(pk); free(want);
+        }
+        for (int cell = RC_LSTM; cell <= RC_RNN; cell++) {
+            const long H = 19, G = cell == RC_LSTM ? 4 : cell == RC_GRU ? 4 : 1;
+            rc_args a = {0};
+            a.H = H; a.cell = cell; a.lbr = 1; a.f = RA_SIGMOID; a.g = RA_TANH;
+            a.h = RA_TANH; a.clip = cell == RC_GRU ? 2.5f : 0.f;
+            if (cell == RC_RNN) a.f = RA_TANH;
+            float g0[4 * 19], g1[4 * 19], h0[19], h1[19], c0[19], c1[19], y0[19], y1[19];
+            for (long i = 0; i < G * H; i++)
+                g0[i] = g1[i] = (float)((int)(rnd() % 2001) - 1000) / 250.f;
+            for (long i = 0; i < H; i++) {
+                h0[i] = h1[i] = (float)((int)(rnd() % 201) - 100) / 100.f;
+                c0[i] = c1[i] = (float)((int)(rnd() % 401) - 200) / 100.f;
+            }
+            rc_cell_generic(&a, g0, h0, c0, y0, 0);
+            row->cell(&a, g1, h1, c1, y1);
+            double big = 0, err = 0;
+            for (long i = 0; i < H; i++) {
+                big = fmax(big, fmax(fabs(h0[i]), fabs(c0[i])));
+                err = fmax(err, fmax(fabs(h0[i] - h1[i]), fabs(c0[i] - c1[i])));
+                err = fmax(err, fabs(y0[i] - y1[i]));
+            }
+            snprintf(what, sizeof what, "%s %s cell H%ld: the portable cell within 8 ulps "
+                     "(%.2g)", row->name, cell == RC_LSTM ? "LSTM" : cell == RC_GRU ? "GRU"
+                     : "RNN", H, err);
+            check(err <= 8 * 0x1p-24 * fmax(big, 1.0), what);
+        }
+    }
+}
+
 void check_native_rows(void) {
     check_dwc();
     check_convdirect();
     check_dwrows();
     check_dwproj();
     check_winograd();
+    check_recurrent();
 }
