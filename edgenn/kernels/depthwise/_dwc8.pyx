@@ -83,11 +83,12 @@ cdef extern from "_dwc8.h" nogil:
 
 ACTIVATIONS = _activations(DWC_ACTS)                   # _dwc8.h's
 EXPAND_ACTIVATIONS = _activations(DWC_EXPAND_ACTS)     # the fused 1x1 expansion's
-# The NCHW pooling loops' table (_pool_tiles.h's pool_rows): name, isa, usable
+# The NCHW pooling loops' table (_pool_tiles.h's pool_rows): name, isa, usable (this CPU
+# runs it; every row in the SIMDe-emulated build, _dwc8_emu)
 PoolRow = namedtuple("PoolRow", "name isa usable")
 POOL_TABLE = Table("pool_nchw", tuple(
     PoolRow(pool_rows[i].name.decode(), edgenn_isa_name(pool_rows[i].isa).decode(),
-            bool(edgenn_isa_usable(pool_rows[i].isa))) for i in range(POOL_ROW_COUNT)))
+            bool(edgenn_row_usable(pool_rows[i].isa))) for i in range(POOL_ROW_COUNT)))
 pool_rows_usable = POOL_TABLE.usable
 
 

@@ -8,8 +8,8 @@
  * deinterleaved by one shuffle and one lane permute per 8 outputs). Max of finite values
  * is exact, so any order of the taps gives the reference's result.
  *
- * Two builds, the rows of pool_rows (below): maxpool_tiles_avx2 (8 lanes) and _generic
- * (plain C).
+ * The rows of pool_rows (below): plain C, AVX2 (8 lanes) and ARM64 NEON (4 lanes; LD2
+ * deinterleaves kw = 2; max as x86's, _neon.h).
  */
 #ifndef EDGENN_POOL_TILES_H
 #define EDGENN_POOL_TILES_H
@@ -119,6 +119,68 @@ EDGENN_AVX2 static void global_mean_rows_avx2(const float *x, float *y, long R, 
 }
 #endif
 
+#include "_neon.h"
+#if EDGENN_NEON
+static void maxpool_tiles_neon(const float *x, float *y, long P, long H, long W, int kh,
+                               int kw, float *row)
+{
+    if (kw > 2) {
+        maxpool_tiles_generic(x, y, P, H, W, kh, kw, row);
+        return;
+    }
+    long OH = H / kh, OW = W / kw;
+    for (long p = 0; p < P; p++)
+        for (long oh = 0; oh < OH; oh++) {
+            const float *r = x + (p * H + oh * kh) * W;
+            float *o = y + (p * OH + oh) * OW;
+            long j = 0;
+            if (kw == 1) {
+                for (; j + 4 <= OW; j += 4) {
+                    float32x4_t m = vld1q_f32(r + j);
+                    for (int i = 1; i < kh; i++) m = edgenn_vmaxq(m, vld1q_f32(r + i * W + j));
+                    vst1q_f32(o + j, m);
+                }
+            } else {
+                for (; j + 4 <= OW; j += 4) {           /* 8 inputs -> 4 outputs */
+                    float32x4x2_t a = vld2q_f32(r + 2 * j);    /* even, odd columns */
+                    for (int i = 1; i < kh; i++) {
+                        const float32x4x2_t b = vld2q_f32(r + i * W + 2 * j);
+                        a.val[0] = edgenn_vmaxq(a.val[0], b.val[0]);
+                        a.val[1] = edgenn_vmaxq(a.val[1], b.val[1]);
+                    }
+                    vst1q_f32(o + j, edgenn_vmaxq(a.val[0], a.val[1]));
+                }
+            }
+            for (; j < OW; j++) {                      /* the tail, scalar */
+                float m = r[j * kw];
+                for (int i = 0; i < kh; i++)
+                    for (int t = 0; t < kw; t++) m = tile_max1(m, r[i * W + j * kw + t]);
+                o[j] = m;
+            }
+        }
+}
+
+/* the portable loop's four double lanes in two float64x2 vectors: the same sums */
+static void global_mean_rows_neon(const float *x, float *y, long R, long S)
+{
+    const long S4 = S - S % 4;
+    for (long r = 0; r < R; r++, x += S) {
+        float64x2_t a01 = vdupq_n_f64(0.0), a23 = vdupq_n_f64(0.0);
+        for (long i = 0; i < S4; i += 4) {
+            const float32x4_t v = vld1q_f32(x + i);
+            a01 = vaddq_f64(a01, vcvt_f64_f32(vget_low_f32(v)));
+            a23 = vaddq_f64(a23, vcvt_high_f64_f32(v));
+        }
+        double l[4];
+        vst1q_f64(l, a01);
+        vst1q_f64(l + 2, a23);
+        for (long i = S4; i < S; i++)
+            l[0] += x[i];
+        y[r] = (float)(((l[0] + l[1]) + (l[2] + l[3])) / (double)S);
+    }
+}
+#endif
+
 /* The NCHW pooling loops' table: one row per build, best last. */
 typedef struct {
     const char *name;        /* pool_nchw__<isa> */
@@ -132,6 +194,9 @@ static const pool_row pool_rows[] = {
     {"pool_nchw__scalar", EDGENN_ISA_SCALAR, maxpool_tiles_generic, global_mean_rows_generic},
 #if defined(__x86_64__) && !defined(EDGENN_SIMDE)
     {"pool_nchw__avx2", EDGENN_ISA_AVX2, maxpool_tiles_avx2, global_mean_rows_avx2},
+#endif
+#if EDGENN_NEON
+    {"pool_nchw__neon", EDGENN_ISA_NEON, maxpool_tiles_neon, global_mean_rows_neon},
 #endif
 };
 #define POOL_ROW_COUNT ((int)(sizeof pool_rows / sizeof pool_rows[0]))

@@ -9,7 +9,8 @@ import pytest
 
 from edgenn.graph.infer import infer_node
 from edgenn.graph.ir import Node
-from edgenn.kernels.depthwise import _dwc8; from edgenn.kernels.depthwise import depthwise; from edgenn.kernels.pool import pool
+from edgenn.kernels.depthwise import _dwc8, _dwc8_emu, depthwise
+from edgenn.kernels.pool import pool
 from edgenn.oplist import load_all
 from edgenn.registry import KERNELS, REFERENCE, TensorInfo
 from kernel_cases.conv_gemm import ACTS
@@ -89,22 +90,44 @@ def test_maxpool_indices_left_to_reference():
     assert not any(s.supports(node, ins, outs) for s in KERNELS["MaxPool"])
 
 
+# every row of the NCHW pooling loops' table (_pool_tiles.h): native, and again through the
+# SIMDe twin (NEON's on x86): (the extension, the row's name)
+POOL_BUILDS = [(_dwc8, r.name) for r in _dwc8.pool_rows_usable()] + \
+    [(_dwc8_emu, r.name) for r in _dwc8_emu.pool_rows_usable() if r.isa != "scalar"]
+
+
 @pytest.mark.parametrize("rows,size", [(1280, 49), (7, 3), (3, 1), (5, 12544), (2, 5), (9, 196),
                                        (4, 6), (3, 7)])
 def test_global_mean_every_row_gives_the_same_bits(rows, size):
-    # _pool_tiles.h: the AVX2 row keeps the portable loop's four double lanes in one
-    # vector, so the same sums in the same order; all within float32 rounding of the mean
-    from edgenn.kernels.depthwise._dwc8 import global_pool
+    # _pool_tiles.h: the SIMD rows keep the portable loop's four double lanes in vectors,
+    # so the same sums in the same order; all within float32 rounding of the mean
     x = (np.random.default_rng(rows).standard_normal((rows, size)) * 100).astype(np.float32)
     x[0, -1] = 1e30     # a tail value that dominates its row
     got = []
-    for build in _dwc8.pool_rows_usable():
+    for lib, build in POOL_BUILDS:
         got.append(np.empty(rows, np.float32))
-        global_pool(x, got[-1], False, build.name)
+        lib.global_pool(x, got[-1], False, build)
     for g in got[1:]:
         np.testing.assert_array_equal(g, got[0])
     exact = x.astype(np.float64).mean(axis=1)
     assert np.all(np.abs(got[0] - exact) <= np.abs(exact) * 2 ** -23 + 1e-30)
+
+
+@pytest.mark.parametrize("lib,build", POOL_BUILDS, ids=[f"{b}-{lib.__name__.rsplit('.')[-1]}"
+                                                        for lib, b in POOL_BUILDS])
+@pytest.mark.parametrize("kh,kw", [(2, 2), (2, 1), (4, 1), (1, 2), (3, 3), (1, 1)])
+def test_maxpool_tiles_every_row_is_exact(lib, build, kh, kw):
+    # max is exact: every row gives NumPy's window max, over widths with vector tails,
+    # trailing rows / columns that fill no window, NaN and -inf inputs
+    rng = np.random.default_rng(kh * 10 + kw)
+    for p, h, w in ((3, 9, 37), (2, 4, 8), (1, 7, 5), (2, 2, 19)):
+        x = rng.standard_normal((p, h, w)).astype(np.float32)
+        x[0, 0, 1] = -np.inf
+        oh, ow = h // kh, w // kw
+        y = np.full((p, oh, ow), np.nan, np.float32)
+        lib.maxpool_tiles_nchw(x, y, kh, kw, np.empty(w, np.float32), build)
+        want = x[:, :oh * kh, :ow * kw].reshape(p, oh, kh, ow, kw).max(axis=(2, 4))
+        np.testing.assert_array_equal(y, want)
 
 
 # tall planes for pool8's row split: stride 2 with pads (ResNet's 3x3 / 2 stem pool), ceil

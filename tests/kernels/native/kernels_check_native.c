@@ -14,6 +14,7 @@
 #include "_dwproj.h"
 #include "_winograd.h"
 #include "_recurrent.h"
+#include "_pool_tiles.h"
 #include "kernels_check.h"
 
 /* Depthwise conv and MaxPool on the c<L> rows (_dwc8.h): every row this CPU runs (the
@@ -402,6 +403,37 @@ static void check_recurrent(void) {
     }
 }
 
+/* The NCHW pooling loops (_pool_tiles.h): every row this CPU runs (on arm64 the NEON one)
+ * against the portable row, bit for bit: MaxPool of non-overlapping windows (max is
+ * exact) over widths with vector tails and -inf, and GlobalAveragePool's means (the same
+ * four double lanes in the same order). */
+static void check_pool(void) {
+    static const int windows[][2] = {{2, 2}, {2, 1}, {1, 2}, {3, 3}, {4, 1}};
+    char what[160];
+    const long P = 3, H = 9, W = 37, S = 45;
+    float x[3 * 9 * 37], y0[3 * 9 * 37], y1[3 * 9 * 37], row[37], m0[7], m1[7];
+    for (long i = 0; i < P * H * W; i++) x[i] = (float)((int)(rnd() % 2001) - 1000) / 64.f;
+    x[5] = -INFINITY;
+    for (int r = 1; r < POOL_ROW_COUNT; r++) {
+        const pool_row *p = &pool_rows[r];
+        if (!edgenn_row_usable(p->isa)) continue;
+        for (size_t k = 0; k < sizeof windows / sizeof windows[0]; k++) {
+            const int kh = windows[k][0], kw = windows[k][1];
+            const long n = P * (H / kh) * (W / kw);
+            pool_rows[0].maxpool_tiles(x, y0, P, H, W, kh, kw, row);
+            p->maxpool_tiles(x, y1, P, H, W, kh, kw, row);
+            snprintf(what, sizeof what, "%s maxpool %dx%d %ldx%ld: the portable row's bits",
+                     p->name, kh, kw, H, W);
+            check(memcmp(y0, y1, sizeof(float) * n) == 0, what);
+        }
+        pool_rows[0].global_mean_rows(x, m0, 7, S);
+        p->global_mean_rows(x, m1, 7, S);
+        snprintf(what, sizeof what, "%s global mean 7 rows of %ld: the portable row's bits",
+                 p->name, S);
+        check(memcmp(m0, m1, sizeof m0) == 0, what);
+    }
+}
+
 void check_native_rows(void) {
     check_dwc();
     check_convdirect();
@@ -409,4 +441,5 @@ void check_native_rows(void) {
     check_dwproj();
     check_winograd();
     check_recurrent();
+    check_pool();
 }
