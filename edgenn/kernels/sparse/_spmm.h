@@ -143,6 +143,51 @@ static void spmm_generic(const float *x, float *y, long M, long S, const sp_epi 
 #define SP_NV 1
 #define SP_NAME sp_tile_avx512_16
 #include "_spmm_tile.h"
+#undef SP_NV
+#undef SP_NAME
+#undef SP_V
+#undef SP_L
+#undef SP_ATTR
+#undef SP_SET1
+#undef SP_LOAD
+#undef SP_STORE
+#undef SP_FMA
+#undef SP_ADD
+#undef SP_MIN
+#undef SP_MAX
+#endif
+
+/* ARM64 NEON (q registers): 8 vectors = 32 pixels (two channels' 16 accumulators of 32
+ * registers), 4 = 16, 2 = 8; max / min as x86's (_neon.h), so the same bits */
+#include "_neon.h"
+#if EDGENN_NEON
+#ifndef SP_CAT
+#define SP_CAT_(a, b) a##b
+#define SP_CAT(a, b) SP_CAT_(a, b)
+#endif
+#define SP_V float32x4_t
+#define SP_L 4
+#define SP_ATTR
+#define SP_SET1 vdupq_n_f32
+#define SP_LOAD vld1q_f32
+#define SP_STORE vst1q_f32
+#define SP_FMA(a, b, c) vfmaq_f32(c, a, b)             /* a * b + c, one rounding */
+#define SP_ADD vaddq_f32
+#define SP_MIN edgenn_vminq
+#define SP_MAX edgenn_vmaxq
+#define SP_NV 8
+#define SP_NAME sp_tile_neon_32
+#include "_spmm_tile.h"
+#undef SP_NV
+#undef SP_NAME
+#define SP_NV 4
+#define SP_NAME sp_tile_neon_16
+#include "_spmm_tile.h"
+#undef SP_NV
+#undef SP_NAME
+#define SP_NV 2
+#define SP_NAME sp_tile_neon_8
+#include "_spmm_tile.h"
 #endif
 
 enum { SP_ALIGN = 16 };

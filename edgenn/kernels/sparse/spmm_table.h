@@ -24,6 +24,11 @@ static const sp_row sp_rows[] = {
     {"spmm_32x1__avx512f", EDGENN_ISA_AVX512, 32, sp_tile_avx512_32},
     {"spmm_64x1__avx512f", EDGENN_ISA_AVX512, 64, sp_tile_avx512},
 #endif
+#if EDGENN_NEON
+    {"spmm_8x1__neon", EDGENN_ISA_NEON, 8, sp_tile_neon_8},
+    {"spmm_16x1__neon", EDGENN_ISA_NEON, 16, sp_tile_neon_16},
+    {"spmm_32x1__neon", EDGENN_ISA_NEON, 32, sp_tile_neon_32},
+#endif
 };
 #define SP_ROW_COUNT ((int)(sizeof sp_rows / sizeof sp_rows[0]))
 

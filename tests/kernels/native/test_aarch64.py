@@ -72,7 +72,8 @@ def test_kernels_under_qemu(kernels_check, cpu, tier):
     # the NEON rows ran (kernels_check.c runs every row the CPU has)
     for row in ("sgemm_6x16__neon", "depthwise_c4__neon", "conv_direct_8x12__neon",
                 "depthwise_rows4__neon", "depthwise_project_8x12__neon",
-                "winograd_transforms__neon", "recurrent_4x32__neon", "pool_nchw__neon"):
+                "winograd_transforms__neon", "recurrent_4x32__neon", "pool_nchw__neon",
+                "spmm_32x1__neon"):
         assert any(re.match(rf"ok\s+{row} ", line) for line in lines), (row, lines)
     passed, failed = (int(w) for w in lines[-1].replace(",", "").split()[::2])
     assert failed == 0 and passed >= 60, lines[-1]
