@@ -6,19 +6,19 @@ API) vs the three fp32, pytest-benchmark.
         --benchmark-columns=median,min,max
     EDGENN_BENCH_THREADS=2 python -m pytest bench/test_bench_int8.py ...
 
-Both quantizers calibrate on the same 8 images (tests/models.py CALIBRATION_IMAGES). For
-one interleaved table with fidelity and ratios use scripts/compare_int8.py.
+Both quantizers calibrate on the same 8 images (tests/support/models.py CALIBRATION_IMAGES). For
+one interleaved table with fidelity and ratios use bench/compare_int8.py.
 
 Transformers (test_dynamic_int8_latency): onnxruntime's quantize_dynamic model run by both
-runtimes, edgenn's own quantizer, both fp32 (scripts/compare_dynamic.py for the table)."""
+runtimes, edgenn's own quantizer, both fp32 (bench/compare_dynamic.py for the table)."""
 import os
 import sys
 
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
-from models import IMAGENET_MEAN, IMAGENET_STD, ZOO, imagenet_calibration  # noqa: E402
-from quant_data import token_calibration  # noqa: E402
+from support.models import IMAGENET_MEAN, IMAGENET_STD, ZOO, imagenet_calibration  # noqa: E402
+from support.quant_data import token_calibration  # noqa: E402
 
 from edgenn.bench import (edgenn_runner, mnn_convert, mnn_int8_model,  # noqa: E402
                           mnn_session_runner, onnxruntime_dynamic_model, onnxruntime_int8_model,

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
-from models import ZOO  # noqa: E402
+from support.models import ZOO  # noqa: E402
 
 from edgenn.bench import PEERS  # noqa: E402
 

@@ -1,7 +1,7 @@
 """Pruned models against their dense selves, pytest-benchmark: MobileNetV2 with its 1x1
 weights 80% sparse (the spmm kernels), ResNet-18 pattern-pruned (k = 4 of 9 taps, 50%
 of the kernels cut: the spconv kernels) and an MLP 784 -> 1024 -> 1024 -> 10 (Gemm + Relu,
-tests/helpers.py's mlp) with every weight 80% sparse at batch 1 (mlp-b1: the spmv kernels)
+tests/support/helpers.py's mlp) with every weight 80% sparse at batch 1 (mlp-b1: the spmv kernels)
 and 64 (mlp-b64: spgemm), all edgenn, plus onnxruntime on the dense model.
 
     python -m pytest bench/test_bench_sparse.py --benchmark-group-by=group \\
@@ -10,7 +10,7 @@ and 64 (mlp-b64: spgemm), all edgenn, plus onnxruntime on the dense model.
     EDGENN_BENCH_THREADS=2 python -m pytest bench/test_bench_sparse.py ...
 
 The per-layer crossover (the sparsity from which the sparse kernel beats the dense one,
-layer shape by layer shape) is scripts/compare_sparse.py --part layers (1x1 convs) / fc;
+layer shape by layer shape) is bench/compare_sparse.py --part layers (1x1 convs) / fc;
 one interleaved table of the whole models is its --part model / pattern / fc.
 """
 import os
@@ -19,8 +19,8 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
-from helpers import mlp  # noqa: E402
-from models import ZOO  # noqa: E402
+from support.helpers import mlp  # noqa: E402
+from support.models import ZOO  # noqa: E402
 
 THREADS = int(os.environ.get("EDGENN_BENCH_THREADS", "1"))
 MLP_ROWS = {"mlp-b1": 1, "mlp-b64": 64}

@@ -1,7 +1,7 @@
 """`edgenn demo`: the main job on the embedded default model, stage by stage.
 
 The model is a small residual CNN trained on scikit-learn's 8x8 digits
-(scripts/make_demo_model.py); it ships in the package with 297 held-out test images.
+(tools/make_demo_model.py); it ships in the package with 297 held-out test images.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import numpy as np
 
 MODELS = os.path.join(os.path.dirname(__file__), "models")
 DEMO_MODEL = os.path.join(MODELS, "digits.onnx")
-# the same model converted (scripts/make_demo_model.py; tests/test_lean_install.py checks
+# the same model converted (tools/make_demo_model.py; tests/project/test_lean_install.py checks
 # it against a fresh conversion)
 DEMO_ENN = os.path.join(MODELS, "digits.enn")
 DEMO_SAMPLES = os.path.join(MODELS, "digits_samples.npz")

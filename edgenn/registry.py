@@ -2,7 +2,7 @@
 
 Each concern lives in its own small files (graph/shapes/*, kernels/reference/*,
 converters/onnx/*, kernels/<family>/*); they register here through the decorators below.
-`edgenn.oplist.load_all()` imports every one of those files; `tests/test_registry.py`
+`edgenn.oplist.load_all()` imports every one of those files; `tests/ops/test_registry.py`
 asserts that every op in `edgenn.oplist.OPS` has a shape rule, a reference kernel and
 (for ONNX ops) a converter.
 """

@@ -15,7 +15,7 @@ fuzz/corpus/<target>/ on the first run; libFuzzer adds what it finds there. A lo
 
 (`--corpus=DIR` first: another corpus directory.)
 
-CI runs each target for a bounded time (tests/test_fuzz.py).
+CI runs each target for a bounded time (tests/project/test_fuzz.py).
 """
 from __future__ import annotations
 

@@ -67,12 +67,12 @@ def pytest_configure(config):
     own (not the user's ~/.cache/edgenn) and tune="cached", so a kernel choice never
     depends on what an earlier run cached or on the caller's EDGENN_TUNE, and a session's
     plan is tuned when it is made (the default, "background", swaps tuned plans in later:
-    tests/test_background_tuning.py)."""
+    tests/runtime/test_background_tuning.py)."""
     config._edgenn_cache = tempfile.mkdtemp(prefix="edgenn-test-cache-")
     os.environ["EDGENN_CACHE_DIR"] = config._edgenn_cache
     os.environ["EDGENN_TUNE"] = "cached"
     # every load converts afresh (a test may patch a pass or a converter and reload a file):
-    # the cache of converted graphs has its own tests (tests/test_graph_cache.py)
+    # the cache of converted graphs has its own tests (tests/converters/test_graph_cache.py)
     os.environ["EDGENN_GRAPH_CACHE"] = "0"
     _build_emulated_kernels()
 
@@ -107,10 +107,10 @@ def model_cache_dir(tmp_path_factory) -> Path:
     """Where exported zoo models are cached across runs.
 
     $EDGENN_TEST_MODELS if set, else ~/.cache/edgenn-test-models; a per-session pytest tmp
-    dir if neither is writable. Inside it, tests/models.py keys files by a hash of its own
+    dir if neither is writable. Inside it, tests/support/models.py keys files by a hash of its own
     source (and the torch/onnx versions), so an edit to a builder re-exports.
     """
-    from models import CACHE_ENV, default_cache_dir
+    from support.models import CACHE_ENV, default_cache_dir
     d = default_cache_dir()
     if _writable(d):
         return d
@@ -122,5 +122,5 @@ def model_cache_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def zoo(model_cache_dir):
     """zoo(name) -> models.Case (path, feeds, expected onnxruntime outputs), built once."""
-    from models import ZooCache
+    from support.models import ZooCache
     return ZooCache(model_cache_dir)

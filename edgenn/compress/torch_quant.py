@@ -17,8 +17,8 @@ Export what you trained: the codes are exact only for weights that reach the .en
 module held them. Fold into the layers, before apply(), what would be folded later:
 BatchNorm (torch.onnx folds it at export) and a constant scale right after a conv (edgenn's
 load folds it into the weights: a HardSigmoid written as x * 0.2 + 0.5). Measured:
-tests/test_torch_quant.py, every layer's codes decode to the trained weights bit for bit;
-PP-OCR cls (scripts/compress_ppocr_cls.py) 43 of its 52 coded weights: its classifier (a
+tests/compress/test_torch_quant.py, every layer's codes decode to the trained weights bit for bit;
+PP-OCR cls (examples/compress_ppocr_cls.py) 43 of its 52 coded weights: its classifier (a
 MatMul constant in onnx2torch's graph, not a layer) was coded after training, and its 8
 squeeze-excite expand convs reached the .enn times the 0.2 of the HardSigmoid after them,
 their scales no longer exact in float16 (up to 8.5e-5 apart).

@@ -6,7 +6,7 @@ Why zstd (Python 3.14's compression.zstd; backports.zstd before): on real traine
 per-channel int8 weights, zstd level 19 codes large tensors close to their empirical
 order-0 entropy (its Huffman literals) and decodes fast; constriction's ANS and LZMA
 reach the entropy as closely on large tensors but decode an order of magnitude slower,
-and ANS's frequency table costs more on small tensors (scripts/entropy_report.py
+and ANS's frequency table costs more on small tensors (tools/entropy_report.py
 measures the coders on a model's weights).
 
 A coded blob is stored as uint8 bytes; its table entry says {"coder": "zstd", "dtype",

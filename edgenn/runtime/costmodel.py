@@ -7,7 +7,7 @@ weights' bytes, of its output channels, its reduction length and its output rows
 (op, kernel), log2(seconds) is fitted as a linear function of them (ridge least squares);
 with few samples, as log2(flops) plus a constant. The samples are those this CPU's tuner
 measured (the tuning cache) and those shipped for the CPU family (costdata/, written by
-scripts/fit_cost_model.py on the machines edgenn is tested on). `pick` returns the kernel
+tools/fit_cost_model.py on the machines edgenn is tested on). `pick` returns the kernel
 with the lowest predicted time and every candidate's prediction (the planner's fusion
 decision compares them as it compares measured times).
 """
@@ -134,7 +134,7 @@ def _cpu_file_key() -> str:
 
 
 def shipped_name(threads: int) -> str:
-    """The file scripts/fit_cost_model.py writes for this CPU, tier and thread count."""
+    """The file tools/fit_cost_model.py writes for this CPU, tier and thread count."""
     from ..kernels import isa
     return os.path.join(DATA, f"{_cpu_file_key()}-{isa.active_tier()}-t{threads}.json")
 

@@ -2,7 +2,7 @@
 shapes: tails, stride 2, padding, dilation, 1x1 spatial, one channel, batch > 1, fused
 epilogues (bias, residual, each activation).
 
-Cases per op live in tests/kernel_cases/<topic>.py as `CASES = {op: generator}`; a
+Cases per op live in tests/support/kernel_cases/<topic>.py as `CASES = {op: generator}`; a
 generator yields (node, inputs) or (node, inputs, const_indices); the inputs at
 const_indices (default {1, 2}: weights, bias) are constants at plan time."""
 import glob
@@ -17,15 +17,17 @@ from edgenn.oplist import load_all
 from edgenn.registry import KERNELS, REFERENCE, TensorInfo
 
 load_all()
-CASES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "kernel_cases")
+CASES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support",
+                         "kernel_cases")
 
 
 def _collect_cases() -> dict:
-    """op -> generator of (node, inputs), from every tests/kernel_cases/*.py (CASES dict)."""
+    """op -> generator of (node, inputs), from every tests/support/kernel_cases/*.py
+    (CASES dict)."""
     cases = {}
     for path in sorted(glob.glob(os.path.join(CASES_DIR, "[!_]*.py"))):
         name = os.path.splitext(os.path.basename(path))[0]
-        module = importlib.import_module(f"kernel_cases.{name}")
+        module = importlib.import_module(f"support.kernel_cases.{name}")
         for op, gen in module.CASES.items():
             assert op not in cases, f"{op} cases defined twice"
             cases[op] = gen

@@ -3,7 +3,7 @@ op of the default domain, each version's `since_version`, attribute names and de
 
 The table (schemas.json beside this file) is generated from onnx's own schemas by
 `python -m edgenn.converters.onnx.schemas` and checked against the installed onnx by
-tests/test_onnx_reader.py. `get(op, opset)` is onnx.defs.get_schema's answer: the newest
+tests/converters/test_onnx_reader.py. `get(op, opset)` is onnx.defs.get_schema's answer: the newest
 version whose since_version <= opset.
 """
 from __future__ import annotations

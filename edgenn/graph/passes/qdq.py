@@ -16,7 +16,7 @@ Rewrites, in this order (names as in the int8 spec):
    ResNet / MobileNetV2 blocks: closer to the float model on average, but several steps
    away from onnxruntime on a quarter of the outputs). By default the QDQ arithmetic
    stays exact: QConv -> u8, then QAdd (step 5: DQ, Add, Q in one uint8 pass, bit-exact
-   with onnxruntime's literal QDQ run in tests/test_qdq_pass.py).
+   with onnxruntime's literal QDQ run in tests/graph/test_qdq_pass.py).
 3. Conv / Gemm / MatMul reading DQ(x_q u8) with DQ(const s8) weights [, bias][, Z = DQ(z_q)]
    (activation as fused by the fp32 passes, or one activation node before the Q; then a
    scalar Mul [+ Add] before the Q: post_affine) => QConv / QGemm; with a following Q (u8,

@@ -11,9 +11,9 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-import kernel_tables as tables
-from helpers import check_planner_fuses
 from onnx import TensorProto, helper, numpy_helper
+from support import kernel_tables as tables
+from support.helpers import check_planner_fuses
 
 import edgenn
 from edgenn.graph.ir import Node

@@ -13,8 +13,8 @@ takes; the transcendental ones (Sigmoid, SiLU, Gelu) add a few ulps of libm."""
 import numpy as np
 import pytest
 
-from helpers import nan_interior_planes
-import kernel_tables as tables
+from support.helpers import nan_interior_planes
+from support import kernel_tables as tables
 
 from edgenn.graph.ir import Node
 from edgenn.kernels.depthwise import _dwc8, _dwc8_emu, depthwise

@@ -9,7 +9,7 @@ gamma_(T+2) = (T+2) eps / (1 - (T+2) eps) of the exact one, relative to
 sum |w| |x| + |b| + |z| (Higham 2002 (3.5)); clamping never widens it."""
 import numpy as np
 import pytest
-import kernel_tables as tables
+from support import kernel_tables as tables
 
 from edgenn import oplist
 from edgenn.kernels.depthwise import _dwrows, _dwrows_emu

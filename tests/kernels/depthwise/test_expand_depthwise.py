@@ -11,9 +11,9 @@ carried through the taps (sum |w2| e_err), times the second activation's slope."
 import numpy as np
 import onnx
 import pytest
-from helpers import check_planner_fuses, nan_interior_planes
-import kernel_tables as tables
 from onnx import TensorProto, helper, numpy_helper
+from support.helpers import check_planner_fuses, nan_interior_planes
+from support import kernel_tables as tables
 
 import edgenn
 from edgenn.graph.ir import Node

@@ -13,8 +13,8 @@ from edgenn.kernels.depthwise import _dwc8, _dwc8_emu, depthwise
 from edgenn.kernels.pool import pool
 from edgenn.oplist import load_all
 from edgenn.registry import KERNELS, REFERENCE, TensorInfo
-from kernel_cases.conv_gemm import ACTS
-from kernel_cases.depthwise_pool import CASES as POOL_CASES
+from support.kernel_cases.conv_gemm import ACTS
+from support.kernel_cases.depthwise_pool import CASES as POOL_CASES
 
 load_all()
 

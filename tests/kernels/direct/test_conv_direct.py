@@ -9,8 +9,8 @@ gamma_(n+1) = (n+1) eps / (1 - (n+1) eps) of the exact one, relative to sum |w| 
 offers the kernel and the tuner's choice matches the reference."""
 import numpy as np
 import pytest
-import kernel_tables as tables
-from kernel_cases.conv_gemm import first_layer_cases
+from support import kernel_tables as tables
+from support.kernel_cases.conv_gemm import first_layer_cases
 
 from edgenn.graph.infer import infer_node
 from edgenn.kernels.direct import _convdirect, _convdirect_emu, conv_direct
@@ -127,7 +127,7 @@ def test_direct_conv_refuses_what_it_does_not_compute():
 
 
 def test_an_rgb_stem_offers_the_direct_kernel_and_runs_right():
-    from helpers import helper, make_model
+    from support.helpers import helper, make_model
 
     import edgenn
     rng = np.random.default_rng(3)

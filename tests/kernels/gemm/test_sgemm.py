@@ -8,7 +8,7 @@ import itertools
 
 import numpy as np
 import pytest
-import kernel_tables as tables
+from support import kernel_tables as tables
 
 from edgenn.kernels.gemm import _sgemm as sg
 from edgenn.kernels.gemm import _sgemm_emu

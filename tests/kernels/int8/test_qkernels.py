@@ -3,7 +3,7 @@ the int8 spec, on every code path forced: AVX2 and portable C, the vpmaddubsw (u
 int16 (wide) arithmetic. Bit-exact everywhere; one output step (u8) or float rounding
 (float32 output) only for the transcendental activations (Sigmoid, SiLU, Gelu).
 
-Cases: tests/kernel_cases/quant.py (also run by test_kernels_fast through the registry).
+Cases: tests/support/kernel_cases/quant.py (also run by test_kernels_fast through the registry).
 """
 import itertools
 
@@ -13,9 +13,10 @@ import pytest
 from edgenn.graph.infer import infer_node
 from edgenn.oplist import load_kernels
 from edgenn.registry import KERNELS, REFERENCE, TensorInfo
-from kernel_cases.quant import (CONV_GEOMS, GEMM_SHAPES, TRANSCENDENTAL, epilogue_variants,
-                                is_depthwise, qconv_case, qconv_cases, qgemm_case, qgemm_cases,
-                                saturating_conv_case)
+from support.kernel_cases.quant import (CONV_GEOMS, GEMM_SHAPES, TRANSCENDENTAL,
+                                        epilogue_variants, is_depthwise, qconv_case,
+                                        qconv_cases, qgemm_case, qgemm_cases,
+                                        saturating_conv_case)
 
 load_kernels()
 from edgenn.kernels.int8 import _qgemm, qconv, qgemm# noqa: E402

@@ -15,8 +15,8 @@ import itertools
 
 import numpy as np
 import pytest
-import kernel_tables as tables
-from helpers import helper, make_model, ort_run
+from support import kernel_tables as tables
+from support.helpers import helper, make_model, ort_run
 
 import edgenn
 from edgenn.graph.ir import Node

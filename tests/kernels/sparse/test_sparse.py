@@ -12,8 +12,8 @@ matches the reference; a layer below MIN_ZEROS never offers them.
 """
 import numpy as np
 import pytest
-from helpers import helper, make_model
-import kernel_tables as tables
+from support.helpers import helper, make_model
+from support import kernel_tables as tables
 
 import edgenn
 from edgenn.kernels.sparse import _spmm, _spmm_emu

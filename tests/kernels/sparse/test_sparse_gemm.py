@@ -16,8 +16,8 @@ onnxruntime.
 """
 import numpy as np
 import pytest
-from helpers import helper, make_model, mlp, ort_run
-import kernel_tables as tables
+from support.helpers import helper, make_model, mlp, ort_run
+from support import kernel_tables as tables
 from kernels.sparse.test_sparse import EPS, _check, _sparse
 
 import edgenn
