@@ -63,6 +63,11 @@ KERNELS = [
     ("depthwise_c16__avx512f", "_dwc8.h", "dwc_group_avx512", "x86_64",
      ["-mavx512f", "-mavx2", "-mfma"]),
     ("depthwise_c4__neon", "_dwc8.h", "dwc_group_neon", "aarch64", []),
+    ("depthwise_rows8__avx2", "_dwrows.h", "dwr_planes8", "x86_64", ["-mavx2", "-mfma"]),
+    ("depthwise_rows4__neon", "_dwrows.h", "dwr_planes4", "aarch64", []),
+    ("spmm_32x1__neon", "spmm_table.h", "sp_tile_neon_32", "aarch64", []),
+    ("recurrent_4x64__avx2", "_recurrent.h", "rc_gemm_avx2", "x86_64", ["-mavx2", "-mfma"]),
+    ("recurrent_4x32__neon", "_recurrent.h", "rc_gemm_neon", "aarch64", []),
 ]
 
 FMA_X86 = re.compile(r"^\s*vfn?m(?:add|sub)\d{3}ps\s+.*%([xyz])mm")

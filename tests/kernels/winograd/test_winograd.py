@@ -14,7 +14,7 @@ import itertools
 
 import numpy as np
 import pytest
-import kernel_tables as tables
+from support import kernel_tables as tables
 
 from edgenn.graph.infer import infer_node
 from edgenn.graph.ir import Node
