@@ -85,23 +85,6 @@ EDGENN_AVX2 static inline void dwp_storen8(float *p, __m256 v, long n) {
 #define DWP_DWNV 2
 #define DWP_FN(name) dwp8_##name
 #include "_dwproj_vec.h"
-#undef DWP_V
-#undef DWP_L
-#undef DWP_ATTR
-#undef DWP_LOAD
-#undef DWP_STORE
-#undef DWP_SET1
-#undef DWP_FMA
-#undef DWP_MAX
-#undef DWP_MIN
-#undef DWP_MASK_T
-#undef DWP_LMASK
-#undef DWP_NOLANE0
-#undef DWP_MLOAD
-#undef DWP_STOREN
-#undef DWP_MBW
-#undef DWP_DWNV
-#undef DWP_FN
 /* AVX-512F: 16 floats, k-masks */
 EDGENN_AVX512 static inline __mmask16 dwp_lmask16(long n) {
     return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
@@ -133,24 +116,6 @@ EDGENN_AVX512 static inline __m512 dwp_alignr16(__m512 hi, __m512 lo, int n) {
 #define DWP_ALIGNR(hi, lo, n) dwp_alignr16(hi, lo, n)
 #define DWP_FN(name) dwp16_##name
 #include "_dwproj_vec.h"
-#undef DWP_V
-#undef DWP_L
-#undef DWP_ATTR
-#undef DWP_LOAD
-#undef DWP_STORE
-#undef DWP_SET1
-#undef DWP_FMA
-#undef DWP_MAX
-#undef DWP_MIN
-#undef DWP_MASK_T
-#undef DWP_LMASK
-#undef DWP_NOLANE0
-#undef DWP_MLOAD
-#undef DWP_STOREN
-#undef DWP_MBW
-#undef DWP_DWNV
-#undef DWP_ALIGNR
-#undef DWP_FN
 #endif
 
 /* ARM64 NEON: 4 floats, max / min as x86's (_neon.h: the same bits as the x86 rows). No

@@ -167,3 +167,23 @@ DWP_ATTR static void DWP_FN(run)(const dwp_args *a, float *T, long r0, long r1) 
         DWP_FN(project)(a, T, (e - s) * a->W, s * a->W);
     }
 }
+
+/* the includer's parameters, undefined for the next width */
+#undef DWP_V
+#undef DWP_L
+#undef DWP_ATTR
+#undef DWP_LOAD
+#undef DWP_STORE
+#undef DWP_SET1
+#undef DWP_FMA
+#undef DWP_MAX
+#undef DWP_MIN
+#undef DWP_MASK_T
+#undef DWP_LMASK
+#undef DWP_NOLANE0
+#undef DWP_MLOAD
+#undef DWP_STOREN
+#undef DWP_MBW
+#undef DWP_DWNV
+#undef DWP_FN
+#undef DWP_ALIGNR

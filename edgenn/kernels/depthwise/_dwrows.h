@@ -74,23 +74,6 @@ static inline void dwr_plane(const dwr_args *a, long L, long *hp, long *wq)
 #define DWR_OUT dwr_out8
 #define DWR_TILE3 dwr_tile3_8
 #include "_dwrows_vec.h"
-#undef DWR_V
-#undef DWR_L
-#undef DWR_ATTR
-#undef DWR_LOAD
-#undef DWR_STOREU
-#undef DWR_SET1
-#undef DWR_FMA
-#undef DWR_ADD
-#undef DWR_MAX
-#undef DWR_MIN
-#undef DWR_MASKED
-#undef DWR_TILE
-#undef DWR_PLANES
-#undef DWR_FILL
-#undef DWR_OUT
-#undef DWR_TILE3
-#undef DWR_DEINTERLEAVE
 /* AVX-512F: 16 floats, masked tails */
 #define DWR_V __m512
 #define DWR_L 16
@@ -117,23 +100,6 @@ static inline void dwr_plane(const dwr_args *a, long L, long *hp, long *wq)
 #define DWR_OUT dwr_out16
 #define DWR_TILE3 dwr_tile3_16
 #include "_dwrows_vec.h"
-#undef DWR_V
-#undef DWR_L
-#undef DWR_ATTR
-#undef DWR_LOAD
-#undef DWR_STOREU
-#undef DWR_SET1
-#undef DWR_FMA
-#undef DWR_ADD
-#undef DWR_MAX
-#undef DWR_MIN
-#undef DWR_MASKED
-#undef DWR_TILE
-#undef DWR_PLANES
-#undef DWR_FILL
-#undef DWR_OUT
-#undef DWR_TILE3
-#undef DWR_DEINTERLEAVE
 #endif
 
 /* ARM64 NEON: 4 floats, tails through the spill; 4-vector tiles of 3x3 keep the nine

@@ -202,3 +202,22 @@ DWR_ATTR static void DWR_PLANES(const dwr_args *a, float *P, long p0, long p1)
         }
     }
 }
+
+/* the includer's parameters, undefined for the next width */
+#undef DWR_V
+#undef DWR_L
+#undef DWR_ATTR
+#undef DWR_LOAD
+#undef DWR_STOREU
+#undef DWR_SET1
+#undef DWR_FMA
+#undef DWR_ADD
+#undef DWR_MAX
+#undef DWR_MIN
+#undef DWR_MASKED
+#undef DWR_TILE
+#undef DWR_PLANES
+#undef DWR_FILL
+#undef DWR_OUT
+#undef DWR_TILE3
+#undef DWR_DEINTERLEAVE

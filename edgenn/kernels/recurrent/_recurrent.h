@@ -167,31 +167,6 @@ static void rc_cell_generic(const rc_args *a, float *g, float *h, float *c, floa
 #define RC_GEMM_T rc_gemm_t_avx2
 #define RC_GEMM rc_gemm_avx2
 #include "_recurrent_vec.h"
-#undef RC_V
-#undef RC_L
-#undef RC_ATTR
-#undef RC_LOAD
-#undef RC_STORE
-#undef RC_SET1
-#undef RC_ADD
-#undef RC_SUB
-#undef RC_MUL
-#undef RC_DIV
-#undef RC_FMA
-#undef RC_MIN
-#undef RC_MAX
-#undef RC_EXP
-#undef RC_ABS
-#undef RC_COPYSIGN
-#undef RC_ACT
-#undef RC_CLIP
-#undef RC_CELL
-#undef RC_PANEL
-#undef RC_MAXACC
-#undef RC_PANEL_ROWS
-#undef RC_PANEL_R
-#undef RC_GEMM_T
-#undef RC_GEMM
 
 #define RC_SIGN_I _mm512_set1_epi32((int)0x80000000u)
 /* AVX-512F: 16 floats */
@@ -222,31 +197,6 @@ static void rc_cell_generic(const rc_args *a, float *g, float *h, float *c, floa
 #define RC_GEMM_T rc_gemm_t_avx512
 #define RC_GEMM rc_gemm_avx512
 #include "_recurrent_vec.h"
-#undef RC_V
-#undef RC_L
-#undef RC_ATTR
-#undef RC_LOAD
-#undef RC_STORE
-#undef RC_SET1
-#undef RC_ADD
-#undef RC_SUB
-#undef RC_MUL
-#undef RC_DIV
-#undef RC_FMA
-#undef RC_MIN
-#undef RC_MAX
-#undef RC_EXP
-#undef RC_ABS
-#undef RC_COPYSIGN
-#undef RC_ACT
-#undef RC_CLIP
-#undef RC_CELL
-#undef RC_PANEL
-#undef RC_MAXACC
-#undef RC_PANEL_ROWS
-#undef RC_PANEL_R
-#undef RC_GEMM_T
-#undef RC_GEMM
 #endif
 
 /* ARM64 NEON: 4 floats (exp: _simd_math.h's simd_exp4; max / min as x86's, _neon.h) */

@@ -162,3 +162,30 @@ static void RC_CELL(const rc_args *a, float *g, float *h, float *c, float *yrow)
     }
     rc_cell_generic(a, g, h, c, yrow, J);
 }
+
+/* the includer's parameters, undefined for the next width */
+#undef RC_V
+#undef RC_L
+#undef RC_ATTR
+#undef RC_LOAD
+#undef RC_STORE
+#undef RC_SET1
+#undef RC_ADD
+#undef RC_SUB
+#undef RC_MUL
+#undef RC_DIV
+#undef RC_FMA
+#undef RC_MIN
+#undef RC_MAX
+#undef RC_EXP
+#undef RC_ABS
+#undef RC_COPYSIGN
+#undef RC_ACT
+#undef RC_CLIP
+#undef RC_CELL
+#undef RC_PANEL
+#undef RC_MAXACC
+#undef RC_PANEL_ROWS
+#undef RC_PANEL_R
+#undef RC_GEMM_T
+#undef RC_GEMM

@@ -111,24 +111,6 @@ static inline float act1(float v, int act, float p0, float p1) {
 #define VACT(v, act, p0, p1) act1(v, act, p0, p1)
 #define ILV_STORE(m, dst, o) do { for (int s_ = 0; s_ < (m); s_++) (dst)[s_] = o[s_]; } while (0)
 #include "_winograd_tmpl.h"
-#undef ISA
-#undef ATTR
-#undef NL
-#undef VT
-#undef VLOAD
-#undef VSTORE
-#undef VSTORE_N
-#undef LOAD_TILES
-#undef GATHER_SETUP
-#undef VSET1
-#undef VADD
-#undef VSUB
-#undef VMULC
-#undef VFMAC
-#undef VACT
-#undef ILV_STORE
-#undef WCAT_
-#undef WCAT
 
 /* ---- AVX2 + FMA build: 8 tiles per vector ----------------------------------------------- */
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
@@ -240,24 +222,6 @@ ATTR static inline void ilv_store_6(float *dst, const __m256 *o) {
 }
 
 #include "_winograd_tmpl.h"
-#undef ISA
-#undef ATTR
-#undef NL
-#undef VT
-#undef VLOAD
-#undef VSTORE
-#undef VSTORE_N
-#undef LOAD_TILES
-#undef GATHER_SETUP
-#undef VSET1
-#undef VADD
-#undef VSUB
-#undef VMULC
-#undef VFMAC
-#undef VACT
-#undef ILV_STORE
-#undef WCAT_
-#undef WCAT
 #endif
 
 /* ---- ARM64 NEON build: 4 tiles per vector ------------------------------------------------

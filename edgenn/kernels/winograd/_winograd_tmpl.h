@@ -34,3 +34,25 @@
 #undef WALPHA
 #undef IN1D
 #undef OUT1D
+
+/* the includer's parameters, undefined for the next instruction set */
+#undef ISA
+#undef ATTR
+#undef NL
+#undef VT
+#undef VLOAD
+#undef VSTORE
+#undef VSTORE_N
+#undef LOAD_TILES
+#undef LOAD_TILES_X
+#undef GATHER_SETUP
+#undef VSET1
+#undef VADD
+#undef VSUB
+#undef VMULC
+#undef VFMAC
+#undef VACT
+#undef ILV_STORE
+#undef ILV_STORE_X
+#undef WCAT_
+#undef WCAT
