@@ -208,6 +208,8 @@ def script_args(description: str, **extra):
     p.add_argument("models", nargs="+")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--rounds", type=int, default=15)
+    p.add_argument("--json", default="", help="also write the medians to this file (the "
+                   "run record tools/perf_pages.py turns into docs/performance/ pages)")
     for name, default in extra.items():
         if isinstance(default, bool):   # a switch: --<name> (off by default) or --no-<name>
             flag = "--no-" + name if default else "--" + name
@@ -218,6 +220,41 @@ def script_args(description: str, **extra):
     from .kernels import isa
     print(f"CPU: {isa.describe()}")   # every figure names the CPU and the kernel tier
     return args
+
+
+def run_record(args, results: list[tuple[str, dict, list[Runner]]]) -> dict:
+    """A side-by-side run as data: the CPU and kernel tier, the command, the runtimes'
+    versions, and per model (name, input shapes, runners) each runner's median and min in
+    ms. Written by the scripts' --json; tools/perf_pages.py renders the records."""
+    import datetime
+    import importlib.metadata
+    import platform
+    import sys
+
+    from .kernels import isa
+
+    def version(dist):
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+    return {"cpu": isa.describe(), "machine": platform.machine(),
+            "date": datetime.date.today().isoformat(), "threads": args.threads,
+            "rounds": args.rounds,
+            "command": " ".join(["python", os.path.relpath(sys.argv[0])] + sys.argv[1:]),
+            "versions": {d: version(d) for d in ("edgenn", "onnxruntime", "MNN",
+                                                 "ai-edge-litert")},
+            "models": [{"model": name, "shapes": {k: list(v) for k, v in shapes.items()},
+                        "median_ms": {r.name: float(np.median(r.times)) * 1e3 for r in rs},
+                        "min_ms": {r.name: min(r.times) * 1e3 for r in rs}}
+                       for name, shapes, rs in results]}
+
+
+def write_record(path: str, record: dict) -> None:
+    import json
+    with open(path, "w") as f:
+        json.dump(record, f, indent=1, sort_keys=True)
+        f.write("\n")
 
 
 def table(runners: list[Runner], threads: int) -> str:
