@@ -34,15 +34,16 @@
 #define QDW_MAXT 1024        /* taps per window handled (kh * kw) */
 #define QDW_FMASKS 64        /* flat vectors whose lane masks a plan holds (1024 outputs) */
 
+typedef struct qdw_row qdw_row;
+
 typedef struct {
     int C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow;
     int Hp, Wl;              /* rows per phase plane, row pitch (int16) */
     int flat;                /* stride 1: outputs flattened over the row pitch */
     int T, npair;            /* taps, tap pairs (an odd last tap pairs with weight 0) */
     uint8_t xzp;
-    int use_avx2;
-    int use_vnni;            /* QG_VNNI_*: the sums by vpdpwssd (_qdw_sums.h), its AVX-512 VL
-                                or its AVX-VNNI (VEX) form; needs use_avx2 */
+    const qdw_row *row;      /* the table row whose entry points run it (set before
+                                qdw_setup) */
     long plane_elems;        /* per phase: Hp * Wl + 32 (slack for narrow-row stores) */
     long tap_off[QDW_MAXT];  /* int16 offset of tap t from an output's base */
     int nflat;               /* flat, rows < 16 wide: vectors of 16 flat positions covering
@@ -53,6 +54,21 @@ typedef struct {
                                 read by vpdpbusd, a row of taps per instruction (qdw_u8.h) */
     long Hu, Wu;             /* its rows and row pitch (bytes) */
 } qdw_plan;
+
+/* A row of the table (qgemm_table.h qdw_rows): its entry points. channel: one channel of
+ * one image (its plane packed into P, sums, epilogue into yc); u8_channels: a channel range
+ * through the u8 plane for u8rows plans (integer epilogue), or NULL (no u8rows plans). */
+typedef void (*qdw_channel_t)(const qdw_plan *p, const uint8_t *xc, const uint8_t *xend,
+                              const int8_t *w8, const int32_t *wc, const qe_epi *e, int c,
+                              char *yc, const uint8_t *zc, int16_t *P, int32_t *obuf);
+typedef void (*qdw_u8_channels_t)(const qdw_plan *p, const uint8_t *x, const int8_t *w,
+                                  const qe_epi *e, uint8_t *y, uint8_t *U, int c0, int c1);
+struct qdw_row {
+    const char *name;        /* qconv_dw_u8s8__<isa> */
+    int isa;                 /* the EDGENN_ISA_* tier it needs (_cpu.h) */
+    qdw_channel_t channel;
+    qdw_u8_channels_t u8_channels;
+};
 
 static long qdw_roundup(long a, long b) { return (a + b - 1) / b * b; }
 
@@ -92,7 +108,7 @@ static void qdw_setup(qdw_plan *p, long *plane_size, long *obuf_size) {
         p->fmask[v] = (uint16_t)m;
     }
     /* (rows of <= 8 outputs take two output rows per vector, qdw_u8.h) */
-    p->u8rows = p->use_vnni == QG_VNNI_AVX512 && p->kh == 3 && p->kw == 3 && p->dh == 1
+    p->u8rows = p->row->u8_channels && p->kh == 3 && p->kw == 3 && p->dh == 1
                 && p->dw == 1 && p->sw <= 2;
     if (p->u8rows) {
         /* rows <= 8 wide: one more output row's taps (the odd last row's pair) */
@@ -268,90 +284,44 @@ QE_AVX2 static void qdw_out16_float(__m256i alo, __m256i ahi, const qe_epi *e, l
 #endif
 #endif
 
+/* The portable row's channel: the int16 plane, then each output row's sums and the
+ * shared epilogue. */
+static void qdw_channel_c(const qdw_plan *p, const uint8_t *xc, const uint8_t *xend,
+                          const int8_t *wc, const int32_t *wpairs, const qe_epi *e, int c,
+                          char *yc, const uint8_t *zc, int16_t *P, int32_t *obuf) {
+    (void)xend;
+    (void)wpairs;
+    const long es = e->out_f32 ? 4 : 1;
+    qdw_pack_plane_c(p, xc, P);
+    for (int oy = 0; oy < p->oh; oy++) {
+        long base = (long)oy * p->sh * p->Wl;
+        if (p->flat) {
+            qdw_sums_c(p, P, base, p->ow, wc, obuf);
+        } else {
+            for (int ox = 0; ox < p->ow; ox++)   /* output ox reads phase-plane column ox */
+                qdw_sums_c(p, P, base + ox, 1, wc, obuf + ox);
+        }
+        qe_span(obuf, p->ow, e, c, 0, yc + (long)oy * p->ow * es,
+                zc ? zc + (long)oy * p->ow : NULL, 0);
+    }
+}
+
 /* One image: x (C, H, W) u8 -> y (C, OH, OW) (u8 or float32), z residual like y or NULL.
  * w (C, T) int8, wp its packed pairs. P: plane scratch, zeroed once by the caller (the
- * padding is never written); obuf: row sums. */
+ * padding is never written); obuf: row sums. Channels [c0, c1) on the plan's row. */
 static void qdw_run_channels(const qdw_plan *p, const uint8_t *x, const int8_t *w,
                              const int32_t *wp, const qe_epi *e, void *y, const uint8_t *z,
                              int16_t *P, int32_t *obuf, int c0, int c1) {
     const long es = e->out_f32 ? 4 : 1, ohw = (long)p->oh * p->ow;
-#if QE_X86 && QV_HAVE   /* (the emulated test build runs these kernels from _qgemm_emu) */
-    if (p->u8rows && p->use_avx2 && !e->float_path) {   /* AVX-512 VNNI, u8 plane (qdw_u8.h) */
-        qdw_u8_fill(p, (uint8_t *)P);
-        for (int c = c0; c < c1; c++) {
-            qdw_u8_plane(p, x + (long)c * p->H * p->W, (uint8_t *)P);
-            qdw_channel_u8rows(p, (uint8_t *)P, w + (long)c * p->T, e, c, (uint8_t *)y + c * ohw);
-        }
+    if (p->u8rows && !e->float_path) {   /* the u8 plane (qdw_u8.h) */
+        p->row->u8_channels(p, x, w, e, (uint8_t *)y, (uint8_t *)P, c0, c1);
         return;
     }
-#endif
-    for (int c = c0; c < c1; c++) {
-        const uint8_t *xc = x + (long)c * p->H * p->W;
-        char *yc = (char *)y + c * ohw * es;
-        const uint8_t *zc = z ? z + c * ohw : NULL;
-#if QE_X86
-        if (p->use_avx2) {
-            qdw_pack_plane_avx2(p, xc, x + (long)p->C * p->H * p->W, P);
-            const int32_t *wc = wp + (long)c * p->npair;
-            if (p->ow >= 16) {   /* wide rows: sums and epilogue fused, straight into y */
-#if QV_HAVE
-                if (p->use_vnni == QG_VNNI_AVX512) qdw_channel_direct_vnni(p, P, wc, e, c, yc, zc);
-                else
-#endif
-#if QA_HAVE
-                if (p->use_vnni == QG_VNNI_AVX) qdw_channel_direct_avxvnni(p, P, wc, e, c, yc, zc);
-                else
-#endif
-                qdw_channel_direct_avx2(p, P, wc, e, c, yc, zc);
-                continue;
-            }
-#if QV_HAVE
-            if (p->use_vnni == QG_VNNI_AVX512 && !e->float_path && (!p->flat || p->nflat)) {
-                qdw_channel_narrow_vnni(p, P, wc, e, c, (uint8_t *)yc);
-                continue;
-            }
-#endif
-            /* narrow rows, stride 1: all rows in one flattened sweep of pitch Wl */
-            long rows = p->flat ? 1 : p->oh, n = p->flat ? (long)(p->oh - 1) * p->Wl + p->ow : p->ow;
-            long pstride = (long)p->sh * p->Wl, opitch = p->flat ? p->Wl : qdw_roundup(p->ow, 16);
-#if QV_HAVE
-            if (p->use_vnni == QG_VNNI_AVX512) {
-                if (p->T == 9) qdw_sums3x3_vnni(p, P, rows, pstride, n, opitch, wc, obuf);
-                else qdw_sums_vnni(p, P, rows, pstride, n, opitch, wc, obuf);
-            } else
-#endif
-#if QA_HAVE
-            if (p->use_vnni == QG_VNNI_AVX) {
-                if (p->T == 9) qdw_sums3x3_avxvnni(p, P, rows, pstride, n, opitch, wc, obuf);
-                else qdw_sums_avxvnni(p, P, rows, pstride, n, opitch, wc, obuf);
-            } else
-#endif
-            if (p->T == 9) qdw_sums3x3_avx2(p, P, rows, pstride, n, opitch, wc, obuf);
-            else qdw_sums_avx2(p, P, rows, pstride, n, opitch, wc, obuf);
-            if (p->ow < 8 && p->oh > 1) {   /* narrow rows: compact, then one span */
-                for (int oy = 1; oy < p->oh; oy++)
-                    memmove(obuf + (long)oy * p->ow, obuf + oy * opitch, p->ow * sizeof(int32_t));
-                qe_rows_avx2(obuf, 0, 1, ohw, e, c, 0, 0, yc, 0, zc);
-            } else {
-                qe_rows_avx2(obuf, opitch, p->oh, p->ow, e, c, 0, 0, yc, p->ow, zc);
-            }
-            continue;
-        }
-#endif
-        qdw_pack_plane_c(p, xc, P);
-        const int8_t *wc = w + (long)c * p->T;
-        for (int oy = 0; oy < p->oh; oy++) {
-            long base = (long)oy * p->sh * p->Wl;
-            if (p->flat) {
-                qdw_sums_c(p, P, base, p->ow, wc, obuf);
-            } else {
-                for (int ox = 0; ox < p->ow; ox++)   /* output ox reads phase-plane column ox */
-                    qdw_sums_c(p, P, base + ox, 1, wc, obuf + ox);
-            }
-            qe_span(obuf, p->ow, e, c, 0, yc + (long)oy * p->ow * es,
-                    zc ? zc + (long)oy * p->ow : NULL, 0);
-        }
-    }
+    const uint8_t *xend = x + (long)p->C * p->H * p->W;
+    for (int c = c0; c < c1; c++)
+        p->row->channel(p, x + (long)c * p->H * p->W, xend, w + (long)c * p->T,
+                        wp + (long)c * p->npair, e, c, (char *)y + c * ohw * es,
+                        z ? z + c * ohw : NULL, P, obuf);
 }
 
 /* The whole layer on the calling thread (threads: disjoint channel ranges [c0, c1), each

@@ -2,11 +2,14 @@
 
 cdef extern from "_qdw.h" nogil:
     int QDW_MAXT
+    ctypedef struct qdw_row:
+        const char *name
+        int isa
     ctypedef struct qdw_plan:
         int C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow
         int Hp, Wl, flat, T, npair
         uint8_t xzp
-        int use_avx2, use_vnni
+        const qdw_row *row
         int u8rows
     void qdw_setup(qdw_plan *p, long *plane_size, long *obuf_size)
     void qdw_pack_weights(const qdw_plan *p, const int8_t *w, int32_t *wp)

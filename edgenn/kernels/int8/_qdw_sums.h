@@ -199,6 +199,41 @@ QDW_ATTR static void QDW_FN(qdw_channel_narrow)(const qdw_plan *p, const int16_t
 #undef QDW_MASK
 }
 #endif
+
+#ifndef QDW_SUMS_ONLY
+/* The tier's row entry `channel`: one channel's plane packed to int16, then rows of >= 16
+ * outputs fused with their epilogue, narrow integer rows in 16 lanes (QDW_NARROW16), or
+ * the sums into obuf and the shared epilogue. (No target attribute: a dispatcher.) */
+static void QDW_FN(qdw_channel)(const qdw_plan *p, const uint8_t *xc, const uint8_t *xend,
+                                const int8_t *w8, const int32_t *wc, const qe_epi *e, int c,
+                                char *yc, const uint8_t *zc, int16_t *P, int32_t *obuf) {
+    (void)w8;
+    qdw_pack_plane_avx2(p, xc, xend, P);
+    if (p->ow >= 16) {   /* wide rows: sums and epilogue fused, straight into y */
+        QDW_FN(qdw_channel_direct)(p, P, wc, e, c, yc, zc);
+        return;
+    }
+#if defined(QDW_NARROW16)
+    if (!e->float_path && (!p->flat || p->nflat)) {
+        QDW_FN(qdw_channel_narrow)(p, P, wc, e, c, (uint8_t *)yc);
+        return;
+    }
+#endif
+    /* narrow rows, stride 1: all rows in one flattened sweep of pitch Wl */
+    const long ohw = (long)p->oh * p->ow;
+    long rows = p->flat ? 1 : p->oh, n = p->flat ? (long)(p->oh - 1) * p->Wl + p->ow : p->ow;
+    long pstride = (long)p->sh * p->Wl, opitch = p->flat ? p->Wl : qdw_roundup(p->ow, 16);
+    if (p->T == 9) QDW_FN(qdw_sums3x3)(p, P, rows, pstride, n, opitch, wc, obuf);
+    else QDW_FN(qdw_sums)(p, P, rows, pstride, n, opitch, wc, obuf);
+    if (p->ow < 8 && p->oh > 1) {   /* narrow rows: compact, then one span */
+        for (int oy = 1; oy < p->oh; oy++)
+            memmove(obuf + (long)oy * p->ow, obuf + oy * opitch, p->ow * sizeof(int32_t));
+        qe_rows_avx2(obuf, 0, 1, ohw, e, c, 0, 0, yc, 0, zc);
+    } else {
+        qe_rows_avx2(obuf, opitch, p->oh, p->ow, e, c, 0, 0, yc, p->ow, zc);
+    }
+}
+#endif
 #undef QDW_OUT_INT
 #undef QDW_INT_CONSTS
 #undef QDW_3X3_CONSTS

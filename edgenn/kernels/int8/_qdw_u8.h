@@ -150,5 +150,18 @@ QV_TARGET static void QDW_U8_FN(qdw_channel_u8rows)(const qdw_plan *p, const uin
 static void QDW_U8_FN(qdw_u8_fill)(const qdw_plan *p, uint8_t *U) {
     memset(U, p->xzp, p->Hu * p->Wu + 64);
 }
+
+/* The row entry `u8_channels`: channels [c0, c1) of one image x (C, H, W) through the u8
+ * plane U (integer epilogue), y (C, oh, ow) u8. */
+static void QDW_U8_FN(qdw_u8_channels)(const qdw_plan *p, const uint8_t *x, const int8_t *w,
+                                       const qe_epi *e, uint8_t *y, uint8_t *U, int c0,
+                                       int c1) {
+    const long ohw = (long)p->oh * p->ow;
+    QDW_U8_FN(qdw_u8_fill)(p, U);
+    for (int c = c0; c < c1; c++) {
+        QDW_U8_FN(qdw_u8_plane)(p, x + (long)c * p->H * p->W, U);
+        QDW_U8_FN(qdw_channel_u8rows)(p, U, w + (long)c * p->T, e, c, y + c * ohw);
+    }
+}
 #undef QDW_U8_FN
 #undef QDW_U8_DP

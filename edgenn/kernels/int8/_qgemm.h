@@ -38,9 +38,9 @@
  * The zero point of the activations is folded into the epilogue's per-channel constant:
  * sum_k (x_k - z) w_k = sum_k x_k w_k - z sum_k w_k; conv padding reads z (contributes 0).
  *
- * SIMD: the AVX2 micro-kernels carry __attribute__((target)) and run only when the CPU
- * reports AVX2 (checked at run time); the portable build (plain C) computes the same sums
- * from the same packed panels and is used otherwise or when forced (tests).
+ * SIMD: the AVX2 micro-kernels carry __attribute__((target)); a plan runs one row of the
+ * table (qgemm_table.h), which the Python side picks among the rows this CPU runs. The
+ * portable row (plain C) computes the same sums from the same packed panels.
  */
 #ifndef EDGENN_QGEMM_H
 #define EDGENN_QGEMM_H
@@ -307,6 +307,7 @@ QE_AVX2 static void qg_ukr_wide_avx2(long ng, const uint8_t *a, const uint8_t *b
 }
 #endif
 
+/* a 6 x 8 tile: (groups, A panel, B panel, 48 sums) */
 typedef void (*qg_ukr_t)(long, const uint8_t *, const uint8_t *, int32_t *);
 
 static void qg_ukr_u8_conv_c(long ng, const uint8_t *a, const uint8_t *b, int32_t *acc) {
@@ -314,16 +315,6 @@ static void qg_ukr_u8_conv_c(long ng, const uint8_t *a, const uint8_t *b, int32_
 }
 static void qg_ukr_u8_gemm_c(long ng, const uint8_t *a, const uint8_t *b, int32_t *acc) {
     qg_ukr_u8_c(ng, a, b, acc, QG_GEMM);
-}
-
-static qg_ukr_t qg_pick_ukr(int flavor, int wide, int use_avx2) {
-#if QE_X86
-    if (use_avx2)
-        return wide ? qg_ukr_wide_avx2
-                    : (flavor == QG_CONV ? qg_ukr_u8_conv_avx2 : qg_ukr_u8_gemm_avx2);
-#endif
-    (void)use_avx2;
-    return wide ? qg_ukr_wide_c : (flavor == QG_CONV ? qg_ukr_u8_conv_c : qg_ukr_u8_gemm_c);
 }
 
 /* ---------------------------------------------------------------- packing */
@@ -889,14 +880,13 @@ QE_AVX2 static void qg_excess_add_avx2(const qg_excess *x, int flavor, const uin
 
 /* ---------------------------------------------------------------- drivers */
 
-/* Epilogue of an mr x nr corner of a 6 x 8 tile of sums (row stride 8) whose first output
- * is y (row stride ld elements; residual z, same layout). */
+/* The portable epilogue of an mr x nr corner of a 6 x 8 tile of sums (row stride 8) whose
+ * first output is y (row stride ld elements; residual z, same layout). */
 static void qg_tile_out(const int32_t *acc, int mr, long nr, const qe_epi *e, long m0, long n0,
-                        char *y, long ld, const uint8_t *z, int use_avx2) {
+                        char *y, long ld, const uint8_t *z) {
     const long es = e->out_f32 ? 4 : 1;
     for (int r = 0; r < mr; r++)
-        qe_span(acc + r * QG_NR, nr, e, m0 + r, n0, y + r * ld * es, z ? z + r * ld : NULL,
-                use_avx2);
+        qe_span(acc + r * QG_NR, nr, e, m0 + r, n0, y + r * ld * es, z ? z + r * ld : NULL, 0);
 }
 
 /* Tiles i = 0..nt-1: rows m0 + i*dm (mr_last rows in the last tile, QG_MR before), columns
@@ -916,7 +906,7 @@ static void qg_sweep_c(qg_ukr_t ukr, long ng, const uint8_t *a, long da, const u
         if (x->n) qg_excess_add_c(x, flavor, a + i * da, b + i * db, acc);
         qg_tile_out(acc, last ? mr_last : (dm ? QG_MR : mr_last),
                     last ? nr_last : (dn ? QG_NR : nr_last),
-                    e, mi, ni, y + off * es, ld, z ? z + off : NULL, 0);
+                    e, mi, ni, y + off * es, ld, z ? z + off : NULL);
     }
 }
 
@@ -971,28 +961,18 @@ QE_AVX2 static void qg_sweep16_avx2(long ng, const uint8_t *a, const uint8_t *b,
 }
 #endif
 
-static void qg_sweep(int use_avx2, qg_ukr_t ukr, long ng, const uint8_t *a, long da,
-                     const uint8_t *b, long db, long nt, long m0, long dm, int mr_last, long n0,
-                     long dn, long nr_last, const qe_epi *e, char *y, long ld, const uint8_t *z,
-                     const qg_excess *x, int flavor) {
-#if QE_X86
-    if (use_avx2) {
-        qg_sweep_avx2(ukr, ng, a, da, b, db, nt, m0, dm, mr_last, n0, dn, nr_last, e, y, ld, z,
-                      x, flavor);
-        return;
-    }
-#endif
-    (void)use_avx2;
-    qg_sweep_c(ukr, ng, a, da, b, db, nt, m0, dm, mr_last, n0, dn, nr_last, e, y, ld, z, x,
-               flavor);
-}
+/* ---------------------------------------------------------------- rows
+ *
+ * A row of the family's table (qgemm_table.h) is a set of entry points; the drivers below
+ * call a row's entries and never test an instruction set. An entry left NULL is a path the
+ * row does not have: the driver takes the next one (the 6 x 8 sweep always exists). */
+typedef struct qg_row qg_row;
 
 typedef struct {
     long M, K, N;            /* one group: out channels, C/group*KH*KW, OH*OW */
     long G;                  /* groups of kg: ceil(K / 4) (u8) or ceil(K / 2) (wide) */
-    int wide, direct, use_avx2;
-    int use_vnni;            /* QG_VNNI_*: qv_ (AVX-512) or qa_ (AVX-VNNI) ukr_conv_6x32
-                                (8-bit weights exact; wide = 0, no excess) */
+    const qg_row *row;       /* the table row whose entry points run it */
+    int wide, direct;
     long nc;                 /* pixels per B block (multiple of 8) */
     qg_excess_table excess;  /* per A panel (u8 path with 8-bit weights), or all NULL */
     int flat;                /* output pixel (oy, ox) computed as column oy * pitch + ox of
@@ -1003,12 +983,68 @@ typedef struct {
                                 (qg_conv_compact) */
     const long *row_off;     /* flat: row k's offset in the padded image (qg_conv_row_offsets) */
     long Nf;                 /* the columns computed: N, or the flat count */
-    const long *goff;        /* implicit GEMM (flat, the image nc4, AVX-512 VNNI): group g's
-                                bytes at xp + goff[g] + 4 * column, no B block packed; or
-                                NULL */
-    int pix;                 /* implicit on the shifted image, 7-pixel x 32-channel tiles
-                                (_qgemm_vnni_pix.h): the weights [ceil(M/32)][G][32][4] */
+    const long *goff;        /* implicit GEMM (flat, the image nc4; the row's
+                                conv_implicit): group g's bytes at xp + goff[g] + 4 * column,
+                                no B block packed; or NULL */
 } qg_conv_plan;
+
+typedef struct {
+    long M, K, N;            /* rows of A, K, columns of B */
+    long G;                  /* groups of kg */
+    long NP;                 /* B panels (N rounded up to a multiple of 32, / 8) */
+    const qg_row *row;       /* the table row whose entry points run it */
+    int wide;
+    long mc;                 /* rows per packed A block (multiple of 6) */
+    qg_excess_table excess;  /* per B panel (u8 path with 8-bit weights), or all NULL */
+    long pb, pe;             /* the B panels computed: [pb, pe), pb a multiple of 4 (all:
+                              * 0, NP; a thread's share where the threads split columns) */
+} qg_gemm_plan;
+
+/* The entry points' types. Shapes as the drivers call them: a sweep is nt 6 x 8 tiles
+ * (qg_sweep_c's comment), small_k two B panels a step, a block's tiles one A panel across
+ * nv pixels, an implicit range pixels [jb, je) x channels [mb, me). */
+typedef void (*qg_sweep_t)(qg_ukr_t ukr, long ng, const uint8_t *a, long da, const uint8_t *b,
+                           long db, long nt, long m0, long dm, int mr_last, long n0, long dn,
+                           long nr_last, const qe_epi *e, char *y, long ld, const uint8_t *z,
+                           const qg_excess *x, int flavor);
+typedef void (*qg_small_k_t)(long ng, const uint8_t *a, const uint8_t *b, long bps, long np,
+                             long m0, int mr, long n0, long nr_last, const qe_epi *e, char *y,
+                             long ld, const uint8_t *z);
+typedef void (*qg_gemm_rows_t)(const qg_gemm_plan *p, const uint8_t *bp, const uint8_t *ws,
+                               long i0, long m_first, long m_end, const qe_epi *e, void *y,
+                               const uint8_t *z);
+typedef void (*qg_block_tiles_t)(const qg_conv_plan *p, const qg_conv *g, const uint8_t *ap,
+                                 const uint8_t *bblk, int mr, long m0, long j0, long nv,
+                                 const qe_epi *e, void *y, const uint8_t *z,
+                                 const int32_t *pat);
+typedef void (*qg_gemm_tiles_t)(const qg_gemm_plan *p, const uint8_t *bp, const uint8_t *ws,
+                                long i0, long mc, const qe_epi *e, void *y, const uint8_t *z);
+typedef void (*qg_range_t)(const qg_conv_plan *p, const uint8_t *wp, const qg_conv *g,
+                           const qe_epi *e, void *y, const uint8_t *z, uint8_t *ws, long jb,
+                           long je, long mb, long me);
+typedef void (*qg_patterns_t)(long G, const uint8_t *bblk, long bs, long t0, int r,
+                              int32_t *pat);
+
+struct qg_row {
+    const char *name;            /* q<gemm|conv>_u8s8_<mr>x<nr>__<isa> */
+    int isa;                     /* the EDGENN_ISA_* tier it needs (_cpu.h) */
+    int mr, nr;                  /* its register tile */
+    int exact;                   /* its tiles take any 8-bit weights as they are (no wide /
+                                    excess split of the weights) */
+    int ch_block;                /* QConv weights packed in blocks of this many channels:
+                                    QG_MR (6-row panels) or QVP_CH */
+    int pairs;                   /* QConv B blocks in panel pairs (qg_interleave) */
+    qg_ukr_t conv_u8, gemm_u8, wide;     /* the 6 x 8 tile of each arithmetic */
+    qg_sweep_t sweep;                    /* a run of 6 x 8 tiles, excess and epilogue */
+    qg_small_k_t conv_small_k;           /* QConv, u8 path, K <= 48 */
+    qg_gemm_rows_t gemm_rows;            /* QGemm, u8 path: the rows past the whole 6-row
+                                            panels (else the sweep's ragged last tile) */
+    qg_block_tiles_t conv_tiles;         /* QConv: one A panel across a packed block */
+    qg_patterns_t tail_patterns;         /* with conv_tiles: a block's last <= QVT_MAX
+                                            columns laid out for the rows-in-lanes tile */
+    qg_gemm_tiles_t gemm_tiles;          /* QGemm: a packed A block across the B panels */
+    qg_range_t conv_implicit;            /* QConv plans with goff: no B block at all */
+};
 
 #if QE_X86 && QV_HAVE
 /* The integer epilogue (u8 out, per-row constants: QConv's common case) of a 6 x 32 tile,
@@ -1099,8 +1135,8 @@ static long qg_conv_bblk_bytes(const qg_conv_plan *p) {
 
 /* Workspace bytes: packed B block + kg row buffers + a zero row. */
 static long qg_conv_workspace(const qg_conv_plan *p) {
-    /* AVX-512 VNNI: a block's last columns' patterns (_qgemm_vnni_tail.h) */
-    const long tail = p->use_vnni == QG_VNNI_AVX512 ? QVT_MAX * qvt_column_bytes(p->G) : 0;
+    /* a block's last columns' patterns (_qgemm_vnni_tail.h) */
+    const long tail = p->row->tail_patterns ? QVT_MAX * qvt_column_bytes(p->G) : 0;
     if (p->goff) return 64 + tail;   /* implicit GEMM: no B block, no row buffers */
     return qg_conv_bblk_bytes(p) + 5 * (p->nc + 16) + 64 + tail;
 }
@@ -1119,12 +1155,12 @@ static inline long qvt_tail_start(long nv) {
  * block: B packed in bblk, or (implicit-GEMM plans, qg_conv_plan.goff) read in place from
  * the nc4 image (xp + 4 * column, group g at + goff[g]). AVX-512: a last tile of 3 panels
  * runs as 16 + 8 pixels (qvc_index); integer and float epilogues in registers. */
-static void qv_conv_tiles(const qg_conv_plan *p, const qg_conv *g, const uint8_t *ap,
-                          const uint8_t *bblk, int mr, long m0, long j0, long nv,
-                          const qe_epi *e, void *y, const uint8_t *z, const int32_t *pat) {
+static inline void qv_conv_tiles_of(const qg_conv_plan *p, const qg_conv *g, const uint8_t *ap,
+                                    const uint8_t *bblk, int mr, long m0, long j0, long nv,
+                                    const qe_epi *e, void *y, const uint8_t *z,
+                                    const int32_t *pat, const int avx512) {
     const long N = p->Nf, G = p->G, es = e->out_f32 ? 4 : 1, bs = G * QG_BBYTES;
     const long np = (nv + QG_NR - 1) / QG_NR;
-    const int avx512 = p->use_vnni == QG_VNNI_AVX512;
     const int int_out = avx512 && qv_int_out(e, z), float_out = avx512 && qv_float_out(e);
     int32_t acc[QV_PANELS * QV_MR * QG_NR];
     for (long pj = 0; pj < np;) {
@@ -1158,17 +1194,49 @@ static void qv_conv_tiles(const qg_conv_plan *p, const qg_conv *g, const uint8_t
         qv_tile_out(acc, mr, nvalid, e, m0, n0, (char *)y + (m0 * N + n0) * es, N, zo, avx512);
     }
 }
+
+/* The rows' conv_tiles: the AVX-512 VNNI tiles, and AVX-VNNI's 6 x 32 on ymm */
+static void qv_conv_tiles(const qg_conv_plan *p, const qg_conv *g, const uint8_t *ap,
+                          const uint8_t *bblk, int mr, long m0, long j0, long nv,
+                          const qe_epi *e, void *y, const uint8_t *z, const int32_t *pat) {
+    qv_conv_tiles_of(p, g, ap, bblk, mr, m0, j0, nv, e, y, z, pat, 1);
+}
+static void qa_conv_tiles(const qg_conv_plan *p, const qg_conv *g, const uint8_t *ap,
+                          const uint8_t *bblk, int mr, long m0, long j0, long nv,
+                          const qe_epi *e, void *y, const uint8_t *z, const int32_t *pat) {
+    qv_conv_tiles_of(p, g, ap, bblk, mr, m0, j0, nv, e, y, z, pat, 0);
+}
+
+/* The AVX-512 VNNI row's conv_implicit: the 6 x 32 tiles read the nc4 image where it
+ * lies (goff), a block's last columns' patterns in ws + 64. */
+static void qv_conv_implicit(const qg_conv_plan *p, const uint8_t *wp, const qg_conv *g,
+                             const qe_epi *e, void *y, const uint8_t *z, uint8_t *ws, long jb,
+                             long je, long mb, long me) {
+    const long M = p->M, G = p->G;
+    int32_t *pat = (int32_t *)(ws + 64);
+    for (long j0 = jb; j0 < je; j0 += p->nc) {
+        const long nv = je - j0 < p->nc ? je - j0 : p->nc, t0 = qvt_tail_start(nv);
+        if (t0 >= 0)   /* the last columns' patterns, once for every 6-row panel */
+            qvt_patterns(G, g->xp, p->goff, j0 + t0, (int)(nv - t0), pat);
+        for (long m0 = mb; m0 < me; m0 += QG_MR)
+            qv_conv_tiles(p, g, wp + (m0 / QG_MR) * G * QG_ABYTES, NULL,
+                          M - m0 < QG_MR ? (int)(M - m0) : QG_MR, m0, j0, nv, e, y, z,
+                          t0 >= 0 ? pat : NULL);
+    }
+}
 #endif
 
 #if QE_X86 && QV_HAVE
-/* Pixel-tile plans (p->pix): output pixels [jb, je) x channels [mb, me) (mb a multiple of
- * 32) in 7 x 32 tiles over the shifted nc4 image, wp the 32-channel blocks' weights. The
+/* The pixel-tile row's conv_implicit: output pixels [jb, je) x channels [mb, me) (mb a
+ * multiple of 32) in 7 x 32 tiles over the shifted nc4 image, wp the 32-channel blocks'
+ * weights. The
  * integer and float epilogues and the float output (activation none / Relu / Clip) in
  * registers; any other (per-column constants, a u8 output's post affine, other
  * activations) per channel row through qe_span_c. */
 static void qvp_conv_range(const qg_conv_plan *p, const uint8_t *wp, const qg_conv *g,
-                           const qe_epi *e, void *y, const uint8_t *z, long jb, long je,
-                           long mb, long me) {
+                           const qe_epi *e, void *y, const uint8_t *z, uint8_t *ws, long jb,
+                           long je, long mb, long me) {
+    (void)ws;
     const long N = p->N, G = p->G, es = e->out_f32 ? 4 : 1;
     const int int_out = qv_int_out(e, z), float_out = qv_float_out(e);
     const int f32_out = e->out_f32 && !e->per_col
@@ -1216,65 +1284,42 @@ static void qvp_conv_range(const qg_conv_plan *p, const uint8_t *wp, const qg_co
 static void qg_conv_tile_range(const qg_conv_plan *p, const uint8_t *wp, const qg_conv *g,
                                const qe_epi *e, void *y, const uint8_t *z, uint8_t *ws,
                                long jb, long je, long mb, long me) {
-    const long M = p->M, N = p->Nf, G = p->G, es = e->out_f32 ? 4 : 1;
-    const int flavor_wide = p->wide;
-    qg_ukr_t ukr = qg_pick_ukr(QG_CONV, flavor_wide, p->use_avx2);
-#if QE_X86 && QV_HAVE
-    if (p->pix) {
-        qvp_conv_range(p, wp, g, e, y, z, jb, je, mb, me);
-        return;
-    }
+    const qg_row *row = p->row;
     if (p->goff) {   /* implicit GEMM: the tiles read the nc4 image where it lies */
-        int32_t *pat = (int32_t *)(ws + 64);
-        for (long j0 = jb; j0 < je; j0 += p->nc) {
-            const long nv = je - j0 < p->nc ? je - j0 : p->nc, t0 = qvt_tail_start(nv);
-            if (t0 >= 0)   /* the last columns' patterns, once for every 6-row panel */
-                qvt_patterns(G, g->xp, p->goff, j0 + t0, (int)(nv - t0), pat);
-            for (long m0 = mb; m0 < me; m0 += QG_MR)
-                qv_conv_tiles(p, g, wp + (m0 / QG_MR) * G * QG_ABYTES, NULL,
-                              M - m0 < QG_MR ? (int)(M - m0) : QG_MR, m0, j0, nv, e, y, z,
-                              t0 >= 0 ? pat : NULL);
-        }
+        row->conv_implicit(p, wp, g, e, y, z, ws, jb, je, mb, me);
         return;
     }
-#endif
+    const long M = p->M, N = p->Nf, G = p->G, es = e->out_f32 ? 4 : 1;
+    const qg_ukr_t ukr = p->wide ? row->wide : row->conv_u8;
     uint8_t *bblk = ws, *rowbuf = ws + qg_conv_bblk_bytes(p);
     uint8_t *zrow = rowbuf + 4 * (p->nc + 16);
     memset(zrow, 0, p->nc + 16);
-#if QE_X86 && QV_HAVE
     int32_t *pat = (int32_t *)(zrow + p->nc + 16 + 64);   /* after the 64 spare bytes */
-#endif
     for (long j0 = jb; j0 < je; j0 += p->nc) {
         long nv = je - j0 < p->nc ? je - j0 : p->nc;
         long np = (nv + QG_NR - 1) / QG_NR;
         qg_pack_b_conv(g, p->K, G, p->wide, p->direct, p->flat ? p->row_off : NULL, j0, nv, bblk,
-                       rowbuf, zrow, p->use_vnni == QG_VNNI_AVX512);
-#if QE_X86 && QV_HAVE
+                       rowbuf, zrow, row->pairs);
         /* the last columns' patterns, once for every 6-row panel */
-        const long t0 = p->use_vnni == QG_VNNI_AVX512 ? qvt_tail_start(nv) : -1;
-        if (t0 >= 0) qvt_patterns_packed(G, bblk, G * QG_BBYTES, t0, (int)(nv - t0), pat);
-#endif
+        const long t0 = row->tail_patterns ? qvt_tail_start(nv) : -1;
+        if (t0 >= 0) row->tail_patterns(G, bblk, G * QG_BBYTES, t0, (int)(nv - t0), pat);
         for (long m0 = mb; m0 < me; m0 += QG_MR) {   /* the A panel stays in L1 */
             int mr = M - m0 < QG_MR ? (int)(M - m0) : QG_MR;
-#if QE_X86 && QV_HAVE
-            if (p->use_vnni) {   /* 6 x 32 tiles along the block's pixels */
-                qv_conv_tiles(p, g, wp + (m0 / QG_MR) * G * QG_ABYTES, bblk, mr, m0, j0, nv, e,
-                              y, z, t0 >= 0 ? pat : NULL);
+            const uint8_t *ap = wp + (m0 / QG_MR) * G * QG_ABYTES;
+            if (row->conv_tiles) {   /* exact tiles along the block's pixels */
+                row->conv_tiles(p, g, ap, bblk, mr, m0, j0, nv, e, y, z, t0 >= 0 ? pat : NULL);
                 continue;
             }
-#endif
-#if QE_X86
-            if (p->use_avx2 && !p->wide && G <= QG_SMALL_K_GROUPS && !p->excess.start) {
-                qg_sweep16_avx2(G, wp + (m0 / QG_MR) * G * QG_ABYTES, bblk, G * QG_BBYTES, np, m0,
-                                mr, j0, nv - (np - 1) * QG_NR, e, (char *)y + (m0 * N + j0) * es,
-                                N, z ? z + m0 * N + j0 : NULL);
+            if (row->conv_small_k && !p->wide && G <= QG_SMALL_K_GROUPS && !p->excess.start) {
+                row->conv_small_k(G, ap, bblk, G * QG_BBYTES, np, m0, mr, j0,
+                                  nv - (np - 1) * QG_NR, e, (char *)y + (m0 * N + j0) * es, N,
+                                  z ? z + m0 * N + j0 : NULL);
                 continue;
             }
-#endif
             qg_excess x = qg_excess_of(&p->excess, m0 / QG_MR, QG_ABYTES);
-            qg_sweep(p->use_avx2, ukr, G, wp + (m0 / QG_MR) * G * QG_ABYTES, 0, bblk,
-                     G * QG_BBYTES, np, m0, 0, mr, j0, QG_NR, nv - (np - 1) * QG_NR, e,
-                     (char *)y + (m0 * N + j0) * es, N, z ? z + m0 * N + j0 : NULL, &x, QG_CONV);
+            row->sweep(ukr, G, ap, 0, bblk, G * QG_BBYTES, np, m0, 0, mr, j0, QG_NR,
+                       nv - (np - 1) * QG_NR, e, (char *)y + (m0 * N + j0) * es, N,
+                       z ? z + m0 * N + j0 : NULL, &x, QG_CONV);
         }
     }
 }
@@ -1294,7 +1339,7 @@ static void qg_conv_rows_part(const qg_conv_plan *p, const uint8_t *wp, const qg
                               const qe_epi *e, void *y, const uint8_t *z, uint8_t *ws, int t,
                               int nt) {
     long a, b;
-    const long unit = p->pix ? QVP_CH : QG_MR;   /* the weights' blocks of channels */
+    const long unit = p->row->ch_block;   /* the weights' blocks of channels */
     qg_share((p->M + unit - 1) / unit, t, nt, &a, &b);
     if (a < b)
         qg_conv_tile_range(p, wp, g, e, y, z, ws, 0, p->Nf, a * unit,
@@ -1383,18 +1428,6 @@ static void qg_conv_run(const qg_conv_plan *p, const uint8_t *wp, const qg_conv 
 
 /* ---------------------------------------------------------------- QGemm driver */
 
-typedef struct {
-    long M, K, N;            /* rows of A, K, columns of B */
-    long G;                  /* groups of kg */
-    long NP;                 /* B panels (N rounded up to a multiple of 32, / 8) */
-    int wide, use_avx2;
-    int use_vnni;            /* QG_VNNI_*: qv_ / qa_ukr_gemm_6x32 (as in qg_conv_plan) */
-    long mc;                 /* rows per packed A block (multiple of 6) */
-    qg_excess_table excess;  /* per B panel (u8 path with 8-bit weights), or all NULL */
-    long pb, pe;             /* the B panels computed: [pb, pe), pb a multiple of 4 (all:
-                              * 0, NP; a thread's share where the threads split columns) */
-} qg_gemm_plan;
-
 static long qg_gemm_block(long M, long G) {
     long mc = 128 * 1024 / (G * 4) / QG_MR * QG_MR;
     if (mc < QG_MR) mc = QG_MR;
@@ -1436,8 +1469,6 @@ static void qg_pack_a_gemm(const uint8_t *a, long lda, long K, long G, int wide,
     }
 }
 
-/* y (M, N) (row stride N elements) = epilogue(A (M, K) u8, row stride lda, x B packed at
- * bp ([NP][G][32 bytes])); z (M, N) or NULL. */
 /* One row's 8 sums of B panel `panel` += its excess; ar: the row in its A panel. */
 static void qg_excess_add_row(const qg_excess_table *t, long panel, const uint8_t *ar,
                               int32_t *acc8) {
@@ -1451,59 +1482,88 @@ static void qg_excess_add_row(const qg_excess_table *t, long panel, const uint8_
     }
 }
 
+/* The AVX2 rows' gemm_rows: rows [m_first, m_end) of the packed A block (u8 path, past
+ * its whole 6-row panels), one row x 32 columns at a time. */
+#if QE_X86
+static void qg_gemm_rows_avx2(const qg_gemm_plan *p, const uint8_t *bp, const uint8_t *ws,
+                              long i0, long m_first, long m_end, const qe_epi *e, void *y,
+                              const uint8_t *z) {
+    const long N = p->N, G = p->G, es = e->out_f32 ? 4 : 1, bps = G * QG_BBYTES;
+    int32_t acc4[4 * QG_NR];
+    for (long m0 = m_first; m0 < m_end; m0++) {
+        const uint8_t *ar = ws + (m0 / QG_MR) * G * QG_ABYTES + (m0 % QG_MR) * 4;
+        long m = i0 + m0;
+        for (long pj = p->pb; pj < p->pe; pj += 4) {
+            long n0 = pj * QG_NR;
+            if (n0 >= N) break;
+            long nr = N - n0 < 4 * QG_NR ? N - n0 : 4 * QG_NR;
+            qg_ukr_u8_gemm_1x4_avx2(G, ar, bp + pj * bps, bps, acc4);
+            for (long q = 0; q < 4 && pj + q < p->NP; q++)
+                qg_excess_add_row(&p->excess, pj + q, ar, acc4 + q * QG_NR);
+            qe_span(acc4, nr, e, m, n0, (char *)y + (m * N + n0) * es,
+                    z ? z + m * N + n0 : NULL, 1);
+        }
+    }
+}
+#endif
+
+#if QE_X86 && QV_HAVE
+/* The VNNI rows' gemm_tiles: 6 x 32 tiles of the packed A block (mc rows from i0) across
+ * the B panels [pb, pe) (NP, a multiple of 4, covers N). */
+static inline void qv_gemm_tiles_of(const qg_gemm_plan *p, const uint8_t *bp, const uint8_t *ws,
+                                    long i0, long mc, const qe_epi *e, void *y,
+                                    const uint8_t *z, const int avx512) {
+    const long N = p->N, G = p->G, es = e->out_f32 ? 4 : 1, bps = G * QG_BBYTES;
+    int32_t acc[QV_PANELS * QV_MR * QG_NR];
+    for (long pj = p->pb; pj < p->pe && pj * QG_NR < N; pj += QV_PANELS) {
+        long n0 = pj * QG_NR, nvalid = N - n0 < QV_PANELS * QG_NR ? N - n0 : QV_PANELS * QG_NR;
+        for (long ap = 0; ap * QG_MR < mc; ap++) {
+            int mr = mc - ap * QG_MR < QG_MR ? (int)(mc - ap * QG_MR) : QG_MR;
+            long m = i0 + ap * QG_MR;
+            (avx512 ? qv_ukr_gemm_6x32 : QG_QA_GEMM)(G, ws + ap * G * QG_ABYTES, bp + pj * bps,
+                                                    bps, QV_PANELS, acc);
+            qv_tile_out(acc, mr, nvalid, e, m, n0, (char *)y + (m * N + n0) * es, N,
+                        z ? z + m * N + n0 : NULL, avx512);
+        }
+    }
+}
+static void qv_gemm_tiles(const qg_gemm_plan *p, const uint8_t *bp, const uint8_t *ws, long i0,
+                          long mc, const qe_epi *e, void *y, const uint8_t *z) {
+    qv_gemm_tiles_of(p, bp, ws, i0, mc, e, y, z, 1);
+}
+static void qa_gemm_tiles(const qg_gemm_plan *p, const uint8_t *bp, const uint8_t *ws, long i0,
+                          long mc, const qe_epi *e, void *y, const uint8_t *z) {
+    qv_gemm_tiles_of(p, bp, ws, i0, mc, e, y, z, 0);
+}
+#endif
+
+/* y (M, N) (row stride N elements) = epilogue(A (M, K) u8, row stride lda, x B packed at
+ * bp ([NP][G][32 bytes])); z (M, N) or NULL. */
 static void qg_gemm_run(const qg_gemm_plan *p, const uint8_t *bp, const uint8_t *a, long lda,
                         const qe_epi *e, void *y, const uint8_t *z, uint8_t *ws) {
+    const qg_row *row = p->row;
     const long M = p->M, N = p->N, G = p->G, es = e->out_f32 ? 4 : 1;
-    qg_ukr_t ukr = qg_pick_ukr(QG_GEMM, p->wide, p->use_avx2);
+    const qg_ukr_t ukr = p->wide ? row->wide : row->gemm_u8;
     const long bps = G * QG_BBYTES;
-    int32_t acc4[4 * QG_NR];
     for (long i0 = 0; i0 < M; i0 += p->mc) {
         long mc = M - i0 < p->mc ? M - i0 : p->mc;
         qg_pack_a_gemm(a, lda, p->K, G, p->wide, i0, mc, ws);
-#if QE_X86 && QV_HAVE
-        if (p->use_vnni) {   /* 6 x 32 tiles; B panels NP (a multiple of 4) cover N */
-            int32_t acc[QV_PANELS * QV_MR * QG_NR];
-            for (long pj = p->pb; pj < p->pe && pj * QG_NR < N; pj += QV_PANELS) {
-                long n0 = pj * QG_NR, nvalid = N - n0 < QV_PANELS * QG_NR ? N - n0 : QV_PANELS * QG_NR;
-                for (long ap = 0; ap * QG_MR < mc; ap++) {
-                    int mr = mc - ap * QG_MR < QG_MR ? (int)(mc - ap * QG_MR) : QG_MR;
-                    long m = i0 + ap * QG_MR;
-                    (p->use_vnni == QG_VNNI_AVX512 ? qv_ukr_gemm_6x32 : QG_QA_GEMM)(
-                        G, ws + ap * G * QG_ABYTES, bp + pj * bps, bps, QV_PANELS, acc);
-                    qv_tile_out(acc, mr, nvalid, e, m, n0, (char *)y + (m * N + n0) * es, N,
-                                z ? z + m * N + n0 : NULL, p->use_vnni == QG_VNNI_AVX512);
-                }
-            }
+        if (row->gemm_tiles) {
+            row->gemm_tiles(p, bp, ws, i0, mc, e, y, z);
             continue;
         }
-#endif
-        long mfull = p->use_avx2 && !p->wide ? mc / QG_MR * QG_MR : mc;
+        long mfull = row->gemm_rows && !p->wide ? mc / QG_MR * QG_MR : mc;
         /* full 6-row panels: 6 x 8 tiles, each B panel reused across the A panels */
         long npan = (mfull + QG_MR - 1) / QG_MR;
         for (long pj = p->pb; npan && pj < p->pe && pj * QG_NR < N; pj++) {
             long n0 = pj * QG_NR, nr = N - n0 < QG_NR ? N - n0 : QG_NR;
             qg_excess x = qg_excess_of(&p->excess, pj, QG_BBYTES);
-            qg_sweep(p->use_avx2, ukr, G, ws, G * QG_ABYTES, bp + pj * bps, 0, npan, i0, QG_MR,
-                     (int)(mfull - (npan - 1) * QG_MR), n0, 0, nr, e, (char *)y + (i0 * N + n0) * es,
-                     N, z ? z + i0 * N + n0 : NULL, &x, QG_GEMM);
+            row->sweep(ukr, G, ws, G * QG_ABYTES, bp + pj * bps, 0, npan, i0, QG_MR,
+                       (int)(mfull - (npan - 1) * QG_MR), n0, 0, nr, e,
+                       (char *)y + (i0 * N + n0) * es, N, z ? z + i0 * N + n0 : NULL, &x,
+                       QG_GEMM);
         }
-#if QE_X86
-        /* leftover rows (AVX2, u8 path): one row x 32 columns at a time */
-        for (long m0 = mfull; m0 < mc; m0++) {
-            const uint8_t *ar = ws + (m0 / QG_MR) * G * QG_ABYTES + (m0 % QG_MR) * 4;
-            long m = i0 + m0;
-            for (long pj = p->pb; pj < p->pe; pj += 4) {
-                long n0 = pj * QG_NR;
-                if (n0 >= N) break;
-                long nr = N - n0 < 4 * QG_NR ? N - n0 : 4 * QG_NR;
-                qg_ukr_u8_gemm_1x4_avx2(G, ar, bp + pj * bps, bps, acc4);
-                for (long q = 0; q < 4 && pj + q < p->NP; q++)
-                    qg_excess_add_row(&p->excess, pj + q, ar, acc4 + q * QG_NR);
-                qe_span(acc4, nr, e, m, n0, (char *)y + (m * N + n0) * es,
-                        z ? z + m * N + n0 : NULL, 1);
-            }
-        }
-#endif
+        if (mfull < mc) row->gemm_rows(p, bp, ws, i0, mfull, mc, e, y, z);
     }
 }
 

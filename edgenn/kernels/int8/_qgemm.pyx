@@ -52,7 +52,7 @@ cdef extern from "_qepi.h" nogil:
 include "_cpu.pxi"
 
 cdef extern from "_qgemm.h" nogil:
-    int QG_MR, QG_NR, QA_HAVE, QG_VNNI_AVX512, QG_VNNI_AVX, QVT_MAX, QVP_CH
+    int QG_MR, QG_NR, QVT_MAX, QVP_CH
     ctypedef struct qg_conv:
         const uint8_t *x
         int C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow
@@ -69,19 +69,24 @@ cdef extern from "_qgemm.h" nogil:
         const int32_t *start
         const int32_t *group
         const uint8_t *data
+    ctypedef struct qg_row:
+        const char *name
+        int isa, mr, nr, exact, ch_block
+        void *conv_implicit
     ctypedef struct qg_conv_plan:
         long M, K, N, G
-        int wide, direct, use_avx2, use_vnni
+        const qg_row *row
+        int wide, direct
         long nc
         qg_excess_table excess
         int flat
         const long *row_off
         long Nf
         const long *goff
-        int pix
     ctypedef struct qg_gemm_plan:
         long M, K, N, G, NP
-        int wide, use_avx2, use_vnni
+        const qg_row *row
+        int wide
         long mc
         qg_excess_table excess
         long pb, pe
@@ -124,32 +129,25 @@ EXACT_GAIN = 0.04
 TAIL_COLUMNS = QVT_MAX   # a block's last columns computed with the rows in the lanes
 
 cdef extern from "qgemm_table.h" nogil:
-    ctypedef struct qg_row:
-        const char *name
-        int isa, mr, nr, avx2, vnni, pixel_tiles
-    ctypedef struct qdw_row:
-        const char *name
-        int isa, avx2, vnni
     const qg_row qg_rows[]
     const qdw_row qdw_rows[]
     int QG_ROW_COUNT, QDW_ROW_COUNT
 
 # A row of the GEMM table (qg_rows): name, isa (the tier it needs), its register tile mr x
-# nr, avx2 (the AVX2 bodies), vnni (the vpdpbusd tiles: "avx512vnni" / "avxvnni", or ""),
-# pixel_tiles (QConv's 7 x 32 tiles), usable (this CPU runs it: the one probe,
+# nr, exact (its tiles take any 8-bit weights as they are: no wide / excess split),
+# pixel_tiles (QConv only, in 7 x 32 tiles: weights in 32-channel blocks), implicit (QConv
+# plans that read the image in place), usable (this CPU runs it: the one probe,
 # EDGENN_MAX_ISA applied)
-Row = namedtuple("Row", "name isa mr nr avx2 vnni pixel_tiles usable")
-# A row of the depthwise table (qdw_rows): name, isa, avx2, vnni, usable
-DwRow = namedtuple("DwRow", "name isa avx2 vnni usable")
-_VNNI_NAME = {0: "", QG_VNNI_AVX512: "avx512vnni", QG_VNNI_AVX: "avxvnni"}
+Row = namedtuple("Row", "name isa mr nr exact pixel_tiles implicit usable")
+# A row of the depthwise table (qdw_rows): name, isa, usable
+DwRow = namedtuple("DwRow", "name isa usable")
 TABLE = Table("qgemm", tuple(
     Row(qg_rows[i].name.decode(), edgenn_isa_name(qg_rows[i].isa).decode(), qg_rows[i].mr,
-        qg_rows[i].nr, bool(qg_rows[i].avx2), _VNNI_NAME[qg_rows[i].vnni],
-        bool(qg_rows[i].pixel_tiles), bool(edgenn_isa_usable(qg_rows[i].isa)))
+        qg_rows[i].nr, bool(qg_rows[i].exact), qg_rows[i].ch_block != QG_MR,
+        qg_rows[i].conv_implicit != NULL, bool(edgenn_isa_usable(qg_rows[i].isa)))
     for i in range(QG_ROW_COUNT)))
 DW_TABLE = Table("qconv_dw", tuple(
     DwRow(qdw_rows[i].name.decode(), edgenn_isa_name(qdw_rows[i].isa).decode(),
-          bool(qdw_rows[i].avx2), _VNNI_NAME[qdw_rows[i].vnni],
           bool(edgenn_isa_usable(qdw_rows[i].isa))) for i in range(QDW_ROW_COUNT)))
 ROWS, DW_ROWS = TABLE.rows, DW_TABLE.rows
 rows, row_index = TABLE.usable, TABLE.index
@@ -158,13 +156,13 @@ dw_rows, dw_row_index = DW_TABLE.usable, DW_TABLE.index
 
 def has_vnni(str tier) -> bool:
     """Whether this CPU runs a row of the VNNI tier ("avx512vnni" / "avxvnni")."""
-    return any(r.vnni == tier for r in rows())
+    return any(r.isa == tier for r in rows())
 
 
 def base_row(dw=False) -> str:
     """The best row this CPU runs without a VNNI tier (the AVX2 one, else the portable):
     the int8 family's default."""
-    names = [r.name for r in (dw_rows() if dw else rows()) if not r.vnni]
+    names = [r.name for r in (dw_rows() if dw else rows()) if not r.isa.endswith("vnni")]
     return names[len(names) - 1]       # (no negative index: wraparound is off here)
 
 
@@ -203,11 +201,12 @@ def nc4_image(cnp.ndarray x, geom, int pad, bint shifted):
 
 def implicit_ok(geom, long group, str row) -> bool:
     """Where the implicit GEMM (no im2col block: QConvKernel(implicit=True)) applies:
-    group-1 convs with 4k channels on an AVX-512 VNNI row, stride 1 where the default flat plan
-    would run, strided ones on the shifted image. With no block to pack, it beats the
+    group-1 convs with 4k channels on a row with an implicit GEMM, stride 1 where the default
+    flat plan would run, strided ones on the shifted image. With no block to pack, it beats the
     packed block on 3x3 convs, strided ones most."""
     cdef qg_conv g = _geometry(geom, group)
-    if group != 1 or g.C % 4 or ROWS[row_index(row)].vnni != "avx512vnni":
+    r = ROWS[row_index(row)]
+    if group != 1 or g.C % 4 or not r.implicit:
         return False
     if g.sh > 1 or g.sw > 1:     # the shifted image (exact) in place of the packed phases
         return g.sh <= 64 and g.sw <= 16
@@ -247,7 +246,7 @@ cdef const qg_row *_gemm_row(str row, bint wide, excess) except NULL:
     """The table's row `row` (None: base_row()); a VNNI row (the vpdpbusd tiles: exact on
     any 8-bit weights) takes the plain u8 path's weights only."""
     cdef const qg_row *r = &qg_rows[row_index(row or base_row())]
-    if r.vnni and (wide or excess is not None):
+    if r.exact and (wide or excess is not None):
         raise ValueError(f"row {row!r} takes the weights as they are (no wide / excess)")
     return r
 
@@ -420,17 +419,16 @@ cdef class QConvKernel:
                             and self.geo.sw == 1 and self.geo.ph == 0 and self.geo.pw == 0
                             and self.geo.oh == self.geo.H and self.geo.ow == self.geo.W)
         self.row = _gemm_row(row, wide, excess)
-        self.plan.use_avx2, self.plan.use_vnni = self.row.avx2, self.row.vnni
+        self.plan.row = self.row
         # a pixel-tile row (qconv_u8s8_7x32): the implicit GEMM on the shifted image in
         # 7-pixel x 32-channel tiles (_qgemm_vnni_pix.h), 1x1 convs included (their image
         # laid out 4 channels per pixel too); wpacked in 32-channel blocks (pack_blocks32)
-        cdef bint pixel_tiles = self.row.pixel_tiles
+        cdef bint pixel_tiles = self.row.ch_block != QG_MR
         if pixel_tiles:
             if not (group == 1 and self.geo.C % 4 == 0):
                 raise ValueError("pixel tiles: group-1 convs of 4k channels")
             self.plan.direct = 0
             implicit, exact, flat = True, True, True
-        self.plan.pix = pixel_tiles
         # the padded image (per context): borders hold the zero point, the interior is
         # copied per call; a 64-byte header says which zero point the borders hold
         self.padsize = 0 if self.plan.direct else qg_conv_padded_size(&self.geo)
@@ -460,7 +458,7 @@ cdef class QConvKernel:
         if implicit:
             strided = self.geo.sh > 1 or self.geo.sw > 1
             if not (flat and group == 1 and self.geo.C % 4 == 0
-                    and self.plan.use_vnni == QG_VNNI_AVX512 and not wide):
+                    and self.row.conv_implicit != NULL and not wide):
                 raise ValueError("implicit GEMM: flat group-1 convs of 4k channels on AVX-512 "
                                  "VNNI")
             if strided and exact is False:
@@ -493,7 +491,7 @@ cdef class QConvKernel:
         self.zflatsize = (self.plan.M * self.plan.Nf + 63) // 64 * 64 \
             if self.flatsize and epi["has_z"] else 0
         self.plan.nc = qg_conv_block(self.plan.Nf, self.plan.G)
-        rows = QVP_CH if pixel_tiles else QG_MR   # the weights' panels / blocks of channels
+        rows = self.row.ch_block   # the weights' panels / blocks of channels
         self.gstride = (self.plan.M + rows - 1) // rows * self.plan.G * rows * 4
         wp = np.ascontiguousarray(wpacked).view(np.uint8).ravel()
         if wp.size != self.gstride * group:
@@ -686,7 +684,7 @@ cdef class QDepthwiseKernel:
         self.plan.xzp = x_zp
         # a VNNI row: the sums by vpdpwssd (256-bit: AVX-512 VL / VEX)
         self.row = &qdw_rows[dw_row_index(row or base_row(dw=True))]
-        self.plan.use_avx2, self.plan.use_vnni = self.row.avx2, self.row.vnni
+        self.plan.row = self.row
         cdef long psize, osize
         qdw_setup(&self.plan, &psize, &osize)
         wc = np.ascontiguousarray(w, np.int8).reshape(self.plan.C, self.plan.kh * self.plan.kw)
@@ -805,9 +803,9 @@ cdef class QGemmKernel:
         self.plan.NP = (N + 31) // 32 * 4
         self.plan.pb, self.plan.pe = 0, self.plan.NP
         self.row = _gemm_row(row, wide, excess)
-        if self.row.pixel_tiles:
+        if self.row.ch_block != QG_MR:
             raise ValueError(f"row {row!r}: QConv only")
-        self.plan.use_avx2, self.plan.use_vnni = self.row.avx2, self.row.vnni
+        self.plan.row = self.row
         self.plan.mc = qg_gemm_block(rows, self.plan.G)
         bp = np.ascontiguousarray(bpacked).view(np.uint8).ravel()
         if bp.size != self.plan.NP * self.plan.G * QG_NR * 4:

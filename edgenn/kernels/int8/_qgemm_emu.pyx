@@ -71,6 +71,9 @@ cdef extern from *:
     #include "_qdw_sums.h"
     #undef QDW_NARROW16
     #include "_qdw_u8.h"        /* the u8-plane kernel, as native */
+    /* plans set up as the AVX-512 VNNI row's: u8rows where its u8_channels apply */
+    static const qdw_row qdw_emu_row = {"qconv_dw_u8s8__avx512vnni-emulated", 0, qdw_channel_c,
+                                        qdw_u8_channels};
     /* and its broken twin, one weight operand halved */
     #define QDW_U8_FN(name) name##_broken
     #define QDW_U8_DP(acc, v, w) _mm512_dpbusd_epi32(acc, v, _mm512_srai_epi32(w, 1))
@@ -114,13 +117,8 @@ cdef extern from *:
         const long ohw = (long)p->oh * p->ow;
         (void)obuf;
         if (p->u8rows) {
-            (which ? qdw_u8_fill_broken : qdw_u8_fill)(p, (uint8_t *)P);
-            for (int c = 0; c < p->C; c++) {
-                (which ? qdw_u8_plane_broken : qdw_u8_plane)(p, x + (long)c * p->H * p->W,
-                                                              (uint8_t *)P);
-                (which ? qdw_channel_u8rows_broken : qdw_channel_u8rows)(
-                    p, (uint8_t *)P, w + (long)c * p->T, &e, c, y + c * ohw);
-            }
+            (which ? qdw_u8_channels_broken : qdw_u8_channels)(p, x, w, &e, y, (uint8_t *)P, 0,
+                                                               p->C);
             return 0;
         }
         if (which || p->ow >= 16 || (p->flat && !p->nflat)) return -1;
@@ -138,6 +136,9 @@ cdef extern from *:
 
 include "_qdw_decl.pxi"
 
+cdef extern from *:
+    const qdw_row qdw_emu_row
+
 
 def dw_sums(int which, const uint8_t[:, ::1] x, const int8_t[:, ::1] w, geom, int x_zp):
     """One channel of the int8 depthwise sums on the VNNI body (which 0: the kernel, 2: its
@@ -149,7 +150,7 @@ def dw_sums(int which, const uint8_t[:, ::1] x, const int8_t[:, ::1] w, geom, in
     cdef long psize, osize, r, o
     p.C, p.H, p.W, p.kh, p.kw = 1, x.shape[0], x.shape[1], w.shape[0], w.shape[1]
     p.sh, p.sw, p.ph, p.pw, p.dh, p.dw, p.oh, p.ow = geom
-    p.xzp, p.use_avx2, p.use_vnni = x_zp, 1, 1
+    p.xzp, p.row = x_zp, &qdw_emu_row
     qdw_setup(&p, &psize, &osize)
     plane = np.zeros(psize, np.int16)
     wp = np.zeros(p.npair, np.int32)
@@ -182,7 +183,7 @@ def dw_layer(int which, const uint8_t[:, :, ::1] x, const int8_t[:, :, ::1] w, g
     cdef long psize, osize
     p.C, p.H, p.W, p.kh, p.kw = x.shape[0], x.shape[1], x.shape[2], w.shape[1], w.shape[2]
     p.sh, p.sw, p.ph, p.pw, p.dh, p.dw, p.oh, p.ow = geom
-    p.xzp, p.use_avx2, p.use_vnni = x_zp, 1, 1
+    p.xzp, p.row = x_zp, &qdw_emu_row
     qdw_setup(&p, &psize, &osize)
     if which == 1 and not p.u8rows:
         raise ValueError("the broken twin is the u8-plane kernel's: a 3x3 plan")

@@ -26,10 +26,6 @@
 #include <stdint.h>
 #include "_epilogue.h"
 
-/* use_vnni of the int8 plans (_qgemm.h, _qdw.h): which vpdpbusd / vpdpwssd kernels run
- * (none: the AVX2 / portable paths); the AVX-VNNI ones are _qgemm_avxvnni.h's */
-enum { QG_VNNI_NONE = 0, QG_VNNI_AVX512 = 1, QG_VNNI_AVX = 2 };
-
 #if defined(EDGENN_SIMDE)
 #define SIMDE_ENABLE_NATIVE_ALIASES
 #include <simde/x86/avx512.h>

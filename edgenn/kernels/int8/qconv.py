@@ -108,7 +108,7 @@ def prepare_gemm(node, ins, outs, row=None, force_wide=False, threads=1,
     if group > 1 or wrows.shape[1] <= SMALL_K:
         excess_limit = 0.0     # excess only on the group-1 6 x 8 sweep
     packed_rows, wide, excess = choose_path(wrows, MR, (m + MR - 1) // MR, force_wide,
-                                            excess_limit, bool(info.vnni))
+                                            excess_limit, info.exact)
     mg = m // group
     packed = pack_blocks32(packed_rows) if pixel_tiles else np.concatenate(
         [pack_a(packed_rows[g * mg:(g + 1) * mg], wide) for g in range(group)])

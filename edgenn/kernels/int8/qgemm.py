@@ -206,7 +206,8 @@ def register_rows(op: str, base: str, supports, prepare, vnni_rows, name=lambda 
 
 def vnni_rows(table) -> tuple:
     """The VNNI rows of an int8 table (_qgemm.TABLE / DW_TABLE), the pixel tiles aside."""
-    return tuple(r for r in table.rows if r.vnni and not getattr(r, "pixel_tiles", False))
+    return tuple(r for r in table.rows
+                 if r.isa.endswith("vnni") and not getattr(r, "pixel_tiles", False))
 
 
 # -- weight packing ---------------------------------------------------------------------------
@@ -357,7 +358,7 @@ def prepare_qgemm(node, ins, outs, row=None, force_wide=False, threads=1,
     rows = int(np.prod(outs[0].shape[:-1]))
     packed_rows, wide, excess = choose_path(np.ascontiguousarray(w.T), NR,
                                             _round_up(max(n, 1), 4 * NR) // NR, force_wide,
-                                            excess_limit, bool(qg.ROWS[qg.row_index(row)].vnni))
+                                            excess_limit, qg.ROWS[qg.row_index(row)].exact)
     wsum = w.astype(np.int64).sum(axis=0)
     dynamic = dynamic_scale(ins)
     epi = epilogue_args(node, ins, n, wsum=None if dynamic else wsum, per_col=True)

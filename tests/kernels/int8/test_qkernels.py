@@ -24,13 +24,23 @@ from edgenn.kernels.int8 import _qgemm, qconv, qgemm# noqa: E402
 # the rows of the int8 tables (qgemm_table.h) this CPU runs natively (the VNNI bodies
 # emulated: test_isa.py): the base rows (portable, AVX2) on every weight path, the VNNI
 # rows on the plain u8 one
-BASE_ROWS = [r.name for r in _qgemm.rows() if not r.vnni]
-VNNI_ROWS = [r.name for r in _qgemm.rows() if r.vnni and not r.pixel_tiles]
+BASE_ROWS = [r.name for r in _qgemm.rows() if not r.exact]
+VNNI_ROWS = [r.name for r in _qgemm.rows() if r.exact and not r.pixel_tiles]
 DW_ROWS = [r.name for r in _qgemm.dw_rows()]
 VNNI_MODES = [{"row": r} for r in VNNI_ROWS]
 AVX512VNNI = "qgemm_u8s8_6x32__avx512vnni"      # the implicit-GEMM plans' row
-PIXEL_TILES = "qconv_u8s8_7x32__avx512vnni"     # the 7-pixel x 32-channel tiles
+# the pixel-tile rows (pixels broadcast x 32 channels in the lanes, on the shifted image)
+PIXEL_ROWS = [r.name for r in _qgemm.rows() if r.pixel_tiles]
+PIXEL_TILES = "qconv_u8s8_7x32__avx512vnni"     # the tuner's first one (its spec's rules)
 HAS_AVX512VNNI = _qgemm.has_vnni("avx512vnni")
+
+
+def _base_of(pixel_row):
+    """The row a pixel-tile row's bytes are compared with: the tier's 6-row tiles, or the
+    AVX2 row's."""
+    isa = _qgemm.ROWS[_qgemm.row_index(pixel_row)].isa
+    same = [r for r in VNNI_ROWS if _qgemm.ROWS[_qgemm.row_index(r)].isa == isa]
+    return (same or BASE_ROWS)[-1]
 
 
 def _infos(inputs, const):
@@ -448,15 +458,15 @@ def test_dynamic_scale_changes_every_call(geom, threads):
     depthwise = qconv._is_depthwise(node, ins)
     four_k = geom[1] % 4 == 0 and geom[6] == 1 and geom[-1] == 1  # for 3x3_4k and 5x5_pad2
     rows = DW_ROWS if depthwise else BASE_ROWS + VNNI_ROWS   # VNNI: the implicit GEMM
-    if four_k and HAS_AVX512VNNI and not depthwise:            # and the 7 x 32 tiles
-        rows = rows + [PIXEL_TILES]
+    if four_k and not depthwise:                               # and the pixel tiles
+        rows = rows + PIXEL_ROWS
     for row in rows:
         mode = {"row": row}
         if depthwise:
             run = qconv.prepare_depthwise(node, ins, outs, threads=threads, **mode)
         else:
             run = qconv.prepare_gemm(node, ins, outs, threads=threads, **mode)
-            assert run.implicit == (row in (AVX512VNNI, PIXEL_TILES) and four_k)
+            assert run.implicit == (row in [AVX512VNNI] + PIXEL_ROWS and four_k)
         for x_zp, scale in ((0, 0.02), (255, 0.5), (117, 0.003), (117, 0.04)):
             inputs[1], inputs[2] = np.array(np.float32(scale)), np.array(np.uint8(x_zp))
             inputs[0] = rng.integers(0, 256, inputs[0].shape, dtype=np.uint8)
@@ -590,11 +600,10 @@ PIXEL_TILE_GEOMS = [  # 1x1 convs too: the 7 x 32 tiles read every image 4 chann
 ]
 
 
-@pytest.mark.skipif(not HAS_AVX512VNNI, reason="AVX-512 VNNI not on this CPU (or "
-                    "EDGENN_MAX_ISA): the pixel tiles are that tier's")
+@pytest.mark.parametrize("row", PIXEL_ROWS)
 @pytest.mark.parametrize("geom", IMPLICIT_GEOMS + STRIDED_IMPLICIT_GEOMS + PIXEL_TILE_GEOMS)
 @pytest.mark.parametrize("out", ["u8", "f32", "u8+residual"])
-def test_pixel_tiles_are_the_default_plan_bit_for_bit(geom, out):
+def test_pixel_tiles_are_the_default_plan_bit_for_bit(geom, out, row):
     """qconv_u8s8_7x32: 7 pixels broadcast x 32 channels in the lanes over the shifted
     image, the outputs written through a byte (float output: 8 x 8 float) transpose, the
     residual read through its inverse: the default plan's bytes and the reference's, with
@@ -603,9 +612,9 @@ def test_pixel_tiles_are_the_default_plan_bit_for_bit(geom, out):
     node, inputs, ins, outs, want = _output_case(np.random.default_rng(sum(geom) + len(out)),
                                                  geom, out)
     base = np.empty(outs[0].shape, outs[0].dtype)
-    qconv.prepare_gemm(node, ins, outs, row=AVX512VNNI)(inputs, [base])
+    qconv.prepare_gemm(node, ins, outs, row=_base_of(row))(inputs, [base])
     for threads, split in itertools.product((1, 2, 3), (False, True)):
-        run = qconv.prepare_gemm(node, ins, outs, row=PIXEL_TILES, threads=threads,
+        run = qconv.prepare_gemm(node, ins, outs, row=row, threads=threads,
                                  split_channels=split)
         assert run.pixel_tiles and run.implicit and run.exact
         got = np.full(outs[0].shape, 7, outs[0].dtype)
@@ -614,10 +623,9 @@ def test_pixel_tiles_are_the_default_plan_bit_for_bit(geom, out):
         assert_matches(got, want, node, f"pixel tiles threads={threads}")
 
 
-@pytest.mark.skipif(not HAS_AVX512VNNI, reason="AVX-512 VNNI not on this CPU (or "
-                    "EDGENN_MAX_ISA): the pixel tiles are that tier's")
+@pytest.mark.parametrize("row", PIXEL_ROWS)
 @pytest.mark.parametrize("variant", list(epilogue_variants()), ids=str)
-def test_pixel_tiles_every_epilogue_bit_for_bit(variant):
+def test_pixel_tiles_every_epilogue_bit_for_bit(variant, row):
     """Every epilogue of the int8 spec (integer path, float path with and without a
     residual, float output; each activation, post affine and float bias) on the 7 x 32
     tiles, in registers or per channel row: the default plan's bytes (Sigmoid / SiLU: the
@@ -631,8 +639,8 @@ def test_pixel_tiles_every_epilogue_bit_for_bit(variant):
         ins = _infos(inputs, const)
         outs = infer_node(node, ins, fold=False)
         base = np.empty(outs[0].shape, outs[0].dtype)
-        qconv.prepare_gemm(node, ins, outs, row=AVX512VNNI)(inputs, [base])
-        run = qconv.prepare_gemm(node, ins, outs, row=PIXEL_TILES)
+        qconv.prepare_gemm(node, ins, outs, row=_base_of(row))(inputs, [base])
+        run = qconv.prepare_gemm(node, ins, outs, row=row)
         got = np.full(outs[0].shape, 7, outs[0].dtype)
         run(inputs, [got])
         if act not in TRANSCENDENTAL:   # exp per channel row (qe_span_c) vs 8 lanes: 1 ulp
