@@ -17,6 +17,7 @@
 #include "_cpu.h"
 #include "_qgemm.h"
 #include "_qdw.h"
+#include "_qgemm_avxvnni_pix.h"
 
 #define QG_PORTABLE_BODIES                                                                         \
     .conv_u8 = qg_ukr_u8_conv_c, .gemm_u8 = qg_ukr_u8_gemm_c, .wide = qg_ukr_wide_c,               \
@@ -35,6 +36,8 @@ static const qg_row qg_rows[] = {
     {.name = "qgemm_u8s8_6x16__avxvnni", .isa = EDGENN_ISA_AVXVNNI, .mr = 6, .nr = 16,
      .exact = 1, .ch_block = QG_MR, QG_AVX2_BODIES,
      .conv_tiles = qa_conv_tiles, .gemm_tiles = qa_gemm_tiles},
+    {.name = "qconv_u8s8_3x32__avxvnni", .isa = EDGENN_ISA_AVXVNNI, .mr = 3, .nr = 32,
+     .exact = 1, .ch_block = QAP_CH, QG_AVX2_BODIES, .conv_implicit = qap_conv_range},
 #endif
 #if QV_HAVE
     {.name = "qgemm_u8s8_6x32__avx512vnni", .isa = EDGENN_ISA_AVX512VNNI, .mr = 6, .nr = 32,
