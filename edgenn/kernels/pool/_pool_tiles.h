@@ -38,47 +38,35 @@ static void maxpool_tiles_generic(const float *x, float *y, long P, long H, long
 }
 
 #if defined(__x86_64__) && !defined(EDGENN_SIMDE)
-EDGENN_AVX2 static void maxpool_tiles_avx2(const float *x, float *y, long P, long H, long W,
-                                           int kh, int kw, float *row)
+/* kw = 1: 8 outputs, the max of kh rows */
+EDGENN_AVX2 static inline void maxpool_cols1_avx2(const float *r, long W, int kh, float *o)
 {
-    if (kw > 2) {
-        maxpool_tiles_generic(x, y, P, H, W, kh, kw, row);
-        return;
-    }
-    long OH = H / kh, OW = W / kw;
-    for (long p = 0; p < P; p++)
-        for (long oh = 0; oh < OH; oh++) {
-            const float *r = x + (p * H + oh * kh) * W;
-            float *o = y + (p * OH + oh) * OW;
-            long j = 0;
-            if (kw == 1) {
-                for (; j + 8 <= OW; j += 8) {
-                    __m256 m = _mm256_loadu_ps(r + j);
-                    for (int i = 1; i < kh; i++) m = _mm256_max_ps(m, _mm256_loadu_ps(r + i * W + j));
-                    _mm256_storeu_ps(o + j, m);
-                }
-            } else {
-                for (; j + 8 <= OW; j += 8) {           /* 16 inputs -> 8 outputs */
-                    __m256 a = _mm256_loadu_ps(r + 2 * j), b = _mm256_loadu_ps(r + 2 * j + 8);
-                    for (int i = 1; i < kh; i++) {
-                        a = _mm256_max_ps(a, _mm256_loadu_ps(r + i * W + 2 * j));
-                        b = _mm256_max_ps(b, _mm256_loadu_ps(r + i * W + 2 * j + 8));
-                    }
-                    __m256 even = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
-                    __m256 odd = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
-                    __m256 m = _mm256_max_ps(even, odd);  /* a0 a2 b0 b2 | a4 a6 b4 b6 */
-                    m = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(m), 0xD8));
-                    _mm256_storeu_ps(o + j, m);
-                }
-            }
-            for (; j < OW; j++) {                      /* the tail, scalar */
-                float m = r[j * kw];
-                for (int i = 0; i < kh; i++)
-                    for (int t = 0; t < kw; t++) m = tile_max1(m, r[i * W + j * kw + t]);
-                o[j] = m;
-            }
-        }
+    __m256 m = _mm256_loadu_ps(r);
+    for (int i = 1; i < kh; i++) m = _mm256_max_ps(m, _mm256_loadu_ps(r + i * W));
+    _mm256_storeu_ps(o, m);
 }
+
+/* kw = 2: 16 inputs -> 8 outputs */
+EDGENN_AVX2 static inline void maxpool_cols2_avx2(const float *r, long W, int kh, float *o)
+{
+    __m256 a = _mm256_loadu_ps(r), b = _mm256_loadu_ps(r + 8);
+    for (int i = 1; i < kh; i++) {
+        a = _mm256_max_ps(a, _mm256_loadu_ps(r + i * W));
+        b = _mm256_max_ps(b, _mm256_loadu_ps(r + i * W + 8));
+    }
+    __m256 even = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
+    __m256 odd = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+    __m256 m = _mm256_max_ps(even, odd);  /* a0 a2 b0 b2 | a4 a6 b4 b6 */
+    m = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(m), 0xD8));
+    _mm256_storeu_ps(o, m);
+}
+
+#define PT_FN maxpool_tiles_avx2
+#define PT_ATTR EDGENN_AVX2
+#define PT_L 8
+#define PT_COLS1 maxpool_cols1_avx2
+#define PT_COLS2 maxpool_cols2_avx2
+#include "_pool_tiles_vec.h"
 #endif
 
 /* GlobalAveragePool's means: y[r] = float(((a0 + a1) + (a2 + a3)) / S) of each row of
@@ -121,44 +109,32 @@ EDGENN_AVX2 static void global_mean_rows_avx2(const float *x, float *y, long R, 
 
 #include "_neon.h"
 #if EDGENN_NEON
-static void maxpool_tiles_neon(const float *x, float *y, long P, long H, long W, int kh,
-                               int kw, float *row)
+/* kw = 1: 4 outputs, the max of kh rows */
+static inline void maxpool_cols1_neon(const float *r, long W, int kh, float *o)
 {
-    if (kw > 2) {
-        maxpool_tiles_generic(x, y, P, H, W, kh, kw, row);
-        return;
-    }
-    long OH = H / kh, OW = W / kw;
-    for (long p = 0; p < P; p++)
-        for (long oh = 0; oh < OH; oh++) {
-            const float *r = x + (p * H + oh * kh) * W;
-            float *o = y + (p * OH + oh) * OW;
-            long j = 0;
-            if (kw == 1) {
-                for (; j + 4 <= OW; j += 4) {
-                    float32x4_t m = vld1q_f32(r + j);
-                    for (int i = 1; i < kh; i++) m = edgenn_vmaxq(m, vld1q_f32(r + i * W + j));
-                    vst1q_f32(o + j, m);
-                }
-            } else {
-                for (; j + 4 <= OW; j += 4) {           /* 8 inputs -> 4 outputs */
-                    float32x4x2_t a = vld2q_f32(r + 2 * j);    /* even, odd columns */
-                    for (int i = 1; i < kh; i++) {
-                        const float32x4x2_t b = vld2q_f32(r + i * W + 2 * j);
-                        a.val[0] = edgenn_vmaxq(a.val[0], b.val[0]);
-                        a.val[1] = edgenn_vmaxq(a.val[1], b.val[1]);
-                    }
-                    vst1q_f32(o + j, edgenn_vmaxq(a.val[0], a.val[1]));
-                }
-            }
-            for (; j < OW; j++) {                      /* the tail, scalar */
-                float m = r[j * kw];
-                for (int i = 0; i < kh; i++)
-                    for (int t = 0; t < kw; t++) m = tile_max1(m, r[i * W + j * kw + t]);
-                o[j] = m;
-            }
-        }
+    float32x4_t m = vld1q_f32(r);
+    for (int i = 1; i < kh; i++) m = edgenn_vmaxq(m, vld1q_f32(r + i * W));
+    vst1q_f32(o, m);
 }
+
+/* kw = 2: 8 inputs -> 4 outputs, LD2 splitting even and odd columns */
+static inline void maxpool_cols2_neon(const float *r, long W, int kh, float *o)
+{
+    float32x4x2_t a = vld2q_f32(r);
+    for (int i = 1; i < kh; i++) {
+        const float32x4x2_t b = vld2q_f32(r + i * W);
+        a.val[0] = edgenn_vmaxq(a.val[0], b.val[0]);
+        a.val[1] = edgenn_vmaxq(a.val[1], b.val[1]);
+    }
+    vst1q_f32(o, edgenn_vmaxq(a.val[0], a.val[1]));
+}
+
+#define PT_FN maxpool_tiles_neon
+#define PT_ATTR
+#define PT_L 4
+#define PT_COLS1 maxpool_cols1_neon
+#define PT_COLS2 maxpool_cols2_neon
+#include "_pool_tiles_vec.h"
 
 /* the portable loop's four double lanes in two float64x2 vectors: the same sums */
 static void global_mean_rows_neon(const float *x, float *y, long R, long S)

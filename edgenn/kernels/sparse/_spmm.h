@@ -96,28 +96,13 @@ static void spmm_generic(const float *x, float *y, long M, long S, const sp_epi 
 #define SP_NV 4
 #define SP_NAME sp_tile_avx2
 #include "_spmm_tile.h"
-#undef SP_NV
-#undef SP_NAME
 #define SP_NV 1
 #define SP_NAME sp_tile_avx2_8
 #include "_spmm_tile.h"
-#undef SP_NV
-#undef SP_NAME
 #define SP_NV 2
 #define SP_NAME sp_tile_avx2_16
 #include "_spmm_tile.h"
-#undef SP_NV
-#undef SP_NAME
-#undef SP_V
-#undef SP_L
-#undef SP_ATTR
-#undef SP_SET1
-#undef SP_LOAD
-#undef SP_STORE
-#undef SP_FMA
-#undef SP_ADD
-#undef SP_MIN
-#undef SP_MAX
+#include "_spmm_isa_end.h"
 /* AVX-512F (zmm): 4 vectors = 64 pixels, or 2 vectors = 32 pixels (half the x slab per
  * tile in cache: wins on wide layers), or 1 vector = 16 */
 #define SP_V __m512
@@ -133,28 +118,13 @@ static void spmm_generic(const float *x, float *y, long M, long S, const sp_epi 
 #define SP_NV 4
 #define SP_NAME sp_tile_avx512
 #include "_spmm_tile.h"
-#undef SP_NV
-#undef SP_NAME
 #define SP_NV 2
 #define SP_NAME sp_tile_avx512_32
 #include "_spmm_tile.h"
-#undef SP_NV
-#undef SP_NAME
 #define SP_NV 1
 #define SP_NAME sp_tile_avx512_16
 #include "_spmm_tile.h"
-#undef SP_NV
-#undef SP_NAME
-#undef SP_V
-#undef SP_L
-#undef SP_ATTR
-#undef SP_SET1
-#undef SP_LOAD
-#undef SP_STORE
-#undef SP_FMA
-#undef SP_ADD
-#undef SP_MIN
-#undef SP_MAX
+#include "_spmm_isa_end.h"
 #endif
 
 /* ARM64 NEON (q registers): 8 vectors = 32 pixels (two channels' 16 accumulators of 32
@@ -178,16 +148,13 @@ static void spmm_generic(const float *x, float *y, long M, long S, const sp_epi 
 #define SP_NV 8
 #define SP_NAME sp_tile_neon_32
 #include "_spmm_tile.h"
-#undef SP_NV
-#undef SP_NAME
 #define SP_NV 4
 #define SP_NAME sp_tile_neon_16
 #include "_spmm_tile.h"
-#undef SP_NV
-#undef SP_NAME
 #define SP_NV 2
 #define SP_NAME sp_tile_neon_8
 #include "_spmm_tile.h"
+#include "_spmm_isa_end.h"
 #endif
 
 enum { SP_ALIGN = 16 };

@@ -1,7 +1,8 @@
 /* One register tile of the sparse convolutions (_spmm.h), written once for every vector
  * ISA and width: included with SP_V (vector type), SP_L (lanes), SP_NV (vectors per
  * channel), SP_ATTR (target attribute), SP_SET1, SP_LOAD, SP_STORE, SP_FMA, SP_ADD,
- * SP_MIN, SP_MAX and SP_NAME defined.
+ * SP_MIN, SP_MAX and SP_NAME defined; SP_NV and SP_NAME are undefined at its end (one
+ * instance each), the ISA's macros by _spmm_isa_end.h after its last instance.
  *
  * A tile is SP_NV vectors = SP_NV * SP_L pixels of every output channel: x, z, y point at
  * the tile's first pixel; nonzero j of row m reads x + off[j]; z and y rows are ldy apart.
@@ -82,3 +83,6 @@ SP_ATTR static void SP_NAME(const float *x, const float *z, float *y, long ldy, 
         SP_CAT(SP_NAME, _out)(y + m * ldy, z ? z + m * ldy : 0, a, e);
     }
 }
+
+#undef SP_NV
+#undef SP_NAME
