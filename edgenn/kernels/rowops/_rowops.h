@@ -11,34 +11,40 @@
  *   positive, so any order keeps the same T*eps bound.
  *
  * Two builds: *_avx2 (AVX2+FMA; tails of rows in scalar) and *_generic (plain C), plus an
- * AVX-512 body of the attention softmax: the rows of rowops_rows (below), whose level each
- * rowops_* function takes (0 portable, 1 AVX2, 2 with the AVX-512 softmax).
+ * AVX-512 body of the attention softmax: the rows of rowops_rows (at the end), whose entry
+ * points each rowops_* function calls.
  */
 #include "_cpu.h"
 #include <float.h>
 #include <math.h>
 #include "_simd.h"
 #include "_simd_math.h"
+#include "_transpose.h"
 
 enum { ROW_MASK_NONE, ROW_MASK_ADD, ROW_MASK_BOOL };
 
-/* The row ops' table, best last: the builds a level selects (the caller checks the CPU). */
+/* A row of the table (rowops_rows, at the end): the build's entry points. softmax /
+ * logsoftmax: one row in place; scale_mask_softmax: one attention row (ROW_MASK_*);
+ * layernorm: one row and its statistics; unary: ROW_ERF / ROW_GELU / ROW_SIGMOID over n
+ * values; bias_gelu: (R, N) rows; quantize / dequantize / minmax / qadd: n uint8 values
+ * (per tensor); transpose2d: _transpose.h's 2-D tile loop. */
 typedef struct {
     const char *name;        /* rowops__<isa> */
     int isa;                 /* the EDGENN_ISA_* tier it needs (_cpu.h) */
-    int level;               /* 0 portable, 1 the AVX2 bodies, 2 and the AVX-512 softmax */
+    void (*softmax)(float *y, long C);
+    void (*logsoftmax)(float *y, long C);
+    void (*scale_mask_softmax)(float *row, long T, float scale, const void *mrow, int kind);
+    void (*layernorm)(const float *x, const float *scale, const float *bias, float eps,
+                      float *y, long C, float *mean, float *inv);
+    void (*unary)(const float *x, float *y, long n, int fn);
+    void (*bias_gelu)(float *y, const float *bias, long R, long N);
+    void (*quantize)(const float *x, unsigned char *y, long n, float scale, int zp, int divide);
+    void (*dequantize)(const unsigned char *x, float *y, long n, float scale, int zp);
+    void (*minmax)(const float *x, long n, float *lo, float *hi);
+    void (*qadd)(const unsigned char *a, const unsigned char *b, unsigned char *y, long n,
+                 float sa, int za, float sb, int zb, float sy, int zy, int relu);
+    void (*transpose2d)(const float *src, long lds, float *dst, long ldd, long n, long m);
 } rowops_row;
-
-static const rowops_row rowops_rows[] = {
-    {"rowops__scalar", EDGENN_ISA_SCALAR, 0},
-#if defined(__x86_64__) && !defined(EDGENN_SIMDE)
-    {"rowops__avx2", EDGENN_ISA_AVX2, 1},
-#ifdef EDGENN_HAS_AVX512_INTRINSICS
-    {"rowops__avx512f", EDGENN_ISA_AVX512, 2},
-#endif
-#endif
-};
-#define ROWOPS_ROW_COUNT ((int)(sizeof rowops_rows / sizeof rowops_rows[0]))
 
 /* -- scalar math (the generic build, and the row tails of the AVX2 build) ------------ */
 
@@ -258,7 +264,8 @@ static void row_logsoftmax_avx2(float *y, long C)
 }
 
 /* x, y (R, C); y may be x; log: log-softmax. */
-static void rowops_softmax_rows(int avx2, const float *x, float *y, long R, long C, int log)
+static void rowops_softmax_rows(const rowops_row *rw, const float *x, float *y, long R, long C,
+                                int log)
 {
     for (long r = 0; r < R; r++) {
         const float *xr = x + r * C;
@@ -266,10 +273,7 @@ static void rowops_softmax_rows(int avx2, const float *x, float *y, long R, long
         if (xr != yr)
             for (long j = 0; j < C; j++)
                 yr[j] = xr[j];
-        if (log)
-            (avx2 ? row_logsoftmax_avx2 : row_logsoftmax_generic)(yr, C);
-        else
-            (avx2 ? row_softmax_avx2 : row_softmax_generic)(yr, C);
+        (log ? rw->logsoftmax : rw->softmax)(yr, C);
     }
 }
 
@@ -386,27 +390,28 @@ static void row_scale_mask_softmax_avx512(float *y, long T, float scale, const v
 }
 #endif
 
-/* tier: a row's level (0 the portable build, 1 AVX2, 2 AVX-512) */
-static void rowops_scale_mask_softmax(int tier, float *s, long R, long T, float scale,
-                                      const void *mask, long MS, int kind)
+/* One attention row, the scale and mask then the softmax, by each build */
+static void row_scale_mask_softmax_generic(float *row, long T, float scale, const void *mrow,
+                                           int kind)
+{
+    row_scale_mask_generic(row, T, scale, mrow, kind);
+    row_softmax_generic(row, T);
+}
+
+static void row_scale_mask_softmax_avx2(float *row, long T, float scale, const void *mrow,
+                                        int kind)
+{
+    row_scale_mask_avx2(row, T, scale, mrow, kind);
+    row_softmax_avx2(row, T);
+}
+
+static void rowops_scale_mask_softmax(const rowops_row *rw, float *s, long R, long T,
+                                      float scale, const void *mask, long MS, int kind)
 {
     const long esize = kind == ROW_MASK_BOOL ? 1 : 4;
     for (long i = 0; i < R; i++) {
-        float *row = s + i * T;
         const void *mrow = mask ? (const char *)mask + (i % MS) * T * esize : 0;
-#if defined(EDGENN_HAS_AVX512_INTRINSICS) && !defined(EDGENN_SIMDE)
-        if (tier >= 2) {
-            row_scale_mask_softmax_avx512(row, T, scale, mrow, mask ? kind : ROW_MASK_NONE);
-            continue;
-        }
-#endif
-        if (tier) {
-            row_scale_mask_avx2(row, T, scale, mrow, mask ? kind : ROW_MASK_NONE);
-            row_softmax_avx2(row, T);
-        } else {
-            row_scale_mask_generic(row, T, scale, mrow, mask ? kind : ROW_MASK_NONE);
-            row_softmax_generic(row, T);
-        }
+        rw->scale_mask_softmax(s + i * T, T, scale, mrow, mask ? kind : ROW_MASK_NONE);
     }
 }
 
@@ -485,16 +490,13 @@ static void row_layernorm_avx2(const float *x, const float *scale, const float *
     *inv = iv;
 }
 
-static void rowops_layernorm_rows(int avx2, const float *x, const float *scale,
+static void rowops_layernorm_rows(const rowops_row *rw, const float *x, const float *scale,
                                   const float *bias, float eps, float *y, float *mean,
                                   float *inv, long R, long C)
 {
     for (long r = 0; r < R; r++) {
         float mu, iv;
-        if (avx2)
-            row_layernorm_avx2(x + r * C, scale, bias, eps, y + r * C, C, &mu, &iv);
-        else
-            row_layernorm_generic(x + r * C, scale, bias, eps, y + r * C, C, &mu, &iv);
+        rw->layernorm(x + r * C, scale, bias, eps, y + r * C, C, &mu, &iv);
         if (mean)
             mean[r] = mu;
         if (inv)
@@ -544,12 +546,9 @@ static void row_unary_generic(const float *x, float *y, long n, int fn)
                                                               : row_sigmoid1(x[j]);
 }
 
-static void rowops_unary(int avx2, const float *x, float *y, long n, int fn)
+static void rowops_unary(const rowops_row *rw, const float *x, float *y, long n, int fn)
 {
-    if (avx2)
-        row_unary_avx2(x, y, n, fn);
-    else
-        row_unary_generic(x, y, n, fn);
+    rw->unary(x, y, n, fn);
 }
 
 /* y (R, N) <- gelu(y + bias), bias (N,): the fused Gemm epilogue. */
@@ -568,15 +567,17 @@ static void row_bias_gelu_avx2(float *y, const float *bias, long R, long N)
     }
 }
 
-static void rowops_bias_gelu_rows(int avx2, float *y, const float *bias, long R, long N)
+static void row_bias_gelu_generic(float *y, const float *bias, long R, long N)
 {
-    if (avx2) {
-        row_bias_gelu_avx2(y, bias, R, N);
-        return;
-    }
     for (long r = 0; r < R; r++)
         for (long j = 0; j < N; j++)
             y[r * N + j] = row_gelu1(y[r * N + j] + bias[j]);
+}
+
+static void rowops_bias_gelu_rows(const rowops_row *rw, float *y, const float *bias, long R,
+                                  long N)
+{
+    rw->bias_gelu(y, bias, R, N);
 }
 
 /* ---- uint8 quantize / dequantize (per tensor) ------------------------------------------
@@ -629,15 +630,17 @@ static void row_quantize_avx2(const float *x, unsigned char *y, long n, float sc
         y[i] = row_quant1(x[i], scale, zp, divide);
 }
 
-static void rowops_quantize_u8(int avx2, const float *x, unsigned char *y, long n, float scale,
-                               int zp, int divide)
+static void row_quantize_generic(const float *x, unsigned char *y, long n, float scale, int zp,
+                                 int divide)
 {
-    if (avx2) {
-        row_quantize_avx2(x, y, n, scale, zp, divide);
-        return;
-    }
     for (long i = 0; i < n; i++)
         y[i] = row_quant1(x[i], scale, zp, divide);
+}
+
+static void rowops_quantize_u8(const rowops_row *rw, const float *x, unsigned char *y, long n,
+                               float scale, int zp, int divide)
+{
+    rw->quantize(x, y, n, scale, zp, divide);
 }
 
 EDGENN_AVX2
@@ -678,31 +681,36 @@ static void row_minmax_avx2(const float *x, long n, float *lo, float *hi)
     *lo = l; *hi = h;
 }
 
-static void rowops_dynamic_quantize_u8(int avx2, const float *x, unsigned char *y, long n,
-                                       float *scale, int *zp)
+static void row_minmax_generic(const float *x, long n, float *lo, float *hi)
+{
+    float l = 0.0f, h = 0.0f;
+    for (long i = 0; i < n; i++) { l = x[i] < l ? x[i] : l; h = x[i] > h ? x[i] : h; }
+    *lo = l; *hi = h;
+}
+
+static void rowops_dynamic_quantize_u8(const rowops_row *rw, const float *x, unsigned char *y,
+                                       long n, float *scale, int *zp)
 {
     float lo = 0.0f, hi = 0.0f;
-    if (avx2)
-        row_minmax_avx2(x, n, &lo, &hi);
-    else
-        for (long i = 0; i < n; i++) { lo = x[i] < lo ? x[i] : lo; hi = x[i] > hi ? x[i] : hi; }
+    rw->minmax(x, n, &lo, &hi);
     float s = (hi == lo ? 1.0f : hi - lo) / 255.0f;
     float z = 0.0f - lo / s;
     z = z < 0.0f ? 0.0f : (z > 255.0f ? 255.0f : z);
     *scale = s;
     *zp = (int)rintf(z);
-    rowops_quantize_u8(avx2, x, y, n, s, *zp, 1);
+    rw->quantize(x, y, n, s, *zp, 1);
 }
 
-static void rowops_dequantize_u8(int avx2, const unsigned char *x, float *y, long n,
-                                 float scale, int zp)
+static void row_dequantize_generic(const unsigned char *x, float *y, long n, float scale, int zp)
 {
-    if (avx2) {
-        row_dequantize_avx2(x, y, n, scale, zp);
-        return;
-    }
     for (long i = 0; i < n; i++)
         y[i] = (float)((int)x[i] - zp) * scale;
+}
+
+static void rowops_dequantize_u8(const rowops_row *rw, const unsigned char *x, float *y, long n,
+                                 float scale, int zp)
+{
+    rw->dequantize(x, y, n, scale, zp);
 }
 
 /* ---- QAdd: y = quantize([relu]((a - za) * sa + (b - zb) * sb)), uint8 per tensor ----------
@@ -743,15 +751,44 @@ static void row_qadd_avx2(const unsigned char *a, const unsigned char *b, unsign
         y[i] = row_qadd1(a[i], b[i], sa, za, sb, zb, sy, zy, relu);
 }
 
-static void rowops_qadd_u8(int avx2, const unsigned char *a, const unsigned char *b,
-                           unsigned char *y, long n, float sa, int za, float sb, int zb,
-                           float sy, int zy, int relu)
+static void row_qadd_generic(const unsigned char *a, const unsigned char *b, unsigned char *y,
+                             long n, float sa, int za, float sb, int zb, float sy, int zy,
+                             int relu)
 {
-    if (avx2) {
-        row_qadd_avx2(a, b, y, n, sa, za, sb, zb, sy, zy, relu);
-        return;
-    }
     for (long i = 0; i < n; i++)
         y[i] = row_qadd1(a[i], b[i], sa, za, sb, zb, sy, zy, relu);
 }
+
+static void rowops_qadd_u8(const rowops_row *rw, const unsigned char *a, const unsigned char *b,
+                           unsigned char *y, long n, float sa, int za, float sb, int zb,
+                           float sy, int zy, int relu)
+{
+    rw->qadd(a, b, y, n, sa, za, sb, zb, sy, zy, relu);
+}
+
+/* The row ops' table, best last (each row's tier is checked by the caller: _cpu.h). */
+#define ROWOPS_GENERIC_BODIES                                                                      \
+    .softmax = row_softmax_generic, .logsoftmax = row_logsoftmax_generic,                          \
+    .scale_mask_softmax = row_scale_mask_softmax_generic, .layernorm = row_layernorm_generic,      \
+    .unary = row_unary_generic, .bias_gelu = row_bias_gelu_generic,                                \
+    .quantize = row_quantize_generic, .dequantize = row_dequantize_generic,                        \
+    .minmax = row_minmax_generic, .qadd = row_qadd_generic, .transpose2d = tr2d_scalar
+#define ROWOPS_AVX2_BODIES                                                                         \
+    .softmax = row_softmax_avx2, .logsoftmax = row_logsoftmax_avx2,                                \
+    .scale_mask_softmax = row_scale_mask_softmax_avx2, .layernorm = row_layernorm_avx2,            \
+    .unary = row_unary_avx2, .bias_gelu = row_bias_gelu_avx2, .quantize = row_quantize_avx2,       \
+    .dequantize = row_dequantize_avx2, .minmax = row_minmax_avx2, .qadd = row_qadd_avx2,           \
+    .transpose2d = tr2d_avx2
+
+static const rowops_row rowops_rows[] = {
+    {.name = "rowops__scalar", .isa = EDGENN_ISA_SCALAR, ROWOPS_GENERIC_BODIES},
+#if defined(__x86_64__) && !defined(EDGENN_SIMDE)
+    {.name = "rowops__avx2", .isa = EDGENN_ISA_AVX2, ROWOPS_AVX2_BODIES},
+#ifdef EDGENN_HAS_AVX512_INTRINSICS
+    {.name = "rowops__avx512f", .isa = EDGENN_ISA_AVX512, ROWOPS_AVX2_BODIES,
+     .scale_mask_softmax = row_scale_mask_softmax_avx512},
+#endif
+#endif
+};
+#define ROWOPS_ROW_COUNT ((int)(sizeof rowops_rows / sizeof rowops_rows[0]))
 

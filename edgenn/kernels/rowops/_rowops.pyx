@@ -19,59 +19,57 @@ include "_cpu.pxi"
 cdef extern from "_rowops.h" nogil:
     int ROW_MASK_NONE, ROW_MASK_ADD, ROW_MASK_BOOL
     int ROW_ERF, ROW_GELU, ROW_SIGMOID
-    void rowops_softmax_rows(int avx2, const float *x, float *y, long R, long C, int log)
-    void rowops_scale_mask_softmax(int avx2, float *s, long R, long T, float scale,
-                                   const void *mask, long MS, int kind)
-    void rowops_layernorm_rows(int avx2, const float *x, const float *scale,
-                               const float *bias, float eps, float *y, float *mean,
-                               float *inv, long R, long C)
-    void rowops_unary(int avx2, const float *x, float *y, long n, int fn)
-    void rowops_bias_gelu_rows(int avx2, float *y, const float *bias, long R, long N)
-    void rowops_quantize_u8(int avx2, const float *x, unsigned char *y, long n, float scale,
-                            int zp, int divide)
-    void rowops_dequantize_u8(int avx2, const unsigned char *x, float *y, long n,
-                              float scale, int zp)
-    void rowops_dynamic_quantize_u8(int avx2, const float *x, unsigned char *y, long n,
-                                    float *scale, int *zp)
-    void rowops_qadd_u8(int avx2, const unsigned char *a, const unsigned char *b,
-                        unsigned char *y, long n, float sa, int za, float sb, int zb,
-                        float sy, int zy, int relu)
-
-
-cdef extern from "_transpose.h" nogil:
-    int TR_MAX_RANK
-    void tr_run(int tier, const float *x, float *y, int r, const long *shape, const int *perm)
-
-
-cdef extern from "_rowops.h" nogil:
+    ctypedef void (*tr2d_fn)(const float *src, long lds, float *dst, long ldd, long n, long m)
     ctypedef struct rowops_row:
         const char *name
-        int isa, level
+        int isa
+        tr2d_fn transpose2d
     const rowops_row rowops_rows[]
     int ROWOPS_ROW_COUNT
+    void rowops_softmax_rows(const rowops_row *rw, const float *x, float *y, long R, long C,
+                             int log)
+    void rowops_scale_mask_softmax(const rowops_row *rw, float *s, long R, long T, float scale,
+                                   const void *mask, long MS, int kind)
+    void rowops_layernorm_rows(const rowops_row *rw, const float *x, const float *scale,
+                               const float *bias, float eps, float *y, float *mean,
+                               float *inv, long R, long C)
+    void rowops_unary(const rowops_row *rw, const float *x, float *y, long n, int fn)
+    void rowops_bias_gelu_rows(const rowops_row *rw, float *y, const float *bias, long R,
+                               long N)
+    void rowops_quantize_u8(const rowops_row *rw, const float *x, unsigned char *y, long n,
+                            float scale, int zp, int divide)
+    void rowops_dequantize_u8(const rowops_row *rw, const unsigned char *x, float *y, long n,
+                              float scale, int zp)
+    void rowops_dynamic_quantize_u8(const rowops_row *rw, const float *x, unsigned char *y,
+                                    long n, float *scale, int *zp)
+    void rowops_qadd_u8(const rowops_row *rw, const unsigned char *a, const unsigned char *b,
+                        unsigned char *y, long n, float sa, int za, float sb, int zb,
+                        float sy, int zy, int relu)
+    int TR_MAX_RANK
+    void tr_run(tr2d_fn tile, const float *x, float *y, int r, const long *shape,
+                const int *perm)
 
-# A row of the table (_rowops.h's rowops_rows): name, isa (the tier it needs), level (0
-# the portable loops, 1 the AVX2 bodies, 2 and the attention softmax's AVX-512 body),
-# usable (this CPU runs it)
-Row = namedtuple("Row", "name isa level usable")
+# A row of the table (_rowops.h's rowops_rows): name, isa (the tier it needs), usable
+# (this CPU runs it)
+Row = namedtuple("Row", "name isa usable")
 TABLE = Table("rowops", tuple(
     Row(rowops_rows[i].name.decode(), edgenn_isa_name(rowops_rows[i].isa).decode(),
-        rowops_rows[i].level, bool(edgenn_isa_usable(rowops_rows[i].isa)))
+        bool(edgenn_isa_usable(rowops_rows[i].isa)))
     for i in range(ROWOPS_ROW_COUNT)))
 ROWS = TABLE.rows
 rows = TABLE.usable
-cdef int _best_level = TABLE.rows[TABLE.index(TABLE.best())].level
+cdef int _best = TABLE.index(TABLE.best())
 
 
-cdef int _level(str build) except -1:
-    """The level of the table's row `build` (None: the best this CPU runs)."""
-    return _best_level if build is None else rowops_rows[TABLE.index(build)].level
+cdef const rowops_row *_row(str build) except NULL:
+    """The table's row `build` (None: the best this CPU runs)."""
+    return &rowops_rows[_best if build is None else TABLE.index(build)]
 
 
 def softmax_rows(const float[:, ::1] x, float[:, ::1] y, str build=None, bint log=False):
     """x, y (R, C), y may be x: y = softmax(x) per row (log: log-softmax)."""
     assert x.shape[0] == y.shape[0] and x.shape[1] == y.shape[1]
-    cdef int a = min(_level(build), 1)
+    cdef const rowops_row *a = _row(build)
     with nogil:
         rowops_softmax_rows(a, &x[0, 0], &y[0, 0], x.shape[0], x.shape[1], log)
 
@@ -85,7 +83,7 @@ def scale_mask_softmax(float[:, ::1] s, float scale, const float[:, ::1] mask=No
     if mask is not None:
         assert mask.shape[1] == s.shape[1]
         mp, ms = &mask[0, 0], mask.shape[0]
-    cdef int a = _level(build)
+    cdef const rowops_row *a = _row(build)
     with nogil:
         rowops_scale_mask_softmax(a, &s[0, 0], s.shape[0], s.shape[1], scale, mp, ms,
                                   ROW_MASK_ADD)
@@ -96,7 +94,7 @@ def scale_bool_mask_softmax(float[:, ::1] s, float scale, const unsigned char[:,
     """s (R, T) <- softmax(where(keep, s * scale, -inf)) per row; keep (MS, T) a bool
     array viewed as uint8 (row i uses keep row i % MS)."""
     assert keep.shape[1] == s.shape[1]
-    cdef int a = _level(build)
+    cdef const rowops_row *a = _row(build)
     with nogil:
         rowops_scale_mask_softmax(a, &s[0, 0], s.shape[0], s.shape[1], scale, &keep[0, 0],
                                   keep.shape[0], ROW_MASK_BOOL)
@@ -116,14 +114,14 @@ def layernorm_rows(const float[:, ::1] x, const float[::1] scale, const float[::
         bp = &bias[0]
     cdef float *mp = NULL if mean is None else &mean[0]
     cdef float *ip = NULL if inv is None else &inv[0]
-    cdef int a = min(_level(build), 1)
+    cdef const rowops_row *a = _row(build)
     with nogil:
         rowops_layernorm_rows(a, &x[0, 0], &scale[0], bp, eps, &y[0, 0], mp, ip, R, C)
 
 
 cdef inline void _unary(const float[::1] x, float[::1] y, int fn, str build):
     assert x.shape[0] == y.shape[0]
-    cdef int a = min(_level(build), 1)
+    cdef const rowops_row *a = _row(build)
     with nogil:
         rowops_unary(a, &x[0], &y[0], x.shape[0], fn)
 
@@ -144,7 +142,7 @@ def sigmoid(const float[::1] x, float[::1] y, str build=None):
 def bias_gelu_rows(float[:, ::1] y, const float[::1] bias, str build=None):
     """y (R, N) <- gelu(y + bias), bias (N,)."""
     assert bias.shape[0] == y.shape[1]
-    cdef int a = min(_level(build), 1)
+    cdef const rowops_row *a = _row(build)
     with nogil:
         rowops_bias_gelu_rows(a, &y[0, 0], &bias[0], y.shape[0], y.shape[1])
 
@@ -155,7 +153,7 @@ def quantize_u8(const float[::1] x, unsigned char[::1] y, float scale, int zero_
     threads > 1: OpenMP threads take 64-element-aligned ranges (elementwise: the same
     bytes)."""
     assert x.shape[0] == y.shape[0]
-    cdef int a = min(_level(build), 1)
+    cdef const rowops_row *a = _row(build)
     cdef long n = x.shape[0], per, lo, t
     if n == 0:
         return
@@ -176,7 +174,7 @@ def dynamic_quantize_u8(const float[::1] x, unsigned char[::1] y, str build=None
     """ONNX DynamicQuantizeLinear: y = quantize(x) over [min(x, 0), max(x, 0)];
     -> (scale, zero_point)."""
     assert x.shape[0] == y.shape[0]
-    cdef int a = min(_level(build), 1)
+    cdef const rowops_row *a = _row(build)
     cdef float scale = 1.0 / 255
     cdef int zp = 0
     if x.shape[0] == 0:
@@ -190,7 +188,7 @@ def dequantize_u8(const unsigned char[::1] x, float[::1] y, float scale, int zer
                   str build=None):
     """y = float32(x - zero_point) * scale."""
     assert x.shape[0] == y.shape[0]
-    cdef int a = min(_level(build), 1)
+    cdef const rowops_row *a = _row(build)
     if x.shape[0] == 0:
         return
     with nogil:
@@ -202,7 +200,7 @@ def qadd_u8(const unsigned char[::1] a, const unsigned char[::1] b, unsigned cha
             str build=None):
     """y = clamp(rint([relu]((a - za) * sa + (b - zb) * sb) / sy) + zy, 0, 255)."""
     assert a.shape[0] == b.shape[0] == y.shape[0]
-    cdef int av = min(_level(build), 1)
+    cdef const rowops_row *av = _row(build)
     if a.shape[0] == 0:
         return
     with nogil:
@@ -227,6 +225,6 @@ def transpose(const float[::1] x, float[::1] y, shape, perm, str build=None):
         raise ValueError("transpose: x and y must hold prod(shape) floats")
     if total == 0:
         return
-    cdef int tier = min(_level(build), 1)
+    cdef const rowops_row *rw = _row(build)
     with nogil:
-        tr_run(tier, &x[0], &y[0], r, dims, p)
+        tr_run(rw.transpose2d, &x[0], &y[0], r, dims, p)

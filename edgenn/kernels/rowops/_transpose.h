@@ -5,7 +5,7 @@
  * per cache line on one side; here 8 x 8 tiles go through registers (AVX2: eight 32-byte
  * row loads, the in-register transpose of _simd.h, eight 32-byte stores), so both sides
  * move whole 32-byte pieces. The edges (n or m not a multiple of 8) are copied one float
- * at a time. Every tier gives the same bits: a transpose only moves them. */
+ * at a time. Every build gives the same bits: a transpose only moves them. */
 #ifndef EDGENN_TRANSPOSE_H
 #define EDGENN_TRANSPOSE_H
 
@@ -37,18 +37,8 @@ EDGENN_AVX2 static void tr2d_avx2(const float *src, long lds, float *dst, long l
 }
 #endif
 
-/* tier: 0 portable, 1 AVX2 (the caller checks the CPU has it) */
-static void tr2d(int tier, const float *src, long lds, float *dst, long ldd, long n, long m)
-{
-#if defined(__x86_64__) || defined(EDGENN_SIMDE)
-    if (tier) {
-        tr2d_avx2(src, lds, dst, ldd, n, m);
-        return;
-    }
-#endif
-    (void)tier;
-    tr2d_scalar(src, lds, dst, ldd, n, m);
-}
+/* a 2-D tile loop: tr2d_scalar, or tr2d_avx2 where the CPU has AVX2 (the caller checks) */
+typedef void (*tr2d_fn)(const float *src, long lds, float *dst, long ldd, long n, long m);
 
 #define TR_MAX_RANK 8
 
@@ -56,7 +46,8 @@ static void tr2d(int tier, const float *src, long lds, float *dst, long ldd, lon
  * shape[perm[k]]; the source's last axis is output axis b (perm[b] == r - 1), the output's
  * last axis is not it (b < r - 1). Every other output axis is an outer loop of 2-D
  * transposes (i along output axis b, j along the output's last axis). */
-static void tr_run(int tier, const float *x, float *y, int r, const long *shape, const int *perm)
+static void tr_run(tr2d_fn tile, const float *x, float *y, int r, const long *shape,
+                   const int *perm)
 {
     long ss[TR_MAX_RANK], ds[TR_MAX_RANK], o[TR_MAX_RANK], idx[TR_MAX_RANK];
     int b = 0;
@@ -78,7 +69,7 @@ static void tr_run(int tier, const float *x, float *y, int r, const long *shape,
             so += idx[k] * ss[perm[k]];
             doff += idx[k] * ds[k];
         }
-        tr2d(tier, x + so, lds, y + doff, ldd, n, m);
+        tile(x + so, lds, y + doff, ldd, n, m);
         int k = r - 2;                      /* the next outer index (odometer) */
         for (; k >= 0; k--) {
             if (k == b) continue;
