@@ -60,6 +60,7 @@ extensions = [
     kernel("depthwise", "_dwrows_emu", "-O1", NO_OMP, emulated=True),
     kernel("depthwise", "_dwproj"),
     kernel("depthwise", "_dwproj_emu", "-O1", emulated=True),
+    kernel("rowops", "_rowops_emu", "-O1", flags=["-ffp-contract=off"], emulated=True),
     # no mul+add contraction: the quantize / QAdd passes must round as NumPy does
     kernel("rowops", "_rowops", flags=["-ffp-contract=off"]),
     kernel("gemm", "_im2col", omp=NO_OMP),

@@ -18,16 +18,17 @@ def _tier_lines() -> list[str]:
             f"avx512vnni (6 x 32, 7 x 32 tiles) + avxvnni int8 micro-kernels, depthwise "
             f"sums{lacking}, avx512vnni "
             f"int8 depthwise (u8 plane, narrow rows), avx2 + avx512 sgemm, spmm, recurrent, "
-            f"direct-conv, depthwise-rows, depthwise c8 / c16 and depthwise-project kernels, "
-            f"NEON sgemm, Winograd transforms, depthwise c4, depthwise rows4, depthwise-project "
-            f"and direct-conv rows; "
+            f"direct-conv, depthwise-rows, depthwise c8 / c16, depthwise-project and row-op "
+            f"kernels, "
+            f"NEON sgemm, Winograd transforms, depthwise c4, depthwise rows4, depthwise-project, "
+            f"direct-conv and row-op rows; "
             f"arm64: cross-built, under qemu (tests/kernels/native/test_aarch64.py)"]
 
 
 # the SIMDe twins: edgenn.kernels.<family>.<twin>
 EMULATED = ("gemm._sgemm_emu", "int8._qgemm_emu", "depthwise._dwc8_emu", "direct._convdirect_emu",
             "depthwise._dwrows_emu", "depthwise._dwproj_emu", "sparse._spmm_emu",
-            "recurrent._recurrent_emu", "winograd._winograd_emu")
+            "recurrent._recurrent_emu", "winograd._winograd_emu", "rowops._rowops_emu")
 
 
 def _build_emulated_kernels() -> None:

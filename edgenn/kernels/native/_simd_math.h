@@ -124,5 +124,26 @@ static inline __attribute__((always_inline)) float32x4_t simd_exp4(float32x4_t x
     const int32x4_t e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23);
     return vmulq_f32(p, vreinterpretq_f32_s32(e));
 }
+
+/* erf(x) on 4 floats: simd_erf8's clamp (the constant first, so NaN passes through),
+ * polynomials and division, each fmadd one rounding */
+static inline __attribute__((always_inline)) float32x4_t simd_erf4(float32x4_t x)
+{
+    const float32x4_t v = edgenn_vminq(vdupq_n_f32(4.0f), edgenn_vmaxq(vdupq_n_f32(-4.0f), x));
+    const float32x4_t x2 = vmulq_f32(v, v);
+    float32x4_t p = vfmaq_f32(vdupq_n_f32(2.77068142495902e-08f), x2,
+                              vdupq_n_f32(-2.72614225801306e-10f));
+    p = vfmaq_f32(vdupq_n_f32(-2.10102402082508e-06f), x2, p);
+    p = vfmaq_f32(vdupq_n_f32(-5.69250639462346e-05f), x2, p);
+    p = vfmaq_f32(vdupq_n_f32(-7.34990630326855e-04f), x2, p);
+    p = vfmaq_f32(vdupq_n_f32(-2.95459980854025e-03f), x2, p);
+    p = vfmaq_f32(vdupq_n_f32(-1.60960333262415e-02f), x2, p);
+    float32x4_t q = vfmaq_f32(vdupq_n_f32(-2.13374055278905e-04f), x2,
+                              vdupq_n_f32(-1.45660718464996e-05f));
+    q = vfmaq_f32(vdupq_n_f32(-1.68282697438203e-03f), x2, q);
+    q = vfmaq_f32(vdupq_n_f32(-7.37332916720468e-03f), x2, q);
+    q = vfmaq_f32(vdupq_n_f32(-1.42647390514189e-02f), x2, q);
+    return vdivq_f32(vmulq_f32(v, p), q);
+}
 #endif
 #endif

@@ -20,8 +20,11 @@
 #include "_simd.h"
 #include "_simd_math.h"
 #include "_transpose.h"
+#include "_neon.h"
+#include <string.h>
 
 enum { ROW_MASK_NONE, ROW_MASK_ADD, ROW_MASK_BOOL };
+enum { ROW_ERF, ROW_GELU, ROW_SIGMOID };   /* row_unary's functions */
 
 /* A row of the table (rowops_rows, at the end): the build's entry points. softmax /
  * logsoftmax: one row in place; scale_mask_softmax: one attention row (ROW_MASK_*);
@@ -83,38 +86,6 @@ static inline float row_sigmoid1(float x)
     return x >= 0.0f ? r : e * r;
 }
 
-/* -- AVX2 vector math ---------------------------------------------------------------- */
-
-#define row_exp8 simd_exp8  /* _simd_math.h */
-
-#define row_erf8 simd_erf8  /* _simd_math.h */
-
-EDGENN_AVX2 __attribute__((always_inline))
-static inline __m256 row_gelu8(__m256 v)
-{
-    __m256 e = row_erf8(_mm256_mul_ps(v, _mm256_set1_ps(0.7071067811865476f)));
-    return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), v),
-                         _mm256_add_ps(_mm256_set1_ps(1.0f), e));
-}
-
-EDGENN_AVX2 __attribute__((always_inline))
-static inline float row_hsum8(__m256 a)
-{
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-EDGENN_AVX2 __attribute__((always_inline))
-static inline float row_hmax8(__m256 a)
-{
-    __m128 s = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_max_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
 /* -- softmax of one row in place -------------------------------------------------------
  * y = exp(y - max) / sum. A row with NaN, +inf or only -inf gives NaN, as the reference.
  * Probabilities below FLT_MIN are flushed to 0: exp's clamp at -87 leaves masked entries
@@ -125,11 +96,6 @@ static inline float row_flush1(float p) { return p >= FLT_MIN ? p : 0.0f; }
 /* exp(d) for the softmax's d = x - max <= 0: 0 below -87 (where expf itself is ~FLT_MIN),
  * not the clamped exp(-87) */
 static inline float row_exp0(float d) { return d >= -87.0f ? row_exp1(d) : 0.0f; }
-EDGENN_AVX2 __attribute__((always_inline)) static inline __m256 row_exp08(__m256 d)
-{
-    return _mm256_and_ps(row_exp8(d), _mm256_cmp_ps(d, _mm256_set1_ps(-87.0f), _CMP_GE_OQ));
-}
-
 /* The row maximum, or 1 (the row is set to NaN) when a NaN or no finite maximum makes
  * every (log-)softmax value NaN, as the reference's arithmetic gives. */
 static inline int row_max_generic(float *y, long C, float *out)
@@ -137,31 +103,6 @@ static inline int row_max_generic(float *y, long C, float *out)
     float m = -INFINITY;
     int nan = 0;
     for (long j = 0; j < C; j++) {
-        nan |= y[j] != y[j];
-        m = y[j] > m ? y[j] : m;
-    }
-    if (nan || !isfinite(m)) {
-        for (long j = 0; j < C; j++)
-            y[j] = NAN;
-        return 1;
-    }
-    *out = m;
-    return 0;
-}
-
-EDGENN_AVX2
-static inline int row_max_avx2(float *y, long C, float *out)
-{
-    const long C8 = C & ~7L;
-    __m256 mv = _mm256_set1_ps(-INFINITY), bad = _mm256_setzero_ps();
-    for (long j = 0; j < C8; j += 8) {
-        __m256 v = _mm256_loadu_ps(y + j);
-        bad = _mm256_or_ps(bad, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-        mv = _mm256_max_ps(mv, v);
-    }
-    float m = row_hmax8(mv);
-    int nan = _mm256_movemask_ps(bad) != 0;
-    for (long j = C8; j < C; j++) {
         nan |= y[j] != y[j];
         m = y[j] > m ? y[j] : m;
     }
@@ -189,43 +130,6 @@ static void row_softmax_generic(float *y, long C)
         y[j] = row_flush1(y[j] * inv);
 }
 
-EDGENN_AVX2
-static void row_softmax_avx2(float *y, long C)
-{
-    const long C8 = C & ~7L;
-    float m;
-    if (row_max_avx2(y, C, &m))
-        return;
-    const __m256 mb = _mm256_set1_ps(m);
-    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-    long j = 0;
-    for (; j + 16 <= C; j += 16) {
-        __m256 e0 = row_exp08(_mm256_sub_ps(_mm256_loadu_ps(y + j), mb));
-        __m256 e1 = row_exp08(_mm256_sub_ps(_mm256_loadu_ps(y + j + 8), mb));
-        _mm256_storeu_ps(y + j, e0);
-        _mm256_storeu_ps(y + j + 8, e1);
-        s0 = _mm256_add_ps(s0, e0);
-        s1 = _mm256_add_ps(s1, e1);
-    }
-    for (; j < C8; j += 8) {
-        __m256 e0 = row_exp08(_mm256_sub_ps(_mm256_loadu_ps(y + j), mb));
-        _mm256_storeu_ps(y + j, e0);
-        s0 = _mm256_add_ps(s0, e0);
-    }
-    float s = row_hsum8(_mm256_add_ps(s0, s1));
-    for (; j < C; j++) {
-        y[j] = row_exp0(y[j] - m);
-        s += y[j];
-    }
-    const __m256 inv = _mm256_set1_ps(1.0f / s), tiny = _mm256_set1_ps(FLT_MIN);
-    for (j = 0; j < C8; j += 8) {
-        __m256 p = _mm256_mul_ps(_mm256_loadu_ps(y + j), inv);
-        _mm256_storeu_ps(y + j, _mm256_and_ps(p, _mm256_cmp_ps(p, tiny, _CMP_GE_OQ)));
-    }
-    for (; j < C; j++)
-        y[j] = row_flush1(y[j] * (1.0f / s));
-}
-
 /* log-softmax of one row in place: y = y - max - log(sum exp(y - max)); a row with a NaN
  * or no finite maximum becomes NaN (as the reference's arithmetic gives). */
 static void row_logsoftmax_generic(float *y, long C)
@@ -238,28 +142,6 @@ static void row_logsoftmax_generic(float *y, long C)
         s += row_exp0(y[j] - m);
     const float off = m + (float)log(s);
     for (long j = 0; j < C; j++)
-        y[j] -= off;
-}
-
-EDGENN_AVX2
-static void row_logsoftmax_avx2(float *y, long C)
-{
-    const long C8 = C & ~7L;
-    float m;
-    if (row_max_avx2(y, C, &m))
-        return;
-    const __m256 mb = _mm256_set1_ps(m);
-    __m256 sv = _mm256_setzero_ps();
-    for (long j = 0; j < C8; j += 8)
-        sv = _mm256_add_ps(sv, row_exp08(_mm256_sub_ps(_mm256_loadu_ps(y + j), mb)));
-    float s = row_hsum8(sv);
-    for (long j = C8; j < C; j++)
-        s += row_exp0(y[j] - m);
-    const float off = m + logf(s);
-    const __m256 ob = _mm256_set1_ps(off);
-    for (long j = 0; j < C8; j += 8)
-        _mm256_storeu_ps(y + j, _mm256_sub_ps(_mm256_loadu_ps(y + j), ob));
-    for (long j = C8; j < C; j++)
         y[j] -= off;
 }
 
@@ -280,38 +162,6 @@ static void rowops_softmax_rows(const rowops_row *rw, const float *x, float *y, 
 /* -- attention probabilities ------------------------------------------------------------
  * s (R, T) scores in place: s <- softmax(s * scale + mask) per row. mask (MS, T), row i
  * uses mask row i % MS; kind ROW_MASK_ADD: float32 added; ROW_MASK_BOOL: uint8, 0 = -inf. */
-
-EDGENN_AVX2
-static void row_scale_mask_avx2(float *row, long T, float scale, const void *mrow, int kind)
-{
-    const __m256 sc = _mm256_set1_ps(scale);
-    const long T8 = T & ~7L;
-    long j = 0;
-    if (kind == ROW_MASK_ADD) {
-        const float *m = (const float *)mrow;
-        for (; j < T8; j += 8)
-            _mm256_storeu_ps(row + j, _mm256_fmadd_ps(_mm256_loadu_ps(row + j), sc,
-                                                      _mm256_loadu_ps(m + j)));
-        for (; j < T; j++)
-            row[j] = row[j] * scale + m[j];
-    } else if (kind == ROW_MASK_BOOL) {
-        const unsigned char *m = (const unsigned char *)mrow;
-        const __m256 ninf = _mm256_set1_ps(-INFINITY);
-        for (; j < T8; j += 8) {
-            __m128i b = _mm_loadl_epi64((const __m128i *)(m + j));
-            __m256i k = _mm256_cmpeq_epi32(_mm256_cvtepu8_epi32(b), _mm256_setzero_si256());
-            __m256 v = _mm256_mul_ps(_mm256_loadu_ps(row + j), sc);
-            _mm256_storeu_ps(row + j, _mm256_blendv_ps(v, ninf, _mm256_castsi256_ps(k)));
-        }
-        for (; j < T; j++)
-            row[j] = m[j] ? row[j] * scale : -INFINITY;
-    } else {
-        for (; j < T8; j += 8)
-            _mm256_storeu_ps(row + j, _mm256_mul_ps(_mm256_loadu_ps(row + j), sc));
-        for (; j < T; j++)
-            row[j] *= scale;
-    }
-}
 
 static void row_scale_mask_generic(float *row, long T, float scale, const void *mrow, int kind)
 {
@@ -398,13 +248,6 @@ static void row_scale_mask_softmax_generic(float *row, long T, float scale, cons
     row_softmax_generic(row, T);
 }
 
-static void row_scale_mask_softmax_avx2(float *row, long T, float scale, const void *mrow,
-                                        int kind)
-{
-    row_scale_mask_avx2(row, T, scale, mrow, kind);
-    row_softmax_avx2(row, T);
-}
-
 static void rowops_scale_mask_softmax(const rowops_row *rw, float *s, long R, long T,
                                       float scale, const void *mask, long MS, int kind)
 {
@@ -438,58 +281,6 @@ static void row_layernorm_generic(const float *x, const float *scale, const floa
     *inv = iv;
 }
 
-EDGENN_AVX2
-static void row_layernorm_avx2(const float *x, const float *scale, const float *bias,
-                               float eps, float *y, long C, float *mean, float *inv)
-{
-    const long C8 = C & ~7L, C32 = C & ~31L;
-    /* four accumulators: the adds of a row are not one dependency chain */
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    long j;
-    for (j = 0; j < C32; j += 32) {
-        a0 = _mm256_add_ps(a0, _mm256_loadu_ps(x + j));
-        a1 = _mm256_add_ps(a1, _mm256_loadu_ps(x + j + 8));
-        a2 = _mm256_add_ps(a2, _mm256_loadu_ps(x + j + 16));
-        a3 = _mm256_add_ps(a3, _mm256_loadu_ps(x + j + 24));
-    }
-    for (; j < C8; j += 8)
-        a0 = _mm256_add_ps(a0, _mm256_loadu_ps(x + j));
-    float s = row_hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-    for (; j < C; j++)
-        s += x[j];
-    const float mu = s / (float)C;
-    const __m256 mb = _mm256_set1_ps(mu);
-    a0 = a1 = a2 = a3 = _mm256_setzero_ps();
-    for (j = 0; j < C32; j += 32) {
-        __m256 d0 = _mm256_sub_ps(_mm256_loadu_ps(x + j), mb);
-        __m256 d1 = _mm256_sub_ps(_mm256_loadu_ps(x + j + 8), mb);
-        __m256 d2 = _mm256_sub_ps(_mm256_loadu_ps(x + j + 16), mb);
-        __m256 d3 = _mm256_sub_ps(_mm256_loadu_ps(x + j + 24), mb);
-        a0 = _mm256_fmadd_ps(d0, d0, a0);
-        a1 = _mm256_fmadd_ps(d1, d1, a1);
-        a2 = _mm256_fmadd_ps(d2, d2, a2);
-        a3 = _mm256_fmadd_ps(d3, d3, a3);
-    }
-    for (; j < C8; j += 8) {
-        __m256 d = _mm256_sub_ps(_mm256_loadu_ps(x + j), mb);
-        a0 = _mm256_fmadd_ps(d, d, a0);
-    }
-    float v = row_hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-    for (; j < C; j++)
-        v += (x[j] - mu) * (x[j] - mu);
-    const float iv = 1.0f / sqrtf(v / (float)C + eps);
-    const __m256 ib = _mm256_set1_ps(iv);
-    for (j = 0; j < C8; j += 8) {
-        __m256 d = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + j), mb), ib);
-        __m256 b = bias ? _mm256_loadu_ps(bias + j) : _mm256_setzero_ps();
-        _mm256_storeu_ps(y + j, _mm256_fmadd_ps(d, _mm256_loadu_ps(scale + j), b));
-    }
-    for (; j < C; j++)
-        y[j] = (x[j] - mu) * iv * scale[j] + (bias ? bias[j] : 0.0f);
-    *mean = mu;
-    *inv = iv;
-}
-
 static void rowops_layernorm_rows(const rowops_row *rw, const float *x, const float *scale,
                                   const float *bias, float eps, float *y, float *mean,
                                   float *inv, long R, long C)
@@ -506,39 +297,6 @@ static void rowops_layernorm_rows(const rowops_row *rw, const float *x, const fl
 
 /* -- elementwise: erf, GELU, bias + GELU rows, sigmoid; y may be x ----------------------- */
 
-enum { ROW_ERF, ROW_GELU, ROW_SIGMOID };
-
-EDGENN_AVX2
-static void row_unary_avx2(const float *x, float *y, long n, int fn)
-{
-    const long n8 = n & ~7L;
-    const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
-    const __m256 sign = _mm256_set1_ps(-0.0f);
-    long j = 0;
-    if (fn == ROW_ERF) {
-        for (; j < n8; j += 8)
-            _mm256_storeu_ps(y + j, row_erf8(_mm256_loadu_ps(x + j)));
-        for (; j < n; j++)
-            y[j] = row_erf1(x[j]);
-    } else if (fn == ROW_GELU) {
-        for (; j < n8; j += 8)
-            _mm256_storeu_ps(y + j, row_gelu8(_mm256_loadu_ps(x + j)));
-        for (; j < n; j++)
-            y[j] = row_gelu1(x[j]);
-    } else {
-        for (; j < n8; j += 8) {
-            __m256 v = _mm256_loadu_ps(x + j);
-            __m256 e = row_exp8(_mm256_or_ps(v, sign));          /* exp(-|x|) */
-            __m256 r = _mm256_div_ps(one, _mm256_add_ps(one, e));
-            __m256 t = _mm256_blendv_ps(_mm256_mul_ps(e, r), r,
-                                        _mm256_cmp_ps(v, zero, _CMP_GE_OQ));
-            _mm256_storeu_ps(y + j, _mm256_blendv_ps(t, v, _mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
-        }
-        for (; j < n; j++)
-            y[j] = row_sigmoid1(x[j]);
-    }
-}
-
 static void row_unary_generic(const float *x, float *y, long n, int fn)
 {
     for (long j = 0; j < n; j++)
@@ -549,22 +307,6 @@ static void row_unary_generic(const float *x, float *y, long n, int fn)
 static void rowops_unary(const rowops_row *rw, const float *x, float *y, long n, int fn)
 {
     rw->unary(x, y, n, fn);
-}
-
-/* y (R, N) <- gelu(y + bias), bias (N,): the fused Gemm epilogue. */
-EDGENN_AVX2
-static void row_bias_gelu_avx2(float *y, const float *bias, long R, long N)
-{
-    const long N8 = N & ~7L;
-    for (long r = 0; r < R; r++) {
-        float *yr = y + r * N;
-        long j = 0;
-        for (; j < N8; j += 8)
-            _mm256_storeu_ps(yr + j, row_gelu8(_mm256_add_ps(_mm256_loadu_ps(yr + j),
-                                                             _mm256_loadu_ps(bias + j))));
-        for (; j < N; j++)
-            yr[j] = row_gelu1(yr[j] + bias[j]);
-    }
 }
 
 static void row_bias_gelu_generic(float *y, const float *bias, long R, long N)
@@ -579,6 +321,108 @@ static void rowops_bias_gelu_rows(const rowops_row *rw, float *y, const float *b
 {
     rw->bias_gelu(y, bias, R, N);
 }
+
+/* -- the vector rows' float bodies: _rowops_vec.h per ISA ----------------------------- */
+
+#if defined(__x86_64__) || defined(EDGENN_SIMDE)
+EDGENN_AVX2 __attribute__((always_inline))
+static inline float row_hsum8(__m256 a)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+EDGENN_AVX2 __attribute__((always_inline))
+static inline float row_hmax8(__m256 a)
+{
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* the lanes whose mask byte is 0 */
+EDGENN_AVX2 __attribute__((always_inline))
+static inline __m256 row_bytes_zero8(const unsigned char *m)
+{
+    __m128i b = _mm_loadl_epi64((const __m128i *)m);
+    return _mm256_castsi256_ps(
+        _mm256_cmpeq_epi32(_mm256_cvtepu8_epi32(b), _mm256_setzero_si256()));
+}
+
+#define RV __m256
+#define RV_M __m256
+#define RV_L 8
+#define RV_FN(name) name##_avx2
+#define RV_ATTR EDGENN_AVX2
+#define RV_LOAD _mm256_loadu_ps
+#define RV_STORE _mm256_storeu_ps
+#define RV_SET1 _mm256_set1_ps
+#define RV_ZERO _mm256_setzero_ps
+#define RV_ADD _mm256_add_ps
+#define RV_SUB _mm256_sub_ps
+#define RV_MUL _mm256_mul_ps
+#define RV_DIV _mm256_div_ps
+#define RV_FMA _mm256_fmadd_ps
+#define RV_MAX _mm256_max_ps
+#define RV_HSUM row_hsum8
+#define RV_HMAX row_hmax8
+#define RV_EXP simd_exp8
+#define RV_ERF simd_erf8
+#define RV_GE(a, b) _mm256_cmp_ps(a, b, _CMP_GE_OQ)
+#define RV_UNORD(a) _mm256_cmp_ps(a, a, _CMP_UNORD_Q)
+#define RV_MOR _mm256_or_ps
+#define RV_MNONE _mm256_setzero_ps
+#define RV_MANY(m) (_mm256_movemask_ps(m) != 0)
+#define RV_AND _mm256_and_ps
+#define RV_SELECT(m, a, b) _mm256_blendv_ps(b, a, m)
+#define RV_NEG_ABS(v) _mm256_or_ps(v, _mm256_set1_ps(-0.0f))
+#define RV_BYTES_ZERO row_bytes_zero8
+#include "_rowops_vec.h"
+#endif
+
+#if EDGENN_NEON
+/* the lanes whose mask byte is 0 */
+static inline __attribute__((always_inline)) uint32x4_t row_bytes_zero4(const unsigned char *m)
+{
+    uint32_t w;
+    memcpy(&w, m, 4);
+    const uint16x8_t h = vmovl_u8(vreinterpret_u8_u32(vdup_n_u32(w)));
+    return vceqq_u32(vmovl_u16(vget_low_u16(h)), vdupq_n_u32(0));
+}
+
+#define RV float32x4_t
+#define RV_M uint32x4_t
+#define RV_L 4
+#define RV_FN(name) name##_neon
+#define RV_ATTR
+#define RV_LOAD vld1q_f32
+#define RV_STORE vst1q_f32
+#define RV_SET1 vdupq_n_f32
+#define RV_ZERO() vdupq_n_f32(0.0f)
+#define RV_ADD vaddq_f32
+#define RV_SUB vsubq_f32
+#define RV_MUL vmulq_f32
+#define RV_DIV vdivq_f32
+#define RV_FMA(a, b, c) vfmaq_f32(c, a, b)
+#define RV_MAX edgenn_vmaxq
+#define RV_HSUM vaddvq_f32
+#define RV_HMAX vmaxvq_f32
+#define RV_EXP simd_exp4
+#define RV_ERF simd_erf4
+#define RV_GE vcgeq_f32
+#define RV_UNORD(a) vmvnq_u32(vceqq_f32(a, a))
+#define RV_MOR vorrq_u32
+#define RV_MNONE() vdupq_n_u32(0)
+#define RV_MANY(m) (vmaxvq_u32(m) != 0)
+#define RV_AND(v, m) vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(v), m))
+#define RV_SELECT(m, a, b) vbslq_f32(m, a, b)
+#define RV_NEG_ABS(v) vnegq_f32(vabsq_f32(v))
+#define RV_BYTES_ZERO row_bytes_zero4
+#include "_rowops_vec.h"
+#endif
 
 /* ---- uint8 quantize / dequantize (per tensor) ------------------------------------------
  * quantize:   y = clamp(rint(x / scale) + zp, 0, 255)  (divide != 0: ONNX QuantizeLinear)
@@ -788,6 +632,12 @@ static const rowops_row rowops_rows[] = {
     {.name = "rowops__avx512f", .isa = EDGENN_ISA_AVX512, ROWOPS_AVX2_BODIES,
      .scale_mask_softmax = row_scale_mask_softmax_avx512},
 #endif
+#endif
+#if EDGENN_NEON   /* the float rows on NEON; uint8 (de)quantize and QAdd portable */
+    {.name = "rowops__neon", .isa = EDGENN_ISA_NEON, ROWOPS_GENERIC_BODIES,
+     .softmax = row_softmax_neon, .logsoftmax = row_logsoftmax_neon,
+     .scale_mask_softmax = row_scale_mask_softmax_neon, .layernorm = row_layernorm_neon,
+     .unary = row_unary_neon, .bias_gelu = row_bias_gelu_neon},
 #endif
 };
 #define ROWOPS_ROW_COUNT ((int)(sizeof rowops_rows / sizeof rowops_rows[0]))

@@ -54,7 +54,7 @@ cdef extern from "_rowops.h" nogil:
 Row = namedtuple("Row", "name isa usable")
 TABLE = Table("rowops", tuple(
     Row(rowops_rows[i].name.decode(), edgenn_isa_name(rowops_rows[i].isa).decode(),
-        bool(edgenn_isa_usable(rowops_rows[i].isa)))
+        bool(edgenn_row_usable(rowops_rows[i].isa)))
     for i in range(ROWOPS_ROW_COUNT)))
 ROWS = TABLE.rows
 rows = TABLE.usable

@@ -15,6 +15,7 @@
 #include "_winograd.h"
 #include "_recurrent.h"
 #include "_pool_tiles.h"
+#include "_rowops.h"
 #include "kernels_check.h"
 
 /* Depthwise conv and MaxPool on the c<L> rows (_dwc8.h): every row this CPU runs (the
@@ -434,6 +435,85 @@ static void check_pool(void) {
     }
 }
 
+/* max |a - b| over n, relative to max(1, max |b|) */
+static float rel_diff(const float *a, const float *b, long n) {
+    float d = 0.f, m = 1.f;
+    for (long i = 0; i < n; i++) {
+        const float e = fabsf(a[i] - b[i]), v = fabsf(b[i]);
+        if (!(e <= d)) d = e;   /* a NaN difference counts as the largest */
+        if (v > m) m = v;
+    }
+    return d / m;
+}
+
+/* The row ops (_rowops.h): every row this CPU runs against the portable one. Softmax rows
+ * (lanes' float sums against double: within C eps relative), the attention row with an
+ * additive and a bool mask, LayerNorm, erf / GELU / sigmoid and bias + GELU (the same
+ * polynomials, FMA against separate roundings: a few ulps), row lengths with and without a
+ * partial vector. */
+static void check_rowops(void) {
+    static const long lengths[] = {1, 3, 4, 7, 16, 33, 128};
+    enum { N = 2 * 128 };
+    char what[160];
+    float x[N], y0[N], y1[N], m[N], sc[128], bi[128], mu0, iv0, mu1, iv1;
+    unsigned char keep[128];
+    for (int i = 0; i < N; i++) {
+        x[i] = (float)((int)(rnd() % 4001) - 2000) / 256.f;
+        m[i] = (float)((int)(rnd() % 201) - 100) / 64.f;
+    }
+    for (int i = 0; i < 128; i++) {
+        sc[i] = (float)((int)(rnd() % 201) - 100) / 50.f;
+        bi[i] = (float)((int)(rnd() % 201) - 100) / 50.f;
+        keep[i] = (unsigned char)(i % 3 != 1);
+    }
+    for (int r = 1; r < ROWOPS_ROW_COUNT; r++) {
+        const rowops_row *row = &rowops_rows[r];
+        if (!edgenn_row_usable(row->isa)) continue;
+        for (size_t k = 0; k < sizeof lengths / sizeof lengths[0]; k++) {
+            const long C = lengths[k];
+            const float tol = (float)(C + 8) * 1.2e-7f;
+            memcpy(y0, x, sizeof x);
+            memcpy(y1, x, sizeof x);
+            rowops_softmax_rows(&rowops_rows[0], x, y0, 2, C, 0);
+            rowops_softmax_rows(row, x, y1, 2, C, 0);
+            snprintf(what, sizeof what, "%s softmax 2 x %ld: the portable row's", row->name, C);
+            check(rel_diff(y1, y0, 2 * C) <= tol, what);
+            rowops_softmax_rows(&rowops_rows[0], x, y0, 2, C, 1);
+            rowops_softmax_rows(row, x, y1, 2, C, 1);
+            snprintf(what, sizeof what, "%s log-softmax 2 x %ld", row->name, C);
+            check(rel_diff(y1, y0, 2 * C) <= tol * 64.f, what);
+            for (int kind = ROW_MASK_NONE; kind <= ROW_MASK_BOOL; kind++) {
+                const void *mask = kind == ROW_MASK_ADD ? (const void *)m
+                                 : kind == ROW_MASK_BOOL ? (const void *)keep : NULL;
+                memcpy(y0, x, sizeof x);
+                memcpy(y1, x, sizeof x);
+                rowops_scale_mask_softmax(&rowops_rows[0], y0, 2, C, 0.7f, mask, 1, kind);
+                rowops_scale_mask_softmax(row, y1, 2, C, 0.7f, mask, 1, kind);
+                snprintf(what, sizeof what, "%s attention row 2 x %ld, mask kind %d", row->name,
+                         C, kind);
+                check(rel_diff(y1, y0, 2 * C) <= tol, what);
+            }
+            rowops_rows[0].layernorm(x, sc, bi, 1e-5f, y0, C, &mu0, &iv0);
+            row->layernorm(x, sc, bi, 1e-5f, y1, C, &mu1, &iv1);
+            snprintf(what, sizeof what, "%s LayerNorm of %ld", row->name, C);
+            check(rel_diff(y1, y0, C) <= 8 * tol && fabsf(mu1 - mu0) <= 8 * tol * (1 + fabsf(mu0))
+                  && fabsf(iv1 - iv0) <= 8 * tol * iv0, what);
+            for (int fn = ROW_ERF; fn <= ROW_SIGMOID; fn++) {
+                rowops_unary(&rowops_rows[0], x, y0, C, fn);
+                rowops_unary(row, x, y1, C, fn);
+                snprintf(what, sizeof what, "%s unary %d of %ld", row->name, fn, C);
+                check(rel_diff(y1, y0, C) <= 1e-6f, what);
+            }
+            memcpy(y0, x, sizeof x);
+            memcpy(y1, x, sizeof x);
+            rowops_bias_gelu_rows(&rowops_rows[0], y0, bi, 2, C);
+            rowops_bias_gelu_rows(row, y1, bi, 2, C);
+            snprintf(what, sizeof what, "%s bias + GELU 2 x %ld", row->name, C);
+            check(rel_diff(y1, y0, 2 * C) <= 1e-6f, what);
+        }
+    }
+}
+
 void check_native_rows(void) {
     check_dwc();
     check_convdirect();
@@ -442,4 +522,5 @@ void check_native_rows(void) {
     check_winograd();
     check_recurrent();
     check_pool();
+    check_rowops();
 }

@@ -6,8 +6,8 @@
   the target's (LP64 on both), so this is a compile check, not a wheel.
 - kernels_check.c (the probe, the VNNI int8 micro-kernels through SIMDe, the portable
   int8 micro-kernel, sgemm and sparse rows; kernels_check_native.c: the depthwise (c<L>,
-  NCHW rows, depthwise + 1x1), direct conv, Winograd transform, recurrent and pooling
-  rows, NEON's among them, each against a plain reference or the portable row) runs under
+  NCHW rows, depthwise + 1x1), direct conv, Winograd transform, recurrent, pooling and
+  row-op rows, NEON's among them, each against a plain reference or the portable row) runs under
   qemu-aarch64 on two CPUs: a Cortex-A53 (NEON only) and "max" (dot product, i8mm).
   Correctness only: no speed claims from emulation.
 
@@ -73,7 +73,7 @@ def test_kernels_under_qemu(kernels_check, cpu, tier):
     for row in ("sgemm_6x16__neon", "depthwise_c4__neon", "conv_direct_8x12__neon",
                 "depthwise_rows4__neon", "depthwise_project_8x12__neon",
                 "winograd_transforms__neon", "recurrent_4x32__neon", "pool_nchw__neon",
-                "spmm_32x1__neon"):
+                "spmm_32x1__neon", "rowops__neon"):
         assert any(re.match(rf"ok\s+{row} ", line) for line in lines), (row, lines)
     passed, failed = (int(w) for w in lines[-1].replace(",", "").split()[::2])
     assert failed == 0 and passed >= 60, lines[-1]

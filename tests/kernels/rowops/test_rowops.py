@@ -7,12 +7,20 @@ import pytest
 
 from edgenn.graph.infer import infer_node
 from edgenn.graph.ir import Node
-from edgenn.kernels.rowops import _rowops, rows
+from edgenn.kernels.rowops import _rowops, _rowops_emu, rows
 from edgenn.oplist import load_all
 from edgenn.registry import KERNELS, REFERENCE, TensorInfo
 
+from support import kernel_tables as tables  # noqa: E402
+
 load_all()
-BUILDS = [r.name for r in _rowops.rows()]       # the table's rows this CPU runs
+# the table's rows this CPU runs, and every SIMD row again on SIMDe (the NEON one included)
+BUILDS = tables.paths(_rowops.rows(), _rowops_emu.rows())
+
+
+def _lib(build):
+    """-> (the module that builds the path's row, the row's name)."""
+    return tables.lib_and_row(build, _rowops, _rowops_emu)
 f32 = np.float32
 
 
@@ -23,14 +31,15 @@ def _close(got, want, tol=1e-5):
 
 @pytest.mark.parametrize("build", BUILDS)
 def test_softmax_rows(build):
+    lib, row = _lib(build)
     rng = np.random.default_rng(0)
     for shape in [(3, 1), (4, 7), (2, 8), (5, 33), (1, 6625)]:
         x = (rng.standard_normal(shape) * 10).astype(f32)
         y = np.empty_like(x)
-        _rowops.softmax_rows(x, y, build)
+        lib.softmax_rows(x, y, row)
         want = REFERENCE["Softmax"]({"axis": -1}, [x])[0]
         _close(y, want)
-        _rowops.softmax_rows(x, x, build)  # in place
+        lib.softmax_rows(x, x, row)  # in place
         np.testing.assert_array_equal(x, y)
 
 
@@ -38,13 +47,14 @@ def test_softmax_rows(build):
 def test_logsoftmax_rows(build):
     """Against float64: log(s), s = sum exp(x - max) >= 1, is off by the relative error of
     s ((C + 4) eps: the sum and exp) plus one rounding of each of x - max - log s."""
+    lib, row = _lib(build)
     rng = np.random.default_rng(1)
     eps = float(np.finfo(f32).eps)
     for shape in [(3, 1), (4, 7), (2, 8), (5, 33), (80, 97), (1, 6625)]:
         for scale in (0.1, 10, 1000):
             x = (rng.standard_normal(shape) * scale).astype(f32)
             y = np.empty_like(x)
-            _rowops.softmax_rows(x, y, build, log=True)
+            lib.softmax_rows(x, y, row, log=True)
             x64 = x.astype(np.float64)
             m = x64.max(-1, keepdims=True)
             logs = np.log(np.exp(x64 - m).sum(-1, keepdims=True))
@@ -55,10 +65,11 @@ def test_logsoftmax_rows(build):
 
 @pytest.mark.parametrize("build", BUILDS)
 def test_logsoftmax_special_rows(build):
+    lib, row = _lib(build)
     x = np.zeros((4, 11), f32)
     x[0, 5], x[1, 9], x[2, :], x[3, 2] = np.nan, np.inf, -np.inf, -np.inf
     y = np.empty_like(x)
-    _rowops.softmax_rows(x, y, build, log=True)
+    lib.softmax_rows(x, y, row, log=True)
     want = REFERENCE["LogSoftmax"]({"axis": -1}, [x])[0]
     np.testing.assert_array_equal(np.isnan(y), np.isnan(want))
     assert y[3, 2] == -np.inf and abs(np.exp(y[3]).sum() - 1) < 1e-6
@@ -66,13 +77,14 @@ def test_logsoftmax_special_rows(build):
 
 @pytest.mark.parametrize("build", BUILDS)
 def test_softmax_special_rows(build):
+    lib, row = _lib(build)
     x = np.zeros((4, 11), f32)
     x[0, 5] = np.nan
     x[1, 9] = np.inf
     x[2, :] = -np.inf
     x[3, 2] = -np.inf
     y = np.empty_like(x)
-    _rowops.softmax_rows(x, y, build)
+    lib.softmax_rows(x, y, row)
     assert np.isnan(y[:3]).all()
     assert y[3, 2] < 1e-30 and abs(y[3].sum() - 1) < 1e-6
 
@@ -83,21 +95,22 @@ def test_softmax_special_rows(build):
 @pytest.mark.parametrize("kind", ["none", "add", "bool"])
 @pytest.mark.parametrize("mrows", [1, 6])
 def test_scale_mask_softmax(build, kind, mrows):
+    lib, row = _lib(build)
     rng = np.random.default_rng(1)
     for T in (1, 8, 13, 16, 17, 130):
         s = rng.standard_normal((6, T)).astype(f32)
         if kind == "add":
             m = (rng.standard_normal((mrows, T)) * 4).astype(f32)
             z = s * f32(0.3) + np.resize(m, s.shape)
-            _rowops.scale_mask_softmax(s, 0.3, m, build)
+            lib.scale_mask_softmax(s, 0.3, m, row)
         elif kind == "bool":
             m = rng.random((mrows, T)) < 0.6
             m[:, -1] = True
             z = np.where(np.resize(m, s.shape), s * f32(0.3), -np.inf)
-            _rowops.scale_bool_mask_softmax(s, 0.3, m.view(np.uint8), build)
+            lib.scale_bool_mask_softmax(s, 0.3, m.view(np.uint8), row)
         else:
             z = s * f32(0.3)
-            _rowops.scale_mask_softmax(s, 0.3, None, build)
+            lib.scale_mask_softmax(s, 0.3, None, row)
         e = np.exp(z - z.max(-1, keepdims=True))
         _close(s, e / e.sum(-1, keepdims=True))
 
@@ -108,21 +121,30 @@ def test_masked_softmax_has_no_subnormals(build, T):
     """A padding mask of -3.4e38 (torch's finfo.min, as exported BERTs carry) gives exactly
     0 at masked positions, as the reference, never a subnormal (which would slow the next
     GEMM ~100x on Intel cores); the kept positions still sum to 1."""
+    lib, row = _lib(build)
     rng = np.random.default_rng(2)
     s = (rng.standard_normal((5, T)) * 30).astype(f32)
     m = np.zeros((1, T), f32)
     m[0, T // 2:] = np.finfo(np.float32).min
     want = REFERENCE["Softmax"]({"axis": -1}, [s * f32(0.2) + m])[0]
-    _rowops.scale_mask_softmax(s, 0.2, m, build)
+    lib.scale_mask_softmax(s, 0.2, m, row)
     tiny = (s != 0) & (np.abs(s) < np.finfo(np.float32).tiny)
     assert not tiny.any() and (s[:, T // 2:] == 0).all()
     _close(s, want)
     assert np.allclose(s.sum(-1), 1, atol=1e-6)
 
 
+def _smx(lib, scale, kind, build):
+    """rows.c_smx on the module `lib`."""
+    if kind == 2:
+        return lambda s, m: lib.scale_bool_mask_softmax(s, scale, m.view(np.uint8), build)
+    return lambda s, m: lib.scale_mask_softmax(s, scale, m, build)
+
+
 @pytest.mark.parametrize("build", BUILDS)
 def test_attention_portable(build):
     """The whole FusedAttention kernel on one build (looped heads and stacked heads)."""
+    lib, row = _lib(build)
     rng = np.random.default_rng(2)
     for ql, s_, t in [((1, 12), 128, 128), ((2, 3), 7, 9)]:
         q = rng.standard_normal(ql + (s_, 16)).astype(f32)
@@ -138,7 +160,7 @@ def test_attention_portable(build):
             ins = [TensorInfo(x.dtype.name, x.shape) for x in inputs]
             outs = infer_node(node, ins, fold=False)
             y = np.empty(outs[0].shape, f32)
-            rows.attention_plan(node, ins, outs, lambda sc, k, t: rows.c_smx(sc, k, t, build))(
+            rows.attention_plan(node, ins, outs, lambda sc, k, t: _smx(lib, sc, k, row))(
                 inputs, [y])
             _close(y, REFERENCE["FusedAttention"](node.attrs, inputs)[0])
 
@@ -146,20 +168,21 @@ def test_attention_portable(build):
 @pytest.mark.parametrize("build", BUILDS)
 @pytest.mark.parametrize("with_bias", [True, False])
 def test_layernorm_statistics(build, with_bias):
+    lib, row = _lib(build)
     rng = np.random.default_rng(3)
     for shape in [(5, 384), (3, 7), (2, 1), (4, 16)]:
         x = (rng.standard_normal(shape) * 3 + 5).astype(f32)
         scale = rng.standard_normal(shape[-1]).astype(f32)
         bias = rng.standard_normal(shape[-1]).astype(f32) if with_bias else None
         y, mean, inv = np.empty_like(x), np.empty(shape[0], f32), np.empty(shape[0], f32)
-        _rowops.layernorm_rows(x, scale, bias, 1e-5, y, mean, inv, build)
+        lib.layernorm_rows(x, scale, bias, 1e-5, y, mean, inv, row)
         ref = REFERENCE["LayerNormalization"]({"axis": -1, "epsilon": 1e-5},
                                               [x, scale] + ([bias] if with_bias else []))
         _close(y, ref[0])
         _close(mean, ref[1].reshape(-1))
         _close(inv, ref[2].reshape(-1))
         y2 = np.empty_like(x)
-        _rowops.layernorm_rows(x, scale, bias, 1e-5, y2, None, None, build)
+        lib.layernorm_rows(x, scale, bias, 1e-5, y2, None, None, row)
         np.testing.assert_array_equal(y, y2)
 
 
@@ -181,33 +204,35 @@ def test_layernorm_kernel_writes_statistics():
 
 @pytest.mark.parametrize("build", BUILDS)
 def test_unary(build):
+    lib, row = _lib(build)
     from scipy.special import erf
     x = np.concatenate([np.linspace(-12, 12, 2001), [-1e4, -90, 90, 1e4, 0, -0.0]]).astype(f32)
     xd = x.astype(np.float64)
-    for fn, want, tol in [(_rowops.erf, erf(xd), 5e-7),
-                          (_rowops.gelu, 0.5 * xd * (1 + erf(xd / np.sqrt(2))), 1e-6),
-                          (_rowops.sigmoid, 0.5 * (1 + np.tanh(xd / 2)), 1e-7)]:
+    for fn, want, tol in [(lib.erf, erf(xd), 5e-7),
+                          (lib.gelu, 0.5 * xd * (1 + erf(xd / np.sqrt(2))), 1e-6),
+                          (lib.sigmoid, 0.5 * (1 + np.tanh(xd / 2)), 1e-7)]:
         for n in (len(x), 7, 1):
             y = np.empty(n, f32)
-            fn(x[:n], y, build)
+            fn(x[:n], y, row)
             err = np.abs(y - want[:n]) / np.maximum(1, np.abs(want[:n]))
             assert err.max() < tol, fn
     special = np.array([np.nan, np.inf, -np.inf] * 3, f32)
     y = np.empty_like(special)
-    for fn, want in [(_rowops.erf, [np.nan, 1, -1]), (_rowops.sigmoid, [np.nan, 1, 0])]:
-        fn(special, y, build)
+    for fn, want in [(lib.erf, [np.nan, 1, -1]), (lib.sigmoid, [np.nan, 1, 0])]:
+        fn(special, y, row)
         np.testing.assert_allclose(y[:3], want, atol=1e-30)
 
 
 @pytest.mark.parametrize("build", BUILDS)
 def test_bias_gelu_rows(build):
+    lib, row = _lib(build)
     from scipy.special import erf
     rng = np.random.default_rng(5)
     for shape in [(3, 1536), (5, 13), (1, 3)]:
         y = (rng.standard_normal(shape) * 3).astype(f32)
         b = rng.standard_normal(shape[1]).astype(f32)
         v = (y + b).astype(np.float64)
-        _rowops.bias_gelu_rows(y, b, build)
+        lib.bias_gelu_rows(y, b, row)
         _close(y, 0.5 * v * (1 + erf(v / np.sqrt(2))))
 
 
@@ -229,6 +254,7 @@ def test_c_kernels_priced_ahead_of_numba():
 def test_dynamic_quantize_matches_reference(build):
     """DynamicQuantizeLinear in C, both builds: parameters and values bit-exact with the
     reference over tails around the vector width, one-signed ranges, zeros, ties."""
+    lib, row = _lib(build)
     from edgenn.kernels.reference.quant import dynamic_quantize_linear
     rng = np.random.default_rng(3)
     for n in (0, 1, 7, 15, 16, 17, 33, 1000, 4099):
@@ -236,7 +262,7 @@ def test_dynamic_quantize_matches_reference(build):
             x = (rng.standard_normal(n) * 2 + shift).astype(np.float32)
             x[: n // 5] = (np.arange(n // 5) - 2.5).astype(np.float32) * 0.1   # ties
             y = np.empty(n, np.uint8)
-            scale, zp = _rowops.dynamic_quantize_u8(x, y, build=build)
+            scale, zp = lib.dynamic_quantize_u8(x, y, build=row)
             want_y, want_scale, want_zp = dynamic_quantize_linear({}, [x])
             assert np.float32(scale) == want_scale and zp == want_zp, (n, shift)
             np.testing.assert_array_equal(y, want_y)
@@ -247,13 +273,14 @@ def test_dynamic_quantize_matches_reference(build):
 def test_attention_softmax_nan_and_fully_masked_rows(build, T):
     """A NaN score, or a row whose every position is masked out (all -inf), gives a NaN
     row, as the reference's arithmetic does; the other rows are untouched by it."""
+    lib, row = _lib(build)
     rng = np.random.default_rng(T)
     s = rng.standard_normal((3, T)).astype(f32)
     s[0, T // 2] = np.nan
     keep = np.ones((3, T), bool)
     keep[1] = False
     want_row2 = np.exp(s[2] * f32(0.5) - (s[2] * f32(0.5)).max())
-    _rowops.scale_bool_mask_softmax(s, 0.5, keep.view(np.uint8), build)
+    lib.scale_bool_mask_softmax(s, 0.5, keep.view(np.uint8), row)
     assert np.isnan(s[0]).all() and np.isnan(s[1]).all()
     _close(s[2], want_row2 / want_row2.sum())
 
@@ -265,10 +292,11 @@ def test_attention_softmax_nan_and_fully_masked_rows(build, T):
 def test_tiled_transpose_moves_every_float(shape, perm, build):
     """The 8 x 8 tiles (AVX2) and the portable loops: exactly NumPy's transpose, every
     output written (NaN-filled before), edges not multiples of 8 included."""
+    lib, row = _lib(build)
     x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
     want = np.ascontiguousarray(x.transpose(perm))
     y = np.full(x.size, np.nan, np.float32)
-    _rowops.transpose(x.reshape(-1), y, shape, perm, build)
+    lib.transpose(x.reshape(-1), y, shape, perm, row)
     np.testing.assert_array_equal(y.reshape(want.shape), want)
 
 
