@@ -97,12 +97,11 @@ static inline float row_flush1(float p) { return p >= FLT_MIN ? p : 0.0f; }
  * not the clamped exp(-87) */
 static inline float row_exp0(float d) { return d >= -87.0f ? row_exp1(d) : 0.0f; }
 /* The row maximum, or 1 (the row is set to NaN) when a NaN or no finite maximum makes
- * every (log-)softmax value NaN, as the reference's arithmetic gives. */
-static inline int row_max_generic(float *y, long C, float *out)
+ * every (log-)softmax value NaN, as the reference's arithmetic gives. row_max_end: the
+ * scalar part of every build's, elements [j0, C) after m / nan of those before. */
+static inline int row_max_end(float *y, long j0, long C, float m, int nan, float *out)
 {
-    float m = -INFINITY;
-    int nan = 0;
-    for (long j = 0; j < C; j++) {
+    for (long j = j0; j < C; j++) {
         nan |= y[j] != y[j];
         m = y[j] > m ? y[j] : m;
     }
@@ -113,6 +112,11 @@ static inline int row_max_generic(float *y, long C, float *out)
     }
     *out = m;
     return 0;
+}
+
+static inline int row_max_generic(float *y, long C, float *out)
+{
+    return row_max_end(y, 0, C, -INFINITY, 0, out);
 }
 
 static void row_softmax_generic(float *y, long C)

@@ -41,19 +41,7 @@ RV_ATTR static inline int RV_FN(row_max)(float *y, long C, float *out)
         bad = RV_MOR(bad, RV_UNORD(v));
         mv = RV_MAX(mv, v);
     }
-    float m = RV_HMAX(mv);
-    int nan = RV_MANY(bad);
-    for (long j = CL; j < C; j++) {
-        nan |= y[j] != y[j];
-        m = y[j] > m ? y[j] : m;
-    }
-    if (nan || !isfinite(m)) {
-        for (long j = 0; j < C; j++)
-            y[j] = NAN;
-        return 1;
-    }
-    *out = m;
-    return 0;
+    return row_max_end(y, CL, C, RV_HMAX(mv), RV_MANY(bad), out);
 }
 
 RV_ATTR static void RV_FN(row_softmax)(float *y, long C)
