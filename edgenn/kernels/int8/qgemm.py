@@ -282,11 +282,11 @@ EXCESS_LIMIT = 0.25   # above this share of (panel, group) blocks the wide path 
 
 
 def choose_path(w_rows: np.ndarray, lanes: int, panels: int, force_wide=False,
-                excess_limit=EXCESS_LIMIT, vnni: bool = False):
+                excess_limit=EXCESS_LIMIT, exact: bool = False):
     """-> (weights to pack, wide, excess table or None) for w_rows (R, K) int8: the u8 path
     when no pair can saturate, u8 + excess when the saturating pairs are rare, else wide.
-    A VNNI row (vpdpbusd, no s16 step) is exact on any weights: always the plain u8 path."""
-    if vnni:
+    An exact row (vpdpbusd or SDOT: no s16 step) takes any weights: always the u8 path."""
+    if exact:
         return w_rows, False, None
     if force_wide:
         return w_rows, True, None

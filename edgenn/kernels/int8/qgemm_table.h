@@ -18,6 +18,7 @@
 #include "_qgemm.h"
 #include "_qdw.h"
 #include "_qgemm_avxvnni_pix.h"
+#include "_qgemm_neondot.h"
 
 #define QG_PORTABLE_BODIES                                                                         \
     .conv_u8 = qg_ukr_u8_conv_c, .gemm_u8 = qg_ukr_u8_gemm_c, .wide = qg_ukr_wide_c,               \
@@ -47,6 +48,11 @@ static const qg_row qg_rows[] = {
     {.name = "qconv_u8s8_7x32__avx512vnni", .isa = EDGENN_ISA_AVX512VNNI, .mr = 7, .nr = 32,
      .exact = 1, .ch_block = QVP_CH, QG_AVX2_BODIES, .conv_implicit = qvp_conv_range},
 #endif
+#endif
+#if QND_HAVE
+    {.name = "qgemm_u8s8_6x8__neondot", .isa = EDGENN_ISA_NEONDOT, .mr = 6, .nr = 8,
+     .exact = 1, .ch_block = QG_MR, QG_PORTABLE_BODIES,
+     .conv_u8 = qnd_ukr_conv, .gemm_u8 = qnd_ukr_gemm},
 #endif
 };
 #define QG_ROW_COUNT ((int)(sizeof qg_rows / sizeof qg_rows[0]))

@@ -16,6 +16,7 @@
 #include "_recurrent.h"
 #include "_pool_tiles.h"
 #include "_rowops.h"
+#include "qgemm_table.h"
 #include "kernels_check.h"
 
 /* Depthwise conv and MaxPool on the c<L> rows (_dwc8.h): every row this CPU runs (the
@@ -514,6 +515,35 @@ static void check_rowops(void) {
     }
 }
 
+/* The int8 6 x 8 tiles (qgemm_table.h): every row this CPU runs against the portable tile
+ * on the same panels (exact integers), random bytes and the extremes (u8 255 against s8
+ * -128 and 127), K from 1 to 300 groups. */
+static void check_qgemm_tiles(void) {
+    static const long ngs[] = {1, 2, 7, 64, 300};
+    char what[160];
+    for (int r = 1; r < QG_ROW_COUNT; r++) {
+        const qg_row *row = &qg_rows[r];
+        if (!edgenn_row_usable(row->isa)) continue;
+        for (int conv = 0; conv < 2; conv++)
+        for (size_t t = 0; t < sizeof ngs / sizeof ngs[0]; t++)
+        for (int fill = 0; fill < 3; fill++) {
+            const long ng = ngs[t];
+            uint8_t *a = malloc(ng * 24), *b = malloc(ng * 32);
+            const uint8_t s8 = fill == 1 ? 0x80 : 0x7f;
+            for (long i = 0; i < ng * 24; i++) a[i] = fill ? (conv ? s8 : 255) : (uint8_t)rnd();
+            for (long i = 0; i < ng * 32; i++) b[i] = fill ? (conv ? 255 : s8) : (uint8_t)rnd();
+            int32_t want[48], got[48];
+            qg_ukr_u8_c(ng, a, b, want, conv ? QG_CONV : QG_GEMM);
+            (conv ? row->conv_u8 : row->gemm_u8)(ng, a, b, got);
+            snprintf(what, sizeof what, "%s %s ng=%ld fill=%d: the portable tile's sums",
+                     row->name, conv ? "conv" : "gemm", ng, fill);
+            check(memcmp(got, want, sizeof want) == 0, what);
+            free(a);
+            free(b);
+        }
+    }
+}
+
 void check_native_rows(void) {
     check_dwc();
     check_convdirect();
@@ -523,4 +553,5 @@ void check_native_rows(void) {
     check_recurrent();
     check_pool();
     check_rowops();
+    check_qgemm_tiles();
 }

@@ -75,6 +75,8 @@ def test_kernels_under_qemu(kernels_check, cpu, tier):
                 "winograd_transforms__neon", "recurrent_4x32__neon", "pool_nchw__neon",
                 "spmm_32x1__neon", "rowops__neon"):
         assert any(re.match(rf"ok\s+{row} ", line) for line in lines), (row, lines)
+    if tier == "neondot":   # and the dot-product int8 tile where the CPU has it
+        assert any(re.match(r"ok\s+qgemm_u8s8_6x8__neondot ", line) for line in lines), lines
     passed, failed = (int(w) for w in lines[-1].replace(",", "").split()[::2])
     assert failed == 0 and passed >= 60, lines[-1]
 
