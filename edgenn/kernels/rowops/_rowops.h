@@ -614,6 +614,103 @@ static void rowops_qadd_u8(const rowops_row *rw, const unsigned char *a, const u
     rw->qadd(a, b, y, n, sa, za, sb, zb, sy, zy, relu);
 }
 
+#if EDGENN_NEON
+/* The uint8 ops on NEON, 8 values a step, the scalar ones' arithmetic: */
+
+/* 8 float32 values t (already divided / multiplied by the scale) -> uint8 as row_quant1:
+ * clamp to +-1024 (NaN -> the low end: x86's max), round half even, + zp, saturate */
+static inline __attribute__((always_inline)) uint8x8_t row_quant8_neon(float32x4_t t0,
+                                                                        float32x4_t t1, int zp)
+{
+    const float32x4_t lo = vdupq_n_f32(-1024.0f), hi = vdupq_n_f32(1024.0f);
+    const int32x4_t z = vdupq_n_s32(zp);
+    const int32x4_t q0 = vaddq_s32(vcvtnq_s32_f32(edgenn_vminq(edgenn_vmaxq(t0, lo), hi)), z);
+    const int32x4_t q1 = vaddq_s32(vcvtnq_s32_f32(edgenn_vminq(edgenn_vmaxq(t1, lo), hi)), z);
+    return vqmovn_u16(vcombine_u16(vqmovun_s32(q0), vqmovun_s32(q1)));
+}
+
+/* 8 uint8 at x -> (x - zp) as two int32x4 */
+static inline __attribute__((always_inline)) void row_widen8_neon(const unsigned char *x, int zp,
+                                                                  int32x4_t *lo, int32x4_t *hi)
+{
+    const int16x8_t w = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(x)));
+    *lo = vsubq_s32(vmovl_s16(vget_low_s16(w)), vdupq_n_s32(zp));
+    *hi = vsubq_s32(vmovl_s16(vget_high_s16(w)), vdupq_n_s32(zp));
+}
+
+static void row_quantize_neon(const float *x, unsigned char *y, long n, float scale, int zp,
+                              int divide)
+{
+    const float32x4_t s = vdupq_n_f32(scale);
+    long i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const float32x4_t v0 = vld1q_f32(x + i), v1 = vld1q_f32(x + i + 4);
+        vst1_u8(y + i, divide ? row_quant8_neon(vdivq_f32(v0, s), vdivq_f32(v1, s), zp)
+                              : row_quant8_neon(vmulq_f32(v0, s), vmulq_f32(v1, s), zp));
+    }
+    for (; i < n; i++)
+        y[i] = row_quant1(x[i], scale, zp, divide);
+}
+
+static void row_dequantize_neon(const unsigned char *x, float *y, long n, float scale, int zp)
+{
+    const float32x4_t s = vdupq_n_f32(scale);
+    long i = 0;
+    for (; i + 8 <= n; i += 8) {
+        int32x4_t lo, hi;
+        row_widen8_neon(x + i, zp, &lo, &hi);
+        vst1q_f32(y + i, vmulq_f32(vcvtq_f32_s32(lo), s));
+        vst1q_f32(y + i + 4, vmulq_f32(vcvtq_f32_s32(hi), s));
+    }
+    for (; i < n; i++)
+        y[i] = (float)((int)x[i] - zp) * scale;
+}
+
+/* min / max with 0, NaN skipped: x86's min / max keep the accumulator on a NaN */
+static void row_minmax_neon(const float *x, long n, float *lo, float *hi)
+{
+    float32x4_t mn = vdupq_n_f32(0.0f), mx = mn;
+    long i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t a = vld1q_f32(x + i);
+        mn = edgenn_vminq(a, mn);
+        mx = edgenn_vmaxq(a, mx);
+    }
+    float m[4], M[4];
+    vst1q_f32(m, mn);
+    vst1q_f32(M, mx);
+    float l = 0.0f, h = 0.0f;
+    for (int j = 0; j < 4; j++) { l = m[j] < l ? m[j] : l; h = M[j] > h ? M[j] : h; }
+    for (; i < n; i++) { l = x[i] < l ? x[i] : l; h = x[i] > h ? x[i] : h; }
+    *lo = l; *hi = h;
+}
+
+/* row_qadd1's steps: two products, their sum (no FMA), Relu, the division, the rounding */
+static void row_qadd_neon(const unsigned char *a, const unsigned char *b, unsigned char *y,
+                          long n, float sa, int za, float sb, int zb, float sy, int zy, int relu)
+{
+    const float32x4_t vsa = vdupq_n_f32(sa), vsb = vdupq_n_f32(sb), vsy = vdupq_n_f32(sy);
+    const float32x4_t zero = vdupq_n_f32(0.0f);
+    long i = 0;
+    for (; i + 8 <= n; i += 8) {
+        int32x4_t a0, a1, b0, b1;
+        row_widen8_neon(a + i, za, &a0, &a1);
+        row_widen8_neon(b + i, zb, &b0, &b1);
+        float32x4_t v0 = vaddq_f32(vmulq_f32(vcvtq_f32_s32(a0), vsa),
+                                   vmulq_f32(vcvtq_f32_s32(b0), vsb));
+        float32x4_t v1 = vaddq_f32(vmulq_f32(vcvtq_f32_s32(a1), vsa),
+                                   vmulq_f32(vcvtq_f32_s32(b1), vsb));
+        if (relu) {
+            v0 = edgenn_vmaxq(v0, zero);
+            v1 = edgenn_vmaxq(v1, zero);
+        }
+        vst1_u8(y + i, row_quant8_neon(vdivq_f32(v0, vsy), vdivq_f32(v1, vsy), zy));
+    }
+    for (; i < n; i++)
+        y[i] = row_qadd1(a[i], b[i], sa, za, sb, zb, sy, zy, relu);
+}
+#endif
+
 /* The row ops' table, best last (each row's tier is checked by the caller: _cpu.h). */
 #define ROWOPS_GENERIC_BODIES                                                                      \
     .softmax = row_softmax_generic, .logsoftmax = row_logsoftmax_generic,                          \
@@ -637,11 +734,12 @@ static const rowops_row rowops_rows[] = {
      .scale_mask_softmax = row_scale_mask_softmax_avx512},
 #endif
 #endif
-#if EDGENN_NEON   /* the float rows on NEON; uint8 (de)quantize and QAdd portable */
+#if EDGENN_NEON   /* (its transpose the portable loop) */
     {.name = "rowops__neon", .isa = EDGENN_ISA_NEON, ROWOPS_GENERIC_BODIES,
      .softmax = row_softmax_neon, .logsoftmax = row_logsoftmax_neon,
      .scale_mask_softmax = row_scale_mask_softmax_neon, .layernorm = row_layernorm_neon,
-     .unary = row_unary_neon, .bias_gelu = row_bias_gelu_neon},
+     .unary = row_unary_neon, .bias_gelu = row_bias_gelu_neon, .quantize = row_quantize_neon,
+     .dequantize = row_dequantize_neon, .minmax = row_minmax_neon, .qadd = row_qadd_neon},
 #endif
 };
 #define ROWOPS_ROW_COUNT ((int)(sizeof rowops_rows / sizeof rowops_rows[0]))

@@ -505,6 +505,33 @@ static void check_rowops(void) {
                 snprintf(what, sizeof what, "%s unary %d of %ld", row->name, fn, C);
                 check(rel_diff(y1, y0, C) <= 1e-6f, what);
             }
+            unsigned char q0[N], q1[N], u[N];
+            float s0, s1;
+            int z0, z1;
+            rowops_quantize_u8(&rowops_rows[0], x, q0, 2 * C, 0.37f, 3, 1);
+            rowops_quantize_u8(row, x, q1, 2 * C, 0.37f, 3, 1);
+            snprintf(what, sizeof what, "%s quantize %ld: the portable row's bytes", row->name,
+                     2 * C);
+            check(memcmp(q0, q1, 2 * C) == 0, what);
+            rowops_dynamic_quantize_u8(&rowops_rows[0], x, q0, 2 * C, &s0, &z0);
+            rowops_dynamic_quantize_u8(row, x, q1, 2 * C, &s1, &z1);
+            snprintf(what, sizeof what, "%s dynamic quantize %ld: the portable row's", row->name,
+                     2 * C);
+            check(memcmp(q0, q1, 2 * C) == 0 && s0 == s1 && z0 == z1, what);
+            for (long i = 0; i < 2 * C; i++) u[i] = (unsigned char)rnd();
+            rowops_dequantize_u8(&rowops_rows[0], u, y0, 2 * C, 0.173f, 131);
+            rowops_dequantize_u8(row, u, y1, 2 * C, 0.173f, 131);
+            snprintf(what, sizeof what, "%s dequantize %ld: the portable row's", row->name, 2 * C);
+            check(memcmp(y0, y1, 2 * C * sizeof(float)) == 0, what);
+            for (int relu = 0; relu < 2; relu++) {
+                rowops_qadd_u8(&rowops_rows[0], u, q1, q0, 2 * C, 0.05f, 120, 0.031f, 7, 0.07f,
+                               100, relu);
+                unsigned char q2[N];
+                rowops_qadd_u8(row, u, q1, q2, 2 * C, 0.05f, 120, 0.031f, 7, 0.07f, 100, relu);
+                snprintf(what, sizeof what, "%s QAdd %ld relu %d: the portable row's bytes",
+                         row->name, 2 * C, relu);
+                check(memcmp(q0, q2, 2 * C) == 0, what);
+            }
             memcpy(y0, x, sizeof x);
             memcpy(y1, x, sizeof x);
             rowops_bias_gelu_rows(&rowops_rows[0], y0, bi, 2, C);

@@ -269,6 +269,40 @@ def test_dynamic_quantize_matches_reference(build):
 
 
 @pytest.mark.parametrize("build", BUILDS)
+def test_uint8_ops_are_the_portable_rows_bytes(build):
+    """QuantizeLinear (divide by the scale, or QConv's multiply), DequantizeLinear and QAdd
+    (with and without Relu) on every row: the portable row's bytes / floats exactly, over
+    lengths around the vector widths, ties, values past the uint8 range, NaN and +-inf;
+    and QuantizeLinear against NumPy's rint."""
+    lib, row = _lib(build)
+    rng = np.random.default_rng(9)
+    for n in (1, 7, 8, 9, 31, 32, 33, 1000):
+        x = (rng.standard_normal(n) * 60).astype(f32)
+        x[: n // 4] = (np.arange(n // 4) - 3.5).astype(f32) * 0.5            # ties at .5
+        x[n // 4: n // 4 + 3] = [np.nan, np.inf, -np.inf][: max(0, min(3, n - n // 4))]
+        for scale, zp, divide in ((0.5, 128, True), (0.37, 3, True), (2.0, 250, False)):
+            got, want = np.empty(n, np.uint8), np.empty(n, np.uint8)
+            lib.quantize_u8(x, got, scale, zp, divide, row)
+            _rowops.quantize_u8(x, want, scale, zp, divide, "rowops__scalar")
+            np.testing.assert_array_equal(got, want, f"quantize n={n} scale={scale}")
+            finite = np.isfinite(x)
+            t = x / f32(scale) if divide else x * f32(scale)
+            ref = np.clip(np.rint(np.clip(t, -1024, 1024)) + zp, 0, 255)
+            np.testing.assert_array_equal(got[finite], ref[finite].astype(np.uint8))
+        q = rng.integers(0, 256, n).astype(np.uint8)
+        r = rng.integers(0, 256, n).astype(np.uint8)
+        got, want = np.empty(n, f32), np.empty(n, f32)
+        lib.dequantize_u8(q, got, 0.173, 131, row)
+        _rowops.dequantize_u8(q, want, 0.173, 131, "rowops__scalar")
+        np.testing.assert_array_equal(got, want)
+        for relu in (False, True):
+            got, want = np.empty(n, np.uint8), np.empty(n, np.uint8)
+            lib.qadd_u8(q, r, got, 0.05, 120, 0.031, 7, 0.07, 100, relu, row)
+            _rowops.qadd_u8(q, r, want, 0.05, 120, 0.031, 7, 0.07, 100, relu, "rowops__scalar")
+            np.testing.assert_array_equal(got, want, f"qadd n={n} relu={relu}")
+
+
+@pytest.mark.parametrize("build", BUILDS)
 @pytest.mark.parametrize("T", [5, 16, 37])
 def test_attention_softmax_nan_and_fully_masked_rows(build, T):
     """A NaN score, or a row whose every position is masked out (all -inf), gives a NaN
