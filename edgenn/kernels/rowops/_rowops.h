@@ -734,12 +734,13 @@ static const rowops_row rowops_rows[] = {
      .scale_mask_softmax = row_scale_mask_softmax_avx512},
 #endif
 #endif
-#if EDGENN_NEON   /* (its transpose the portable loop) */
+#if EDGENN_NEON
     {.name = "rowops__neon", .isa = EDGENN_ISA_NEON, ROWOPS_GENERIC_BODIES,
      .softmax = row_softmax_neon, .logsoftmax = row_logsoftmax_neon,
      .scale_mask_softmax = row_scale_mask_softmax_neon, .layernorm = row_layernorm_neon,
      .unary = row_unary_neon, .bias_gelu = row_bias_gelu_neon, .quantize = row_quantize_neon,
-     .dequantize = row_dequantize_neon, .minmax = row_minmax_neon, .qadd = row_qadd_neon},
+     .dequantize = row_dequantize_neon, .minmax = row_minmax_neon, .qadd = row_qadd_neon,
+     .transpose2d = tr2d_neon},
 #endif
 };
 #define ROWOPS_ROW_COUNT ((int)(sizeof rowops_rows / sizeof rowops_rows[0]))

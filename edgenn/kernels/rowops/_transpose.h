@@ -37,7 +37,39 @@ EDGENN_AVX2 static void tr2d_avx2(const float *src, long lds, float *dst, long l
 }
 #endif
 
-/* a 2-D tile loop: tr2d_scalar, or tr2d_avx2 where the CPU has AVX2 (the caller checks) */
+#include "_neon.h"
+#if EDGENN_NEON
+/* 4 x 4 tiles in q registers: TRN1 / TRN2 of 32-bit lanes, then of 64-bit halves */
+static void tr2d_neon(const float *src, long lds, float *dst, long ldd, long n, long m)
+{
+    long j = 0;
+    for (; j + 4 <= m; j += 4) {       /* 4 source rows at a time, swept along them */
+        long i = 0;
+        for (; i + 4 <= n; i += 4) {
+            const float32x4_t r0 = vld1q_f32(src + j * lds + i);
+            const float32x4_t r1 = vld1q_f32(src + (j + 1) * lds + i);
+            const float32x4_t r2 = vld1q_f32(src + (j + 2) * lds + i);
+            const float32x4_t r3 = vld1q_f32(src + (j + 3) * lds + i);
+            const float32x4_t t0 = vtrn1q_f32(r0, r1), t1 = vtrn2q_f32(r0, r1);
+            const float32x4_t t2 = vtrn1q_f32(r2, r3), t3 = vtrn2q_f32(r2, r3);
+#define TR_D(v) vreinterpretq_f64_f32(v)
+            vst1q_f32(dst + i * ldd + j, vreinterpretq_f32_f64(vtrn1q_f64(TR_D(t0), TR_D(t2))));
+            vst1q_f32(dst + (i + 1) * ldd + j,
+                      vreinterpretq_f32_f64(vtrn1q_f64(TR_D(t1), TR_D(t3))));
+            vst1q_f32(dst + (i + 2) * ldd + j,
+                      vreinterpretq_f32_f64(vtrn2q_f64(TR_D(t0), TR_D(t2))));
+            vst1q_f32(dst + (i + 3) * ldd + j,
+                      vreinterpretq_f32_f64(vtrn2q_f64(TR_D(t1), TR_D(t3))));
+#undef TR_D
+        }
+        for (; i < n; i++)
+            for (int k = 0; k < 4; k++) dst[i * ldd + j + k] = src[(j + k) * lds + i];
+    }
+    tr2d_scalar(src + j * lds, lds, dst + j, ldd, n, m - j);
+}
+#endif
+
+/* a 2-D tile loop: tr2d_scalar, or a row's vector one (the caller checks the CPU) */
 typedef void (*tr2d_fn)(const float *src, long lds, float *dst, long ldd, long n, long m);
 
 #define TR_MAX_RANK 8

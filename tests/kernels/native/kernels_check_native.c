@@ -532,6 +532,20 @@ static void check_rowops(void) {
                          row->name, 2 * C, relu);
                 check(memcmp(q0, q2, 2 * C) == 0, what);
             }
+            {   /* x viewed as (2, C) -> (C, 2), and (C / 2 rounded up, 2)-ish slices */
+                const long shape[2] = {2, C}, shape3[3] = {2, C < 4 ? 1 : 4, C < 4 ? C : C / 4};
+                const int perm[2] = {1, 0}, perm3[3] = {2, 0, 1};
+                tr_run(rowops_rows[0].transpose2d, x, y0, 2, shape, perm);
+                tr_run(row->transpose2d, x, y1, 2, shape, perm);
+                snprintf(what, sizeof what, "%s transpose 2 x %ld: the portable row's", row->name, C);
+                check(memcmp(y0, y1, 2 * C * sizeof(float)) == 0, what);
+                const long n3 = shape3[0] * shape3[1] * shape3[2];
+                tr_run(rowops_rows[0].transpose2d, x, y0, 3, shape3, perm3);
+                tr_run(row->transpose2d, x, y1, 3, shape3, perm3);
+                snprintf(what, sizeof what, "%s transpose %ld x %ld x %ld (2, 0, 1)", row->name,
+                         shape3[0], shape3[1], shape3[2]);
+                check(memcmp(y0, y1, n3 * sizeof(float)) == 0, what);
+            }
             memcpy(y0, x, sizeof x);
             memcpy(y1, x, sizeof x);
             rowops_bias_gelu_rows(&rowops_rows[0], y0, bi, 2, C);
