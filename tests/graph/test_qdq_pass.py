@@ -174,10 +174,25 @@ def _feeds(model, seed, batches=1):
     return [{"x": rng.normal(0, 1, shape).astype(F32)} for _ in range(batches)]
 
 
-def quantize(model, tmp_path, reduce_range=False, preprocess=True, name="m"):
-    """ORT quantize_static: QDQ, per channel, QUInt8 activations, QInt8 weights."""
+def _ort_quantize_static(src, dst, calibration, reduce_range):
+    """ORT quantize_static of the file src into dst: QDQ, per channel, QUInt8 activations,
+    QInt8 weights, calibrated on the feeds of `calibration` -> dst."""
     from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
                                           quantize_static)
+    batches = iter(calibration)
+
+    class Reader(CalibrationDataReader):
+        def get_next(self):
+            return next(batches, None)
+
+    quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QDQ,
+                    per_channel=True, activation_type=QuantType.QUInt8,
+                    weight_type=QuantType.QInt8, reduce_range=reduce_range)
+    return dst
+
+
+def quantize(model, tmp_path, reduce_range=False, preprocess=True, name="m"):
+    """ORT quantize_static (_ort_quantize_static) of a model, on 4 random batches."""
     from onnxruntime.quantization.shape_inference import quant_pre_process
     src = tmp_path / f"{name}.onnx"
     onnx.save(model, src)
@@ -185,17 +200,8 @@ def quantize(model, tmp_path, reduce_range=False, preprocess=True, name="m"):
         pre = tmp_path / f"{name}_pre.onnx"
         quant_pre_process(str(src), str(pre), skip_symbolic_shape=True)
         src = pre
-    batches = iter(_feeds(model, 100, batches=4))
-
-    class Reader(CalibrationDataReader):
-        def get_next(self):
-            return next(batches, None)
-
     dst = tmp_path / f"{name}_q{'7' if reduce_range else '8'}.onnx"
-    quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QDQ,
-                    per_channel=True, activation_type=QuantType.QUInt8,
-                    weight_type=QuantType.QInt8, reduce_range=reduce_range)
-    return dst
+    return _ort_quantize_static(src, dst, _feeds(model, 100, batches=4), reduce_range)
 
 
 def output_scale(path) -> float:
@@ -454,22 +460,10 @@ def test_zoo_quantized_by_onnxruntime(name, zoo, tmp_path):
 
 def quantize_with(src, tmp_path, calibration, reduce_range, name):
     """quantize(), with given calibration feeds, for models that are already files."""
-    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
-                                          quantize_static)
     from onnxruntime.quantization.shape_inference import quant_pre_process
     pre = tmp_path / f"{name}_pre.onnx"
     quant_pre_process(str(src), str(pre), skip_symbolic_shape=True)
-    batches = iter(calibration)
-
-    class Reader(CalibrationDataReader):
-        def get_next(self):
-            return next(batches, None)
-
-    dst = tmp_path / f"{name}_q.onnx"
-    quantize_static(str(pre), str(dst), Reader(), quant_format=QuantFormat.QDQ,
-                    per_channel=True, activation_type=QuantType.QUInt8,
-                    weight_type=QuantType.QInt8, reduce_range=reduce_range)
-    return dst
+    return _ort_quantize_static(pre, tmp_path / f"{name}_q.onnx", calibration, reduce_range)
 
 
 def test_qlinear_conv_same_padding_becomes_qconv_with_pads():
