@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 
 FAMILIES = ("elementwise", "reduce", "nn", "tensor", "fused", "quant", "recurrent",
-            "control")
+            "control", "nbits", "decoder")
 # ops that exist only inside edgenn (produced by passes), so they need no ONNX converter
 INTERNAL_OPS = ("FusedAttention", "QConv", "QGemm", "QAdd", "QGather", "AttentionMaskBias",
                 "ExpandDepthwise", "DepthwiseProject")

@@ -1,7 +1,8 @@
 """Converters of the com.microsoft ops that onnxruntime's transformer optimizer
 (onnxruntime.transformers.optimizer, the usual way BERT-family models are prepared for
 deployment) writes, each spelled in standard ops that edgenn's passes fuse back into its
-own kernels (LayerNormalization, Gelu, FusedAttention):
+own kernels (LayerNormalization, Gelu, FusedAttention), the RMS norms as the standard op
+RMSNormalization (opset 23) itself:
 
 - Gelu, BiasGelu (Gelu(A + B)), FastGelu (tanh approximation, optional bias), QuickGelu
   (x sigmoid(alpha x)), BiasAdd (X + bias + skip);
@@ -99,20 +100,22 @@ def _layer_norm(e: _Emit, x: str, gamma: str, beta: str, out: str) -> None:
          out=out)
 
 
-def _rms_norm(e: _Emit, x: str, gamma: str, out: str) -> None:
-    eps = float(e.attrs.get("epsilon", 1e-6))
-    sq = e.op("Mul", [x, x], "sq")
-    ms = e.op("ReduceMean", [sq, e.c("axes", np.array([-1], np.int64))], "ms", {"keepdims": 1})
-    rms = e.op("Sqrt", [e.op("Add", [ms, e.c("eps", np.float32(eps))], "ms_eps")], "rms")
-    e.op("Mul", [e.op("Div", [x, rms], "normed"), gamma], "y", out=out)
+def _rms_norm(e: _Emit, x: str, gamma: str, out: str, eps_default: float,
+              axis: int = -1) -> None:
+    """RMSNormalization: x / sqrt(mean(x^2 over the dims from axis on) + eps) * gamma, in
+    float32 (stash_type 1) as onnxruntime computes it."""
+    eps = float(e.attrs.get("epsilon", eps_default))
+    e.op("RMSNormalization", [x, gamma], "rms",
+         {"axis": axis, "epsilon": eps, "stash_type": int(e.attrs.get("stash_type", 1))},
+         out=out)
 
 
 def _skip_sum(e: _Emit, bias_index: int, sum_output: str) -> str:
-    s = e.op("Add", e.inputs[:2], "skip")
-    if e.inputs[bias_index]:
-        s = e.op("Add", [s, e.inputs[bias_index]], "skip_bias")
-    if sum_output:
-        e.op("Identity", [s], "sum_out", out=sum_output)
+    """input + skip [+ bias]; the last Add writes the sum output when the model reads it."""
+    bias = e.inputs[bias_index]
+    s = e.op("Add", e.inputs[:2], "skip", out=None if bias else sum_output or None)
+    if bias:
+        s = e.op("Add", [s, bias], "skip_bias", out=sum_output or None)
     return s
 
 
@@ -123,8 +126,8 @@ def _skip_norm(onode, ctx, bias_index: int, rms: bool) -> None:
     if outs[1] or outs[2]:
         e.refuse("mean / inverse std outputs")
     s = _skip_sum(e, bias_index, outs[3])
-    if rms:
-        _rms_norm(e, s, e.inputs[2], outs[0])
+    if rms:      # onnxruntime's default epsilon of the Skip form
+        _rms_norm(e, s, e.inputs[2], outs[0], 1e-12)
     else:
         _layer_norm(e, s, e.inputs[2], e.inputs[3], outs[0])
 
@@ -151,9 +154,10 @@ def layer_norm(onode, ctx):
 @converter("com.microsoft.SimplifiedLayerNormalization")
 def simplified_layer_norm(onode, ctx):
     e = _Emit(ctx, onode)
-    if any(_outputs(onode)[1:3]) or int(e.attrs.get("axis", -1)) != -1:
-        e.refuse("inverse std output or an axis other than -1")
-    _rms_norm(e, e.inputs[0], e.inputs[1], onode.output[0])
+    if any(_outputs(onode)[1:3]):
+        e.refuse("inverse std output")
+    _rms_norm(e, e.inputs[0], e.inputs[1], onode.output[0], 1e-5,
+              int(e.attrs.get("axis", -1)))
 
 
 @converter("com.microsoft.FusedMatMul")

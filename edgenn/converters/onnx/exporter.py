@@ -4,12 +4,16 @@ to view it in Netron or run it in onnxruntime.
 What edgenn fused is written as standard ONNX where ONNX has the ops: a Conv / Gemm that
 took its residual and activation becomes Conv / Gemm -> Add -> the activation (Clip with
 its bounds as inputs, SiLU as Sigmoid and Mul, Gelu as the opset-20 op); FusedAttention
-becomes MatMul -> Mul -> Add (or Where for a boolean mask) -> Softmax -> MatMul. Ops that
+becomes MatMul -> Mul -> Add (or Where for a boolean mask) -> Softmax -> MatMul;
+RMSNormalization (opset 23) the standard ops of its definition. Ops that
 exist only inside edgenn (QConv, QGemm, QAdd, QGather) keep their form in the
-"ai.edgenn" domain, their attributes as edgenn has them. Control-flow bodies become
-GraphProto attributes again; a captured tensor whose name differs inside the body is
-bound by an Identity at the top of the body. Written at opset 21 (edgenn's IR keeps
-every op in its newest signature).
+"ai.edgenn" domain, their attributes as edgenn has them, except a QGather that
+onnxruntime's GatherBlockQuantized can express; MatMulNBits and
+GatherBlockQuantized (uint8 data) are onnxruntime's ops and go back to "com.microsoft"
+(the int8 form of GatherBlockQuantized, widened from int4 / uint4, stays "ai.edgenn").
+Control-flow bodies become GraphProto attributes again; a captured tensor whose name
+differs inside the body is bound by an Identity at the top of the body. Written at
+opset 21 (edgenn's IR keeps every op in its newest signature).
 """
 from __future__ import annotations
 
@@ -24,6 +28,8 @@ from ...graph.shapes.fused import PERM_ATTRS
 OPSET = 21
 DOMAIN = "ai.edgenn"
 INTERNAL = {"QConv", "QGemm", "QAdd", "QGather"}
+MS_DOMAIN = "com.microsoft"
+MS_OPS = {"MatMulNBits", "GatherBlockQuantized"}
 
 
 class _Writer:
@@ -32,6 +38,7 @@ class _Writer:
         self.consts = consts or {}     # the graph's constants (weights' ranks)
         self.inits: list = []
         self.uses_domain = False
+        self.uses_ms = False
 
     def name(self, prefix: str) -> str:
         return fresh_name(self.taken, prefix)
@@ -202,6 +209,68 @@ def _attention(w: _Writer, n: Node) -> list:
     return out
 
 
+def _decoder_op(n: Node):
+    """GroupQueryAttention / RotaryEmbedding back as onnxruntime's com.microsoft ops (its
+    RotaryEmbedding takes position_ids second). Forms those ops cannot say are refused:
+    a cache updated in place (the Generator's rewrite), per-token rotary caches."""
+    from ...errors import UnsupportedOpError
+    attrs = {k: _value(v) for k, v in n.attrs.items() if k != "kv_in_place"}
+    ins = list(n.inputs)
+    if int(n.attrs.get("kv_in_place", 0)):
+        raise UnsupportedOpError({"GroupQueryAttention (kv_in_place: no ONNX form)": [n.name]})
+    if n.op == "RotaryEmbedding":
+        if len(ins) < 4 or not ins[3]:
+            raise UnsupportedOpError({"RotaryEmbedding (caches per token, no position ids: "
+                                      "no opset-21 form)": [n.name]})
+        ins = [ins[0], ins[3], ins[1], ins[2]]
+    return helper.make_node(n.op, ins, n.outputs, n.name, domain=MS_DOMAIN, **attrs)
+
+
+def _gbq_form(w: _Writer, n: Node):
+    """A QGather as onnxruntime's GatherBlockQuantized (unsigned codes at its default zero
+    point, float32 scales), where that op can say it: a power-of-2 block of >= 16 values
+    (a last block of a row may be short: the padding codes are dropped); else None."""
+    codes, scale = w.consts.get(n.inputs[0]), w.consts.get(n.inputs[1])
+    bits, block, dim = (int(n.attrs[k]) for k in ("bits", "block", "dim"))
+    if codes is None or scale is None or block < 16 or block & (block - 1) or \
+            scale.shape[1] != -(-dim // block) or bits == 4 and dim % 2:
+        return None
+    data = codes[:, :dim // 2] ^ np.uint8(0x88) if bits == 4 else \
+        (codes[:, :dim].astype(np.int16) + 128).astype(np.uint8)
+    ins = [w.const(f"{n.inputs[0]}/unsigned", data), n.inputs[2],
+           w.const(f"{n.inputs[1]}/f32", scale.astype(np.float32))]
+    return helper.make_node("GatherBlockQuantized", ins, n.outputs, n.name, domain=MS_DOMAIN,
+                            bits=bits, block_size=block, gather_axis=0, quantize_axis=1)
+
+
+def _rms_norm(w: _Writer, n: Node) -> list:
+    """RMSNormalization (opset 23, past OPSET) as its definition's standard ops: Mul(x, x),
+    ReduceMean over the dims from `axis` on, Add eps, Sqrt, Div, Mul scale (float32 x:
+    stash_type 1's arithmetic). A non-negative axis takes its axes from x's rank."""
+    x, scale = n.inputs[:2]
+    base = n.name or "rmsnorm"
+    t = {k: w.name(f"{base}/{k}") for k in ("sq", "ms", "mse", "rms", "norm")}
+    axis = int(n.attrs.get("axis", -1))
+    out = []
+    if axis < 0:
+        axes = w.const(f"{base}/axes", np.arange(axis, 0, dtype=np.int64))
+    else:
+        shape, rank, axes = w.name(f"{base}/shape"), w.name(f"{base}/rank"), w.name(f"{base}/axes")
+        out += [helper.make_node("Shape", [x], [shape], f"{base}/shape"),
+                helper.make_node("Size", [shape], [rank], f"{base}/size"),
+                helper.make_node("Range", [w.const(f"{base}/axis", np.array(axis, np.int64)),
+                                           rank, w.const(f"{base}/one", np.array(1, np.int64))],
+                                 [axes], f"{base}/range")]
+    eps = w.const(f"{base}/eps", np.array(n.attrs.get("epsilon", 1e-5), np.float32))
+    return out + [
+        helper.make_node("Mul", [x, x], [t["sq"]], f"{base}/sq"),
+        helper.make_node("ReduceMean", [t["sq"], axes], [t["ms"]], f"{base}/mean", keepdims=1),
+        helper.make_node("Add", [t["ms"], eps], [t["mse"]], f"{base}/eps_add"),
+        helper.make_node("Sqrt", [t["mse"]], [t["rms"]], f"{base}/sqrt"),
+        helper.make_node("Div", [x, t["rms"]], [t["norm"]], f"{base}/div"),
+        helper.make_node("Mul", [t["norm"], scale], list(n.outputs[:1]), f"{base}/scale")]
+
+
 def _vi(v: ValueInfo, dtype: str | None = None, shape=None):
     dt = dtype or v.dtype
     if not dt:
@@ -229,12 +298,23 @@ def _nodes(w: _Writer, nodes: list[Node]) -> list:
             out += _epilogue_node(w, n)
         elif n.op == "FusedAttention":
             out += _attention(w, n)
-        elif n.op in INTERNAL:
-            w.uses_domain = True
+        elif n.op == "RMSNormalization":
+            out += _rms_norm(w, n)
+        elif n.op in ("GroupQueryAttention", "RotaryEmbedding"):
+            w.uses_ms = True
+            out.append(_decoder_op(n))
+        elif n.op == "QGather" and _gbq_form(w, n) is not None:
+            w.uses_ms = True
+            out.append(_gbq_form(w, n))
+        elif n.op in INTERNAL or n.op in MS_OPS:
+            data = w.consts.get(n.inputs[0]) if n.inputs else None
+            ms = n.op in MS_OPS and not (data is not None and data.dtype == np.int8)
+            w.uses_ms |= ms
+            w.uses_domain |= not ms
             attrs = {k: _value(v) for k, v in n.attrs.items()
                      if not (isinstance(v, (list, tuple)) and len(v) == 0)}
-            out.append(helper.make_node(n.op, n.inputs, n.outputs, n.name, domain=DOMAIN,
-                                        **attrs))
+            out.append(helper.make_node(n.op, n.inputs, n.outputs, n.name,
+                                        domain=MS_DOMAIN if ms else DOMAIN, **attrs))
         elif n.bodies():
             attrs = {k: _value(v) for k, v in _attr_ok(n.op, n.attrs).items()
                      if not isinstance(v, Graph)}
@@ -262,7 +342,8 @@ def to_model(graph: Graph) -> onnx.ModelProto:
                           [_vi(v) for v in graph.inputs], [_vi(v) for v in graph.outputs],
                           inits)
     opsets = [helper.make_opsetid("", OPSET)] + \
-        ([helper.make_opsetid(DOMAIN, 1)] if w.uses_domain else [])
+        ([helper.make_opsetid(DOMAIN, 1)] if w.uses_domain else []) + \
+        ([helper.make_opsetid(MS_DOMAIN, 1)] if w.uses_ms else [])
     model = helper.make_model(g, opset_imports=opsets, producer_name="edgenn")
     model.ir_version = 10
     return model

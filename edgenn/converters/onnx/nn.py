@@ -52,6 +52,15 @@ def group_norm(onode, ctx):
     ctx.emit("GroupNormalization", list(onode.input), list(onode.output), attrs, onode.name)
 
 
+@converter("RMSNormalization")
+def rms_norm(onode, ctx):
+    """Defined from opset 23 only, past the opsets `generic` fills defaults from: its
+    defaults (axis -1, epsilon 1e-5, stash_type 1) come from that version's schema."""
+    attrs = schema_defaults("RMSNormalization", 23)
+    attrs.update(attribute_values(onode))
+    ctx.emit("RMSNormalization", list(onode.input[:2]), [onode.output[0]], attrs, onode.name)
+
+
 def _empty_to_omitted(ctx, name: str) -> str:
     value = ctx.const(name)
     return "" if value is not None and value.size == 0 else name

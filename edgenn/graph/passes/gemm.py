@@ -35,7 +35,8 @@ def matmul_add_to_gemm(graph: Graph) -> bool:
     def rewrite(graph: Graph, view: View, node: Node) -> bool:
         nonlocal infos
         if node.op == "MatMul":
-            w = view.const(node.inputs[1])
+            weights, trans_b = _weights(view, node.inputs[1])
+            w = None if weights is None else view.const(weights)
             if w is None or w.ndim != 2 or w.dtype.kind != "f" or view.is_const(node.inputs[0]):
                 return False
             if infos is None:
@@ -43,8 +44,9 @@ def matmul_add_to_gemm(graph: Graph) -> bool:
             r = rank_of(graph, view, node.inputs[0], infos)
             if r is not None and r < 2:
                 return False  # a 1-D MatMul drops an axis; Gemm would not
-            gemm = new_node(graph, "Gemm", [node.inputs[0], node.inputs[1]], node.outputs,
-                            dict(GEMM_ATTRS, activation="", activation_params=[]), node.name)
+            gemm = new_node(graph, "Gemm", [node.inputs[0], weights], node.outputs,
+                            dict(GEMM_ATTRS, transB=trans_b, activation="",
+                                 activation_params=[]), node.name)
             replace_chain(graph, [node], gemm)
             _absorb_bias(graph, View(graph), gemm)
             return True
@@ -53,6 +55,19 @@ def matmul_add_to_gemm(graph: Graph) -> bool:
         return False
 
     return rewrite_and_note(graph, rewrite, "matmul_to_gemm")
+
+
+def _weights(view: View, name: str) -> tuple[str | None, int]:
+    """(the constant MatMul's B reads, transB): B itself, or the constant a 2-D Transpose
+    turns into B (a tied embedding table read as the output projection: too large to
+    fold, and Gemm reads it transposed as it is)."""
+    if view.is_const(name):
+        return name, 0
+    t = view.prod(name, "Transpose")
+    if t is not None and view.is_const(t.inputs[0]) and view.const(t.inputs[0]).ndim == 2 \
+            and list(t.attrs.get("perm") or [1, 0]) == [1, 0]:
+        return t.inputs[0], 1
+    return None, 0
 
 
 def _absorb_bias(graph: Graph, view: View, gemm: Node) -> bool:

@@ -8,6 +8,19 @@
     s = Sqrt(e)
     n = Div(d, s) | Mul(d, Reciprocal(s))
     [g = Mul(n, gamma)] [y = Add(g, beta)]
+
+The decomposed RMS norm (torch exports of Llama-family models, and any graph spelling
+onnxruntime's SimplifiedLayerNormalization in standard ops) => RMSNormalization:
+
+    p = Pow(x, 2) | Mul(x, x)
+    v = ReduceMean(p, axes)        axes: trailing axes, keepdims=1
+    e = Add(v, eps)                eps: a constant scalar
+    s = Sqrt(e)
+    n = Div(x, s) | Mul(x, Reciprocal(s) | Div(1, s))
+    [y = Mul(n, gamma) | Mul(gamma, n)]    gamma: a constant over the normalized axes
+
+fuse_rmsnorm runs after fuse_layernorm: a LayerNorm's d, p, v, e, s, n is itself an RMS
+norm of d, and fuse_layernorm takes the whole chain first.
 """
 from __future__ import annotations
 
@@ -160,3 +173,101 @@ def fuse_layernorm(graph: Graph) -> bool:
         return True
 
     return rewrite_and_note(graph, rewrite, "layernorm_fused")
+
+
+# -- RMS norm ---------------------------------------------------------------------------------
+
+RMS_DTYPES = ("float32", "float16")   # stash_type 1 (float32) is at least their precision
+
+
+def _normalized(view: View, x: str, s: str):
+    """The node computing x / s from s = Sqrt(...), and the nodes between: Div(x, s), or
+    Mul(x, r) with r = Reciprocal(s) | Div(1, s), every intermediate read by the next only."""
+    first = view.only_use(s)
+    if first is None:
+        return None
+    if first.op == "Div" and first.inputs == [x, s]:
+        return [first]
+    is_rec = first.op == "Reciprocal" or (
+        first.op == "Div" and first.inputs[1:] == [s] and view.scalar(first.inputs[0]) == 1.0)
+    if not is_rec:
+        return None
+    mul = view.only_use(first.outputs[0])
+    if mul is None or mul.op != "Mul" or view.other_input(mul, first.outputs[0]) != x:
+        return None
+    return [first, mul]
+
+
+def _match_rms(graph: Graph, view: View, sq: Node, infos):
+    """sq squares x; -> (x, axes, eps, normalized tensor, chain) of the RMS norm it starts."""
+    if sq.op == "Mul":
+        if len(sq.inputs) != 2 or sq.inputs[0] != sq.inputs[1]:
+            return None
+    elif sq.op != "Pow" or view.scalar(sq.inputs[1]) != 2.0:    # x * x exactly
+        return None
+    x = sq.inputs[0]
+    if not x or view.is_const(x):
+        return None
+    rm = view.only_use(sq.outputs[0])
+    if rm is None or rm.op != "ReduceMean":
+        return None
+    axes = _trailing_axes(view, graph, rm, infos)
+    if axes is None:
+        return None
+    add = view.only_use(rm.outputs[0])
+    if add is None or add.op != "Add":
+        return None
+    co = view.const_operand(add)
+    if co is None or co[0] != rm.outputs[0] or not np.isfinite(co[1]) or co[1] < 0:
+        return None
+    sqrt = view.only_use(add.outputs[0])
+    if sqrt is None or sqrt.op != "Sqrt":
+        return None
+    tail = _normalized(view, x, sqrt.outputs[0])
+    if tail is None:
+        return None
+    return x, axes, co[1], tail[-1].outputs[0], [sq, rm, add, sqrt, *tail]
+
+
+def fuse_rmsnorm(graph: Graph) -> bool:
+    ops = graph.op_counts()
+    if "ReduceMean" not in ops or "Sqrt" not in ops:
+        return False
+    sets = sample_bindings(graph)
+    infos = sets[0]  # ranks and dtypes
+
+    def rewrite(graph: Graph, view: View, sq: Node) -> bool:
+        if sq.op not in ("Mul", "Pow"):
+            return False
+        found = _match_rms(graph, view, sq, infos)
+        if found is None:
+            return False
+        x, axes, eps, y, chain = found
+        info = infos.get(x)
+        if info is None or info.dtype not in RMS_DTYPES:
+            return False
+        tails = {tuple(s[x].shape[-len(axes):]) if x in s else None for s in sets}
+        norm_shape = tails.pop() if len(tails) == 1 else None
+        gamma = None
+        g = _affine(view, y, "Mul")
+        if g is not None and g[0].ndim <= len(axes) and g[0].dtype.name == info.dtype:
+            gamma, gnode = g
+            if norm_shape is None and gamma.ndim == len(axes) and gamma.size > 1:
+                norm_shape = gamma.shape
+        if norm_shape is None:
+            return False  # the normalized shape is unknown: no scale of it can be written
+        try:
+            scale = np.ones(norm_shape, info.dtype) if gamma is None else \
+                np.ascontiguousarray(np.broadcast_to(gamma, norm_shape))
+        except ValueError:
+            return False
+        if gamma is not None:
+            chain.append(gnode)
+            y = gnode.outputs[0]
+        node = new_node(graph, "RMSNormalization", [x, graph.add_const("rms_scale", scale)],
+                        [y], {"axis": -len(axes), "epsilon": float(eps), "stash_type": 1},
+                        "rmsnorm")
+        replace_chain(graph, chain, node)
+        return True
+
+    return rewrite_and_note(graph, rewrite, "rmsnorm_fused")

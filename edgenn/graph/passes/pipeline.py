@@ -7,10 +7,15 @@ fuse:      pattern fusions, ordered so each sees the form the one before produce
            BN and per-channel Mul/Add fold into Conv before the Conv takes a residual or
            an activation; the HardSwish spellings become HardSwish before activation
            fusion; MatMul becomes Gemm before Gemm takes its residual and activation;
+           the decomposed RMS norm becomes RMSNormalization after the decomposed
+           LayerNorm became LayerNormalization (whose chain holds an RMS norm's);
            a quantized graph in QDQ form becomes QConv / QGemm last (fuse_qdq), when its
            Conv/Gemm carry their fused activation and residual; onnxruntime's integer
            MatMul forms (quantize_dynamic, QLinearMatMul) become QGemm after it; a 1-D
-           Conv becomes a 2-D one of height 1 (conv1d_as_2d) once it carries its epilogue.
+           Conv becomes a 2-D one of height 1 (conv1d_as_2d) once it carries its epilogue;
+           a GatherBlockQuantized of a constant table becomes a QGather (passes/nbits.py);
+           a Gather from a transposed constant table gathers its columns instead
+           (passes/embedding.py).
 all:       both, the whole list repeated until a round changes nothing (a fusion can
            expose a fold and the other way round).
 """
@@ -27,9 +32,11 @@ from .conv1d import conv1d_as_2d
 from .cse import eliminate_common_subexpressions
 from .fold import eliminate_dead_code, fold_constants, prune_unused_consts
 from .gelu import fuse_gelu
+from .embedding import gather_from_transposed_table
 from .gemm import matmul_add_to_gemm
 from .identity import remove_identity
-from .layernorm import fuse_layernorm
+from .layernorm import fuse_layernorm, fuse_rmsnorm
+from .nbits import gather_block_quantized_to_qgather
 from .pad import fold_pad_into_conv
 from .qdq import fuse_qdq
 from .qinteger import fuse_integer_matmul
@@ -37,9 +44,11 @@ from .transpose import push_transposes
 
 DECLUTTER = [fold_constants, push_transposes, remove_identity,
              eliminate_common_subexpressions, eliminate_dead_code]
-FUSE = [fold_pad_into_conv, fold_conv_batchnorm, fold_conv_affine, fold_input_affine, fuse_layernorm, fuse_gelu,
-        fuse_attention, absorb_attention_transposes, normalize_hardswish, matmul_add_to_gemm,
-        fuse_residual_add, fuse_activation, fuse_qdq, fuse_integer_matmul, conv1d_as_2d]
+FUSE = [fold_pad_into_conv, fold_conv_batchnorm, fold_conv_affine, fold_input_affine,
+        fuse_layernorm, fuse_rmsnorm, fuse_gelu, fuse_attention, absorb_attention_transposes,
+        normalize_hardswish, matmul_add_to_gemm, fuse_residual_add, fuse_activation, fuse_qdq,
+        fuse_integer_matmul, conv1d_as_2d,
+        gather_block_quantized_to_qgather, gather_from_transposed_table]
 
 PIPELINES = {
     "none": [],

@@ -20,7 +20,7 @@ from ...registry import TensorInfo, const_value, shape_rule
 OPS = ("Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool",
        "GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool",
        "BatchNormalization", "InstanceNormalization", "LayerNormalization",
-       "GroupNormalization", "LRN", "Gemm", "MatMul", "Resize", "Upsample")
+       "RMSNormalization", "GroupNormalization", "LRN", "Gemm", "MatMul", "Resize", "Upsample")
 
 # fused activation name -> number of activation_params it accepts; PRelu: one slope per
 # output channel (Conv only: axis 1 of y, as ONNX PRelu's (M, 1, ...) slope broadcasts)
@@ -302,6 +302,20 @@ def layer_norm(node, ins):
     stat_shape = (*x.shape[:axis], *([1] * (len(x.shape) - axis)))
     return [TensorInfo(x.dtype, x.shape), TensorInfo(stash, stat_shape),
             TensorInfo(stash, stat_shape)][:max(1, len(node.outputs))]
+
+
+@shape_rule("RMSNormalization")
+def rms_norm(node, ins):
+    """ONNX opset 23: X (..., normalized dims from `axis` on), scale broadcast to X
+    unidirectionally; Y has X's shape and scale's dtype (V)."""
+    x, scale = ins[0], ins[1]
+    _expect_float(node, x)
+    _expect_float(node, scale)
+    layer_norm_axis(node, len(x.shape))
+    _broadcastable_to(node, "scale", scale.shape, x.shape)
+    if STASH_DTYPES.get(int(node.attrs.get("stash_type", 1))) is None:
+        raise GraphError(f"{_where(node)}: stash_type {node.attrs.get('stash_type')} unknown")
+    return [TensorInfo(scale.dtype, x.shape)]
 
 
 @shape_rule("GroupNormalization")

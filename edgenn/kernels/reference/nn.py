@@ -336,6 +336,21 @@ def layer_norm(attrs, inputs):
     return [y.astype(x.dtype, copy=False), mean, inv]
 
 
+@reference("RMSNormalization")
+def rms_norm(attrs, inputs):
+    """ONNX opset 23: in the stash dtype (float32 for stash_type 1), over the dims from
+    `axis` on, normalized = x / sqrt(mean(x * x) + eps), cast back to x's dtype; then
+    y = normalized * scale, in scale's dtype."""
+    x, scale = inputs[0], inputs[1]
+    axis = int(attrs.get("axis", -1)) % x.ndim
+    stash = np.dtype(STASH_DTYPES.get(int(attrs.get("stash_type", 1)), "float32"))
+    xs = x.astype(stash, copy=False)
+    ms = (xs * xs).mean(axis=tuple(range(axis, x.ndim)), keepdims=True, dtype=stash)
+    rms = np.sqrt(ms + stash.type(attrs.get("epsilon", 1e-5)))
+    norm = (xs / rms).astype(x.dtype, copy=False)
+    return [(norm.astype(scale.dtype, copy=False) * scale).astype(scale.dtype, copy=False)]
+
+
 @reference("GroupNormalization")
 def group_norm(attrs, inputs):
     x, scale, bias = inputs[:3]

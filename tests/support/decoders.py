@@ -1,0 +1,80 @@
+"""Small decoder language models as users get them: a Llama-architecture Hugging Face
+model with random weights (transformers, a fixed seed) and a byte-level BPE tokenizer
+trained on Python's own sources, exported by onnxruntime-genai's model builder (fp32,
+or int4 MatMulNBits weights), each in its own folder with genai_config.json and
+tokenizer.json beside model.onnx, as the builder writes them.
+
+Built once per source hash under the zoo's cache dir (support.models.default_cache_dir);
+`decoder("int4")` -> the folder.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from .models import default_cache_dir
+
+# the Llama shape: grouped-query attention (3 query heads per key / value head),
+# tied embeddings (the builder's GatherBlockQuantized on the int4 lm_head)
+CONFIG = dict(vocab_size=1024, hidden_size=96, intermediate_size=256, num_hidden_layers=2,
+              num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=512,
+              rope_theta=10000.0, tie_word_embeddings=True, rms_norm_eps=1e-5)
+PRECISIONS = ("fp32", "int4")
+
+
+def _hash() -> str:
+    import onnxruntime_genai
+    import transformers
+    h = hashlib.sha256(Path(__file__).read_bytes())
+    h.update(f"{transformers.__version__} {onnxruntime_genai.__version__}".encode())
+    return h.hexdigest()[:12]
+
+
+# run in a child process: tests/ is on this process's path, and its `kernels` package
+# shadows the PyPI one transformers imports
+_HF_MODEL = """
+import glob, json, os, sys
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+folder, config = sys.argv[1], json.loads(sys.argv[2])
+torch.manual_seed(0)
+LlamaForCausalLM(LlamaConfig(**config)).eval().save_pretrained(folder)
+tok = Tokenizer(models.BPE())
+tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+tok.decoder = decoders.ByteLevel()
+sources = sorted(glob.glob(os.path.join(os.path.dirname(os.__file__), "*.py")))[:40]
+tok.train(sources, trainers.BpeTrainer(
+    vocab_size=config["vocab_size"], special_tokens=["<|endoftext|>", "<|im_start|>"],
+    initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
+PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|im_start|>",
+                        eos_token="<|endoftext|>").save_pretrained(folder)
+"""
+
+
+def _child(args: list[str], cwd: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    r = subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True,
+                       text=True)
+    if r.returncode:
+        raise RuntimeError(f"{args[:3]} failed:\n{r.stderr[-3000:]}")
+
+
+def decoder(precision: str, cache_dir=None) -> Path:
+    """The folder of the builder's export at `precision` ("fp32" | "int4")."""
+    assert precision in PRECISIONS
+    root = Path(cache_dir or default_cache_dir()) / f"decoders-{_hash()}"
+    out = root / precision
+    if (out / "model.onnx").exists():
+        return out
+    hf = root / "hf"
+    root.mkdir(parents=True, exist_ok=True)
+    if not (hf / "tokenizer.json").exists():
+        _child(["-c", _HF_MODEL, str(hf), json.dumps(CONFIG)], root)
+    _child(["-m", "onnxruntime_genai.models.builder", "-i", str(hf), "-o", str(out), "-p",
+            precision, "-e", "cpu", "-c", str(root / "tmp")], root)
+    return out
