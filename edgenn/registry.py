@@ -76,6 +76,11 @@ class KernelSpec:
     # family runs: it is never faster than a SIMD row, so the tuner need not time it
     family: str = ""
     fallback: bool = False
+    # an approximate float kernel (e.g. activations quantized to int8 where the op allows
+    # it, MatMulNBits' accuracy_level 4): error_bound(node, inputs) -> the largest absolute
+    # difference from the reference its arithmetic allows (broadcast to the output); the
+    # tuner and the tests check it against that instead of float rounding alone
+    error_bound: Callable | None = None
 
 
 def _register(table: dict, ops: tuple[str, ...], fn: Callable) -> Callable:
@@ -101,13 +106,14 @@ def converter(*ops: str):
 def kernel(op: str, name: str, supports: Callable | None = None, cost: Callable | None = None,
            lsb_tolerance: int = 0, pool: str | None = None, isa: str = "", priority: int = 0,
            requires: tuple[str, ...] = (), thread_split: str = "", family: str = "",
-           fallback: bool = False):
+           fallback: bool = False, error_bound: Callable | None = None):
     """Register `prepare` as one implementation of `op` (see KernelSpec); pool defaults to
     "omp" for a name ending in _mt, else "own"."""
     def deco(prepare: Callable) -> Callable:
         spec = KernelSpec(op, name, prepare, supports or (lambda node, ins, outs: True), cost,
                           lsb_tolerance, pool or ("omp" if name.endswith("_mt") else "own"),
-                          isa, priority, tuple(requires), thread_split, family, fallback)
+                          isa, priority, tuple(requires), thread_split, family, fallback,
+                          error_bound)
         KERNELS.setdefault(op, []).append(spec)
         return prepare
     return deco

@@ -28,7 +28,8 @@ def _tier_lines() -> list[str]:
 # the SIMDe twins: edgenn.kernels.<family>.<twin>
 EMULATED = ("gemm._sgemm_emu", "int8._qgemm_emu", "depthwise._dwc8_emu", "direct._convdirect_emu",
             "depthwise._dwrows_emu", "depthwise._dwproj_emu", "sparse._spmm_emu",
-            "recurrent._recurrent_emu", "winograd._winograd_emu", "rowops._rowops_emu")
+            "recurrent._recurrent_emu", "winograd._winograd_emu", "rowops._rowops_emu",
+            "nbits._nbits_emu", "attention._gqa_emu")
 
 
 def _build_emulated_kernels() -> None:

@@ -26,6 +26,8 @@ from .tensor import upsample, batchnorm  # noqa: E402,F401
 from .int8 import quantize  # noqa: E402,F401
 from .tensor import embedding  # noqa: E402,F401  (QGather: quantized embedding tables)
 from .recurrent import recurrent  # noqa: E402,F401  (LSTM, GRU, RNN)
+from .nbits import matmul_nbits  # noqa: E402,F401  (MatMulNBits: 2/4/8-bit weights)
+from .attention import attention  # noqa: E402,F401  (GroupQueryAttention: KV cache)
 from .tensor import reduce  # noqa: E402,F401
 from .int8 import qconv, qgemm  # noqa: E402,F401  (int8 in C: _qgemm.pyx)
 from .int8 import qconv_float  # noqa: E402,F401  (QConv / QGemm on the fp32 kernels: last)

@@ -319,7 +319,8 @@ def _measure(node, ins, outs, specs, names, threads: int = 1) -> Choice:
         except Exception as exc:  # noqa: BLE001 - a broken candidate is dropped, not fatal
             rejected.append(f"{spec.name} raised {type(exc).__name__}")
             continue
-        if not _matches(outputs, want, spec.lsb_tolerance):
+        bound = spec.error_bound(node, inputs) if spec.error_bound else None
+        if not _matches(outputs, want, spec.lsb_tolerance, bound):
             rejected.append(f"{spec.name} disagrees with the reference")
             continue
         runs[spec.name] = run
@@ -381,14 +382,24 @@ def _time_round_robin(runs: dict, inputs, outputs, threads: int = 1) -> dict:
     return {name: float(np.median(s)) for name, s in samples.items()}
 
 
-def _matches(outputs, want, lsb_tolerance: int = 0) -> bool:
+def _matches(outputs, want, lsb_tolerance: int = 0, bound=None) -> bool:
+    """Outputs as the reference's: float within CHECK_RTOL of its largest magnitude (or,
+    for an approximate kernel, within its own error bound, KernelSpec.error_bound);
+    integers equal, or at most lsb_tolerance steps off on at most 1% of them."""
     for got, ref in zip(outputs, want):
         if got is None:
             continue
         ref = np.asarray(ref)
         if got.shape != ref.shape:
             return False
-        if ref.dtype.kind in "fc":
+        if bound is not None and ref.dtype.kind == "f":
+            scale = max(float(np.max(np.abs(ref))) if ref.size else 0.0, 1e-6)
+            with np.errstate(invalid="ignore"):
+                err = np.abs(got.astype(np.float64) - ref)
+            if not np.all(np.isfinite(got) == np.isfinite(ref)) or \
+                    np.any(err > bound + CHECK_RTOL * scale):
+                return False
+        elif ref.dtype.kind in "fc":
             scale = max(float(np.max(np.abs(ref))) if ref.size else 0.0, 1e-6)
             if not np.all(np.isfinite(got) == np.isfinite(ref)) or \
                     float(np.nanmax(np.abs(got - ref), initial=0.0)) > CHECK_RTOL * scale:

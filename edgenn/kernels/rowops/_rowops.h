@@ -1,6 +1,6 @@
 /* Row operations of transformer models, for _rowops.pyx: softmax over the last axis,
- * attention scale + mask + softmax, LayerNorm rows, exact GELU (and bias + GELU rows),
- * erf, sigmoid. float32, C-contiguous rows.
+ * attention scale + mask + softmax, LayerNorm and RMS norm rows, exact GELU (and bias +
+ * GELU rows), erf, sigmoid. float32, C-contiguous rows.
  *
  * The math is the same in both builds (and the same as the Numba helpers of
  * _transformer_jit.py), so either build matches the reference the same way:
@@ -28,9 +28,9 @@ enum { ROW_ERF, ROW_GELU, ROW_SIGMOID };   /* row_unary's functions */
 
 /* A row of the table (rowops_rows, at the end): the build's entry points. softmax /
  * logsoftmax: one row in place; scale_mask_softmax: one attention row (ROW_MASK_*);
- * layernorm: one row and its statistics; unary: ROW_ERF / ROW_GELU / ROW_SIGMOID over n
- * values; bias_gelu: (R, N) rows; quantize / dequantize / minmax / qadd: n uint8 values
- * (per tensor); transpose2d: _transpose.h's 2-D tile loop. */
+ * layernorm: one row and its statistics; rmsnorm: one row (y may be x); unary: ROW_ERF /
+ * ROW_GELU / ROW_SIGMOID over n values; bias_gelu: (R, N) rows; quantize / dequantize /
+ * minmax / qadd: n uint8 values (per tensor); transpose2d: _transpose.h's 2-D tile loop. */
 typedef struct {
     const char *name;        /* rowops__<isa> */
     int isa;                 /* the EDGENN_ISA_* tier it needs (_cpu.h) */
@@ -39,6 +39,7 @@ typedef struct {
     void (*scale_mask_softmax)(float *row, long T, float scale, const void *mrow, int kind);
     void (*layernorm)(const float *x, const float *scale, const float *bias, float eps,
                       float *y, long C, float *mean, float *inv);
+    void (*rmsnorm)(const float *x, const float *scale, float eps, float *y, long C);
     void (*unary)(const float *x, float *y, long n, int fn);
     void (*bias_gelu)(float *y, const float *bias, long R, long N);
     void (*quantize)(const float *x, unsigned char *y, long n, float scale, int zp, int divide);
@@ -244,6 +245,39 @@ static void row_scale_mask_softmax_avx512(float *y, long T, float scale, const v
 }
 #endif
 
+#if defined(EDGENN_HAS_AVX512_INTRINSICS) && !defined(EDGENN_SIMDE)
+/* RMS norm of one row in 16 lanes (the contract and error bound of row_rmsnorm_generic's
+ * comment, RV_L = 16): four accumulators, the ragged end by masked loads (zeros add
+ * nothing) and stores, so no scalar tail. */
+__attribute__((target("avx2,fma,avx512f,avx512bw,avx512vl,avx512dq")))
+static void row_rmsnorm_avx512(const float *x, const float *scale, float eps, float *y,
+                               long C)
+{
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    long j = 0;
+    for (; j + 64 <= C; j += 64) {
+        const __m512 v0 = _mm512_loadu_ps(x + j), v1 = _mm512_loadu_ps(x + j + 16);
+        const __m512 v2 = _mm512_loadu_ps(x + j + 32), v3 = _mm512_loadu_ps(x + j + 48);
+        a0 = _mm512_fmadd_ps(v0, v0, a0);
+        a1 = _mm512_fmadd_ps(v1, v1, a1);
+        a2 = _mm512_fmadd_ps(v2, v2, a2);
+        a3 = _mm512_fmadd_ps(v3, v3, a3);
+    }
+    for (; j < C; j += 16) {
+        const __m512 v = _mm512_maskz_loadu_ps(row_lanes16(C - j), x + j);
+        a0 = _mm512_fmadd_ps(v, v, a0);
+    }
+    const float ss = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1),
+                                                        _mm512_add_ps(a2, a3)));
+    const __m512 ib = _mm512_set1_ps(1.0f / sqrtf(ss / (float)C + eps));
+    for (j = 0; j < C; j += 16) {
+        const __mmask16 k = row_lanes16(C - j);
+        const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + j), ib);
+        _mm512_mask_storeu_ps(y + j, k, _mm512_mul_ps(v, _mm512_maskz_loadu_ps(k, scale + j)));
+    }
+}
+#endif
+
 /* One attention row, the scale and mask then the softmax, by each build */
 static void row_scale_mask_softmax_generic(float *row, long T, float scale, const void *mrow,
                                            int kind)
@@ -297,6 +331,36 @@ static void rowops_layernorm_rows(const rowops_row *rw, const float *x, const fl
         if (inv)
             inv[r] = iv;
     }
+}
+
+/* -- RMS norm rows (ONNX RMSNormalization over the last axis, stash_type 1) -------------
+ * x, y (R, C), y may be x; scale (C,). y = x * inv * scale, inv = 1 / sqrt(ss / C + eps),
+ * ss = sum of x^2 over the row. The vector rows accumulate ss in float32 lanes (four
+ * accumulators of RV_L lanes, x * x + acc in one FMA rounding), then add the four, the
+ * lanes and the scalar tail: every term is >= 0, so the float32 sum's relative error is
+ * at most (C / (4 RV_L) + 2 RV_L + 6) u (u = 2^-24; the roundings along the longest
+ * chain: one accumulator's adds, the four's and the lanes' sums, the tail's adds and its
+ * product), and y's at most half that plus 6 u (the mean, + eps, sqrt, the reciprocal,
+ * two products).
+ * A NaN anywhere in a row makes the row NaN; an inf makes ss inf, inv 0 and the row 0
+ * (NaN where x is inf), as the float32 formula does. The portable row sums in double. */
+
+static void row_rmsnorm_generic(const float *x, const float *scale, float eps, float *y,
+                                long C)
+{
+    double s = 0.0;
+    for (long j = 0; j < C; j++)
+        s += (double)x[j] * x[j];
+    const float iv = 1.0f / sqrtf((float)s / (float)C + eps);
+    for (long j = 0; j < C; j++)
+        y[j] = x[j] * iv * scale[j];
+}
+
+static void rowops_rmsnorm_rows(const rowops_row *rw, const float *x, const float *scale,
+                                float eps, float *y, long R, long C)
+{
+    for (long r = 0; r < R; r++)
+        rw->rmsnorm(x + r * C, scale, eps, y + r * C, C);
 }
 
 /* -- elementwise: erf, GELU, bias + GELU rows, sigmoid; y may be x ----------------------- */
@@ -715,12 +779,14 @@ static void row_qadd_neon(const unsigned char *a, const unsigned char *b, unsign
 #define ROWOPS_GENERIC_BODIES                                                                      \
     .softmax = row_softmax_generic, .logsoftmax = row_logsoftmax_generic,                          \
     .scale_mask_softmax = row_scale_mask_softmax_generic, .layernorm = row_layernorm_generic,      \
+    .rmsnorm = row_rmsnorm_generic,                                                                \
     .unary = row_unary_generic, .bias_gelu = row_bias_gelu_generic,                                \
     .quantize = row_quantize_generic, .dequantize = row_dequantize_generic,                        \
     .minmax = row_minmax_generic, .qadd = row_qadd_generic, .transpose2d = tr2d_scalar
 #define ROWOPS_AVX2_BODIES                                                                         \
     .softmax = row_softmax_avx2, .logsoftmax = row_logsoftmax_avx2,                                \
     .scale_mask_softmax = row_scale_mask_softmax_avx2, .layernorm = row_layernorm_avx2,            \
+    .rmsnorm = row_rmsnorm_avx2,                                                                   \
     .unary = row_unary_avx2, .bias_gelu = row_bias_gelu_avx2, .quantize = row_quantize_avx2,       \
     .dequantize = row_dequantize_avx2, .minmax = row_minmax_avx2, .qadd = row_qadd_avx2,           \
     .transpose2d = tr2d_avx2
@@ -731,13 +797,14 @@ static const rowops_row rowops_rows[] = {
     {.name = "rowops__avx2", .isa = EDGENN_ISA_AVX2, ROWOPS_AVX2_BODIES},
 #ifdef EDGENN_HAS_AVX512_INTRINSICS
     {.name = "rowops__avx512f", .isa = EDGENN_ISA_AVX512, ROWOPS_AVX2_BODIES,
-     .scale_mask_softmax = row_scale_mask_softmax_avx512},
+     .scale_mask_softmax = row_scale_mask_softmax_avx512, .rmsnorm = row_rmsnorm_avx512},
 #endif
 #endif
 #if EDGENN_NEON
     {.name = "rowops__neon", .isa = EDGENN_ISA_NEON, ROWOPS_GENERIC_BODIES,
      .softmax = row_softmax_neon, .logsoftmax = row_logsoftmax_neon,
      .scale_mask_softmax = row_scale_mask_softmax_neon, .layernorm = row_layernorm_neon,
+     .rmsnorm = row_rmsnorm_neon,
      .unary = row_unary_neon, .bias_gelu = row_bias_gelu_neon, .quantize = row_quantize_neon,
      .dequantize = row_dequantize_neon, .minmax = row_minmax_neon, .qadd = row_qadd_neon,
      .transpose2d = tr2d_neon},

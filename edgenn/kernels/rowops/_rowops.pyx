@@ -1,8 +1,8 @@
 # cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 # cython: language_level=3
 """Row operations of transformer models in C (_rowops.h): softmax rows, attention
-scale + mask + softmax, LayerNorm rows, erf, exact GELU, bias + GELU rows, sigmoid; the
-tiled float32 transpose (_transpose.h).
+scale + mask + softmax, LayerNorm rows, RMS norm rows, erf, exact GELU, bias + GELU rows,
+sigmoid; the tiled float32 transpose (_transpose.h).
 
 float32 C-contiguous arrays; every function takes `build`, a row of the table (TABLE,
 _rowops.h's rowops_rows; None: the best this CPU runs), and releases the GIL."""
@@ -33,6 +33,8 @@ cdef extern from "_rowops.h" nogil:
     void rowops_layernorm_rows(const rowops_row *rw, const float *x, const float *scale,
                                const float *bias, float eps, float *y, float *mean,
                                float *inv, long R, long C)
+    void rowops_rmsnorm_rows(const rowops_row *rw, const float *x, const float *scale,
+                             float eps, float *y, long R, long C)
     void rowops_unary(const rowops_row *rw, const float *x, float *y, long n, int fn)
     void rowops_bias_gelu_rows(const rowops_row *rw, float *y, const float *bias, long R,
                                long N)
@@ -117,6 +119,19 @@ def layernorm_rows(const float[:, ::1] x, const float[::1] scale, const float[::
     cdef const rowops_row *a = _row(build)
     with nogil:
         rowops_layernorm_rows(a, &x[0, 0], &scale[0], bp, eps, &y[0, 0], mp, ip, R, C)
+
+
+def rmsnorm_rows(const float[:, ::1] x, const float[::1] scale, float eps, float[:, ::1] y,
+                 str build=None):
+    """x, y (R, C), y may be x; scale (C,): y = x / sqrt(mean(x^2) + eps) * scale per row
+    (ONNX RMSNormalization over the last axis, float32)."""
+    cdef long R = x.shape[0], C = x.shape[1]
+    assert y.shape[0] == R and y.shape[1] == C and scale.shape[0] == C and C > 0
+    cdef const rowops_row *a = _row(build)
+    if R == 0:
+        return
+    with nogil:
+        rowops_rmsnorm_rows(a, &x[0, 0], &scale[0], eps, &y[0, 0], R, C)
 
 
 cdef inline void _unary(const float[::1] x, float[::1] y, int fn, str build):

@@ -1,5 +1,5 @@
 /* The float row ops of _rowops.h's vector rows, written once: softmax and log-softmax of
- * a row, the attention row (scale, mask, softmax), LayerNorm of a row, erf / GELU /
+ * a row, the attention row (scale, mask, softmax), LayerNorm and RMS norm of a row, erf / GELU /
  * sigmoid, bias + GELU rows. Included per ISA with:
  *   RV, RV_M, RV_L            vector type, its lane mask type, lanes
  *   RV_FN(name), RV_ATTR      the functions' names (name##_<isa>) and target attribute
@@ -186,6 +186,36 @@ RV_ATTR static void RV_FN(row_layernorm)(const float *x, const float *scale, con
         y[j] = (x[j] - mu) * iv * scale[j] + (bias ? bias[j] : 0.0f);
     *mean = mu;
     *inv = iv;
+}
+
+/* row_rmsnorm_generic's contract and error bound (_rowops.h), ss in four accumulators */
+RV_ATTR static void RV_FN(row_rmsnorm)(const float *x, const float *scale, float eps, float *y,
+                                       long C)
+{
+    const long CL = C - C % RV_L, C4L = C - C % (4 * RV_L);
+    RV a0 = RV_ZERO(), a1 = a0, a2 = a0, a3 = a0;
+    long j;
+    for (j = 0; j < C4L; j += 4 * RV_L) {
+        const RV v0 = RV_LOAD(x + j), v1 = RV_LOAD(x + j + RV_L);
+        const RV v2 = RV_LOAD(x + j + 2 * RV_L), v3 = RV_LOAD(x + j + 3 * RV_L);
+        a0 = RV_FMA(v0, v0, a0);
+        a1 = RV_FMA(v1, v1, a1);
+        a2 = RV_FMA(v2, v2, a2);
+        a3 = RV_FMA(v3, v3, a3);
+    }
+    for (; j < CL; j += RV_L) {
+        const RV v = RV_LOAD(x + j);
+        a0 = RV_FMA(v, v, a0);
+    }
+    float ss = RV_HSUM(RV_ADD(RV_ADD(a0, a1), RV_ADD(a2, a3)));
+    for (; j < C; j++)
+        ss += x[j] * x[j];
+    const float iv = 1.0f / sqrtf(ss / (float)C + eps);
+    const RV ib = RV_SET1(iv);
+    for (j = 0; j < CL; j += RV_L)
+        RV_STORE(y + j, RV_MUL(RV_MUL(RV_LOAD(x + j), ib), RV_LOAD(scale + j)));
+    for (; j < C; j++)
+        y[j] = x[j] * iv * scale[j];
 }
 
 RV_ATTR static void RV_FN(row_unary)(const float *x, float *y, long n, int fn)

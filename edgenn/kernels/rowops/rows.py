@@ -1,5 +1,6 @@
 """Row kernels of transformer models in C (_rowops.pyx / _rowops.h): FusedAttention
-(BLAS + C scale/mask/softmax), LayerNormalization, Softmax, LogSoftmax, Gelu, Sigmoid, Erf.
+(BLAS + C scale/mask/softmax), LayerNormalization, RMSNormalization, Softmax, LogSoftmax,
+Gelu, Sigmoid, Erf.
 
 Registered before the Numba ones of transformer.py / elementwise.py (registry order is the
 order used with tuning off) and priced with c_cost against their numba_cost, so tuning
@@ -173,6 +174,34 @@ def prepare_layernorm(node, ins, outs):
            inputs[2].reshape(cols) if has_bias else None, eps,
            outputs[0].reshape(rows, cols), None if mean is None else mean.reshape(rows),
            None if inv is None else inv.reshape(rows))
+    return run
+
+
+# -- RMSNormalization -------------------------------------------------------------------------
+
+def rmsnorm_supports(node, ins, outs) -> bool:
+    """float32 x, scale and y, stash_type 1; scale one value per normalized element (the
+    normalized dims, from `axis` on, are one row of the flat x)."""
+    x, scale = ins[0], ins[1]
+    if x.dtype != "float32" or scale.dtype != "float32" or outs[0].dtype != "float32" or \
+            len(x.shape) == 0 or int(node.attrs.get("stash_type", 1)) != 1:
+        return False
+    axis = int(node.attrs.get("axis", -1)) % len(x.shape)
+    cols = int(np.prod(x.shape[axis:]))
+    return cols > 0 and int(np.prod(scale.shape)) == cols
+
+
+@kernel("RMSNormalization", "rmsnorm_c", supports=rmsnorm_supports, cost=c_cost)
+def prepare_rmsnorm(node, ins, outs):
+    x = ins[0].shape
+    axis = int(node.attrs.get("axis", -1)) % len(x)
+    rows, cols = int(np.prod(x[:axis])), int(np.prod(x[axis:]))
+    eps = np.float32(node.attrs.get("epsilon", 1e-5))
+    rms = _rowops.rmsnorm_rows
+
+    def run(inputs, outputs):
+        rms(inputs[0].reshape(rows, cols), inputs[1].reshape(cols), eps,
+            outputs[0].reshape(rows, cols))
     return run
 
 

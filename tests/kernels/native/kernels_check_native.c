@@ -14,6 +14,7 @@
 #include "_dwproj.h"
 #include "_winograd.h"
 #include "_recurrent.h"
+#include "_nbits.h"
 #include "_pool_tiles.h"
 #include "_rowops.h"
 #include "qgemm_table.h"
@@ -449,9 +450,10 @@ static float rel_diff(const float *a, const float *b, long n) {
 
 /* The row ops (_rowops.h): every row this CPU runs against the portable one. Softmax rows
  * (lanes' float sums against double: within C eps relative), the attention row with an
- * additive and a bool mask, LayerNorm, erf / GELU / sigmoid and bias + GELU (the same
- * polynomials, FMA against separate roundings: a few ulps), row lengths with and without a
- * partial vector. */
+ * additive and a bool mask, LayerNorm, the RMS norm (float32 lanes against the portable
+ * row's double sum: within the bound of _rowops.h), erf / GELU / sigmoid and bias + GELU
+ * (the same polynomials, FMA against separate roundings: a few ulps), row lengths with and
+ * without a partial vector. */
 static void check_rowops(void) {
     static const long lengths[] = {1, 3, 4, 7, 16, 33, 128};
     enum { N = 2 * 128 };
@@ -499,6 +501,10 @@ static void check_rowops(void) {
             snprintf(what, sizeof what, "%s LayerNorm of %ld", row->name, C);
             check(rel_diff(y1, y0, C) <= 8 * tol && fabsf(mu1 - mu0) <= 8 * tol * (1 + fabsf(mu0))
                   && fabsf(iv1 - iv0) <= 8 * tol * iv0, what);
+            rowops_rmsnorm_rows(&rowops_rows[0], x, sc, 1e-5f, y0, 2, C);
+            rowops_rmsnorm_rows(row, x, sc, 1e-5f, y1, 2, C);
+            snprintf(what, sizeof what, "%s RMS norm 2 x %ld", row->name, C);
+            check(rel_diff(y1, y0, 2 * C) <= 8 * tol, what);
             for (int fn = ROW_ERF; fn <= ROW_SIGMOID; fn++) {
                 rowops_unary(&rowops_rows[0], x, y0, C, fn);
                 rowops_unary(row, x, y1, C, fn);
@@ -585,6 +591,67 @@ static void check_qgemm_tiles(void) {
     }
 }
 
+/* MatMulNBits (_nbits.h): every row this CPU runs (on arm64 the NEON 4 x 16) against a
+ * direct loop over the unpacked codes, 2 / 4 / 8 bits, each kind of zero point, K not a
+ * multiple of the block, N across a panel's edge, 1-7 rows of A. Small integers in A, the
+ * codes and power-of-2 scales keep every sum exact in fp32, so the rows agree bit for bit. */
+static void check_nbits(void) {
+    static const long shapes[][4] = {{1, 40, 7, 16}, {3, 100, 37, 32}, {7, 64, 16, 64}};
+    char what[160];
+    for (int r = 0; r < NB_ROW_COUNT; r++)
+    for (int bits = 2; bits <= 8; bits *= 2)
+    for (int zm = NB_ZP_NONE; zm <= NB_ZP_F32; zm++)
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const nb_row *row = &nb_rows[r];
+        if (!edgenn_row_usable(row->isa)) continue;
+        const long M = shapes[s][0], K = shapes[s][1], N = shapes[s][2], bs = shapes[s][3];
+        const long kb = (K + bs - 1) / bs, Kp = kb * bs, np_ = (N + 15) / 16, P = 32 / bits;
+        uint8_t *q = calloc((size_t)(np_ * 16 * Kp), 1), *z8 = calloc((size_t)(np_ * kb * 16 + 16), 1);
+        float *sc = calloc((size_t)(np_ * kb * 16), sizeof(float));
+        float *zf = calloc((size_t)(np_ * kb * 16), sizeof(float));
+        float *a = malloc(sizeof(float) * M * K), *y = malloc(sizeof(float) * M * N);
+        float *bias = calloc((size_t)(np_ * 16), sizeof(float));
+        uint32_t *codes = calloc((size_t)(np_ * Kp * 16 / P), sizeof(uint32_t));
+        float *ws = malloc(sizeof(float) * nb_ws_floats(M, kb, bs));
+        for (long n = 0; n < N; n++) {
+            bias[n] = (float)((int)(rnd() % 9) - 4);
+            for (long k = 0; k < K; k++) q[n * Kp + k] = (uint8_t)(rnd() % (1u << bits));
+            for (long b = 0; b < kb; b++) {
+                const long o = (n / 16 * kb + b) * 16 + n % 16;
+                sc[o] = (float)(1 << (rnd() % 3)) / 4.f;
+                z8[o] = (uint8_t)(rnd() % (1u << bits));
+                zf[o] = (float)z8[o] + 0.5f;
+            }
+        }
+        for (long i = 0; i < M * K; i++) a[i] = (float)((int)(rnd() % 7) - 3);
+        for (long n = 0; n < np_ * 16; n++)      /* (np, kb, bs / P, 16) words */
+            for (long k = 0; k < Kp; k++)
+                codes[((n / 16 * kb + k / bs) * (bs / P) + k % bs / P) * 16 + n % 16] |=
+                    (uint32_t)q[n * Kp + k] << (bits * (k % P));
+        nb_args x = {0};
+        x.M = M; x.N = N; x.K = K; x.kb = kb; x.bs = bs; x.bits = bits; x.zp_mode = zm;
+        x.zp0 = (float)(1 << (bits - 1)); x.codes = codes; x.scales = sc;
+        x.zp8 = zm == NB_ZP_U8 ? z8 : NULL; x.zpf = zm == NB_ZP_F32 ? zf : NULL;
+        x.bias = bias; x.a = a; x.lda = K; x.y = y; x.ldy = N; x.ws = ws;
+        nb_run(row, &x, 1);
+        int ok = 1;
+        for (long m = 0; m < M; m++)
+            for (long n = 0; n < N; n++) {
+                double t = bias[n];
+                for (long k = 0; k < K; k++) {
+                    const long o = (n / 16 * kb + k / bs) * 16 + n % 16;
+                    const double zp = zm == NB_ZP_U8 ? z8[o] : zm == NB_ZP_F32 ? zf[o] : x.zp0;
+                    t += (double)a[m * K + k] * (q[n * Kp + k] - zp) * sc[o];
+                }
+                ok &= y[m * N + n] == (float)t;
+            }
+        snprintf(what, sizeof what, "%s %d-bit zp mode %d M%ld K%ld N%ld bs%ld: exact on "
+                 "small integers", row->name, bits, zm, M, K, N, bs);
+        check(ok, what);
+        free(q); free(z8); free(sc); free(zf); free(a); free(y); free(bias); free(codes); free(ws);
+    }
+}
+
 void check_native_rows(void) {
     check_dwc();
     check_convdirect();
@@ -592,6 +659,8 @@ void check_native_rows(void) {
     check_dwproj();
     check_winograd();
     check_recurrent();
+    check_nbits();
+    check_attention_rows();
     check_pool();
     check_rowops();
     check_qgemm_tiles();

@@ -54,7 +54,8 @@ def kernels_check(tmp_path_factory):
     _toolchain()
     exe = tmp_path_factory.mktemp("arm64") / "kernels_check"
     sources = [str(Path(__file__).with_name(f))
-               for f in ("kernels_check.c", "kernels_check_native.c")]
+               for f in ("kernels_check.c", "kernels_check_native.c",
+                                 "kernels_check_attention.c")]
     # no FMA contraction: the package builds the int8 and row-op kernels so (setup.py)
     out = subprocess.run([CC, "-static", "-O2", "-ffp-contract=off", f"-I{_simde()}", *INCLUDES,
                           *sources, "-o", str(exe), "-lm"], capture_output=True, text=True,
@@ -75,7 +76,8 @@ def test_kernels_under_qemu(kernels_check, cpu, tier):
     for row in ("sgemm_6x16__neon", "depthwise_c4__neon", "conv_direct_8x12__neon",
                 "depthwise_rows4__neon", "depthwise_project_8x12__neon",
                 "winograd_transforms__neon", "recurrent_4x32__neon", "pool_nchw__neon",
-                "spmm_32x1__neon", "rowops__neon"):
+                "spmm_32x1__neon", "rowops__neon", "nbits_f32_4x16__neon",
+                "gqa_k4__neon"):
         assert any(re.match(rf"ok\s+{row} ", line) for line in lines), (row, lines)
     if tier == "neondot":   # and the dot-product int8 tile where the CPU has it
         assert any(re.match(r"ok\s+qgemm_u8s8_6x8__neondot ", line) for line in lines), lines

@@ -1,7 +1,8 @@
 """The C row ops (edgenn/kernels/rowops/_rowops): every row of their table this CPU runs
-(the portable one, AVX2, AVX-512's attention softmax) against the reference, plus what
-test_kernels_fast does not check: LayerNorm's mean / inv-std outputs, NaN and infinity
-handling, the C kernels being priced ahead of the Numba ones."""
+(the portable one, AVX2, AVX-512's attention softmax and RMS norm) against the reference,
+plus what test_kernels_fast does not check: LayerNorm's mean / inv-std outputs, the RMS
+norm's float32 error bound over many row lengths, NaN and infinity handling, the C kernels
+being priced ahead of the Numba ones."""
 import numpy as np
 import pytest
 
@@ -200,6 +201,68 @@ def test_layernorm_kernel_writes_statistics():
         for g, w in zip(got, REFERENCE["LayerNormalization"](node.attrs, [x, scale, bias])):
             assert g.shape == w.shape
             _close(g, w)
+
+
+RMS_LENGTHS = (1, 3, 7, 8, 9, 16, 63, 64, 65, 576, 1536, 4095)
+
+
+def _rms64(x, scale, eps):
+    """The RMS norm of float32 rows, computed exactly enough in float64."""
+    x64 = x.astype(np.float64)
+    ms = (x64 * x64).mean(-1, keepdims=True)
+    return x64 / np.sqrt(ms + float(f32(eps))) * scale.astype(np.float64)
+
+
+def _rms_bound(C):
+    """_rowops.h's bound on y's relative error, at its worst over the rows: the longest
+    accumulator chain of the narrowest row (4 lanes), the lane sums and tail of the
+    widest (16): ((C / 16 + 38) / 2 + 6) u, u = 2^-24."""
+    return (C / 32 + 25) * 2.0 ** -24
+
+
+@pytest.mark.parametrize("build", BUILDS)
+@pytest.mark.parametrize("C", RMS_LENGTHS)
+def test_rmsnorm_rows(build, C):
+    """Every row length around the 4 / 8 / 16 lanes and their 4 accumulators, magnitudes
+    whose squares stay normal floats (1, 1e15, 1e-15: eps dominates, or alone with eps 0),
+    each element within the float32 bound of the float64 result; y may be x."""
+    lib, row = _lib(build)
+    rng = np.random.default_rng(C)
+    scale = rng.standard_normal(C).astype(f32)
+    for mag, eps in [(1.0, 1e-5), (3.0, 1e-6), (1e15, 1e-5), (1e-15, 1e-5), (1e-15, 0.0)]:
+        x = (rng.standard_normal((3, C)) * mag).astype(f32)
+        y = np.empty_like(x)
+        lib.rmsnorm_rows(x, scale, eps, y, row)
+        want = _rms64(x, scale, eps)
+        err = np.abs(y - want)
+        assert np.all(err <= _rms_bound(C) * np.abs(want)), (mag, eps, float(err.max()))
+        lib.rmsnorm_rows(x, scale, eps, x, row)    # in place
+        np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("build", BUILDS)
+def test_rmsnorm_special_rows(build):
+    """Zeros give exactly 0 (eps alone under the root); a NaN makes its row NaN and no
+    other; an inf makes its row 0 and NaN at the inf, as the float32 formula (the
+    reference); a row whose squares overflow float32 gives 0, as the reference too."""
+    lib, row = _lib(build)
+    rng = np.random.default_rng(7)
+    for C in (1, 7, 16, 65, 576):
+        scale = rng.standard_normal(C).astype(f32)
+        x = rng.standard_normal((5, C)).astype(f32)
+        x[0] = 0
+        x[1, C // 2] = np.nan
+        x[2, C - 1] = np.inf
+        x[3] *= f32(1e30)
+        y = np.empty_like(x)
+        lib.rmsnorm_rows(x, scale, 1e-5, y, row)
+        with np.errstate(over="ignore", invalid="ignore"):   # the inf and overflow rows
+            want = REFERENCE["RMSNormalization"]({"axis": -1, "epsilon": 1e-5}, [x, scale])[0]
+        assert np.all(y[0] == 0) and np.isnan(y[1]).all()
+        np.testing.assert_array_equal(np.isnan(y), np.isnan(want))
+        np.testing.assert_array_equal(y[2:4], want[2:4])
+        assert np.all(np.abs(y[4] - _rms64(x[4:], scale, 1e-5)) <= _rms_bound(C)
+                      * np.abs(_rms64(x[4:], scale, 1e-5)))
 
 
 @pytest.mark.parametrize("build", BUILDS)

@@ -1,6 +1,7 @@
-"""Kernel test cases for FusedAttention, LayerNormalization, (Log)Softmax and Gelu: head counts
-and lead-dim broadcasting, additive and boolean masks of every broadcast form, rows not a
-multiple of the vector width, large and tiny magnitudes, statistics outputs."""
+"""Kernel test cases for FusedAttention, LayerNormalization, RMSNormalization, (Log)Softmax
+and Gelu: head counts and lead-dim broadcasting, additive and boolean masks of every
+broadcast form, rows not a multiple of the vector width, large and tiny magnitudes,
+statistics outputs."""
 import numpy as np
 
 from edgenn.graph.ir import Node
@@ -81,6 +82,22 @@ def layernorm_cases():
            [x, np.ones(8, f), np.arange(8, dtype=f)])
 
 
+def rmsnorm_cases():
+    rng = np.random.default_rng(4)
+    f = np.float32
+    for shape, axis in [((1, 8, 576), -1), ((1, 1, 576), -1), ((2, 3, 5), 1), ((7, 1), -1),
+                        ((3, 33), -1), ((4, 6, 10), 0), ((2, 9), -1)]:
+        x = (rng.standard_normal(shape) * 3 + 1).astype(f)
+        scale = rng.standard_normal(shape[axis % len(shape):]).astype(f)
+        for eps in (1e-5, 1e-12):
+            attrs = {"axis": axis, "epsilon": eps, "stash_type": 1}
+            yield Node("RMSNormalization", ["x", "s"], ["y"], attrs, "rms"), [x, scale]
+        # scale computed at run time
+        yield Node("RMSNormalization", ["x", "s"], ["y"], {"axis": axis}, "rms"), [x, scale], RT
+    yield (Node("RMSNormalization", ["x", "s"], ["y"], {}, "rms"),   # zero rows: y = 0
+           [np.zeros((3, 8), f), np.arange(8, dtype=f)])
+
+
 def softmax_cases(op="Softmax"):
     rng = np.random.default_rng(2)
     f = np.float32
@@ -112,5 +129,6 @@ def gelu_cases():
 
 
 CASES = {"FusedAttention": attention_cases, "LayerNormalization": layernorm_cases,
+         "RMSNormalization": rmsnorm_cases,
          "Softmax": softmax_cases, "LogSoftmax": lambda: softmax_cases("LogSoftmax"),
          "Gelu": gelu_cases}

@@ -1,0 +1,2 @@
+"""Attention over a key / value cache: GroupQueryAttention's decode and prefill in C
+(_gqa.h's rows)."""
