@@ -12,6 +12,8 @@
 
     sess = edgenn.from_torch(module, (x,))       # torch.onnx export, checked vs the module
     pipe = edgenn.compose({"audio": ("float32", (1, 576))})   # models + glue, one graph
+
+    text = edgenn.generate("decoder/model.onnx", "def main(", max_new_tokens=32)
 """
 from .errors import (EdgennError, GraphError, InputError, MissingDependencyError,
                      ModelFormatError, UnsupportedOpError)
@@ -19,6 +21,7 @@ from .version import __version__
 
 __all__ = ["InferenceSession", "convert", "load", "save", "quantize", "generate_key",
            "load_family", "scalable", "from_torch", "compose", "Pipeline",
+           "Generator", "Sampling", "generate",
            "EdgennError", "GraphError",
            "InputError", "MissingDependencyError", "ModelFormatError", "UnsupportedOpError", "__version__"]
 
@@ -42,6 +45,9 @@ def __getattr__(name):  # keep `import edgenn` light: numba/onnx load on first u
     if name in ("compose", "Pipeline"):
         from . import pipeline
         return getattr(pipeline, name)
+    if name in ("Generator", "Sampling", "generate"):
+        from . import lm
+        return getattr(lm, name)
     if name == "from_torch":
         from .torchexport import from_torch
         return from_torch

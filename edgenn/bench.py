@@ -242,8 +242,8 @@ def run_record(args, results: list[tuple[str, dict, list[Runner]]]) -> dict:
             "date": datetime.date.today().isoformat(), "threads": args.threads,
             "rounds": args.rounds,
             "command": " ".join(["python", os.path.relpath(sys.argv[0])] + sys.argv[1:]),
-            "versions": {d: version(d) for d in ("edgenn", "onnxruntime", "MNN",
-                                                 "ai-edge-litert")},
+            "versions": {d: version(d) for d in ("edgenn", "onnxruntime", "onnxruntime-genai",
+                                                 "MNN", "ai-edge-litert")},
             "models": [{"model": name, "shapes": {k: list(v) for k, v in shapes.items()},
                         "median_ms": {r.name: float(np.median(r.times)) * 1e3 for r in rs},
                         "min_ms": {r.name: min(r.times) * 1e3 for r in rs}}

@@ -123,6 +123,45 @@ def cmd_tune(args) -> int:
     return EXIT_OK
 
 
+def _quantize_weights(args, t0: float) -> int:
+    from .api import load, save
+    from .compress.nbits import quantize_matmuls
+    graph = load(args.model)
+    done = quantize_matmuls(graph, bits=int(args.weights[3:]), block=args.block, fit=args.fit)
+    save(graph, args.output, entropy=args.entropy or None)
+    print(f"wrote {args.output}: {done['layers']} MatMulNBits layers, {done['tables']} "
+          f"embedding tables, weights "
+          f"{done['bytes_before'] / 1e6:.1f} -> {done['bytes_after'] / 1e6:.1f} MB "
+          f"({os.path.getsize(args.output) / 1e6:.2f} MB file, "
+          f"{time.perf_counter() - t0:.1f} s)")
+    return EXIT_OK
+
+
+def cmd_generate(args) -> int:
+    """Tokens printed as they come; tokens per second (prefill included) on stderr."""
+    from .lm import Generator, Sampling
+    from .errors import InputError
+    gen = Generator(args.model, threads=args.threads)
+    if args.prompt_ids:
+        prompt = [int(t) for t in args.prompt_ids.split(",")]
+    elif gen.tokenizer is None:
+        raise InputError("this model has no tokenizer.json beside it (or the tokenizers "
+                         "package is missing): give --prompt-ids 1,2,3")
+    else:
+        prompt = args.prompt
+    sampling = Sampling(args.temperature, args.top_k, args.top_p, args.repetition_penalty,
+                        args.seed)
+    t0, n = time.perf_counter(), 0
+    for piece in gen.stream(prompt, args.max_new_tokens, sampling):
+        print(piece if isinstance(piece, str) else f"{piece} ", end="", flush=True)
+        n += 1
+    dt = time.perf_counter() - t0
+    print()
+    print(f"{n} tokens in {dt:.2f} s: {n / dt:.1f} tokens/s ({args.threads} thread(s))",
+          file=sys.stderr)
+    return EXIT_OK
+
+
 def _safe(name: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)
 
@@ -301,6 +340,10 @@ def cmd_quantize(args) -> int:
     from .api import save
     from .quant.quantize import quantize
     t0 = time.perf_counter()
+    if args.weights:
+        return _quantize_weights(args, t0)
+    if not args.calib:
+        raise SystemExit("edgenn quantize: give --calib DATA (int8), or --weights int4")
     spec = _image_spec(args)
     graph = quantize(args.model, args.calib, method=args.method, weight_bits=args.weight_bits,
                      per_channel=not args.per_tensor, fidelity=args.fidelity,
@@ -588,9 +631,17 @@ def build_parser() -> argparse.ArgumentParser:
                        help="pad: keep the aspect ratio, pad right with zeros (OCR lines)")
         s.add_argument("--threads", type=int, default=1)
 
-    qz = sub.add_parser("quantize", help="int8 post-training quantization -> .enn")
+    qz = sub.add_parser("quantize", help="int8 post-training quantization, or low-bit "
+                                         "weights (--weights int4) -> .enn")
     qz.add_argument("model", help="fp32 .onnx or .enn")
-    qz.add_argument("--calib", required=True, metavar="DATA", help="calibration data: " + data_help)
+    qz.add_argument("--calib", metavar="DATA", help="calibration data (int8; not for "
+                    "--weights): " + data_help)
+    qz.add_argument("--weights", choices=("int4", "int8"),
+                    help="weight-only: every float MatMul / Gemm weight as MatMulNBits codes "
+                         "that stay low-bit at run time (decoders); no calibration data")
+    qz.add_argument("--block", type=int, default=32, help="--weights: values per scale")
+    qz.add_argument("--fit", choices=("admm", "maxabs"), default="admm",
+                    help="--weights: how each block's scale is chosen")
     qz.add_argument("-o", "--output", required=True)
     qz.add_argument("--method", choices=("minmax", "percentile", "kl", "admm", "auto"),
                     default="minmax")
@@ -708,6 +759,20 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--import", dest="import_file", metavar="FILE.json",
                    help="merge an exported cache (same CPU and edgenn build) into this one")
     t.set_defaults(fn=cmd_tune)
+
+    g = sub.add_parser("generate", help="text from a decoder language model, token by token")
+    g.add_argument("model", help="decoder .onnx / .enn, or its folder (genai_config.json, "
+                                 "tokenizer.json beside it)")
+    g.add_argument("--prompt", default="", help="the prompt text")
+    g.add_argument("--prompt-ids", metavar="ID,ID,..", help="the prompt as token ids")
+    g.add_argument("--max-new-tokens", type=int, default=64)
+    g.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    g.add_argument("--top-k", type=int, default=0)
+    g.add_argument("--top-p", type=float, default=1.0)
+    g.add_argument("--repetition-penalty", type=float, default=1.0)
+    g.add_argument("--seed", type=int)
+    g.add_argument("--threads", type=int, default=1)
+    g.set_defaults(fn=cmd_generate)
 
     d = sub.add_parser("demo", help="convert, check and run the embedded default model")
     d.add_argument("--threads", type=int, default=1)

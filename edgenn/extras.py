@@ -8,8 +8,9 @@ converters/onnx/proto.py). The rest is opt-in:
     numba    numba   the Numba kernels (tuner candidates beside the C ones)
     scipy    scipy   SciPy's erf in the reference kernels (else math.erf, exact but slower)
     scale    optuna  the search of `edgenn scale` (loading a family and `select` need none)
+    lm       tokenizers  text in and out of `edgenn generate` (token ids need none)
 
-`full` is all four. Nothing here imports the packages: `have` asks importlib only.
+`full` is all of them. Nothing here imports the packages: `have` asks importlib only.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import importlib.util
 from .errors import MissingDependencyError
 
 EXTRA_OF = {"onnx": "convert", "numba": "numba", "scipy": "scipy", "matplotlib": "plot",
-            "optuna": "scale",
+            "optuna": "scale", "tokenizers": "lm",
             "cryptography": "crypto", "dask": "dask", "distributed": "dask"}
 
 

@@ -86,6 +86,18 @@ class ExecutionContext:
                     ins[j] = own
         return [self.outputs[name].copy() for name in output_names]
 
+    def run_bound(self) -> None:
+        """Every step, on inputs already bound (BoundCall): no copy in or out."""
+        k = 0
+        try:
+            with scratch.active(self.token, self.scratch):
+                for k, call in enumerate(self.calls):
+                    call()
+        except EdgennError:
+            raise
+        except Exception as exc:
+            raise _named(self.steps[k].node, exc) from exc
+
     def _bind(self, feeds: list[np.ndarray]) -> list:
         """Each feed read in place by the steps that read it (as onnxruntime binds a NumPy
         input), or copied into its buffer: copying an image-sized input that comes from
@@ -103,6 +115,47 @@ class ExecutionContext:
             else:
                 np.copyto(buf, x)
         return bound
+
+
+class BoundCall:
+    """One caller's context of `plan`, held until close(), its inputs bound to the
+    caller's arrays (every one read in place, so writing an array between calls is the
+    next call's input, and a kernel that updates an input in place updates the caller's
+    array): each call() runs the steps only, and returns the outputs as views of the
+    context's buffers, valid until the next call. onnxruntime's IO binding, for loops
+    that call one plan many times (a decoder's token steps)."""
+
+    def __init__(self, plan, feeds: list[np.ndarray], output_names: list[str]):
+        self._plan = plan
+        self._ctx = plan.contexts.acquire()
+        try:
+            for name, buf, x in zip(plan.input_names, self._ctx.inputs, feeds):
+                if not (x.dtype == buf.dtype and x.shape == buf.shape and
+                        x.flags.c_contiguous and x.flags.writeable):
+                    raise InputError(f"input {name!r}: a bound array must be C-contiguous, "
+                                     f"writable, {buf.dtype} {buf.shape}")
+            if any(r is None for r in self._ctx.readers):
+                raise InputError("an input that is also an output (or a view of one) "
+                                 "cannot be bound")
+            self._slots = self._ctx._bind(feeds)
+        except BaseException:
+            plan.contexts.release(self._ctx)
+            raise
+        self._outputs = [self._ctx.outputs[n] for n in output_names]
+
+    def __call__(self) -> list[np.ndarray]:
+        self._ctx.run_bound()
+        return self._outputs
+
+    def close(self) -> None:
+        """Unbind (no reference to the caller's arrays is kept) and give the context back."""
+        if self._ctx is None:
+            return
+        for slots in self._slots:
+            for ins, j, own in slots:
+                ins[j] = own
+        self._plan.contexts.release(self._ctx)
+        self._ctx = None
 
 
 def _readers(name: str, root: dict, plan, step_inputs: list) -> list | None:

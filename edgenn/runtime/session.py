@@ -13,6 +13,7 @@ from . import limits
 from . import threads as thread_control
 from . import background
 from .background import Activity, BackgroundTuning
+from .context import BoundCall
 from .plan import Plan, build
 from . import select
 from .select import FIRST, Tuner
@@ -118,6 +119,19 @@ class InferenceSession:
             return _run(plan, self.threads, feeds, outputs, timings)
         finally:
             self._activity.exit()
+
+    def bind(self, output_names, input_feed: dict) -> "BoundCall":
+        """A call of the plan for these inputs' shapes with the arrays bound for good
+        (runtime/context.py BoundCall): call() runs it, reading the arrays as they are
+        then, and returns the outputs as views; close() ends it. For a loop that writes
+        its inputs in place between calls."""
+        feeds = self._check_feeds(input_feed)
+        outputs = self._check_outputs(output_names)
+        key = tuple(x.shape for x in feeds)
+        plan = self._plans.get(key) or self._plan(key)
+        thread_control.numba_threads(self.threads)
+        return _Bound(BoundCall(plan, feeds, outputs), self._activity,
+                      self.threads if plan.uses_blas else 0)
 
     def wait_tuned(self, timeout: float | None = None) -> bool:
         """Wait until the background tuner has swapped in every plan it was timing (tune=
@@ -262,6 +276,33 @@ class InferenceSession:
             raise InputError(f"input {name!r} has shape {tuple(shape)}, the model expects "
                              f"{tuple(want)} (str = any size)")
         return tuple(shape)
+
+
+class _Bound:
+    """A BoundCall whose calls count as the session's activity (the background tuner
+    times only while no call is in flight)."""
+
+    def __init__(self, call, activity, blas_threads: int):
+        self._call, self._activity, self._blas = call, activity, blas_threads
+
+    def __call__(self) -> list[np.ndarray]:
+        self._activity.enter()
+        try:
+            if self._blas:
+                with thread_control.blas(self._blas):
+                    return self._call()
+            return self._call()
+        finally:
+            self._activity.exit()
+
+    def close(self) -> None:
+        self._call.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def _np_dtype(name: str):

@@ -1,5 +1,5 @@
 """Layers import downward only (DESIGN.md): graph <- kernels <- runtime <- quant /
-compress / scale <- api, cli. Checked on every import statement of every module, the
+compress / scale / lm <- api, cli. Checked on every import statement of every module, the
 ones inside functions included (a lazy upward import is still an upward import)."""
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ FORBIDDEN = {
     "quant": {"scale"} | TOP,
     "compress": {"scale"} | TOP,
     "scale": TOP,
+    "lm": {"quant", "compress", "scale"} | TOP,
 }
 
 

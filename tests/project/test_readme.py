@@ -10,7 +10,9 @@ The placeholders: model.onnx is the demo digits CNN (edgenn/models/digits.onnx, 
 "image" float32 (batch, 1, 8, 8)); model.enn is it converted; model.tflite a tiny float
 TFLite network written with tests/support/tflite_writer.py (no download); x.npy one digit;
 calib/ a folder of .npy batches and held/ a folder with one .npz of held-out digits and
-their labels (the data forms of edgenn/quant/data.py), all from digits_samples.npz.
+their labels (the data forms of edgenn/quant/data.py), all from digits_samples.npz;
+smollm2/ is the small Llama the decoder tests build (tests/support/decoders.py, its int4
+onnxruntime-genai export) and decoder.onnx that model's fp32 export.
 """
 from __future__ import annotations
 
@@ -43,7 +45,7 @@ def readme_commands() -> list[str]:
     out = []
     for line in quick_start().splitlines():
         if line.startswith("    edgenn "):
-            out.append(" ".join(shlex.split(line, comments=True)))
+            out.append(shlex.join(shlex.split(line, comments=True)))
     return out
 
 
@@ -110,6 +112,11 @@ def workdir(tmp_path, monkeypatch):
         np.save(tmp_path / "calib" / f"b{i}.npy", images[i * 50:(i + 1) * 50])
     (tmp_path / "held").mkdir()                            # the rest, with labels
     np.savez(tmp_path / "held" / "held.npz", image=images[100:], labels=labels[100:])
+    from support.decoders import decoder
+    shutil.copytree(decoder("int4"), tmp_path / "smollm2")
+    fp32 = decoder("fp32")
+    shutil.copy(fp32 / "model.onnx", tmp_path / "decoder.onnx")
+    shutil.copy(fp32 / "model.onnx.data", tmp_path / "model.onnx.data")   # its weights
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
