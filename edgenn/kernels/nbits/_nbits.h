@@ -41,6 +41,10 @@
 #endif
 
 #define NB_NR 16                   /* output columns per panel */
+/* bytes ahead in the stream of codes that each 64-byte step prefetches: a layer's codes
+ * are one sequential stream of a few hundred KB, read once per token from L3 or memory,
+ * too short for the hardware prefetchers to reach full rate by themselves */
+#define NB_PREFETCH 2048
 #define NB_RMAX 8                  /* the most rows of A any row computes per pass */
 
 enum { NB_ZP_NONE = 0, NB_ZP_U8 = 1, NB_ZP_F32 = 2 };

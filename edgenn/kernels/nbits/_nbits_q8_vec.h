@@ -54,6 +54,7 @@ static inline void NBQ_TILE_T(const int R, const int BITS, const nbq_tile *t)
             NB_UNROLL
             for (int u = 0; u < U; u++, w += NB_NR * 4, ab += P * R * 4) {
                 NBQ_VI wv[NV];
+                __builtin_prefetch(w + NB_PREFETCH);
                 for (int v = 0; v < NV; v++)
                     wv[v] = NBQ_LOADI(w + v * NBQ_L * 4);
 #ifdef NBQ_MADDUBS

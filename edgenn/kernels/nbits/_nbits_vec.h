@@ -30,6 +30,7 @@ static inline void NB_TILE_T(const int R, const int BITS, const nb_tile *t)
         const float *ab = t->a + b * bs * R;      /* (k, r) at k * R + r */
         for (long g = 0; g < gpb; g++, w += NB_NR, ab += P * R) {
             NB_VI wv[NV];
+            __builtin_prefetch((const char *)w + NB_PREFETCH);
             for (int v = 0; v < NV; v++)
                 wv[v] = NB_LOADI(w + v * NB_L);
             NB_UNROLL
