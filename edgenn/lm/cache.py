@@ -69,7 +69,10 @@ def find_decoder_io(graph: Graph, head_size: int | None = None) -> DecoderIO:
         dtype.add(inputs[pk].dtype)
     if not slots:
         raise GraphError("not a decoder with a key / value cache: no GroupQueryAttention "
-                         "node reads its past keys and values from graph inputs")
+                         "node reads its past keys and values from graph inputs (a "
+                         "standard-op export, e.g. torch.onnx's, runs as an "
+                         "InferenceSession; for generation, export it with "
+                         "onnxruntime-genai's model builder)")
     if len(kv_heads) != 1 or len(dtype) != 1:
         raise GraphError("layers differ in key / value heads or cache dtype")
     names = [v.name for v in graph.inputs]

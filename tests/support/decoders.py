@@ -56,12 +56,61 @@ PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|im_start|>",
 """
 
 
+# the same architecture exported by torch.onnx (dynamo) with its cache as inputs and
+# outputs in standard ops (Concat per layer): past_{i}_{key,value} -> present_{i}_*
+_TORCH_EXPORT = """
+import json, sys
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+from transformers.cache_utils import DynamicCache
+out, config = sys.argv[1], json.loads(sys.argv[2])
+torch.manual_seed(0)
+model = LlamaForCausalLM(LlamaConfig(**config)).eval()
+layers = config["num_hidden_layers"]
+kv, head = config["num_key_value_heads"], config["hidden_size"] // config["num_attention_heads"]
+
+
+class Decoder(torch.nn.Module):
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, ids, mask, *past):
+        cache = DynamicCache()
+        for i in range(layers):
+            cache.update(past[2 * i], past[2 * i + 1], i)
+        o = self.m(input_ids=ids, attention_mask=mask, past_key_values=cache, use_cache=True)
+        return (o.logits,) + tuple(t for layer in o.past_key_values.layers
+                                   for t in (layer.keys, layer.values))
+
+
+names = [f"past_{i}_{k}" for i in range(layers) for k in ("key", "value")]
+past = [torch.randn(1, kv, 5, head) for _ in names]
+dims = {"ids": {1: "S"}, "mask": {1: "T"}, "past": tuple({2: "P"} for _ in names)}
+torch.onnx.export(Decoder(model), (torch.randint(0, 100, (1, 3)),
+                  torch.ones(1, 8, dtype=torch.int64), *past), out, dynamo=True,
+                  input_names=["input_ids", "attention_mask", *names],
+                  output_names=["logits", *[n.replace("past", "present") for n in names]],
+                  dynamic_shapes=dims)
+"""
+
+
 def _child(args: list[str], cwd: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     r = subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True,
                        text=True)
     if r.returncode:
-        raise RuntimeError(f"{args[:3]} failed:\n{r.stderr[-3000:]}")
+        raise RuntimeError(f"{args[0]} {args[1][:40]!r}... failed:\n{r.stderr[-3000:]}")
+
+
+def torch_decoder(cache_dir=None) -> Path:
+    """The CONFIG model as torch.onnx writes it (standard ops, the cache fed back)."""
+    root = Path(cache_dir or default_cache_dir()) / f"decoders-{_hash()}"
+    out = root / "torch" / "model.onnx"
+    if not out.exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        _child(["-c", _TORCH_EXPORT, str(out), json.dumps(CONFIG)], root)
+    return out
 
 
 def decoder(precision: str, cache_dir=None) -> Path:
