@@ -8,9 +8,12 @@ prefill time of a --prompt_tokens prompt and the median time per decoded token.
 
 A name fp32 / int4 is the test suite's small Llama (tests/support/decoders.py); a folder
 is any onnxruntime-genai export (model.onnx + genai_config.json), plus optionally a
-model-*.gguf converted from the same checkpoint for llama.cpp (llama.cpp's
-convert_hf_to_gguf.py: F32 beside an fp32 export, then Q4_0 — its 4-bit, block 32 —
-beside an int4 one).
+model-*.gguf converted from the same checkpoint for llama.cpp: llama.cpp's
+convert_hf_to_gguf.py to F32 beside an fp32 export, and that quantized to pure Q4_0
+(llama-quantize --pure: 4-bit, block 32, the embedding / lm_head too, as an int4 export
+has them) beside an int4 one. (On an AMX CPU, llama-cpp-python built with -march=native
+by GCC 12.2 crashes in a quantized prefill, its AMX tile config optimized away (llama.cpp
+PR #26954); build it with -mno-amx-tile -mno-amx-int8 in CMAKE_C_FLAGS / CMAKE_CXX_FLAGS.)
 """
 import glob
 import importlib.metadata
@@ -123,9 +126,10 @@ class Genai:
 
 
 class LlamaCpp:
-    """llama.cpp through llama-cpp-python on the folder's model-*.gguf: token ids in (no
-    tokenizer), greedy as the onnxruntime runner is (argmax of the last position's
-    logits), llama.cpp's own defaults otherwise (f16 KV cache, prompt in one batch)."""
+    """llama.cpp through llama-cpp-python on the folder's model-*.gguf (the first by name):
+    token ids in (no tokenizer), greedy as the onnxruntime runner is (argmax of the last
+    position's logits), llama-cpp-python's defaults otherwise (f16 KV cache, flash
+    attention off, the prompt in one batch)."""
     name = "llama.cpp"
 
     @staticmethod
