@@ -4,16 +4,17 @@ on the same onnxruntime-genai export, greedy, in interleaved rounds; and llama.c
 (llama-cpp-python) when the folder also holds a GGUF of the same weights. Prints the
 prefill time of a --prompt_tokens prompt and the median time per decoded token.
 
-    python bench/compare_decoders.py /path/to/export_folder [fp32|int4 ...] --threads 1
+    python bench/compare_decoders.py smollm2-8l:int4 smollm2-8l:fp32 --threads 1
 
-A name fp32 / int4 is the test suite's small Llama (tests/support/decoders.py); a folder
-is any onnxruntime-genai export (model.onnx + genai_config.json), plus optionally a
-model-*.gguf converted from the same checkpoint for llama.cpp: llama.cpp's
-convert_hf_to_gguf.py to F32 beside an fp32 export, and that quantized to pure Q4_0
-(llama-quantize --pure: 4-bit, block 32, the embedding / lm_head too, as an int4 export
-has them) beside an int4 one. (On an AMX CPU, llama-cpp-python built with -march=native
-by GCC 12.2 crashes in a quantized prefill, its AMX tile config optimized away (llama.cpp
-PR #26954); build it with -mno-amx-tile -mno-amx-int8 in CMAKE_C_FLAGS / CMAKE_CXX_FLAGS.)
+A name [shape:]precision is a decoder of tests/support/decoders.py (random weights, built
+and exported on first use; shapes "small", the tests' Llama, and "smollm2-8l"); a folder
+is any onnxruntime-genai export (model.onnx + genai_config.json). Beside either, a
+model-*.gguf of the same weights adds llama.cpp: bench/decoder_gguf.py writes F32 beside
+an fp32 export and pure Q4_0 (4-bit, block 32, the embedding / lm_head too, as an int4
+export has them) beside an int4 one. (On an AMX CPU, llama-cpp-python built with
+-march=native by GCC 12.2 crashes in a quantized prefill, its AMX tile config optimized
+away (llama.cpp PR #26954); build it with -mno-amx-tile -mno-amx-int8 in CMAKE_C_FLAGS /
+CMAKE_CXX_FLAGS.)
 """
 import glob
 import importlib.metadata
@@ -35,7 +36,8 @@ def _folder(name: str) -> str:
     if os.path.isdir(name):
         return name
     from support.decoders import decoder
-    return str(decoder(name))
+    shape, _, precision = name.rpartition(":")
+    return str(decoder(precision, shape=shape or "small"))
 
 
 def _prompt(folder: str, n: int) -> list[int]:

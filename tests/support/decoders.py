@@ -5,7 +5,9 @@ or int4 MatMulNBits weights), each in its own folder with genai_config.json and
 tokenizer.json beside model.onnx, as the builder writes them.
 
 Built once per source hash under the zoo's cache dir (support.models.default_cache_dir);
-`decoder("int4")` -> the folder.
+`decoder("int4")` -> the folder. `decoder("int4", shape="smollm2-8l")`: the width of
+SmolLM2-135M (hidden 576, 9 query / 3 key-value heads, vocabulary 49152) with 8 layers,
+the benchmarks' decoder (bench/compare_decoders.py).
 """
 from __future__ import annotations
 
@@ -24,6 +26,12 @@ CONFIG = dict(vocab_size=1024, hidden_size=96, intermediate_size=256, num_hidden
               num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=512,
               rope_theta=10000.0, tie_word_embeddings=True, rms_norm_eps=1e-5)
 PRECISIONS = ("fp32", "int4")
+SHAPES = {"small": CONFIG,
+          "smollm2-8l": dict(vocab_size=49152, hidden_size=576, intermediate_size=1536,
+                             num_hidden_layers=8, num_attention_heads=9,
+                             num_key_value_heads=3, max_position_embeddings=2048,
+                             rope_theta=10000.0, tie_word_embeddings=True,
+                             rms_norm_eps=1e-5)}
 
 
 def _hash() -> str:
@@ -49,7 +57,7 @@ tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
 tok.decoder = decoders.ByteLevel()
 sources = sorted(glob.glob(os.path.join(os.path.dirname(os.__file__), "*.py")))[:40]
 tok.train(sources, trainers.BpeTrainer(
-    vocab_size=config["vocab_size"], special_tokens=["<|endoftext|>", "<|im_start|>"],
+    vocab_size=min(config["vocab_size"], 4096), special_tokens=["<|endoftext|>", "<|im_start|>"],
     initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
 PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|im_start|>",
                         eos_token="<|endoftext|>").save_pretrained(folder)
@@ -113,17 +121,25 @@ def torch_decoder(cache_dir=None) -> Path:
     return out
 
 
-def decoder(precision: str, cache_dir=None) -> Path:
-    """The folder of the builder's export at `precision` ("fp32" | "int4")."""
-    assert precision in PRECISIONS
-    root = Path(cache_dir or default_cache_dir()) / f"decoders-{_hash()}"
-    out = root / precision
-    if (out / "model.onnx").exists():
-        return out
+def hf_folder(shape: str = "small", cache_dir=None) -> Path:
+    """The Hugging Face folder (config, safetensors, tokenizer) of SHAPES[shape]."""
+    root = Path(cache_dir or default_cache_dir()) / f"decoders-{_hash()}" / shape
     hf = root / "hf"
     root.mkdir(parents=True, exist_ok=True)
     if not (hf / "tokenizer.json").exists():
-        _child(["-c", _HF_MODEL, str(hf), json.dumps(CONFIG)], root)
+        _child(["-c", _HF_MODEL, str(hf), json.dumps(SHAPES[shape])], root)
+    return hf
+
+
+def decoder(precision: str, cache_dir=None, shape: str = "small") -> Path:
+    """The folder of the builder's export of SHAPES[shape] at `precision` ("fp32" |
+    "int4")."""
+    assert precision in PRECISIONS
+    hf = hf_folder(shape, cache_dir)
+    root = hf.parent
+    out = root / precision
+    if (out / "model.onnx").exists():
+        return out
     _child(["-m", "onnxruntime_genai.models.builder", "-i", str(hf), "-o", str(out), "-p",
             precision, "-e", "cpu", "-c", str(root / "tmp")], root)
     return out
