@@ -79,7 +79,7 @@ class Generator:
         token adds."""
         ids = self._encode(prompt)
         made: list[int] = []
-        shown = ""
+        shown = text = ""
         for step in self._steps([ids], max_new_tokens, sampling, stop_token_ids):
             token = step[0]
             if not isinstance(prompt, str):
@@ -90,6 +90,8 @@ class Generator:
             if not text.endswith("\ufffd"):     # not in the middle of a character
                 yield text[len(shown):]
                 shown = text
+        if len(text) > len(shown):              # the end, a character left incomplete
+            yield text[len(shown):]
 
     # -- the loop ------------------------------------------------------------------------
     def _steps(self, prompts: list[np.ndarray], max_new_tokens: int,

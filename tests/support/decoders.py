@@ -21,10 +21,13 @@ from pathlib import Path
 from .models import default_cache_dir
 
 # the Llama shape: grouped-query attention (3 query heads per key / value head),
-# tied embeddings (the builder's GatherBlockQuantized on the int4 lm_head)
+# tied embeddings (the builder's GatherBlockQuantized on the int4 lm_head); weights drawn
+# 10x wider than transformers' default, so that greedy decoding wanders over many tokens
+# (at the default the random model repeats one token, which any runtime would match)
 CONFIG = dict(vocab_size=1024, hidden_size=96, intermediate_size=256, num_hidden_layers=2,
               num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=512,
-              rope_theta=10000.0, tie_word_embeddings=True, rms_norm_eps=1e-5)
+              rope_theta=10000.0, tie_word_embeddings=True, rms_norm_eps=1e-5,
+              initializer_range=0.2)
 PRECISIONS = ("fp32", "int4")
 SHAPES = {"small": CONFIG,
           "smollm2-8l": dict(vocab_size=49152, hidden_size=576, intermediate_size=1536,
