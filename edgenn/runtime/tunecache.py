@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import threading
+import weakref
 from contextlib import contextmanager
 
 import numpy as np
@@ -81,12 +82,23 @@ def _plain(value):
     return value
 
 
+# id(weight array) -> its _zeros, while the array lives: a weight is keyed once per
+# candidate and per fused pair, and counting its zeros reads all of it
+_ZEROS: dict[int, float] = {}
+
+
 def _zeros(value) -> float | None:
     """Zero fraction of a constant weight in 5% steps (None for small or absent ones): the
     sparse kernels' speed depends on it, so pruned layers of one shape are timed apart."""
     if value is None or np.size(value) < 64:
         return None
-    return round(20 * (1 - np.count_nonzero(value) / np.size(value))) / 20
+    known = _ZEROS.get(id(value))
+    if known is None:
+        known = round(20 * (1 - np.count_nonzero(value) / np.size(value))) / 20
+        if isinstance(value, np.ndarray) and not value.flags.writeable:
+            _ZEROS[id(value)] = known      # read-only (a loaded model's): cannot change
+            weakref.finalize(value, _ZEROS.pop, id(value), None)
+    return known
 
 
 def node_key(node, ins) -> str:
