@@ -114,9 +114,18 @@ class InferenceSession:
         plan = self._plans.get(key) or self._plan(key)
         self._uses += 1
         plan.last_use = self._uses            # for the LRU (a plain store: no lock needed)
+        # BLAS's thread count is taken before the call counts as activity: the background
+        # tuner may hold BLAS at another count while it waits for the session to be idle
+        if plan.uses_blas:
+            with thread_control.blas(self.threads):
+                return self._run_active(plan, feeds, outputs, timings)
+        return self._run_active(plan, feeds, outputs, timings)
+
+    def _run_active(self, plan: Plan, feeds, outputs, timings) -> list[np.ndarray]:
+        thread_control.numba_threads(self.threads)
         self._activity.enter()
         try:
-            return _run(plan, self.threads, feeds, outputs, timings)
+            return plan.run(feeds, outputs, timings)
         finally:
             self._activity.exit()
 
@@ -286,11 +295,14 @@ class _Bound:
         self._call, self._activity, self._blas = call, activity, blas_threads
 
     def __call__(self) -> list[np.ndarray]:
+        if self._blas:         # before the activity: see InferenceSession.run
+            with thread_control.blas(self._blas):
+                return self._active()
+        return self._active()
+
+    def _active(self) -> list[np.ndarray]:
         self._activity.enter()
         try:
-            if self._blas:
-                with thread_control.blas(self._blas):
-                    return self._call()
             return self._call()
         finally:
             self._activity.exit()

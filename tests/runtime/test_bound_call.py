@@ -62,3 +62,42 @@ def test_arrays_that_cannot_be_read_in_place_are_refused(bad):
     # the context went back: a normal run still works
     assert sess.run(["z"], {"x": np.ones((3, 8), np.float32),
                             "b": np.ones((3, 5), np.float32)})[0].shape == (3, 5)
+
+
+@pytest.mark.parametrize("bound", [False, True])
+def test_a_call_never_waits_on_blas_while_counted_as_activity(bound):
+    """The background tuner may hold BLAS at another thread count while it waits for the
+    session to be idle: a call must take BLAS before it counts as activity, or the two
+    wait for each other."""
+    import threading
+    import time
+    from edgenn.runtime import threads as thread_control
+    w = np.ones((8, 5), np.float32)
+    m = make_model([helper.make_node("MatMul", ["x", "w"], ["y"])],
+                   [("x", np.float32, [3, 8])], [("y", np.float32, [3, 5])], {"w": w})
+    sess = edgenn.InferenceSession(m.SerializeToString(), threads=2)
+    x = np.ones((3, 8), np.float32)
+    sess.plan.uses_blas = True               # as a plan with a BLAS kernel
+    holding, done = threading.Event(), threading.Event()
+
+    def tuner():                             # background.py's gate, in miniature
+        with thread_control.blas(1):
+            holding.set()
+            t0 = time.perf_counter()
+            while time.perf_counter() - t0 < 0.2 or sess._activity.active:
+                if time.perf_counter() - t0 > 10:
+                    return                   # deadlocked: give up (the assert fails)
+                time.sleep(0.002)
+        done.set()
+
+    t = threading.Thread(target=tuner)
+    t.start()
+    holding.wait()
+    if bound:
+        with sess.bind(["y"], {"x": x}) as call:
+            y = call()[0]
+    else:
+        y = sess.run(["y"], {"x": x})[0]
+    t.join()
+    assert done.is_set(), "the call and the tuner waited for each other"
+    np.testing.assert_allclose(y, x @ w)
