@@ -20,6 +20,7 @@ from ...errors import UnsupportedOpError
 from ...graph.shapes.nbits import GATHER_BITS, MATMUL_BITS
 from ...registry import converter
 from .importer import attribute_values
+from .quant import _known_dtype
 
 MATMUL_INPUTS = 6
 GATHER_INPUTS = 4
@@ -28,19 +29,6 @@ GATHER_INPUTS = 4
 def _refuse(onode, what: str, why: str):
     raise UnsupportedOpError({f"com.microsoft.{onode.op_type} ({what})": [onode.name]},
                              f"com.microsoft.{onode.op_type} {onode.name!r}: {why}")
-
-
-def _known_dtype(ctx, name: str) -> str | None:
-    """The dtype of a constant or graph input (other tensors: the shape rules check)."""
-    if not name:
-        return None
-    value = ctx.const(name)
-    if value is not None:
-        return value.dtype.name
-    for v in ctx.graph.inputs:
-        if v.name == name:
-            return v.dtype
-    return None
 
 
 def _trim(inputs: list[str]) -> list[str]:

@@ -36,6 +36,7 @@ import numpy as np
 
 from ...errors import GraphError, UnsupportedOpError
 from ...registry import TensorInfo, shape_rule
+from .quant import _check, _dtype, _input, _where  # noqa: F401 - the quant family's checks
 
 OPS = ("MatMulNBits", "GatherBlockQuantized")
 CONST_INPUTS: dict = {}
@@ -88,25 +89,6 @@ def matmul_zero_points(zero_points, n: int, k_blocks: int, bits: int) -> np.ndar
 
 
 # -- checks -----------------------------------------------------------------------------------
-
-def _where(node) -> str:
-    return f"{node.op} node {node.name!r}"
-
-
-def _check(node, ok: bool, msg: str) -> None:
-    if not ok:
-        raise GraphError(f"{_where(node)}: {msg}")
-
-
-def _input(ins, i):
-    return ins[i] if i < len(ins) else None
-
-
-def _dtype(node, info, what: str, allowed) -> None:
-    _check(node, info is not None, f"missing input {what}")
-    _check(node, info.dtype in allowed,
-           f"{what} has dtype {info.dtype}, expected {' or '.join(allowed)}")
-
 
 def _shape_in(node, info, what: str, shapes) -> None:
     _check(node, tuple(info.shape) in [tuple(s) for s in shapes],
