@@ -15,6 +15,7 @@
 #include "_winograd.h"
 #include "_recurrent.h"
 #include "_nbits.h"
+#include "_nbits_q8.h"
 #include "_pool_tiles.h"
 #include "_rowops.h"
 #include "qgemm_table.h"
@@ -652,6 +653,50 @@ static void check_nbits(void) {
     }
 }
 
+/* The int8-activation rows (accuracy_level 4): any bytes are valid packed codes at every
+ * width (each byte holds 8 / bits whole codes), so random words need no packer; every
+ * usable row gives the scalar row's bits (their integer sums are exact and the float
+ * epilogue is one sequence of roundings), A rows, zero points and scales included. */
+static void check_nbits_i8(void) {
+    static const long shapes[][4] = {{1, 40, 7, 16}, {3, 100, 37, 32}, {9, 256, 48, 64}};
+    char what[160];
+    for (int r = 1; r < NBQ_ROW_COUNT; r++)
+    for (int bits = 2; bits <= 8; bits *= 2)
+    for (int zm = NB_ZP_NONE; zm <= NB_ZP_U8; zm++)
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const nbq_row *row = &nbq_rows[r];
+        if (!edgenn_row_usable(row->isa)) continue;
+        const long M = shapes[s][0], K = shapes[s][1], N = shapes[s][2], bs = shapes[s][3];
+        const long kb = (K + bs - 1) / bs, Kp = kb * bs, np_ = (N + 15) / 16;
+        const long nbytes = np_ * 16 * Kp * bits / 8;
+        uint8_t *codes = malloc((size_t)nbytes), *z8 = calloc((size_t)(np_ * kb * 16 + 16), 1);
+        float *sc = calloc((size_t)(np_ * kb * 16), sizeof(float));
+        float *a = malloc(sizeof(float) * M * K), *bias = calloc((size_t)(np_ * 16), 4);
+        float *y0 = malloc(sizeof(float) * M * N), *y1 = malloc(sizeof(float) * M * N);
+        float *ws = malloc(sizeof(float) * nb_ws_floats(M, kb, bs));
+        for (long i = 0; i < nbytes; i++) codes[i] = (uint8_t)rnd();
+        for (long i = 0; i < np_ * kb * 16; i++) {
+            sc[i] = (float)(1 << (rnd() % 5)) / 8.f;
+            z8[i] = (uint8_t)(rnd() % (1u << bits));
+        }
+        for (long n = 0; n < N; n++) bias[n] = (float)((int)(rnd() % 9) - 4) / 4.f;
+        for (long i = 0; i < M * K; i++) a[i] = (float)((int)(rnd() % 2001) - 1000) / 97.f;
+        nb_args x = {0};
+        x.M = M; x.N = N; x.K = K; x.kb = kb; x.bs = bs; x.bits = bits; x.zp_mode = zm;
+        x.zp0 = (float)(1 << (bits - 1)); x.codes = (const uint32_t *)codes; x.scales = sc;
+        x.zp8 = zm == NB_ZP_U8 ? z8 : NULL; x.bias = bias; x.a = a; x.lda = K;
+        x.ldy = N; x.ws = ws;
+        x.y = y0;
+        nbq_run(&nbq_rows[0], &x, 1);
+        x.y = y1;
+        nbq_run(row, &x, 1);
+        snprintf(what, sizeof what, "%s %d-bit zp mode %d M%ld K%ld N%ld bs%ld: the scalar "
+                 "row's bits", row->name, bits, zm, M, K, N, bs);
+        check(memcmp(y0, y1, sizeof(float) * M * N) == 0, what);
+        free(codes); free(z8); free(sc); free(a); free(bias); free(y0); free(y1); free(ws);
+    }
+}
+
 void check_native_rows(void) {
     check_dwc();
     check_convdirect();
@@ -660,6 +705,7 @@ void check_native_rows(void) {
     check_winograd();
     check_recurrent();
     check_nbits();
+    check_nbits_i8();
     check_attention_rows();
     check_pool();
     check_rowops();

@@ -79,8 +79,9 @@ def test_kernels_under_qemu(kernels_check, cpu, tier):
                 "spmm_32x1__neon", "rowops__neon", "nbits_f32_4x16__neon",
                 "gqa_k4__neon"):
         assert any(re.match(rf"ok\s+{row} ", line) for line in lines), (row, lines)
-    if tier == "neondot":   # and the dot-product int8 tile where the CPU has it
-        assert any(re.match(r"ok\s+qgemm_u8s8_6x8__neondot ", line) for line in lines), lines
+    if tier == "neondot":   # and the dot-product int8 rows where the CPU has it
+        for row in ("qgemm_u8s8_6x8__neondot", "nbits_i8_4x16__neondot"):
+            assert any(re.match(rf"ok\s+{row} ", line) for line in lines), (row, lines)
     passed, failed = (int(w) for w in lines[-1].replace(",", "").split()[::2])
     assert failed == 0 and passed >= 60, lines[-1]
 
