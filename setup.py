@@ -67,7 +67,11 @@ extensions = [
     # no mul+add contraction: the quantize / QAdd passes must round as NumPy does
     kernel("rowops", "_rowops", flags=["-ffp-contract=off"]),
     kernel("gemm", "_im2col", omp=NO_OMP),
+    kernel("tensor", "_eltwise", omp=NO_OMP),
     kernel("native", "_cpu", "-O2", NO_OMP),   # the one CPU probe, for edgenn.kernels.isa
+    # the runtime's compiled run loop (runtime/_loop.pyx): bookkeeping, no kernel
+    Extension("edgenn.runtime._loop", ["edgenn/runtime/_loop.pyx"], include_dirs=INCLUDE_DIRS,
+              extra_compile_args=["-O2"]),
 ]
 
 INCLUDE = re.compile(r'^\s*(?:#include|include|cdef extern from)\s+"([^"]+)"', re.M)

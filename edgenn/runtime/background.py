@@ -16,29 +16,14 @@ import threading
 import time
 import weakref
 
+from . import _loop
+
 _STOP = threading.Event()           # set at interpreter exit: tuners stop between timings
 atexit.register(_STOP.set)
 ON_CPU = 0.9                         # an undisturbed round ran on a core this share of its time
 
 
-class Activity:
-    """The session's calls in flight, for the background tuner: how many run now and how
-    many have started (read before and after a round of timing to tell whether a call
-    ran beside it)."""
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.active = 0
-        self.started = 0
-
-    def enter(self) -> None:
-        with self.lock:
-            self.active += 1
-            self.started += 1
-
-    def exit(self) -> None:
-        with self.lock:
-            self.active -= 1
+Activity = _loop.Activity   # the calls in flight: runtime/_loop.pyx
 
 
 _current = threading.local()        # the Gate of the background tuning on this thread

@@ -18,6 +18,7 @@ import numpy as np
 from ..errors import EdgennError, ExecutionError, InputError, ResourceLimitError
 from ..kernels import scratch
 from . import memory
+from ._loop import Input, StepLoop
 
 
 class ExecutionContext:
@@ -54,23 +55,38 @@ class ExecutionContext:
         self.inputs = [arrays[name] for name in plan.input_names]
         self.outputs = {name: resolve(ref) for name, ref in plan.output_refs.items()}
         step_inputs = [[resolve(r) for r in step.in_refs] for step in plan.steps]
-        self.calls = [functools.partial(step.choice.run, ins, [resolve(r) for r in step.out_refs])
-                      for step, ins in zip(plan.steps, step_inputs)]
+        step_outputs = [[resolve(r) for r in step.out_refs] for step in plan.steps]
+        self.calls = [functools.partial(step.choice.run, ins, outs)
+                      for step, ins, outs in zip(plan.steps, step_inputs, step_outputs)]
         self.readers = [_readers(name, lay.root, plan, step_inputs) for name in plan.input_names]
         self.token = plan.token
         self.steps = plan.steps
+        with scratch.active(plan.token, self.scratch):   # C steps bind their scratch now
+            self.loop = _compiled_loop(plan, arrays, lay.root, step_inputs, step_outputs,
+                                       self.calls, self.inputs, self.readers)
+        # the Python steps that resolve scratch handles need the context's scratch active
+        self.has_scratch = any(s.choice.scratch and not self.loop.is_compiled(k)
+                               for k, s in enumerate(plan.steps))
 
     def run(self, feeds: list[np.ndarray], output_names: list[str],
             timings: list | None = None) -> list[np.ndarray]:
-        """One call: feeds copied in, every step, outputs copied out. timings: a list that
-        receives (step, start, end) perf_counter times of every step (profiling)."""
-        bound = self._bind(feeds)
+        """One call: feeds bound (read in place, or copied in), every step, outputs copied
+        out. timings: a list that receives (step, start, end) perf_counter times of every
+        step (profiling; the steps are then called from Python one by one)."""
+        outputs = [self.outputs[name] for name in output_names]
+        if timings is None and not self.has_scratch:
+            try:
+                return self.loop.call(feeds, outputs)
+            except EdgennError:
+                raise
+            except Exception as exc:      # name the node (its data may be out of range)
+                raise _named(self.steps[self.loop.at].node, exc) from exc
+        bound = self.loop.bind(feeds)
         k = 0
         try:
             with scratch.active(self.token, self.scratch):
                 if timings is None:
-                    for k, call in enumerate(self.calls):
-                        call()
+                    self.loop.run()
                 else:
                     for k, call in enumerate(self.calls):
                         t0 = time.perf_counter()
@@ -78,44 +94,22 @@ class ExecutionContext:
                         timings.append((self.steps[k], t0, time.perf_counter()))
         except EdgennError:
             raise
-        except Exception as exc:      # name the node (its data may be out of range)
-            raise _named(self.steps[k].node, exc) from exc
+        except Exception as exc:
+            raise _named(self.steps[self.loop.at if timings is None else k].node,
+                         exc) from exc
         finally:
-            for slots in bound:      # no reference to the caller's arrays is kept
-                for ins, j, own in slots:
-                    ins[j] = own
-        return [self.outputs[name].copy() for name in output_names]
+            self.loop.unbind(bound)
+        return [o.copy() for o in outputs]
 
     def run_bound(self) -> None:
         """Every step, on inputs already bound (BoundCall): no copy in or out."""
-        k = 0
         try:
             with scratch.active(self.token, self.scratch):
-                for k, call in enumerate(self.calls):
-                    call()
+                self.loop.run()
         except EdgennError:
             raise
         except Exception as exc:
-            raise _named(self.steps[k].node, exc) from exc
-
-    def _bind(self, feeds: list[np.ndarray]) -> list:
-        """Each feed read in place by the steps that read it (as onnxruntime binds a NumPy
-        input), or copied into its buffer: copying an image-sized input that comes from
-        memory is a visible share of a small int8 model's run. In place only
-        where nothing writes it (no graph output is the input or a view of it) and the
-        array is what a buffer would be: C-contiguous, writable, of the planned dtype and
-        shape. -> the slots bound this call."""
-        bound = []
-        for buf, x, slots in zip(self.inputs, feeds, self.readers):
-            if slots is not None and x.dtype == buf.dtype and x.shape == buf.shape and \
-                    x.flags.c_contiguous and x.flags.writeable:
-                for ins, j, own in slots:
-                    ins[j] = x.reshape(own.shape)
-                bound.append(slots)
-            else:
-                np.copyto(buf, x)
-        return bound
-
+            raise _named(self.steps[self.loop.at].node, exc) from exc
 
 class BoundCall:
     """One caller's context of `plan`, held until close(), its inputs bound to the
@@ -137,7 +131,7 @@ class BoundCall:
             if any(r is None for r in self._ctx.readers):
                 raise InputError("an input that is also an output (or a view of one) "
                                  "cannot be bound")
-            self._slots = self._ctx._bind(feeds)
+            self._bound = self._ctx.loop.bind(feeds)
         except BaseException:
             plan.contexts.release(self._ctx)
             raise
@@ -151,9 +145,7 @@ class BoundCall:
         """Unbind (no reference to the caller's arrays is kept) and give the context back."""
         if self._ctx is None:
             return
-        for slots in self._slots:
-            for ins, j, own in slots:
-                ins[j] = own
+        self._ctx.loop.unbind(self._bound)
         self._plan.contexts.release(self._ctx)
         self._ctx = None
 
@@ -168,6 +160,43 @@ def _readers(name: str, root: dict, plan, step_inputs: list) -> list | None:
     return [(ins, j, ins[j]) for step, ins in zip(plan.steps, step_inputs)
             for j, ref in enumerate(step.in_refs)
             if ref is not None and ref[0] == "tensor" and ref[1] in views]
+
+
+def _compiled_loop(plan, arrays: dict, root: dict, step_inputs: list, step_outputs: list,
+                   calls: list, inputs: list, readers: list) -> StepLoop:
+    """The context's StepLoop (runtime/_loop.pyx): a C step for every step whose kernel
+    offers one for these arrays (run.cstep(ins, outs, in_cells, out_cells) -> capsule or
+    None), the Python call for the rest. A cell per tensor the C steps use (a view shares
+    its root's: the same first element) and per constant they read."""
+    cells: dict = {}            # root tensor name, or id of a constant -> (cell, array)
+
+    def cell_of(ref, array):
+        if ref is None:
+            return None
+        key = root.get(ref[1], ref[1]) if ref[0] == "tensor" else id(ref[1])
+        if key not in cells:
+            cells[key] = (len(cells), arrays[key] if ref[0] == "tensor" else array)
+        return cells[key][0]
+
+    wanted = []                 # (step, cells of its inputs, of its outputs)
+    for k, (step, ins, outs) in enumerate(zip(plan.steps, step_inputs, step_outputs)):
+        if getattr(step.choice.run, "cstep", None) is not None:
+            wanted.append((k, [cell_of(r, a) for r, a in zip(step.in_refs, ins)],
+                           [cell_of(r, a) for r, a in zip(step.out_refs, outs)]))
+    loop = StepLoop(calls, len(cells))
+    for c, a in cells.values():
+        loop.set_cell(c, a)
+    for k, in_cells, out_cells in wanted:
+        def address(c):
+            return None if c is None else loop.cell_address(c)
+        capsule = plan.steps[k].choice.run.cstep(step_inputs[k], step_outputs[k],
+                                                 [address(c) for c in in_cells],
+                                                 [address(c) for c in out_cells])
+        if capsule is not None:
+            loop.set_cstep(k, capsule)
+    loop.set_inputs([Input(buf, slots, cells[name][0] if name in cells else -1)
+                     for name, buf, slots in zip(plan.input_names, inputs, readers)])
+    return loop
 
 
 def _named(node, exc: Exception) -> EdgennError:
@@ -195,32 +224,46 @@ class ContextPool:
         self._plan = plan
         self._free: list[ExecutionContext] = []
         self._cond = threading.Condition()
+        self._waiting = 0                 # callers waiting in acquire's slow path
         self.created = 0
         per = max(plan.context_bytes, 1)
         self.max_contexts = max(1, max_memory // per) if max_memory else 1 << 30
 
     def acquire(self) -> ExecutionContext:
+        try:              # the steady state: a free context, no lock (list.pop is atomic)
+            return self._free.pop()
+        except IndexError:
+            pass
         with self._cond:
-            while not self._free and self.created >= self.max_contexts:
-                self._cond.wait()
+            self._waiting += 1
+            try:
+                while not self._free and self.created >= self.max_contexts:
+                    self._cond.wait()
+            finally:
+                self._waiting -= 1
             if self._free:
                 return self._free.pop()
             self.created += 1
         try:
             return ExecutionContext(self._plan)
         except MemoryError as exc:
-            with self._cond:
-                self.created -= 1
-                self._cond.notify()
+            self._uncreate()
             raise ResourceLimitError(f"out of memory for an execution context of "
                                      f"{self._plan.context_bytes} bytes") from exc
         except BaseException:
-            with self._cond:
-                self.created -= 1
-                self._cond.notify()
+            self._uncreate()
             raise
 
-    def release(self, ctx: ExecutionContext) -> None:
+    def _uncreate(self) -> None:
         with self._cond:
-            self._free.append(ctx)
+            self.created -= 1
             self._cond.notify()
+
+    def release(self, ctx: ExecutionContext) -> None:
+        """Give `ctx` back. A waiter counts itself under the lock before it looks at the
+        free list, and this appends before it looks at the count: either the waiter sees
+        the context, or this sees the waiter and wakes it."""
+        self._free.append(ctx)
+        if self._waiting:
+            with self._cond:
+                self._cond.notify()

@@ -132,3 +132,74 @@ def _assert_output(spec, node, inputs, got, want):
     tol = 1e-4 if spec.lsb_tolerance else 1e-5
     assert err <= tol, (spec.name, node.attrs,
                         [None if x is None else np.shape(x) for x in inputs], err)
+
+
+def _run_as_cstep(run, inputs, outputs) -> bool:
+    """run's C step (run.cstep, for the compiled run loop) on these arrays, each in a cell
+    of its own, as the loop runs it; -> False where the kernel offers none for them."""
+    from edgenn.runtime._loop import StepLoop
+    arrays = [a for a in list(inputs) + list(outputs) if a is not None]
+    loop = StepLoop([lambda: None], len(arrays))
+    cells = iter(range(len(arrays)))
+
+    def address(a):
+        if a is None:
+            return None
+        c = next(cells)
+        loop.set_cell(c, a)
+        return loop.cell_address(c)
+    in_cells = [address(a) for a in inputs]
+    capsule = run.cstep(list(inputs), list(outputs), in_cells, [address(a) for a in outputs])
+    if capsule is None:
+        return False
+    loop.set_cstep(0, capsule)
+    loop.run()
+    assert loop.compiled == 1
+    return True
+
+
+C_STEP_SPECS = [s for specs in KERNELS.values() for s in specs
+                if s.op in ("Add", "Sub", "Mul", "Div", "Relu", "Neg", "Clip", "Sigmoid", "Conv",
+                            "Gelu", "Softmax", "LogSoftmax", "ReduceMean", "ReduceSum")]
+
+
+@pytest.mark.parametrize("spec", C_STEP_SPECS, ids=lambda s: s.name)
+def test_c_step_gives_the_kernels_own_bits(spec):
+    """A kernel's C step (run.cstep: the compiled run loop calls it instead of run) writes
+    the same bits as its Python run, over the kernel's cases (broadcasts, tails, one
+    element, constants in cells)."""
+    from edgenn.kernels import isa
+    from edgenn.kernels.plan_context import PlanContext, planning
+    if spec.isa and not isa.usable(spec.isa):
+        pytest.skip(f"{spec.isa} is not on this CPU (or EDGENN_MAX_ISA)")
+    with planning(PlanContext(threads=2 if spec.name.endswith("_mt") else 1)):
+        _check_c_step(spec)
+
+
+def _check_c_step(spec):
+    compiled = 0
+    for node, inputs, *const in CASES[spec.op]():
+        const = const[0] if const else {1, 2}
+        ins = [None if v is None else
+               TensorInfo.of(v) if i in const else TensorInfo(v.dtype.name, v.shape)
+               for i, v in enumerate(inputs)]
+        outs = infer_node(node, ins, fold=False)
+        if not spec.supports(node, ins, outs):
+            continue
+        run = spec.prepare(node, ins, outs)
+        if getattr(run, "cstep", None) is None:
+            continue
+        inputs = [None if v is None else np.require(v, requirements="C") for v in inputs]
+        wants = [np.full(o.shape, np.nan, o.dtype) for o in outs]
+        gots = [np.full(o.shape, np.nan, o.dtype) for o in outs]
+        run(inputs, wants)
+        if not _run_as_cstep(run, inputs, gots):
+            continue
+        compiled += 1
+        for got, want in zip(gots, wants):
+            same = (got == want) | (np.isnan(got) & np.isnan(want))
+            assert same.all(), (spec.name, node.attrs, [np.shape(x) for x in inputs])
+    if spec.name in ("add_ufunc", "sub_ufunc", "mul_ufunc", "div_ufunc", "relu_ufunc",
+                     "sigmoid_c", "softmax_c", "mean_rows_c", "sum_rows_c") or spec.name.startswith(("conv_sgemm_",
+                                                                        "conv_rows_")):
+        assert compiled >= 4, (spec.name, compiled)

@@ -25,6 +25,8 @@ include "_workspace.pxi"
 include "_epilogue.pxi"
 
 include "_cpu.pxi"
+include "cstep.pxi"
+from cpython.ref cimport PyObject
 
 cdef extern from "sgemm_table.h" nogil:
     ctypedef struct sg_epi:
@@ -216,6 +218,32 @@ def _k_parts(long K, int threads):
     return per * 16, (groups + per - 1) // per
 
 
+# -- the compiled run loop's form of run_images (kernels/native/_cstep.h) -----------------
+
+ctypedef struct images_step:
+    PyObject *g                 # the SGemm (held by the kernel's run, which the plan holds)
+    void **x
+    void **out
+    void **z                    # NULL: no residual
+    long n
+    float *ws
+    bint nogil
+
+NOGIL_MACS = 1 << 17
+
+
+cdef int _images_step(const void *params) noexcept:
+    cdef const images_step *p = <const images_step *>params
+    cdef SGemm g = <SGemm>p.g
+    cdef const float *z = NULL if p.z == NULL else <const float *>p.z[0]
+    if p.nogil:
+        with nogil:
+            g._run_batch(<const float *>p.x[0], <float *>p.out[0], z, p.n, p.ws)
+    else:
+        g._run_batch(<const float *>p.x[0], <float *>p.out[0], z, p.n, p.ws)
+    return 0
+
+
 cdef class SGemm:
     """One planned product out (M, N) = act(A (M, K) @ B (K, N) + bias + Z).
 
@@ -353,13 +381,8 @@ cdef class SGemm:
         """Conv fast path, A constant: x (n, C, H, W), out (n, M, OH, OW), z like out (or
         None), float32; out C-contiguous, x / z copied if strided; one call for the batch, no memoryview
         set-up (a per-call cost that matters for the many short layers of a mobile net)."""
-        cdef long n, b, xs, os, ldb
-        cdef sg_operand var
-        cdef sg_epi e = self.epi
+        cdef long n
         cdef sg_conv g = self.geom
-        cdef const sg_conv *gp = NULL
-        cdef float *xp
-        cdef float *op
         cdef float *zp = NULL
         cdef int flags = cnp.NPY_ARRAY_C_CONTIGUOUS
         if cnp.PyArray_TYPE(x) == cnp.NPY_FLOAT32 and not cnp.PyArray_CHKFLAGS(x, flags):
@@ -386,11 +409,25 @@ cdef class SGemm:
                     and cnp.PyArray_SIZE(z) == n * self.M * self.N):
                 raise ValueError("run_images: z must be float32 C-contiguous, out-sized")
             zp = <float *>cnp.PyArray_DATA(z)
+        cdef float *wsp = self._ws(ws)
+        with nogil:
+            self._run_batch(<float *>cnp.PyArray_DATA(x), <float *>cnp.PyArray_DATA(out), zp,
+                            n, wsp)
+
+    cdef void _run_batch(self, const float *xp, float *op, const float *zp, long n,
+                         float *wsp) noexcept nogil:
+        """run_images' work on checked pointers: n images of x into out (z or NULL)."""
+        cdef long b, xs, os
+        cdef sg_operand var
+        cdef sg_epi e = self.epi
+        cdef sg_conv g = self.geom
+        cdef const sg_conv *gp = NULL
+        cdef int t, nt = self.threads
         if self.M == 0 or self.N == 0 or n == 0:
             return
-        xp = <float *>cnp.PyArray_DATA(x)
-        op = <float *>cnp.PyArray_DATA(out)
-        xs = cnp.PyArray_SIZE(x) // n
+        xs = self.K * (1 if self.is_conv else self.N)
+        if self.is_conv:
+            xs = g.C * g.H * g.W
         os = self.M * self.N
         var.packed = NULL
         var.src = NULL
@@ -398,28 +435,44 @@ cdef class SGemm:
         var.cs = 1
         if self.is_conv:
             gp = &g
-        cdef float *wsp = self._ws(ws)
-        cdef int t, nt = self.threads
-        with nogil:
-            for b in range(n):
-                if self.is_conv:
-                    g.x = xp + b * xs
-                else:
-                    var.src = xp + b * xs
-                if zp != NULL:
-                    e.z = zp + b * os
-                    e.ldz = self.N
-                if self.rows:
-                    self._run_rows(xp + b * xs, op + b * os, &e, wsp)
-                elif nt == 1:
-                    sg_gemm(self.M, self.N, self.K, &self.const_op, &var, gp, op + b * os,
-                            self.N, &e, wsp, self.row, self.direct_b)
-                else:
-                    for t in prange(nt, num_threads=nt, schedule="static"):
-                        sg_gemm_cols(self.M, self.N, self.K, &self.const_op, &var, gp,
-                                     op + b * os, self.N, &e, wsp + t * self.wsize,
-                                     self.row, self.direct_b, _part(self.panels, t, nt),
-                                     min(self.N, _part(self.panels, t + 1, nt)))
+        for b in range(n):
+            if self.is_conv:
+                g.x = xp + b * xs
+            else:
+                var.src = xp + b * xs
+            if zp != NULL:
+                e.z = zp + b * os
+                e.ldz = self.N
+            if self.rows:
+                self._run_rows(xp + b * xs, op + b * os, &e, wsp)
+            elif nt == 1:
+                sg_gemm(self.M, self.N, self.K, &self.const_op, &var, gp, op + b * os,
+                        self.N, &e, wsp, self.row, self.direct_b)
+            else:
+                for t in prange(nt, num_threads=nt, schedule="static"):
+                    sg_gemm_cols(self.M, self.N, self.K, &self.const_op, &var, gp,
+                                 op + b * os, self.N, &e, wsp + t * self.wsize,
+                                 self.row, self.direct_b, _part(self.panels, t, nt),
+                                 min(self.N, _part(self.panels, t + 1, nt)))
+
+    def images_cstep(self, long n, x_cell, out_cell, z_cell, ws):
+        """run_images on n images as a C step (kernels/native/_cstep.h): x, out (and z)
+        through their cells, checked as run_images checks them by the caller (the
+        kernel's cstep); ws: this context's workspace (or None: the object's own)."""
+        if not self.a_is_const:
+            return None
+        cdef images_step *p = <images_step *>malloc(sizeof(images_step))
+        if p == NULL:
+            raise MemoryError()
+        p.g = <PyObject *>self
+        p.x, p.out = cell(x_cell), cell(out_cell)
+        p.z = NULL if z_cell is None else cell(z_cell)
+        p.n = n
+        p.ws = self._ws(ws)
+        # the GIL is let go only where the work is long next to letting it go and taking
+        # it back
+        p.nogil = n * self.M * self.N * self.K >= NOGIL_MACS
+        return new_cstep(_images_step, p)
 
     cdef void _run_rows(self, const float *x, float *out, const sg_epi *e, float *ws) noexcept nogil:
         """Rows mode, one image: B is x itself (1x1) or its im2col in ws (split over the

@@ -15,6 +15,7 @@ from edgenn.kernels.native.tables import Table
 include "_epilogue.pxi"
 
 include "_cpu.pxi"
+include "cstep.pxi"
 
 cdef extern from "_rowops.h" nogil:
     int ROW_MASK_NONE, ROW_MASK_ADD, ROW_MASK_BOOL
@@ -66,6 +67,50 @@ cdef int _best = TABLE.index(TABLE.best())
 cdef const rowops_row *_row(str build) except NULL:
     """The table's row `build` (None: the best this CPU runs)."""
     return &rowops_rows[_best if build is None else TABLE.index(build)]
+
+
+# -- C steps for the runtime's compiled run loop (kernels/native/_cstep.h) ----------------
+
+ctypedef struct row_step:
+    void **x
+    void **y
+    long R, C
+    int fn                           # ROW_* of rowops_unary, or log for softmax
+    const rowops_row *row
+
+
+cdef int _unary_step(const void *params) noexcept:
+    cdef const row_step *p = <const row_step *>params
+    rowops_unary(p.row, <const float *>p.x[0], <float *>p.y[0], p.C, p.fn)
+    return 0
+
+
+cdef int _softmax_step(const void *params) noexcept:
+    cdef const row_step *p = <const row_step *>params
+    rowops_softmax_rows(p.row, <const float *>p.x[0], <float *>p.y[0], p.R, p.C, p.fn)
+    return 0
+
+
+cdef object _row_step(edgenn_step_fn fn, long R, long C, int f, x_cell, y_cell, str build):
+    cdef row_step *p = <row_step *>malloc(sizeof(row_step))
+    if p == NULL:
+        raise MemoryError()
+    p.x, p.y, p.R, p.C, p.fn, p.row = cell(x_cell), cell(y_cell), R, C, f, _row(build)
+    return new_cstep(fn, p)
+
+
+def sigmoid_cstep(long n, x_cell, y_cell, str build=None):
+    """sigmoid over n values as a C step (the `sigmoid` below, cells of x and y)."""
+    return _row_step(_unary_step, 1, n, ROW_SIGMOID, x_cell, y_cell, build)
+
+
+def gelu_cstep(long n, x_cell, y_cell, str build=None):
+    return _row_step(_unary_step, 1, n, ROW_GELU, x_cell, y_cell, build)
+
+
+def softmax_cstep(long R, long C, bint log, x_cell, y_cell, str build=None):
+    """softmax_rows on (R, C) as a C step."""
+    return _row_step(_softmax_step, R, C, log, x_cell, y_cell, build)
 
 
 def softmax_rows(const float[:, ::1] x, float[:, ::1] y, str build=None, bint log=False):

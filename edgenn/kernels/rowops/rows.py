@@ -238,6 +238,11 @@ def prepare_softmax(node, ins, outs):
 
     def run(inputs, outputs):
         sm(inputs[0].reshape(shape), outputs[0].reshape(shape), log=log)
+
+    def cstep(ins, outs, in_cells, out_cells):
+        if ins[0].flags.c_contiguous and outs[0].flags.c_contiguous:
+            return _rowops.softmax_cstep(*shape, log, in_cells[0], out_cells[0])
+    run.cstep = cstep
     return run
 
 
@@ -251,14 +256,23 @@ def unary_f32(node, ins, outs) -> bool:
     return ins[0].dtype == "float32" and outs[0].dtype == "float32"
 
 
-def _flat(fn):
+def _flat(fn, c_form=None):
+    """A flat unary kernel; c_form(n, x_cell, y_cell): its C step (_cstep.h)."""
     def prepare(node, ins, outs):
         def run(inputs, outputs):
             fn(inputs[0].reshape(-1), outputs[0].reshape(-1))
+
+        def cstep(ins, outs, in_cells, out_cells):
+            if ins[0].flags.c_contiguous and outs[0].flags.c_contiguous:
+                return c_form(outs[0].size, in_cells[0], out_cells[0])
+        if c_form is not None:
+            run.cstep = cstep
         return run
     return prepare
 
 
-kernel("Gelu", "gelu_c", supports=gelu_supports, cost=c_cost)(_flat(_rowops.gelu))
-kernel("Sigmoid", "sigmoid_c", supports=unary_f32, cost=c_cost)(_flat(_rowops.sigmoid))
+kernel("Gelu", "gelu_c", supports=gelu_supports, cost=c_cost)(
+    _flat(_rowops.gelu, _rowops.gelu_cstep))
+kernel("Sigmoid", "sigmoid_c", supports=unary_f32, cost=c_cost)(
+    _flat(_rowops.sigmoid, _rowops.sigmoid_cstep))
 kernel("Erf", "erf_c", supports=unary_f32, cost=c_cost)(_flat(_rowops.erf))

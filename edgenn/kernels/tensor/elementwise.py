@@ -11,11 +11,15 @@ indices, Where's bool condition, Expand).
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ...registry import kernel
 from ..reference.tensor import norm_axis, slice_objects, split_sizes, transpose_perm
 from ..rowops import _rowops
+from ..native import epilogue
+from . import _eltwise
 from ..native.threading_cost import numba_cost
 
 F32 = "float32"
@@ -47,8 +51,67 @@ def _binary(op: str, ufunc):
         def run_quiet(inputs, outputs):
             with np.errstate(all="ignore"):
                 ufunc(inputs[0], inputs[1], out=outputs[0])
-        return run_quiet if op in QUIET else run
+        chosen = run_quiet if op in QUIET else run
+        if op in _eltwise.BINARY:
+            chosen.cstep = functools.partial(_binary_cstep, op)
+        return chosen
     return prepare
+
+
+def _binary_cstep(op, ins, outs, in_cells, out_cells):
+    """The compiled loop's form of a binary step (_eltwise.h), or None where the operands
+    do not collapse to three broadcast dims."""
+    a, b, y = ins[0], ins[1], outs[0]
+    if not all(t.flags.c_contiguous for t in (a, b, y)):
+        return None
+    dims = collapse_broadcast(a.shape, b.shape, y.shape)
+    if dims is None:
+        return None
+    n, sa, sb = dims
+    return _eltwise.binary_step(op, n, sa, sb, in_cells[0], in_cells[1], out_cells[0])
+
+
+def collapse_broadcast(a_shape, b_shape, y_shape):
+    """Two C-contiguous operands broadcast to y_shape as at most 3 dims -> ((n0, n1, n2),
+    a's element strides, b's), a stride 0 where the operand is broadcast; None if more
+    dims remain. Dims of size 1 are dropped; neighbours merge where both operands step
+    through them as one (contiguous in both, or broadcast in both)."""
+    rank = len(y_shape)
+    a_shape = (1,) * (rank - len(a_shape)) + tuple(a_shape)
+    b_shape = (1,) * (rank - len(b_shape)) + tuple(b_shape)
+
+    def strides(shape):
+        out, step = [], 1
+        for d in reversed(range(rank)):
+            out.append(0 if shape[d] == 1 else step)
+            step *= shape[d]
+        return out[::-1]
+    sa, sb = strides(a_shape), strides(b_shape)
+    dims = [[y_shape[d], sa[d], sb[d]] for d in range(rank) if y_shape[d] != 1]
+    merged: list = []
+    for n, da, db in dims:
+        if merged and merged[-1][1] == da * n and merged[-1][2] == db * n:
+            merged[-1] = [merged[-1][0] * n, da, db]
+        else:
+            merged.append([n, da, db])
+    if len(merged) > 3:
+        return None
+    merged = [[1, 0, 0]] * (3 - len(merged)) + merged
+    return tuple(tuple(m[i] for m in merged) for i in range(3))
+
+
+# the unary ops with a C form: -x, or the fused-activation code of the op (_eltwise.h)
+C_UNARY = {"Neg": _eltwise.NEG, "Relu": epilogue.code("Relu"), "Clip": epilogue.code("Clip")}
+
+
+def _unary_cstep(op, lo=0.0, hi=0.0):
+    """The compiled loop's form of an elementwise unary step (_eltwise.h)."""
+    def cstep(ins, outs, in_cells, out_cells):
+        x, y = ins[0], outs[0]
+        if not (x.flags.c_contiguous and y.flags.c_contiguous) or x.size != y.size:
+            return None
+        return _eltwise.unary_step(C_UNARY[op], y.size, in_cells[0], out_cells[0], lo, hi)
+    return cstep
 
 
 for _op, _uf in BINARY.items():
@@ -134,7 +197,10 @@ def _ufunc_unary(ufunc):
         def run_quiet(inputs, outputs):
             with np.errstate(all="ignore"):
                 ufunc(inputs[0], out=outputs[0])
-        return run_quiet if node.op in QUIET else run
+        chosen = run_quiet if node.op in QUIET else run
+        if node.op in C_UNARY:
+            chosen.cstep = _unary_cstep(node.op)
+        return chosen
     return prepare
 
 
@@ -158,6 +224,7 @@ def prepare_relu(node, ins, outs):
 
     def run(inputs, outputs):
         np.maximum(inputs[0], zero, out=outputs[0])
+    run.cstep = _unary_cstep("Relu")
     return run
 
 
@@ -221,6 +288,8 @@ def prepare_clip(node, ins, outs):
             np.minimum(x, hi, out=y)
         elif lo is None:
             np.copyto(y, x)
+    if lo is not None and hi is not None and not (np.isnan(lo) or np.isnan(hi)):
+        run.cstep = _unary_cstep("Clip", lo, hi)    # lo > hi gives hi, as run
     return run
 
 

@@ -9,6 +9,7 @@ import numpy as np
 
 from ...registry import kernel
 from .. import scratch
+from . import _eltwise
 from ..reference.reduce import _axes
 
 _UFUNC = {"ReduceSum": np.add, "ReduceMean": np.add, "ReduceMax": np.maximum,
@@ -47,6 +48,56 @@ def _prepare(node, ins, outs):
 
 for _op in _UFUNC:
     kernel(_op, f"{_op[6:].lower()}_ufunc_reduce", supports=_supports)(_prepare)
+
+
+def _trailing(node, ins):
+    """(rows, n) when the reduced axes are the trailing ones (global pooling, a mean over
+    the last axis), each row n contiguous values; else None."""
+    axes = _reduced_axes(node, ins)
+    rank = len(ins[0].shape)
+    if axes is None or tuple(sorted(a % rank for a in axes)) != tuple(range(rank - len(axes), rank)):
+        return None
+    n = int(np.prod(ins[0].shape[rank - len(axes):]))
+    return int(np.prod(ins[0].shape)) // n, n
+
+
+def _rows_supports(node, ins, outs) -> bool:
+    return _supports(node, ins, outs) and _trailing(node, ins) is not None
+
+
+def _rows_error_bound(node, inputs) -> float:
+    """elt_sum_rows' float32 sum: (n / 8 + 4) eps sum |x| per row (times the mean's 1/n)."""
+    x = np.asarray(inputs[0], np.float64)
+    rows, n = _trailing(node, [x] + [None if a is None else _Const(a) for a in inputs[1:]])
+    scale = 1.0 / n if node.op == "ReduceMean" else 1.0
+    return float((n / 8 + 4) * 2.0 ** -24 * np.abs(x).reshape(rows, n).sum(1).max() * scale)
+
+
+class _Const:
+    """An axes input as _reduced_axes reads it (its value)."""
+    def __init__(self, value):
+        self.value, self.shape = value, np.shape(value)
+
+
+def _prepare_rows(node, ins, outs):
+    """ReduceMean / ReduceSum over trailing axes as row sums in C (_eltwise.h)."""
+    rows, n = _trailing(node, ins)
+    scale = 1.0 / n if node.op == "ReduceMean" else 1.0
+    sum_rows = _eltwise.sum_rows
+
+    def run(inputs, outputs):
+        sum_rows(inputs[0].reshape(rows, n), outputs[0].reshape(rows), scale)
+
+    def cstep(ins, outs, in_cells, out_cells):
+        if ins[0].flags.c_contiguous and outs[0].flags.c_contiguous:
+            return _eltwise.sum_rows_step(rows, n, scale, in_cells[0], out_cells[0])
+    run.cstep = cstep
+    return run
+
+
+for _op in ("ReduceMean", "ReduceSum"):
+    kernel(_op, f"{_op[6:].lower()}_rows_c", supports=_rows_supports,
+           error_bound=_rows_error_bound)(_prepare_rows)
 
 
 def _prepare_squares(node, ins, outs):
