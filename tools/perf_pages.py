@@ -28,6 +28,12 @@ EDGENN = "edgenn"
 NAV_BEGIN, NAV_END = "  # perf_pages.py: begin", "  # perf_pages.py: end"
 
 
+def _ms(v: float) -> str:
+    """A median in ms: two decimals, or three significant digits below 1 ms (the
+    per-call records' microseconds)."""
+    return f"{v:.2f}" if v >= 1 else f"{v:.3g}"
+
+
 def slug(cpu: str) -> str:
     """A file name for a CPU description ('AMD EPYC (family 25 model 1); kernels: avx2' ->
     'amd-epyc-family-25-model-1-avx2')."""
@@ -49,7 +55,7 @@ def model_row(model: dict) -> str:
     """| model | edgenn | peers... | edgenn / best peer | (medians in ms)."""
     ms = model["median_ms"]
     peers = sorted(k for k in ms if k != EDGENN)
-    cells = [f"{ms[EDGENN]:.2f}" if EDGENN in ms else "-"] + [f"{ms[p]:.2f}" for p in peers]
+    cells = [_ms(ms[EDGENN]) if EDGENN in ms else "-"] + [_ms(ms[p]) for p in peers]
     best = min((ms[p] for p in peers), default=None)
     ratio = f"{ms[EDGENN] / best:.2f}" if best and EDGENN in ms else "-"
     shapes = ", ".join(f"{k} {'x'.join(map(str, v))}" for k, v in model["shapes"].items())
