@@ -79,8 +79,8 @@ def test_threads_splitting_k_match_the_reference():
     assert split >= 12, split
 
 
-def _check_against_reference(spec):
-    covered = 0
+def _applicable_cases(spec):
+    """-> (node, inputs, input infos, output infos) of each case of spec.op it supports."""
     for node, inputs, *const in CASES[spec.op]():
         # constant inputs (weights, bias; by default inputs 1 and 2) carry values at plan time
         const = const[0] if const else {1, 2}
@@ -88,8 +88,13 @@ def _check_against_reference(spec):
                TensorInfo.of(v) if i in const else TensorInfo(v.dtype.name, v.shape)
                for i, v in enumerate(inputs)]
         outs = infer_node(node, ins, fold=False)
-        if not spec.supports(node, ins, outs):
-            continue
+        if spec.supports(node, ins, outs):
+            yield node, inputs, ins, outs
+
+
+def _check_against_reference(spec):
+    covered = 0
+    for node, inputs, ins, outs in _applicable_cases(spec):
         covered += 1
         wants = [np.asarray(w) for w in REFERENCE[spec.op](node.attrs, inputs)]
         gots = [np.empty(o.shape, o.dtype) for o in outs]
@@ -178,14 +183,7 @@ def test_c_step_gives_the_kernels_own_bits(spec):
 
 def _check_c_step(spec):
     compiled = 0
-    for node, inputs, *const in CASES[spec.op]():
-        const = const[0] if const else {1, 2}
-        ins = [None if v is None else
-               TensorInfo.of(v) if i in const else TensorInfo(v.dtype.name, v.shape)
-               for i, v in enumerate(inputs)]
-        outs = infer_node(node, ins, fold=False)
-        if not spec.supports(node, ins, outs):
-            continue
+    for node, inputs, ins, outs in _applicable_cases(spec):
         run = spec.prepare(node, ins, outs)
         if getattr(run, "cstep", None) is None:
             continue
