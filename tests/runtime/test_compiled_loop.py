@@ -23,7 +23,7 @@ def _context(sess):
 def test_chains_run_as_c_steps_and_match_onnxruntime(nodes):
     model = chain_model(nodes)
     feeds = chain_feeds()
-    sess = edgenn.InferenceSession(model.SerializeToString())
+    sess = edgenn.InferenceSession(model.SerializeToString(), tune="off")
     got = sess.run(None, feeds)
     for a, b in zip(got, ort_run(model, feeds)):
         assert rel_err(a, b) < 1e-5
@@ -68,7 +68,7 @@ def test_an_input_read_in_place_reaches_the_c_steps_and_is_let_go():
     again (a copied feed is read from there)."""
     model = chain_model(6)
     feeds = chain_feeds()
-    sess = edgenn.InferenceSession(model.SerializeToString())
+    sess = edgenn.InferenceSession(model.SerializeToString(), tune="off")
     want = sess.run(None, feeds)[0]
     ctx = _context(sess)
     ctx.inputs[0].fill(np.nan)                    # in place: the buffer is not read
@@ -92,7 +92,7 @@ def test_a_python_steps_error_inside_the_loop_names_its_node():
     model = make_model(nodes, [("x", np.float32, [4, 3]), ("idx", np.int64, [2])],
                        [("y", np.float32, [2, 3])],
                        {"one": np.ones((4, 3), np.float32), "two": np.full((1, 3), 2, np.float32)})
-    sess = edgenn.InferenceSession(model.SerializeToString())
+    sess = edgenn.InferenceSession(model.SerializeToString(), tune="off")
     assert _context(sess).loop.compiled == 2
     with pytest.raises(InputError, match="pick"):
         sess.run(None, {"x": table, "idx": np.array([0, 9], np.int64)})
@@ -102,7 +102,7 @@ def test_a_python_steps_error_inside_the_loop_names_its_node():
 
 def test_callers_in_threads_each_get_their_own_result():
     model = chain_model(10)
-    sess = edgenn.InferenceSession(model.SerializeToString())
+    sess = edgenn.InferenceSession(model.SerializeToString(), tune="off")
     xs = [np.random.default_rng(s).standard_normal((1, 64)).astype(np.float32)
           for s in range(8)]
     wants = [sess.run(None, {"x": x})[0] for x in xs]
@@ -113,6 +113,40 @@ def test_callers_in_threads_each_get_their_own_result():
             if not np.array_equal(sess.run(None, {"x": xs[i]})[0], wants[i]):
                 bad.append(i)
     threads = [threading.Thread(target=caller, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not bad
+
+
+def test_large_c_steps_let_the_gil_go_and_match_onnxruntime():
+    """Steps over >= CSTEP_NOGIL_VALUES values run with the GIL let go (their released
+    forms): the same results as onnxruntime, with callers in threads."""
+    rng = np.random.default_rng(4)
+    nodes = [helper.make_node("Add", ["x", "bias"], ["a"], name="add"),
+             helper.make_node("Relu", ["a"], ["r"], name="relu"),
+             helper.make_node("Sigmoid", ["r"], ["s"], name="sigmoid"),
+             helper.make_node("Softmax", ["s"], ["p"], axis=-1, name="softmax"),
+             helper.make_node("ReduceMean", ["p"], ["y"], axes=[2, 3], keepdims=0,
+                              name="mean")]
+    model = make_model(nodes, [("x", np.float32, [1, 64, 32, 32])],
+                       [("y", np.float32, [1, 64])],
+                       {"bias": rng.standard_normal((64, 1, 1)).astype(np.float32)}, opset=13)
+    sess = edgenn.InferenceSession(model.SerializeToString(), tune="off")
+    offered = sum(hasattr(s.choice.run, "cstep") for s in sess.plan.steps)
+    assert offered >= 4 and _context(sess).loop.compiled == offered
+    xs = [rng.standard_normal((1, 64, 32, 32)).astype(np.float32) for _ in range(4)]
+    for x in xs:
+        assert rel_err(sess.run(None, {"x": x})[0], ort_run(model, {"x": x})[0]) < 1e-5
+    wants = [sess.run(None, {"x": x})[0] for x in xs]
+    bad = []
+
+    def caller(i):
+        for _ in range(20):
+            if not np.array_equal(sess.run(None, {"x": xs[i]})[0], wants[i]):
+                bad.append(i)
+    threads = [threading.Thread(target=caller, args=(i,)) for i in range(4)]
     for t in threads:
         t.start()
     for t in threads:

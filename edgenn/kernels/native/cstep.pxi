@@ -29,6 +29,12 @@ cdef object new_cstep(edgenn_step_fn fn, void *params):
     return PyCapsule_New(s, "edgenn.cstep", _free_cstep)
 
 
+# A step writing at least this many values lets the GIL go while it runs (its own
+# nogil wrapper), so other Python threads (other callers of a shared session) run beside
+# it; a smaller one keeps it: letting it go and taking it back would be a large share.
+cdef long CSTEP_NOGIL_VALUES = 1 << 15
+
+
 cdef inline void **cell(object address):
     """A cell's address as the runtime passes it (a Python int)."""
     return <void **><uintptr_t>address

@@ -79,15 +79,28 @@ ctypedef struct row_step:
     const rowops_row *row
 
 
-cdef int _unary_step(const void *params) noexcept:
+cdef int _unary_step(const void *params) noexcept nogil:
     cdef const row_step *p = <const row_step *>params
     rowops_unary(p.row, <const float *>p.x[0], <float *>p.y[0], p.C, p.fn)
     return 0
 
 
-cdef int _softmax_step(const void *params) noexcept:
+cdef int _softmax_step(const void *params) noexcept nogil:
     cdef const row_step *p = <const row_step *>params
     rowops_softmax_rows(p.row, <const float *>p.x[0], <float *>p.y[0], p.R, p.C, p.fn)
+    return 0
+
+
+# the steps with the GIL let go (CSTEP_NOGIL_VALUES)
+cdef int _unary_released(const void *params) noexcept:
+    with nogil:
+        _unary_step(params)
+    return 0
+
+
+cdef int _softmax_released(const void *params) noexcept:
+    with nogil:
+        _softmax_step(params)
     return 0
 
 
@@ -101,15 +114,21 @@ cdef object _row_step(edgenn_step_fn fn, long R, long C, int f, x_cell, y_cell, 
 
 def sigmoid_cstep(long n, x_cell, y_cell, str build=None):
     """sigmoid over n values as a C step (the `sigmoid` below, cells of x and y)."""
+    if n >= CSTEP_NOGIL_VALUES:
+        return _row_step(_unary_released, 1, n, ROW_SIGMOID, x_cell, y_cell, build)
     return _row_step(_unary_step, 1, n, ROW_SIGMOID, x_cell, y_cell, build)
 
 
 def gelu_cstep(long n, x_cell, y_cell, str build=None):
+    if n >= CSTEP_NOGIL_VALUES:
+        return _row_step(_unary_released, 1, n, ROW_GELU, x_cell, y_cell, build)
     return _row_step(_unary_step, 1, n, ROW_GELU, x_cell, y_cell, build)
 
 
 def softmax_cstep(long R, long C, bint log, x_cell, y_cell, str build=None):
     """softmax_rows on (R, C) as a C step."""
+    if R * C >= CSTEP_NOGIL_VALUES:
+        return _row_step(_softmax_released, R, C, log, x_cell, y_cell, build)
     return _row_step(_softmax_step, R, C, log, x_cell, y_cell, build)
 
 
