@@ -74,32 +74,31 @@ class ExecutionContext:
         out. timings: a list that receives (step, start, end) perf_counter times of every
         step (profiling; the steps are then called from Python one by one)."""
         outputs = [self.outputs[name] for name in output_names]
-        if timings is None and not self.has_scratch:
-            try:
-                return self.loop.call(feeds, outputs)
-            except EdgennError:
-                raise
-            except Exception as exc:      # name the node (its data may be out of range)
-                raise _named(self.steps[self.loop.at].node, exc) from exc
-        bound = self.loop.bind(feeds)
-        k = 0
         try:
-            with scratch.active(self.token, self.scratch):
-                if timings is None:
-                    self.loop.run()
-                else:
-                    for k, call in enumerate(self.calls):
-                        t0 = time.perf_counter()
-                        call()
-                        timings.append((self.steps[k], t0, time.perf_counter()))
+            if timings is None and not self.has_scratch:
+                return self.loop.call(feeds, outputs)
+            bound = self.loop.bind(feeds)
+            try:
+                with scratch.active(self.token, self.scratch):
+                    if timings is None:
+                        self.loop.run()
+                    else:
+                        self._timed(timings)
+            finally:
+                self.loop.unbind(bound)
+            return [o.copy() for o in outputs]
         except EdgennError:
             raise
-        except Exception as exc:
-            raise _named(self.steps[self.loop.at if timings is None else k].node,
-                         exc) from exc
-        finally:
-            self.loop.unbind(bound)
-        return [o.copy() for o in outputs]
+        except Exception as exc:      # name the node (its data may be out of range)
+            raise _named(self.steps[self.loop.at].node, exc) from exc
+
+    def _timed(self, timings: list) -> None:
+        """Every step called from Python, its (step, start, end) appended to timings."""
+        for k, call in enumerate(self.calls):
+            self.loop.at = k
+            t0 = time.perf_counter()
+            call()
+            timings.append((self.steps[k], t0, time.perf_counter()))
 
     def run_bound(self) -> None:
         """Every step, on inputs already bound (BoundCall): no copy in or out."""
@@ -110,6 +109,7 @@ class ExecutionContext:
             raise
         except Exception as exc:
             raise _named(self.steps[self.loop.at].node, exc) from exc
+
 
 class BoundCall:
     """One caller's context of `plan`, held until close(), its inputs bound to the
@@ -166,8 +166,10 @@ def _compiled_loop(plan, arrays: dict, root: dict, step_inputs: list, step_outpu
                    calls: list, inputs: list, readers: list) -> StepLoop:
     """The context's StepLoop (runtime/_loop.pyx): a C step for every step whose kernel
     offers one for these arrays (run.cstep(ins, outs, in_cells, out_cells) -> capsule or
-    None), the Python call for the rest. A cell per tensor the C steps use (a view shares
-    its root's: the same first element) and per constant they read."""
+    None), the Python call for the rest. C steps read and write C-contiguous arrays only:
+    a step with any other (a strided constant) stays a Python call. A cell per tensor the
+    C steps use (a view shares its root's: the same first element) and per constant they
+    read."""
     cells: dict = {}            # root tensor name, or id of a constant -> (cell, array)
 
     def cell_of(ref, array):
@@ -180,7 +182,8 @@ def _compiled_loop(plan, arrays: dict, root: dict, step_inputs: list, step_outpu
 
     wanted = []                 # (step, cells of its inputs, of its outputs)
     for k, (step, ins, outs) in enumerate(zip(plan.steps, step_inputs, step_outputs)):
-        if getattr(step.choice.run, "cstep", None) is not None:
+        if getattr(step.choice.run, "cstep", None) is not None and all(
+                a is None or a.flags.c_contiguous for a in ins + outs):
             wanted.append((k, [cell_of(r, a) for r, a in zip(step.in_refs, ins)],
                            [cell_of(r, a) for r, a in zip(step.out_refs, outs)]))
     loop = StepLoop(calls, len(cells))

@@ -19,6 +19,24 @@ def _context(sess):
     return ctx
 
 
+def _callers_in_threads_agree(sess, xs: list, calls: int) -> bool:
+    """One thread per input x of xs, each calling `calls` times: every result is the one
+    a lone call gives for its x."""
+    wants = [sess.run(None, {"x": x})[0] for x in xs]
+    bad = []
+
+    def caller(i):
+        for _ in range(calls):
+            if not np.array_equal(sess.run(None, {"x": xs[i]})[0], wants[i]):
+                bad.append(i)
+    threads = [threading.Thread(target=caller, args=(i,)) for i in range(len(xs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return not bad
+
+
 @pytest.mark.parametrize("nodes", [1, 10, 50])
 def test_chains_run_as_c_steps_and_match_onnxruntime(nodes):
     model = chain_model(nodes)
@@ -105,19 +123,7 @@ def test_callers_in_threads_each_get_their_own_result():
     sess = edgenn.InferenceSession(model.SerializeToString(), tune="off")
     xs = [np.random.default_rng(s).standard_normal((1, 64)).astype(np.float32)
           for s in range(8)]
-    wants = [sess.run(None, {"x": x})[0] for x in xs]
-    bad = []
-
-    def caller(i):
-        for _ in range(200):
-            if not np.array_equal(sess.run(None, {"x": xs[i]})[0], wants[i]):
-                bad.append(i)
-    threads = [threading.Thread(target=caller, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not bad
+    assert _callers_in_threads_agree(sess, xs, calls=200)
 
 
 def test_large_c_steps_let_the_gil_go_and_match_onnxruntime():
@@ -139,16 +145,4 @@ def test_large_c_steps_let_the_gil_go_and_match_onnxruntime():
     xs = [rng.standard_normal((1, 64, 32, 32)).astype(np.float32) for _ in range(4)]
     for x in xs:
         assert rel_err(sess.run(None, {"x": x})[0], ort_run(model, {"x": x})[0]) < 1e-5
-    wants = [sess.run(None, {"x": x})[0] for x in xs]
-    bad = []
-
-    def caller(i):
-        for _ in range(20):
-            if not np.array_equal(sess.run(None, {"x": xs[i]})[0], wants[i]):
-                bad.append(i)
-    threads = [threading.Thread(target=caller, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not bad
+    assert _callers_in_threads_agree(sess, xs, calls=20)

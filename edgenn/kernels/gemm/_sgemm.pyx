@@ -425,9 +425,7 @@ cdef class SGemm:
         cdef int t, nt = self.threads
         if self.M == 0 or self.N == 0 or n == 0:
             return
-        xs = self.K * (1 if self.is_conv else self.N)
-        if self.is_conv:
-            xs = g.C * g.H * g.W
+        xs = g.C * g.H * g.W if self.is_conv else self.K * self.N
         os = self.M * self.N
         var.packed = NULL
         var.src = NULL

@@ -95,11 +95,10 @@ def _prepare_conv(node, ins, outs, threads: int, row: str, rows: bool = False):
             gemm(inputs[0], outputs[0], None, ws.get())
 
     def cstep(ins, outs, in_cells, out_cells):
-        """run as a C step where run_images would take the arrays as they are (float32,
-        C-contiguous: no copy); ws.get() is this context's workspace (the loop is built
-        with the context's scratch active)."""
-        arrays = [ins[0], outs[0]] + ([ins[3]] if has_z else [])
-        if not all(a.dtype == np.float32 and a.flags.c_contiguous for a in arrays):
+        """run as a C step where run_images would take the arrays as they are (float32:
+        no conversion); ws.get() is this context's workspace (the loop is built with the
+        context's scratch active)."""
+        if any(a.dtype != np.float32 for a in [ins[0], outs[0]] + ([ins[3]] if has_z else [])):
             return None
         return g.images_cstep(n, in_cells[0], out_cells[0], in_cells[3] if has_z else None,
                               ws.get())

@@ -2,7 +2,8 @@
  * (edgenn/runtime/_loop.pyx): a kernel whose Python `run` can also run as
  * fn(params) offers it through run.cstep (edgenn/kernels/native/cstep.pxi).
  *
- * The step reads and writes its tensors through cells: each cell holds the address of one
+ * A step's arrays are C-contiguous (the runtime offers no other to run.cstep), and it
+ * reads and writes them through cells: each cell holds the address of one
  * tensor's first element in the running context. The loop owns the cells and may point an
  * input's cell at the caller's array for one call (an input read in place), so a step
  * dereferences its cells on every call and never keeps the addresses. params is the

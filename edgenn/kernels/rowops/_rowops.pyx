@@ -91,44 +91,25 @@ cdef int _softmax_step(const void *params) noexcept nogil:
     return 0
 
 
-# the steps with the GIL let go (CSTEP_NOGIL_VALUES)
-cdef int _unary_released(const void *params) noexcept:
-    with nogil:
-        _unary_step(params)
-    return 0
-
-
-cdef int _softmax_released(const void *params) noexcept:
-    with nogil:
-        _softmax_step(params)
-    return 0
-
-
-cdef object _row_step(edgenn_step_fn fn, long R, long C, int f, x_cell, y_cell, str build):
+cdef object _row_step(nogil_step_fn fn, long R, long C, int f, x_cell, y_cell, str build):
     cdef row_step *p = <row_step *>malloc(sizeof(row_step))
     if p == NULL:
         raise MemoryError()
     p.x, p.y, p.R, p.C, p.fn, p.row = cell(x_cell), cell(y_cell), R, C, f, _row(build)
-    return new_cstep(fn, p)
+    return new_nogil_cstep(fn, p, R * C)
 
 
 def sigmoid_cstep(long n, x_cell, y_cell, str build=None):
     """sigmoid over n values as a C step (the `sigmoid` below, cells of x and y)."""
-    if n >= CSTEP_NOGIL_VALUES:
-        return _row_step(_unary_released, 1, n, ROW_SIGMOID, x_cell, y_cell, build)
     return _row_step(_unary_step, 1, n, ROW_SIGMOID, x_cell, y_cell, build)
 
 
 def gelu_cstep(long n, x_cell, y_cell, str build=None):
-    if n >= CSTEP_NOGIL_VALUES:
-        return _row_step(_unary_released, 1, n, ROW_GELU, x_cell, y_cell, build)
     return _row_step(_unary_step, 1, n, ROW_GELU, x_cell, y_cell, build)
 
 
 def softmax_cstep(long R, long C, bint log, x_cell, y_cell, str build=None):
     """softmax_rows on (R, C) as a C step."""
-    if R * C >= CSTEP_NOGIL_VALUES:
-        return _row_step(_softmax_released, R, C, log, x_cell, y_cell, build)
     return _row_step(_softmax_step, R, C, log, x_cell, y_cell, build)
 
 

@@ -239,10 +239,8 @@ def prepare_softmax(node, ins, outs):
     def run(inputs, outputs):
         sm(inputs[0].reshape(shape), outputs[0].reshape(shape), log=log)
 
-    def cstep(ins, outs, in_cells, out_cells):
-        if ins[0].flags.c_contiguous and outs[0].flags.c_contiguous:
-            return _rowops.softmax_cstep(*shape, log, in_cells[0], out_cells[0])
-    run.cstep = cstep
+    run.cstep = lambda ins, outs, in_cells, out_cells: _rowops.softmax_cstep(
+        *shape, log, in_cells[0], out_cells[0])
     return run
 
 
@@ -262,11 +260,9 @@ def _flat(fn, c_form=None):
         def run(inputs, outputs):
             fn(inputs[0].reshape(-1), outputs[0].reshape(-1))
 
-        def cstep(ins, outs, in_cells, out_cells):
-            if ins[0].flags.c_contiguous and outs[0].flags.c_contiguous:
-                return c_form(outs[0].size, in_cells[0], out_cells[0])
         if c_form is not None:
-            run.cstep = cstep
+            run.cstep = lambda ins, outs, in_cells, out_cells: c_form(
+                outs[0].size, in_cells[0], out_cells[0])
         return run
     return prepare
 

@@ -33,27 +33,6 @@ cdef extern from "_eltwise.h":
     int elt_unary_step(const void *params) noexcept nogil
 
 
-# the steps with the GIL let go (CSTEP_NOGIL_VALUES)
-cdef int _binary_released(const void *params) noexcept:
-    cdef int rc
-    with nogil:
-        rc = elt_binary_step(params)
-    return rc
-
-
-cdef int _unary_released(const void *params) noexcept:
-    cdef int rc
-    with nogil:
-        rc = elt_unary_step(params)
-    return rc
-
-
-cdef int _sum_rows_released(const void *params) noexcept:
-    cdef int rc
-    with nogil:
-        rc = elt_sum_rows_step(params)
-    return rc
-
 BINARY = {"Add": ELT_ADD, "Sub": ELT_SUB, "Mul": ELT_MUL, "Div": ELT_DIV}
 NEG = ELT_NEG       # unary_step's op for -x; its other ops are activation codes
 
@@ -71,9 +50,7 @@ def binary_step(str op, dims, a_strides, b_strides, a_cell, b_cell, y_cell):
     for d in range(3):
         p.n[d], p.sa[d], p.sb[d] = dims[d], a_strides[d], b_strides[d]
     p.a, p.b, p.y = cell(a_cell), cell(b_cell), cell(y_cell)
-    if dims[0] * dims[1] * dims[2] >= CSTEP_NOGIL_VALUES:
-        return new_cstep(_binary_released, p)
-    return new_cstep(elt_binary_step, p)
+    return new_nogil_cstep(elt_binary_step, p, dims[0] * dims[1] * dims[2])
 
 
 def unary_step(int op, long n, x_cell, y_cell, float lo=0, float hi=0):
@@ -87,9 +64,7 @@ def unary_step(int op, long n, x_cell, y_cell, float lo=0, float hi=0):
     p.op = op
     p.n, p.lo, p.hi = n, lo, hi
     p.x, p.y = cell(x_cell), cell(y_cell)
-    if n >= CSTEP_NOGIL_VALUES:
-        return new_cstep(_unary_released, p)
-    return new_cstep(elt_unary_step, p)
+    return new_nogil_cstep(elt_unary_step, p, n)
 
 
 def sum_rows(const float[:, ::1] x, float[::1] y, float scale):
@@ -107,6 +82,4 @@ def sum_rows_step(long rows, long n, float scale, x_cell, y_cell):
     if p == NULL:
         raise MemoryError()
     p.x, p.y, p.rows, p.n, p.scale = cell(x_cell), cell(y_cell), rows, n, scale
-    if rows * n >= CSTEP_NOGIL_VALUES:
-        return new_cstep(_sum_rows_released, p)
-    return new_cstep(elt_sum_rows_step, p)
+    return new_nogil_cstep(elt_sum_rows_step, p, rows * n)

@@ -61,10 +61,7 @@ def _binary(op: str, ufunc):
 def _binary_cstep(op, ins, outs, in_cells, out_cells):
     """The compiled loop's form of a binary step (_eltwise.h), or None where the operands
     do not collapse to three broadcast dims."""
-    a, b, y = ins[0], ins[1], outs[0]
-    if not all(t.flags.c_contiguous for t in (a, b, y)):
-        return None
-    dims = collapse_broadcast(a.shape, b.shape, y.shape)
+    dims = collapse_broadcast(ins[0].shape, ins[1].shape, outs[0].shape)
     if dims is None:
         return None
     n, sa, sb = dims
@@ -107,10 +104,8 @@ C_UNARY = {"Neg": _eltwise.NEG, "Relu": epilogue.code("Relu"), "Clip": epilogue.
 def _unary_cstep(op, lo=0.0, hi=0.0):
     """The compiled loop's form of an elementwise unary step (_eltwise.h)."""
     def cstep(ins, outs, in_cells, out_cells):
-        x, y = ins[0], outs[0]
-        if not (x.flags.c_contiguous and y.flags.c_contiguous) or x.size != y.size:
-            return None
-        return _eltwise.unary_step(C_UNARY[op], y.size, in_cells[0], out_cells[0], lo, hi)
+        return _eltwise.unary_step(C_UNARY[op], outs[0].size, in_cells[0], out_cells[0],
+                                   lo, hi)
     return cstep
 
 
