@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...registry import kernel
+from ..native.tables import register_row_specs
 from ..native.threading_cost import plan_threads
 from . import _gqa
 
@@ -131,10 +131,4 @@ def spec_name(row) -> str:
     return "group_query_attention_" + row.name
 
 
-for _prio, _row in enumerate(_gqa.ROWS):      # the later (better) rows first in priority
-    _isa = "" if _row.isa == "scalar" else _row.isa
-    kernel(OP, spec_name(_row), supports=_supports, isa=_isa, priority=_prio,
-           family="attention", fallback=_row.isa == "scalar")(_make(_row.name))
-    if _row.isa != "scalar":
-        kernel(OP, spec_name(_row) + "_mt", supports=_mt_supports, isa=_isa, priority=_prio,
-               family="attention")(_make(_row.name, threads=plan_threads))
+register_row_specs(OP, _gqa.ROWS, spec_name, _make, _supports, _mt_supports, "attention")

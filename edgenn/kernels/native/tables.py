@@ -41,3 +41,20 @@ class Table:
         if not names:
             raise ValueError(f"no {self.family} row of tier {isa!r}")
         return names[-1]
+
+
+def register_row_specs(op: str, rows, spec_name, make, supports, mt_supports, family: str,
+                       first_priority: int = 0, **extra) -> None:
+    """A kernel spec per table row, the later (better) rows first in priority from
+    first_priority, the portable row the family's fallback; and each SIMD row's `_mt`
+    twin on the plan's threads. spec_name(row) -> its name; make(row_name, threads=None)
+    -> prepare; extra: further kernel() keywords (error_bound, ...)."""
+    from ...registry import kernel
+    from .threading_cost import plan_threads
+    for prio, row in enumerate(rows, first_priority):
+        isa = "" if row.isa == "scalar" else row.isa
+        kernel(op, spec_name(row), supports=supports, isa=isa, priority=prio, family=family,
+               fallback=row.isa == "scalar", **extra)(make(row.name))
+        if row.isa != "scalar":
+            kernel(op, spec_name(row) + "_mt", supports=mt_supports, isa=isa, priority=prio,
+                   family=family, **extra)(make(row.name, threads=plan_threads))

@@ -248,6 +248,29 @@ static void nb_prep_rows(const nb_row *row, const nb_args *x, long m0, long R, f
     }
 }
 
+
+/* Where a row tile of the panel at column n0 (nc of its NB_NR columns in Y) writes, from
+ * row m: in Y itself when the panel is whole, else in tmp (NB_RMAX x NB_NR), which
+ * nb_tile_flush then copies into Y's nc columns. *ldy: the tile's row stride. */
+static inline float *nb_tile_out(const nb_args *x, long m, long n0, long nc, float *tmp,
+                                 long *ldy)
+{
+    if (nc == NB_NR) {
+        *ldy = x->ldy;
+        return x->y + m * x->ldy + n0;
+    }
+    *ldy = NB_NR;
+    return tmp;
+}
+
+static inline void nb_tile_flush(const nb_args *x, long m, long n0, long nc, long rows,
+                                 const float *tmp)
+{
+    if (nc < NB_NR)
+        for (long r = 0; r < rows; r++)
+            memcpy(x->y + (m + r) * x->ldy + n0, tmp + r * NB_NR, nc * sizeof(float));
+}
+
 /* panels [p0, p1) for the chunk's rows (ap, as: R rows), in row tiles of near-equal size
  * of at most rmax rows */
 static void nb_panels(const nb_row *row, const nb_args *x, long m0, long R, const float *ap,
@@ -272,18 +295,9 @@ static void nb_panels(const nb_row *row, const nb_args *x, long m0, long R, cons
             float tmp[NB_RMAX * NB_NR];
             t.a = ap + r0 * Kp;
             t.asum = as + r0 * kb;
-            if (nc == NB_NR) {
-                t.y = x->y + (m0 + r0) * x->ldy + n0;
-                t.ldy = x->ldy;
-            } else {
-                t.y = tmp;
-                t.ldy = NB_NR;
-            }
+            t.y = nb_tile_out(x, m0 + r0, n0, nc, tmp, &t.ldy);
             row->tile((int)rt, &t);
-            if (nc < NB_NR)
-                for (long r = 0; r < rt; r++)
-                    memcpy(x->y + (m0 + r0 + r) * x->ldy + n0, tmp + r * NB_NR,
-                           nc * sizeof(float));
+            nb_tile_flush(x, m0 + r0, n0, nc, rt, tmp);
             r0 += rt;
         }
     }

@@ -111,35 +111,13 @@ static inline __attribute__((always_inline)) int32_t nbq_dp_scalar(int32_t acc, 
 
 #if NB_X86
 /* AVX2: vpmaddubsw + vpmaddwd (no VNNI), 8 columns a vector */
-#define NBQ_VI __m256i
-#define NBQ_VA __m256i
-#define NBQ_VF __m256
-#define NBQ_L 8
+#include "_nbits_q8_ymm.h"
 #define NBQ_ATTR EDGENN_AVX2
-#define NBQ_LOADI(p) _mm256_loadu_si256((const __m256i *)(p))
-#define NBQ_SRL(x, n) _mm256_srli_epi32(x, n)
-#define NBQ_AND _mm256_and_si256
-#define NBQ_SET1I(m) _mm256_set1_epi32((int)(m))
-#define NBQ_BCAST(p) _mm256_set1_epi32((int)nbq_load4(p))
-#define NBQ_ZEROA _mm256_setzero_si256
-#define NBQ_ADDA _mm256_add_epi32
 #define NBQ_MADDUBS _mm256_maddubs_epi16
 #define NBQ_MADDWD _mm256_madd_epi16
 #define NBQ_ADD16 _mm256_add_epi16
-#define NBQ_SHIFT8 0.0f
-#define NBQ_CVT _mm256_cvtepi32_ps
-#define NBQ_LOADF _mm256_loadu_ps
-#define NBQ_STOREF _mm256_storeu_ps
-#define NBQ_SET1F _mm256_set1_ps
-#define NBQ_ZEROF _mm256_setzero_ps
-#define NBQ_ADDF _mm256_add_ps
-#define NBQ_SUBF _mm256_sub_ps
-#define NBQ_MULF _mm256_mul_ps
-#define NBQ_ZP8(p) _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p))))
-#define NBQ_KEEP(x) NBQ_KEEP_X86(x)
 #define NBQ_TILE_T nbq_tile_t_avx2
 #define NBQ_TILE nbq_tile_avx2
-#define NBQ_ROWS_MAX 4
 #include "_nbits_q8_vec.h"
 
 /* AVX-VNNI (VEX vpdpbusd on ymm): the AVX2 width with one instruction per dot product */
@@ -155,34 +133,12 @@ static inline __attribute__((always_inline)) int32_t nbq_dp_scalar(int32_t acc, 
 #define NBQ_HAVE_AVXVNNI 0
 #endif
 #if NBQ_HAVE_AVXVNNI
-#define NBQ_VI __m256i
-#define NBQ_VA __m256i
-#define NBQ_VF __m256
-#define NBQ_L 8
+#include "_nbits_q8_ymm.h"
 #define NBQ_ATTR NBQ_AVXVNNI_ATTR
-#define NBQ_LOADI(p) _mm256_loadu_si256((const __m256i *)(p))
-#define NBQ_SRL(x, n) _mm256_srli_epi32(x, n)
-#define NBQ_AND _mm256_and_si256
-#define NBQ_SET1I(m) _mm256_set1_epi32((int)(m))
-#define NBQ_BCAST(p) _mm256_set1_epi32((int)nbq_load4(p))
-#define NBQ_ZEROA _mm256_setzero_si256
-#define NBQ_ADDA _mm256_add_epi32
 #define NBQ_DP NBQ_DPBUSD256
 #define NBQ_CODES8(w) (w)
-#define NBQ_SHIFT8 0.0f
-#define NBQ_CVT _mm256_cvtepi32_ps
-#define NBQ_LOADF _mm256_loadu_ps
-#define NBQ_STOREF _mm256_storeu_ps
-#define NBQ_SET1F _mm256_set1_ps
-#define NBQ_ZEROF _mm256_setzero_ps
-#define NBQ_ADDF _mm256_add_ps
-#define NBQ_SUBF _mm256_sub_ps
-#define NBQ_MULF _mm256_mul_ps
-#define NBQ_ZP8(p) _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p))))
-#define NBQ_KEEP(x) NBQ_KEEP_X86(x)
 #define NBQ_TILE_T nbq_tile_t_avxvnni
 #define NBQ_TILE nbq_tile_avxvnni
-#define NBQ_ROWS_MAX 4
 #include "_nbits_q8_vec.h"
 #endif
 
@@ -359,18 +315,9 @@ static void nbq_panels(const nbq_row *row, const nb_args *x, long m0, long R, co
             t.qa = qa + r0 * Kp;
             t.sa = sa + r0 * kb;
             t.sq = sq + r0 * kb;
-            if (nc == NB_NR) {
-                t.y = x->y + (m0 + r0) * x->ldy + n0;
-                t.ldy = x->ldy;
-            } else {
-                t.y = tmp;
-                t.ldy = NB_NR;
-            }
+            t.y = nb_tile_out(x, m0 + r0, n0, nc, tmp, &t.ldy);
             row->tile((int)rt, &t);
-            if (nc < NB_NR)
-                for (long r = 0; r < rt; r++)
-                    memcpy(x->y + (m0 + r0 + r) * x->ldy + n0, tmp + r * NB_NR,
-                           nc * sizeof(float));
+            nb_tile_flush(x, m0 + r0, n0, nc, rt, tmp);
             r0 += rt;
         }
     }

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...registry import kernel
+from ..native.tables import register_row_specs
 from .. import scratch
 from ..reference.nbits import dequantize_nbits
 from ..native.threading_cost import plan_threads
@@ -132,20 +132,7 @@ def spec_name(row) -> str:
     return "matmul_" + row.name
 
 
-for _prio, _row in enumerate(_nbits.ROWS):      # the later (better) rows first in priority
-    _isa = "" if _row.isa == "scalar" else _row.isa
-    kernel(OP, spec_name(_row), supports=_supports, isa=_isa, priority=_prio,
-           family="nbits", fallback=_row.isa == "scalar")(_make(_row.name))
-    if _row.isa != "scalar":
-        kernel(OP, spec_name(_row) + "_mt", supports=_mt_supports, isa=_isa, priority=_prio,
-               family="nbits")(_make(_row.name, threads=plan_threads))
-
-for _prio, _row in enumerate(_nbits.QROWS):     # above every fp32 row where they apply
-    _isa = "" if _row.isa == "scalar" else _row.isa
-    kernel(OP, spec_name(_row), supports=_i8_supports, isa=_isa,
-           priority=_prio + len(_nbits.ROWS), family="nbits_i8",
-           fallback=_row.isa == "scalar", error_bound=_i8_error_bound)(_make(_row.name))
-    if _row.isa != "scalar":
-        kernel(OP, spec_name(_row) + "_mt", supports=_i8_mt_supports, isa=_isa,
-               priority=_prio + len(_nbits.ROWS), family="nbits_i8",
-               error_bound=_i8_error_bound)(_make(_row.name, threads=plan_threads))
+register_row_specs(OP, _nbits.ROWS, spec_name, _make, _supports, _mt_supports, "nbits")
+# the int8 rows rank above every fp32 row where they apply
+register_row_specs(OP, _nbits.QROWS, spec_name, _make, _i8_supports, _i8_mt_supports,
+                   "nbits_i8", first_priority=len(_nbits.ROWS), error_bound=_i8_error_bound)
